@@ -1,0 +1,66 @@
+// The Koa application, built without listening so tests can drive it on any port.
+// Request path: request id + log → errors → path normalisation → routes → 404/405.
+import Koa from 'koa';
+import { randomUUID } from 'node:crypto';
+import { logger } from '../shared/logger.ts';
+import type { AppDeps } from './deps.ts';
+import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
+import { buildRouter, type RouteDefinition } from './http/routes.ts';
+import { allRoutes } from './routes.ts';
+
+declare module 'koa' {
+  interface DefaultContext {
+    deps: AppDeps;
+  }
+}
+
+export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) {
+  const app = new Koa({ proxy: process.env.TRUST_PROXY === '1' });
+  app.context.deps = deps;
+  const router = buildRouter(routes);
+
+  app.use(async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const requestId = ctx.get('x-request-id') || randomUUID();
+    ctx.state.requestId = requestId;
+    ctx.set('X-Request-Id', requestId);
+    try {
+      await next();
+    } catch (error) {
+      if (error instanceof ApiError) {
+        ctx.status = error.status;
+        ctx.set(error.headers);
+        ctx.body = error.body;
+      } else {
+        logger.error({ err: error, requestId, method: ctx.method, path: ctx.path }, 'unhandled error');
+        ctx.status = 500;
+        ctx.body = { type: 'server_error', code: 'error', detail: 'A server error occurred.', attr: null };
+      }
+    } finally {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      logger.info({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
+      deps.onRequestFinished?.(ctx, ms);
+    }
+  });
+
+  // Trailing slash optional everywhere; /api/environments/:id/… is an alias of /api/projects/:id/….
+  app.use(async (ctx, next) => {
+    ctx.state.requestPath = ctx.path;
+    let path = ctx.path;
+    if (path.length > 1 && path.endsWith('/')) path = path.replace(/\/+$/, '');
+    if (path.startsWith('/api/environments/')) path = '/api/projects/' + path.slice('/api/environments/'.length);
+    if (path !== ctx.path) ctx.path = path;
+    await next();
+  });
+
+  app.use(router.routes());
+  app.use(async (ctx) => {
+    if (ctx.body !== undefined || ctx.status !== 404) return;
+    const match = router.match(ctx.path, ctx.method);
+    if (match.path.length > 0 && !match.route) throw methodNotAllowed(ctx.method);
+    throw notFound();
+  });
+
+  app.on('error', (error) => logger.debug({ err: error }, 'koa error'));
+  return app;
+}

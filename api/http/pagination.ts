@@ -1,0 +1,43 @@
+import type { Context } from 'koa';
+
+export const DEFAULT_PAGE_SIZE = 100;
+
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+/** DRF LimitOffsetPagination: a non-integer or non-positive limit falls back to 100; a bad offset is 0. */
+export function pageOf(query: Record<string, unknown>, defaultLimit = DEFAULT_PAGE_SIZE, maxLimit?: number): Page {
+  const limit = Number(query.limit);
+  const offset = Number(query.offset);
+  let pageLimit = Number.isInteger(limit) && limit > 0 ? limit : defaultLimit;
+  if (maxLimit !== undefined) pageLimit = Math.min(pageLimit, maxLimit);
+  return { limit: pageLimit, offset: Number.isInteger(offset) && offset > 0 ? offset : 0 };
+}
+
+/** The request URL with `changes` applied (undefined removes a key) and keys sorted, as DRF builds it. */
+function urlWith(ctx: Context, changes: Record<string, string | undefined>): string {
+  const params = new URLSearchParams(ctx.querystring);
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === undefined) params.delete(key);
+    else params.set(key, value);
+  }
+  params.sort();
+  const qs = params.toString();
+  return `${ctx.protocol}://${ctx.host}${ctx.state.requestPath ?? ctx.path}${qs ? `?${qs}` : ''}`;
+}
+
+/** `{count, next, previous, results}` with absolute next/previous URLs that keep the other query parameters. */
+export function paginated<T>(ctx: Context, page: Page, count: number, results: T[]) {
+  const { limit, offset } = page;
+  const next = offset + limit < count ? urlWith(ctx, { limit: String(limit), offset: String(offset + limit) }) : null;
+  let previous: string | null = null;
+  if (offset > 0) {
+    previous =
+      offset - limit <= 0
+        ? urlWith(ctx, { limit: String(limit), offset: undefined })
+        : urlWith(ctx, { limit: String(limit), offset: String(offset - limit) });
+  }
+  return { count, next, previous, results };
+}

@@ -1,0 +1,102 @@
+// One declaration per route: method, path, scopes and schemas in one place. The same list mounts
+// the routes here and feeds the OpenAPI document.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Context, Middleware } from 'koa';
+import { Router } from '@koa/router';
+import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, type ProjectRow } from './auth.ts';
+import { readRawBody } from './body.ts';
+import { parseError, unsupportedMediaType } from './errors.ts';
+import { enforceThrottle } from './throttle.ts';
+import { validate, type JsonSchema } from './validation.ts';
+import type { AppDeps } from '../deps.ts';
+
+export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+
+export interface RouteState<Q = Record<string, any>, B = any> {
+  em: EntityManager;
+  auth: AuthenticatedKey;
+  project: ProjectRow;
+  query: Q;
+  body: B;
+  params: Record<string, string>;
+}
+
+export interface ApiContext<Q = Record<string, any>, B = any> extends Context {
+  state: RouteState<Q, B> & Record<string, any>;
+  deps: AppDeps;
+}
+
+export interface RouteDefinition<Q = any, B = any> {
+  method: HttpMethod;
+  /** Koa-router path, without trailing slash; `:project_id` makes the route project-scoped. */
+  path: string;
+  summary: string;
+  tags?: string[];
+  /**
+   * Scopes a personal API key needs. `[]`: any valid key (the seed lists none).
+   * `null`: no personal-API-key auth at all (capture, health) — the handler authenticates itself.
+   */
+  scopes: string[] | null;
+  query?: JsonSchema;
+  body?: JsonSchema;
+  /** Documented response schema per status, for OpenAPI and the contract test. */
+  responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string }>;
+  /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
+  rawBody?: boolean;
+  handler: (ctx: ApiContext<Q, B>) => Promise<void> | void;
+}
+
+export const defineRoute = <Q = Record<string, any>, B = any>(route: RouteDefinition<Q, B>) => route as RouteDefinition;
+
+/** Parses a JSON body as PostHog does (JSON only). An empty body is `{}`. */
+async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
+  const raw = await readRawBody(ctx, limitBytes);
+  if (raw.length === 0) return {};
+  const type = (ctx.get('content-type') || 'application/json').split(';')[0].trim().toLowerCase();
+  if (type !== 'application/json' && !type.endsWith('+json') && type !== 'text/plain')
+    throw unsupportedMediaType(ctx.get('content-type'));
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch (error) {
+    throw parseError(`JSON parse error - ${(error as Error).message}`);
+  }
+}
+
+function routeMiddleware(route: RouteDefinition): Middleware {
+  return async (ctx) => {
+    const apiCtx = ctx as ApiContext;
+    const deps = apiCtx.deps;
+    const em = deps.orm.em.fork() as EntityManager;
+    apiCtx.state.em = em;
+    apiCtx.state.params = (ctx as any).params ?? {};
+    const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
+    const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
+    if (route.scopes !== null) {
+      const key = await authenticate(ctx, em, body);
+      apiCtx.state.auth = key;
+      await enforceThrottle(deps.redis, { ...deps.config.rateLimit, prefix: deps.config.redisPrefix }, key.keyId);
+      requireScopes(key, route.scopes);
+      if (route.path.includes(':project_id')) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id);
+    }
+    const query = { ...ctx.query } as Record<string, unknown>;
+    delete query.personal_api_key;
+    apiCtx.state.query = route.query ? validate(route.query, query, { query: true }) : query;
+    if (hasBody && body !== undefined) {
+      if (body && typeof body === 'object' && !Array.isArray(body)) delete (body as any).personal_api_key;
+      apiCtx.state.body = route.body ? validate(route.body, body) : body;
+    }
+    await route.handler(apiCtx);
+  };
+}
+
+export function buildRouter(routes: RouteDefinition[]): Router {
+  const router = new Router();
+  // Fixed paths are registered before parameterised ones so `/persons/bulk_delete` never reads as `/persons/:id`.
+  const ordered = [...routes].sort((a, b) => paramCount(a.path) - paramCount(b.path));
+  for (const route of ordered) {
+    router.register(route.path, [route.method], routeMiddleware(route));
+  }
+  return router;
+}
+
+const paramCount = (path: string) => path.split('/').filter((s) => s.startsWith(':')).length;

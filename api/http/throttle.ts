@@ -1,0 +1,34 @@
+// PostHog's burst (per minute) and sustained (per hour) throttles for personal-API-key requests,
+// counted per key in Redis with fixed windows. If Redis does not answer, requests pass: losing
+// rate limiting for a moment is better than refusing every request.
+import type { Redis } from 'ioredis';
+import { throttled } from './errors.ts';
+import { logger } from '../../shared/logger.ts';
+
+export interface ThrottleSettings {
+  enabled: boolean;
+  perMinute: number;
+  perHour: number;
+  prefix: string;
+}
+
+export async function enforceThrottle(redis: Redis, settings: ThrottleSettings, keyId: string, now = Date.now()): Promise<void> {
+  if (!settings.enabled) return;
+  const seconds = Math.floor(now / 1000);
+  const minuteWindow = Math.floor(seconds / 60);
+  const hourWindow = Math.floor(seconds / 3600);
+  const minuteKey = `${settings.prefix}:throttle:${keyId}:m:${minuteWindow}`;
+  const hourKey = `${settings.prefix}:throttle:${keyId}:h:${hourWindow}`;
+  let results: [Error | null, unknown][] | null;
+  try {
+    results = await redis.multi().incr(minuteKey).expire(minuteKey, 61).incr(hourKey).expire(hourKey, 3601).exec();
+  } catch (error) {
+    logger.warn({ err: error }, 'throttle check skipped: Redis unavailable');
+    return;
+  }
+  if (!results) return;
+  const minuteCount = Number(results[0][1]);
+  const hourCount = Number(results[2][1]);
+  if (minuteCount > settings.perMinute) throw throttled(Math.max(1, (minuteWindow + 1) * 60 - seconds));
+  if (hourCount > settings.perHour) throw throttled(Math.max(1, (hourWindow + 1) * 3600 - seconds));
+}

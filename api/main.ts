@@ -1,0 +1,28 @@
+// `npm run start:api`: one API process. Run several behind a load balancer to scale out.
+import { config } from '../shared/config.ts';
+import { initOrm } from '../shared/db/orm.ts';
+import { logger } from '../shared/logger.ts';
+import { createApiRedis } from '../shared/redis.ts';
+import { createApp } from './app.ts';
+
+const orm = await initOrm();
+const redis = createApiRedis();
+redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
+const app = createApp({ config, orm, redis });
+const server = app.listen(config.port, config.host, () => {
+  logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
+});
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, 'API shutting down');
+  server.close();
+  setTimeout(() => process.exit(1), 10_000).unref();
+  await orm.close().catch(() => undefined);
+  redis.disconnect();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

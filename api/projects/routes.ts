@@ -1,0 +1,39 @@
+import { permissionDenied } from '../http/errors.ts';
+import { pageOf, paginated } from '../http/pagination.ts';
+import { defineRoute } from '../http/routes.ts';
+import type { ProjectRow } from '../http/auth.ts';
+import { projectBasic, projectDetail } from './serializers.ts';
+
+
+export const projectRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: '/api/projects',
+    summary: 'List the projects the key can reach',
+    tags: ['projects'],
+    scopes: ['project:read'],
+    handler: async (ctx) => {
+      const key = ctx.state.auth;
+      if (key.scopedTeams?.length) throw permissionDenied('API keys with scoped projects are only supported on project-based endpoints.');
+      const page = pageOf(ctx.state.query);
+      const orgFilter = key.scopedOrganizations?.length ? `and p.organization_id = any(?::uuid[])` : '';
+      const params: unknown[] = [key.userId];
+      if (orgFilter) params.push(key.scopedOrganizations);
+      const conn = ctx.state.em.getConnection();
+      const from = `from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ? where true ${orgFilter}`;
+      const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count ${from}`, params);
+      const rows = await conn.execute<ProjectRow[]>(`select p.* ${from} order by p.id limit ? offset ?`, [...params, page.limit, page.offset]);
+      ctx.body = paginated(ctx, page, count, rows.map(projectBasic));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/projects/:project_id',
+    summary: 'Retrieve a project',
+    tags: ['projects'],
+    scopes: ['project:read'],
+    handler: (ctx) => {
+      ctx.body = projectDetail(ctx.state.project);
+    },
+  }),
+];

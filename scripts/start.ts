@@ -1,0 +1,52 @@
+// `npm start`: everything on this machine. Ensures PostgreSQL and Redis run, creates and migrates
+// the database, bootstraps a new install (printing its API key once), then runs the API and one worker.
+import { spawn, spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { bootstrapInstall } from '../shared/accounts.ts';
+import { config } from '../shared/config.ts';
+import { ensureDatabase } from '../shared/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/db/orm.ts';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const services = spawnSync('bash', ['scripts/ensure-services.sh'], { cwd: root, stdio: 'inherit' });
+if (services.status !== 0) process.exit(services.status ?? 1);
+
+await ensureDatabase(config.databaseUrl);
+const orm = await initOrm();
+let keyMessage: string;
+try {
+  await migrate(orm);
+  const em = orm.em.fork();
+  const [{ count }] = await em.getConnection().execute<any[]>('select count(*)::int as count from app_user');
+  if (count === 0) {
+    const install = await bootstrapInstall(em as any, { email: process.env.ADMIN_EMAIL ?? 'admin@example.com' });
+    keyMessage =
+      `Personal API key (all scopes, shown only now — keep it): ${install.apiKey}\n` +
+      `Project ${install.project.id}, project API token for SDKs: ${install.project.apiToken}`;
+  } else {
+    keyMessage = 'Existing install: use the API key printed at its first start, or create one with `npm run bootstrap -- --force`.';
+  }
+} finally {
+  await orm.close();
+}
+
+const children = [
+  spawn(process.execPath, ['api/main.ts'], { cwd: root, stdio: 'inherit', env: { ...process.env, SERVICE_NAME: 'api' } }),
+  spawn(process.execPath, ['worker/main.ts'], { cwd: root, stdio: 'inherit', env: { ...process.env, SERVICE_NAME: 'worker' } }),
+];
+const base = `http://${config.host}:${config.port}`;
+console.log(`\nAPI: ${base}   (try: curl -H "Authorization: Bearer <key>" ${base}/api/projects/)\n${keyMessage}\n`);
+
+let exiting = false;
+const stopAll = (signal: NodeJS.Signals) => {
+  if (exiting) return;
+  exiting = true;
+  for (const child of children) child.kill(signal);
+};
+process.on('SIGINT', () => stopAll('SIGINT'));
+process.on('SIGTERM', () => stopAll('SIGTERM'));
+for (const child of children)
+  child.on('exit', (code) => {
+    stopAll('SIGTERM');
+    process.exitCode = code ?? 0;
+  });

@@ -1,0 +1,43 @@
+// All configuration comes from the environment; defaults run everything on this machine.
+function int(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value)) throw new Error(`${name} must be an integer, got "${raw}"`);
+  return value;
+}
+
+function bool(name: string, fallback: boolean): boolean {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  return ['1', 'true', 'yes', 'on'].includes(raw.toLowerCase());
+}
+
+export type Config = ReturnType<typeof loadConfig>;
+
+export function loadConfig() {
+  return {
+    databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics',
+    redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    /** Prefix for every Redis key (queues, throttle counters), so several installs can share a Redis. */
+    redisPrefix: process.env.REDIS_PREFIX ?? 'analytics',
+    host: process.env.HOST ?? '127.0.0.1',
+    port: int('PORT', 8000),
+    logLevel: process.env.LOG_LEVEL ?? 'info',
+    rateLimit: {
+      enabled: bool('RATE_LIMIT_ENABLED', true),
+      perMinute: int('RATE_LIMIT_PER_MINUTE', 480),
+      perHour: int('RATE_LIMIT_PER_HOUR', 4800),
+    },
+    /** JSON request bodies of the management API. */
+    maxJsonBodyBytes: int('MAX_JSON_BODY_BYTES', 1024 * 1024),
+    worker: {
+      concurrency: int('WORKER_CONCURRENCY', 2),
+      shutdownTimeoutMs: int('WORKER_SHUTDOWN_TIMEOUT_MS', 30_000),
+    },
+    /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
+    adminPassword: process.env.ADMIN_PASSWORD ?? '',
+  };
+}
+
+export const config = loadConfig();

@@ -1,0 +1,5 @@
+// Migrations are listed here explicitly (no folder scanning), in the order they run.
+// Add a new file as NNNN-what.ts and append it below.
+import { Migration0001Foundation } from './0001-foundation.ts';
+
+export const migrationsList = [{ name: '0001-foundation', class: Migration0001Foundation }];

@@ -1,0 +1,41 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, createAccount, createKey, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+
+let api: TestApi;
+let account: TestAccount;
+
+beforeAll(async () => {
+  api = await startApi((config) => {
+    config.rateLimit = { enabled: true, perMinute: 3, perHour: 100 };
+  });
+  account = await createAccount(api.orm);
+});
+afterAll(() => api.close());
+
+describe('rate limiting of personal API keys', () => {
+  it('answers 429 throttled_error with Retry-After once a key passes its per-minute limit', async () => {
+    const path = `/api/projects/${account.projectId}/`;
+    const statuses: number[] = [];
+    let last;
+    for (let i = 0; i < 5; i++) {
+      last = await call(api.baseUrl, 'GET', path, { key: account.apiKey });
+      statuses.push(last.status);
+    }
+    // A minute boundary may fall inside the loop; then the count restarts. At least one 429 either way.
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThanOrEqual(1);
+    const throttled = last!.status === 429 ? last! : await call(api.baseUrl, 'GET', path, { key: account.apiKey });
+    expect(throttled.status).toBe(429);
+    expect(throttled.body.type).toBe('throttled_error');
+    expect(throttled.body.code).toBe('throttled');
+    expect(throttled.body.detail).toMatch(/^Request was throttled\. Expected available in \d+ seconds?\.$/);
+    const retryAfter = Number(throttled.headers.get('retry-after'));
+    expect(retryAfter).toBeGreaterThanOrEqual(1);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+  });
+
+  it('counts per key: another key of the same user is not throttled', async () => {
+    const fresh = await createKey(api.orm, account.userId);
+    const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, { key: fresh });
+    expect(res.status).toBe(200);
+  });
+});

@@ -1,0 +1,48 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call, startApi, type TestApi } from '../../helpers.ts';
+
+let api: TestApi;
+let ownRedis: ChildProcess | undefined;
+
+beforeAll(async () => {
+  api = await startApi();
+});
+afterAll(async () => {
+  ownRedis?.kill('SIGKILL');
+  await api.close();
+});
+
+describe('health and readiness', () => {
+  it('reports liveness and readiness when PostgreSQL and Redis answer', async () => {
+    expect((await call(api.baseUrl, 'GET', '/_health')).body).toEqual({ status: 'ok' });
+    const ready = await call(api.baseUrl, 'GET', '/_ready/');
+    expect(ready.status).toBe(200);
+    expect(ready.body.checks).toEqual({ postgres: 'ok', redis: 'ok' });
+  });
+
+  it('fails readiness with 503 when its Redis is stopped', async () => {
+    // A Redis server of this test's own, so stopping it disturbs no other test file.
+    const port = 16_000 + Math.floor(Math.random() * 2000);
+    ownRedis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const app = await startApi((config) => {
+      config.redisUrl = `redis://127.0.0.1:${port}`;
+    });
+    try {
+      let ready;
+      for (let i = 0; i < 50; i++) {
+        ready = await call(app.baseUrl, 'GET', '/_ready');
+        if (ready.status === 200) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(ready!.status).toBe(200);
+      ownRedis.kill('SIGKILL');
+      await new Promise((r) => ownRedis!.once('exit', r));
+      const down = await call(app.baseUrl, 'GET', '/_ready');
+      expect(down.status).toBe(503);
+      expect(down.body).toEqual({ status: 'unavailable', checks: { postgres: 'ok', redis: 'unavailable' } });
+    } finally {
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,112 @@
+// Shared test fixtures: a real API on a random port, and isolated accounts in the real database.
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Redis } from 'ioredis';
+import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { createApp } from '../api/app.ts';
+import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts.ts';
+import { loadConfig, type Config } from '../shared/config.ts';
+import { initOrm } from '../shared/db/orm.ts';
+import { createApiRedis } from '../shared/redis.ts';
+
+export interface TestApi {
+  baseUrl: string;
+  orm: MikroORM;
+  redis: Redis;
+  config: Config;
+  close: () => Promise<void>;
+}
+
+/** Starts the real app against the test database and Redis. Throttling is off unless asked for. */
+export async function startApi(overrides: (config: Config) => void = () => undefined): Promise<TestApi> {
+  const config = loadConfig();
+  config.rateLimit.enabled = false;
+  overrides(config);
+  const orm = await initOrm(config.databaseUrl);
+  const redis = createApiRedis(config.redisUrl);
+  const app = createApp({ config, orm, redis });
+  const server: Server = await new Promise((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    orm,
+    redis,
+    config,
+    close: async () => {
+      await new Promise((resolve) => server.close(resolve));
+      server.closeAllConnections?.();
+      redis.disconnect();
+      await orm.close();
+    },
+  };
+}
+
+export interface TestAccount {
+  organizationId: string;
+  projectId: number;
+  projectToken: string;
+  userId: number;
+  apiKey: string;
+}
+
+/** A fresh organization with one project, a member user and a key with the given scopes. */
+export async function createAccount(orm: MikroORM, scopes: string[] | null = ['*']): Promise<TestAccount> {
+  const em = orm.em.fork();
+  const suffix = randomUUID().slice(0, 8);
+  const organization = await createOrganization(em, `Org ${suffix}`);
+  const project = await createProject(em, organization.id, `Project ${suffix}`);
+  const user = await createUser(em, { email: `user-${suffix}@example.com`, organizationId: organization.id, currentProjectId: project.id });
+  const { value } = await createPersonalApiKey(em, { userId: user.id, label: 'test', scopes });
+  return { organizationId: organization.id, projectId: project.id, projectToken: project.apiToken, userId: user.id, apiKey: value };
+}
+
+/** Another key of the same user, with other scopes or scoping. */
+export async function createKey(
+  orm: MikroORM,
+  userId: number,
+  input: { scopes?: string[] | null; scopedTeams?: number[]; scopedOrganizations?: string[] } = {},
+): Promise<string> {
+  const { value } = await createPersonalApiKey(orm.em.fork(), {
+    userId,
+    label: 'test',
+    scopes: input.scopes === undefined ? ['*'] : input.scopes,
+    scopedTeams: input.scopedTeams ?? null,
+    scopedOrganizations: input.scopedOrganizations ?? null,
+  });
+  return value;
+}
+
+export interface CallResult {
+  status: number;
+  body: any;
+  headers: Headers;
+  text: string;
+}
+
+/** A JSON request; `body` may be a string to send as-is (for malformed-input tests). */
+export async function call(
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<CallResult> {
+  const headers: Record<string, string> = { ...(options.headers ?? {}) };
+  if (options.key) headers.authorization = `Bearer ${options.key}`;
+  let payload: string | undefined;
+  if (options.body !== undefined) {
+    payload = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(baseUrl + path, { method, headers, body: payload });
+  const text = await response.text();
+  let body: any = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    body = text;
+  }
+  return { status: response.status, body, headers: response.headers, text };
+}

@@ -1,0 +1,16 @@
+import { defineConfig } from 'vitest/config';
+
+// Set here (not in test.env) so the global setup and every test process see the same values.
+process.env.NODE_ENV = 'test';
+process.env.DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_test';
+process.env.REDIS_PREFIX = process.env.TEST_REDIS_PREFIX ?? 'analytics-test';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    globalSetup: ['test/global-setup.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+  },
+});

@@ -1,0 +1,11 @@
+import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Redis } from 'ioredis';
+import type { Config } from '../shared/config.ts';
+import type { Logger } from '../shared/logger.ts';
+
+export interface WorkerDeps {
+  config: Config;
+  orm: MikroORM;
+  connection: Redis;
+  logger: Logger;
+}
