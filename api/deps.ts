@@ -1,5 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
+import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import type { QUEUE_NAMES } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 
 /** What request handlers reach through `ctx.deps`: built once per process in main.ts (or per test). */
@@ -7,6 +9,8 @@ export interface AppDeps {
   config: Config;
   orm: MikroORM;
   redis: Redis;
+  /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
+  queues: Record<keyof typeof QUEUE_NAMES, Queue>;
   /** Called after every request with its duration, for metrics. */
   onRequestFinished?: (ctx: import("koa").Context, ms: number) => void;
 }

@@ -4,11 +4,13 @@ import { initOrm } from '../shared/db/orm.ts';
 import { logger } from '../shared/logger.ts';
 import { createApiRedis } from '../shared/redis.ts';
 import { createApp } from './app.ts';
+import { createApiQueues } from './queues.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();
 redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
-const app = createApp({ config, orm, redis });
+const queues = createApiQueues(redis);
+const app = createApp({ config, orm, redis, queues });
 const server = app.listen(config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
@@ -21,6 +23,7 @@ async function shutdown(signal: string) {
   server.close();
   setTimeout(() => process.exit(1), 10_000).unref();
   await orm.close().catch(() => undefined);
+  await Promise.allSettled(Object.values(queues).map((q) => q.close()));
   redis.disconnect();
   process.exit(0);
 }

@@ -1,5 +1,53 @@
-// Queue names, job payloads and the BullMQ connection settings both processes share.
-// Jobs carry only ids: the source of truth for every request is its row in PostgreSQL.
+// Queue names, job payloads and enqueue helpers both processes share.
+// Jobs carry only ids: the source of truth for every request is its row in PostgreSQL, so a job
+// lost while Redis was down is re-created by the worker's reconciler from that row.
+import { Queue, type ConnectionOptions } from 'bullmq';
 import { config } from './config.ts';
+import { logger } from './logger.ts';
 
 export const QUEUE_PREFIX = `${config.redisPrefix}:bull`;
+
+export const QUEUE_NAMES = {
+  /** One job per async_deletion row: events (weekly / off-peak) and recordings (as soon as possible). */
+  deletions: 'deletions',
+  /** Experiment result computation, scheduled daily and on demand. */
+  experimentResults: 'experiment-results',
+} as const;
+
+export interface DeletionJobData {
+  /** async_deletion.id (bigint, as a string). */
+  deletionId: string;
+}
+
+/** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
+export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
+
+export function createQueue(name: string, connection: ConnectionOptions): Queue {
+  return new Queue(name, {
+    connection,
+    prefix: QUEUE_PREFIX,
+    defaultJobOptions: {
+      attempts: 8,
+      backoff: { type: 'exponential', delay: 5_000, jitter: 0.5 },
+      removeOnComplete: { age: 7 * 24 * 3600, count: 10_000 },
+      removeOnFail: false,
+    },
+  });
+}
+
+/**
+ * Hands deletion rows to the worker now. Never throws: if Redis is down the rows stay pending in
+ * PostgreSQL and the worker's reconciler enqueues them later.
+ */
+export async function enqueueDeletions(queue: Queue, deletionIds: (string | number)[]): Promise<boolean> {
+  if (deletionIds.length === 0) return true;
+  try {
+    await queue.addBulk(
+      deletionIds.map((id) => ({ name: 'delete', data: { deletionId: String(id) } satisfies DeletionJobData, opts: { jobId: deletionJobId(id) } })),
+    );
+    return true;
+  } catch (error) {
+    logger.warn({ err: (error as Error).message, deletionIds }, 'enqueue failed; the reconciler will pick these up');
+    return false;
+  }
+}

@@ -9,12 +9,15 @@ import { createOrganization, createPersonalApiKey, createProject, createUser } f
 import { loadConfig, type Config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
 import { createApiRedis } from '../shared/redis.ts';
+import { createApiQueues } from '../api/queues.ts';
+import type { AppDeps } from '../api/deps.ts';
 
 export interface TestApi {
   baseUrl: string;
   orm: MikroORM;
   redis: Redis;
   config: Config;
+  deps: AppDeps;
   close: () => Promise<void>;
 }
 
@@ -25,7 +28,8 @@ export async function startApi(overrides: (config: Config) => void = () => undef
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
   const redis = createApiRedis(config.redisUrl);
-  const app = createApp({ config, orm, redis });
+  const deps: AppDeps = { config, orm, redis, queues: createApiQueues(redis) };
+  const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -35,9 +39,11 @@ export async function startApi(overrides: (config: Config) => void = () => undef
     orm,
     redis,
     config,
+    deps,
     close: async () => {
       await new Promise((resolve) => server.close(resolve));
       server.closeAllConnections?.();
+      await Promise.allSettled(Object.values(deps.queues).map((q) => q.close()));
       redis.disconnect();
       await orm.close();
     },

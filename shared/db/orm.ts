@@ -10,7 +10,7 @@ export function ormConfig(databaseUrl = config.databaseUrl) {
     clientUrl: databaseUrl,
     entities,
     extensions: [Migrator],
-    migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true },
+    migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
     pool: { min: 0, max: Number(process.env.DATABASE_POOL_MAX ?? 10) },
     debug: process.env.ORM_DEBUG === '1',
   });

@@ -1,5 +1,9 @@
 // Migrations are listed here explicitly (no folder scanning), in the order they run.
 // Add a new file as NNNN-what.ts and append it below.
 import { Migration0001Foundation } from './0001-foundation.ts';
+import { Migration0002CoreDataModel } from './0002-core-data-model.ts';
 
-export const migrationsList = [{ name: '0001-foundation', class: Migration0001Foundation }];
+export const migrationsList = [
+  { name: '0001-foundation', class: Migration0001Foundation },
+  { name: '0002-core-data-model', class: Migration0002CoreDataModel },
+];

@@ -39,7 +39,7 @@ beforeAll(async () => {
     config.maxJsonBodyBytes = 2048;
   });
   account = await createAccount(api.orm);
-  const app = createApp({ config: api.config, orm: api.orm, redis: api.redis }, [...allRoutes, echo]);
+  const app = createApp(api.deps, [...allRoutes, echo]);
   server = await new Promise((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });

@@ -1,0 +1,34 @@
+// The activity log: one writer for every resource (persons, experiments, event definitions).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { randomUUID } from 'node:crypto';
+
+export interface ActivityChange {
+  type: string;
+  action: 'changed' | 'created' | 'deleted' | 'merged' | 'split' | 'exported';
+  field: string | null;
+  before: unknown;
+  after: unknown;
+}
+
+export interface ActivityEntry {
+  projectId: number;
+  organizationId?: string | null;
+  /** null for system activity (ingestion, worker). */
+  userId: number | null;
+  scope: string;
+  itemId: string;
+  activity: string;
+  detail: { changes?: ActivityChange[] | null; name?: string | null; short_id?: string | null; type?: string | null; trigger?: unknown };
+}
+
+/** Writes an entry; pass the transaction's `em` so the entry commits with the change it records. */
+export async function recordActivity(em: EntityManager, entry: ActivityEntry): Promise<void> {
+  const detail = { changes: null, trigger: null, type: null, name: null, short_id: null, ...entry.detail };
+  await em.getConnection().execute(
+    `insert into activity_log (id, project_id, organization_id, user_id, is_system, scope, item_id, activity, detail)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)`,
+    [randomUUID(), entry.projectId, entry.organizationId ?? null, entry.userId, entry.userId === null, entry.scope, entry.itemId, entry.activity, JSON.stringify(detail)],
+    'all',
+    em.getTransactionContext(),
+  );
+}
