@@ -1,0 +1,62 @@
+// Writing events: one implementation for capture and for the person endpoints that record the
+// event equivalent to their change ($set, $delete_person_property).
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { randomUUID } from 'node:crypto';
+
+export interface EventRow {
+  uuid: string;
+  projectId: number;
+  event: string;
+  distinctId: string;
+  /** The person's uuid at ingestion time (null for personless events). */
+  personId: string | null;
+  properties: Record<string, unknown>;
+  timestamp: Date;
+}
+
+// MikroORM's execute() takes `?` placeholders.
+const ROW_PLACEHOLDERS = '(?::uuid, ?::int, ?, ?, ?::uuid, ?::jsonb, ?::timestamptz, ?::timestamptz)';
+
+/**
+ * Inserts events with multi-row INSERTs (a repeated uuid is ignored, so SDK retries are harmless)
+ * and upserts their event definitions. Pass the transaction's `em` for atomicity with person changes.
+ */
+export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<void> {
+  if (rows.length === 0) return;
+  const conn = em.getConnection();
+  const ctx = em.getTransactionContext();
+  for (let start = 0; start < rows.length; start += 500) {
+    const chunk = rows.slice(start, start + 500);
+    const values: unknown[] = [];
+    const tuples = chunk.map((row) => {
+      values.push(row.uuid, row.projectId, row.event, row.distinctId, row.personId, JSON.stringify(row.properties), row.timestamp, now);
+      return ROW_PLACEHOLDERS;
+    });
+    await conn.execute(
+      `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
+       values ${tuples.join(', ')} on conflict do nothing`,
+      values,
+      'run',
+      ctx,
+    );
+  }
+  await upsertEventDefinitions(em, rows, now);
+}
+
+/** One statement per batch: creates missing definitions and moves last_seen_at only forward. */
+export async function upsertEventDefinitions(em: EntityManager, rows: Pick<EventRow, 'projectId' | 'event'>[], seenAt = new Date()): Promise<void> {
+  const unique = new Map<string, { projectId: number; event: string }>();
+  for (const row of rows) unique.set(`${row.projectId}\u0000${row.event}`, row);
+  if (unique.size === 0) return;
+  const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order
+  await em.getConnection().execute(
+    `insert into event_definition (id, project_id, name, created_at, last_seen_at)
+     select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz
+       from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)
+     on conflict (project_id, name) do update set last_seen_at = excluded.last_seen_at
+       where event_definition.last_seen_at is null or event_definition.last_seen_at < excluded.last_seen_at`,
+    [seenAt, seenAt, JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })))],
+    'run',
+    em.getTransactionContext(),
+  );
+}
