@@ -3,6 +3,7 @@ import { pageOf, paginated } from '../http/pagination.ts';
 import { defineRoute } from '../http/routes.ts';
 import type { ProjectRow } from '../http/auth.ts';
 import { projectBasic, projectDetail } from './serializers.ts';
+import { pgArray } from '../../shared/db/sql.ts';
 
 
 export const projectRoutes = [
@@ -18,7 +19,7 @@ export const projectRoutes = [
       const page = pageOf(ctx.state.query);
       const orgFilter = key.scopedOrganizations?.length ? `and p.organization_id = any(?::uuid[])` : '';
       const params: unknown[] = [key.userId];
-      if (orgFilter) params.push(key.scopedOrganizations);
+      if (orgFilter) params.push(pgArray(key.scopedOrganizations!));
       const conn = ctx.state.em.getConnection();
       const from = `from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ? where true ${orgFilter}`;
       const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count ${from}`, params);

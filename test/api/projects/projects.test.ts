@@ -65,6 +65,19 @@ describe('GET /api/projects/', () => {
   });
 });
 
+describe('organization-scoped keys', () => {
+  it('list only the projects of their organizations', async () => {
+    const { createKey } = await import('../../helpers.ts');
+    const scoped = await createKey(api.orm, account.userId, { scopedOrganizations: [account.organizationId] });
+    const res = await call(api.baseUrl, 'GET', '/api/projects/', { key: scoped });
+    expect(res.status).toBe(200);
+    expect(res.body.count).toBe(5);
+    const elsewhere = await createKey(api.orm, account.userId, { scopedOrganizations: ['00000000-0000-0000-0000-000000000000'] });
+    const none = await call(api.baseUrl, 'GET', '/api/projects/', { key: elsewhere });
+    expect(none.body.count).toBe(0);
+  });
+});
+
 describe('GET /api/projects/:id/', () => {
   it('returns the detail fields with Z timestamps', async () => {
     const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}`, { key: account.apiKey });
