@@ -1,6 +1,8 @@
 // Every route of the API, one list per resource folder.
 import { opsRoutes } from './ops/routes.ts';
+import { openApiRoutes } from './openapi/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
 export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes];
+allRoutes.push(...openApiRoutes(() => allRoutes));

@@ -2,6 +2,12 @@ import type { Context } from 'koa';
 
 export const DEFAULT_PAGE_SIZE = 100;
 
+/** Query-schema properties of a paginated list (the route layer drops unusable values, as DRF does). */
+export const PAGE_QUERY_PROPERTIES = {
+  limit: { type: 'integer', description: 'Number of results per page (default 100).' },
+  offset: { type: 'integer', description: 'Index of the first result.' },
+} as const;
+
 export interface Page {
   limit: number;
   offset: number;
@@ -40,4 +46,18 @@ export function paginated<T>(ctx: Context, page: Page, count: number, results: T
         : urlWith(ctx, { limit: String(limit), offset: String(offset - limit) });
   }
   return { count, next, previous, results };
+}
+
+/** The JSON schema of a page of `item`, for route `responses`. */
+export function paginatedSchema(item: Record<string, unknown>) {
+  return {
+    type: 'object',
+    required: ['count', 'next', 'previous', 'results'],
+    properties: {
+      count: { type: 'integer' },
+      next: { type: ['string', 'null'] },
+      previous: { type: ['string', 'null'] },
+      results: { type: 'array', items: item },
+    },
+  };
 }

@@ -80,6 +80,8 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     }
     const query = { ...ctx.query } as Record<string, unknown>;
     delete query.personal_api_key;
+    // DRF ignores an unusable limit/offset (falls back to the defaults) rather than refusing the request.
+    for (const name of ['limit', 'offset']) if (query[name] !== undefined && !/^\d+$/.test(String(query[name]))) delete query[name];
     apiCtx.state.query = route.query ? validate(route.query, query, { query: true }) : query;
     if (hasBody && body !== undefined) {
       if (body && typeof body === 'object' && !Array.isArray(body)) delete (body as any).personal_api_key;

@@ -1,0 +1,105 @@
+// The OpenAPI 3.1 document, generated from the same route declarations (and ajv schemas) the
+// API validates with, so the reference can never drift from what the server accepts.
+import type { RouteDefinition } from '../http/routes.ts';
+import type { JsonSchema } from '../http/validation.ts';
+
+const ERROR_SCHEMA = {
+  type: 'object',
+  required: ['type', 'code', 'detail', 'attr'],
+  properties: {
+    type: { type: 'string', enum: ['validation_error', 'invalid_request', 'authentication_error', 'throttled_error', 'server_error'] },
+    code: { type: 'string' },
+    detail: { type: 'string' },
+    attr: { type: ['string', 'null'] },
+  },
+} as const;
+
+/** `/api/projects/:project_id/persons/:id` → `/api/projects/{project_id}/persons/{id}/` (PostHog's form). */
+export function openApiPath(path: string): string {
+  if (path.startsWith('/_')) return path;
+  return path.replace(/:([A-Za-z_]+)/g, '{$1}') + '/';
+}
+
+function pathParameters(path: string) {
+  return [...path.matchAll(/:([A-Za-z_]+)/g)].map(([, name]) => ({
+    name,
+    in: 'path',
+    required: true,
+    schema: name === 'project_id' ? { type: 'string', description: 'Project id, or @current' } : { type: 'string' },
+  }));
+}
+
+function queryParameters(schema: JsonSchema | undefined) {
+  const properties = (schema?.properties ?? {}) as Record<string, JsonSchema>;
+  const required = new Set((schema?.required as string[] | undefined) ?? []);
+  return Object.entries(properties).map(([name, property]) => ({
+    name,
+    in: 'query',
+    required: required.has(name),
+    schema: property,
+    ...(typeof property.description === 'string' ? { description: property.description } : {}),
+  }));
+}
+
+function operationId(route: RouteDefinition): string {
+  const words = route.path
+    .replace(/^\/api\/projects\/:project_id\/?/, '')
+    .replace(/^\/api\/?/, '')
+    .split('/')
+    .filter((s) => s && !s.startsWith(':'));
+  return [route.method.toLowerCase(), ...words].join('_').replace(/[^a-zA-Z0-9_]/g, '_') + (route.path.endsWith('/:id') ? '_by_id' : '');
+}
+
+export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: string) {
+  const paths: Record<string, Record<string, unknown>> = {};
+  const seen = new Set<string>();
+  for (const route of routes) {
+    const path = openApiPath(route.path);
+    const method = route.method.toLowerCase();
+    let id = operationId(route);
+    while (seen.has(id)) id += '_';
+    seen.add(id);
+    const responses: Record<string, unknown> = {};
+    for (const [status, response] of Object.entries(route.responses ?? { 200: { description: 'Success' } })) {
+      responses[status] = {
+        description: response.description,
+        ...(response.schema ? { content: { [response.contentType ?? 'application/json']: { schema: response.schema } } } : {}),
+      };
+    }
+    const authenticated = route.scopes !== null;
+    if (authenticated) {
+      responses['401'] ??= { description: 'No or invalid personal API key', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+      responses['403'] ??= { description: 'Missing scope or no access to the project', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    }
+    if (route.body || route.query) responses['400'] ??= { description: 'Invalid input', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    const scopes = route.scopes ?? [];
+    paths[path] ??= {};
+    paths[path][method] = {
+      operationId: id,
+      summary: route.summary,
+      tags: route.tags ?? [],
+      description: authenticated
+        ? `Required scopes: ${scopes.length ? scopes.map((s) => `\`${s}\``).join(', ') : 'none (any valid personal API key)'}.`
+        : 'No personal API key (see the endpoint description for its own authentication).',
+      'x-required-scopes': scopes,
+      parameters: [...pathParameters(route.path), ...queryParameters(route.query)],
+      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } } : {}),
+      responses,
+      security: authenticated ? [{ PersonalAPIKey: scopes }] : [],
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Project analytics management API (PostHog-compatible)',
+      version: '1.0.0',
+      description: 'Experiments, persons and event definitions inside a project, and event capture for SDKs.',
+    },
+    ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),
+    paths,
+    components: {
+      securitySchemes: { PersonalAPIKey: { type: 'http', scheme: 'bearer', description: 'A personal API key, `phx_…`' } },
+      schemas: { Error: ERROR_SCHEMA },
+    },
+  };
+}
