@@ -1,6 +1,7 @@
 // The Koa application, built without listening so tests can drive it on any port.
 // Request path: request id + log → errors → path normalisation → routes → 404/405.
 import Koa from 'koa';
+import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { logger } from '../shared/logger.ts';
 import type { AppDeps } from './deps.ts';
@@ -63,4 +64,27 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
 
   app.on('error', (error) => logger.debug({ err: error }, 'koa error'));
   return app;
+}
+
+/**
+ * Listens with PostHog's error body even for requests Node rejects before Koa sees them
+ * (headers or URL too large: 431, unparseable request: 400).
+ */
+export function listen(app: Koa, port: number, host: string, onListening?: () => void): Server {
+  const server = app.listen(port, host, onListening);
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy();
+    const tooLarge = error.code === 'HPE_HEADER_OVERFLOW';
+    const status = tooLarge ? 431 : 400;
+    const body = JSON.stringify({
+      type: 'invalid_request',
+      code: tooLarge ? 'request_header_fields_too_large' : 'bad_request',
+      detail: tooLarge ? 'Request URL or headers are too large.' : 'Malformed HTTP request.',
+      attr: null,
+    });
+    socket.end(
+      `HTTP/1.1 ${status} ${tooLarge ? 'Request Header Fields Too Large' : 'Bad Request'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  });
+  return server;
 }

@@ -3,7 +3,7 @@ import { config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
 import { logger } from '../shared/logger.ts';
 import { createApiRedis } from '../shared/redis.ts';
-import { createApp } from './app.ts';
+import { createApp, listen } from './app.ts';
 import { createApiQueues } from './queues.ts';
 
 const orm = await initOrm();
@@ -11,7 +11,7 @@ const redis = createApiRedis();
 redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
 const queues = createApiQueues(redis);
 const app = createApp({ config, orm, redis, queues });
-const server = app.listen(config.port, config.host, () => {
+const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
 

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { createApp } from '../api/app.ts';
+import { createApp, listen } from '../api/app.ts';
 import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts.ts';
 import { loadConfig, type Config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
@@ -31,7 +31,7 @@ export async function startApi(overrides: (config: Config) => void = () => undef
   const deps: AppDeps = { config, orm, redis, queues: createApiQueues(redis) };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    const s = listen(app, 0, '127.0.0.1', () => resolve(s));
   });
   const { port } = server.address() as AddressInfo;
   return {

@@ -122,6 +122,17 @@ describe('project access', () => {
 });
 
 describe('error bodies', () => {
+  it('answers an oversized URL with 431 in the error shape (found by the robustness suite)', async () => {
+    const res = await call(api.baseUrl, 'GET', `/api/projects/?search=${'x'.repeat(40_000)}`, { key: account.apiKey });
+    expect(res.status).toBe(431);
+    expect(res.body).toEqual({
+      type: 'invalid_request',
+      code: 'request_header_fields_too_large',
+      detail: 'Request URL or headers are too large.',
+      attr: null,
+    });
+  });
+
   it('answers unknown routes with 404 and unrouted methods with 405', async () => {
     const missing = await call(api.baseUrl, 'GET', '/api/no-such-thing/', { key: account.apiKey });
     expect(missing.status).toBe(404);

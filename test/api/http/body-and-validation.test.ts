@@ -1,6 +1,6 @@
 // Body parsing and schema validation, exercised through a route declared only for this test.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../../api/app.ts';
+import { createApp, listen } from '../../../api/app.ts';
 import { allRoutes } from '../../../api/routes.ts';
 import { defineRoute } from '../../../api/http/routes.ts';
 import { call, createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
@@ -41,7 +41,7 @@ beforeAll(async () => {
   account = await createAccount(api.orm);
   const app = createApp(api.deps, [...allRoutes, echo]);
   server = await new Promise((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    const s = listen(app, 0, '127.0.0.1', () => resolve(s));
   });
   baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
