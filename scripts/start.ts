@@ -2,7 +2,7 @@
 // the database, bootstraps a new install (printing its API key once), then runs the API and one worker.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { bootstrapInstall } from '../shared/accounts.ts';
+import { bootstrapInstall, createPersonalApiKey } from '../shared/accounts.ts';
 import { config } from '../shared/config.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
@@ -24,7 +24,19 @@ try {
       `Personal API key (all scopes, shown only now — keep it): ${install.apiKey}\n` +
       `Project ${install.project.id}, project API token for SDKs: ${install.project.apiToken}`;
   } else {
-    keyMessage = 'Existing install: use the API key printed at its first start, or create one with `npm run bootstrap -- --force`.';
+    // Only hashes are stored, so an earlier key cannot be shown again: replace the one key this
+    // command owns (label "npm start") and print the new one. Every other key stays as it is.
+    const [owner] = await em.getConnection().execute<any[]>(
+      `select u.id, u.current_project_id from app_user u join organization_membership m on m.user_id = u.id
+        where u.is_active order by m.level desc, u.id limit 1`,
+    );
+    if (owner) {
+      await em.getConnection().execute(`delete from personal_api_key where user_id = ? and label = 'npm start'`, [owner.id]);
+      const { value } = await createPersonalApiKey(em as any, { userId: owner.id, label: 'npm start', scopes: ['*'] });
+      keyMessage = `Personal API key for this run (all scopes; replaces the one printed by the previous \`npm start\`): ${value}`;
+    } else {
+      keyMessage = 'No active user: create one with `npm run bootstrap -- --force`.';
+    }
   }
 } finally {
   await orm.close();
