@@ -74,7 +74,12 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     if (route.scopes !== null) {
       const key = await authenticate(ctx, em, body);
       apiCtx.state.auth = key;
-      await enforceThrottle(deps.redis, { ...deps.config.rateLimit, prefix: deps.config.redisPrefix }, key.keyId);
+      const throttle = await enforceThrottle(deps.redis, { ...deps.config.rateLimit, prefix: deps.config.redisPrefix }, key.keyId);
+      if (throttle) {
+        ctx.set('X-RateLimit-Limit', String(throttle.limit));
+        ctx.set('X-RateLimit-Remaining', String(throttle.remaining));
+        ctx.set('X-RateLimit-Reset', String(throttle.resetSeconds));
+      }
       requireScopes(key, route.scopes);
       if (route.path.includes(':project_id')) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id);
     }

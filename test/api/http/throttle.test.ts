@@ -33,9 +33,14 @@ describe('rate limiting of personal API keys', () => {
     expect(retryAfter).toBeLessThanOrEqual(60);
   });
 
-  it('counts per key: another key of the same user is not throttled', async () => {
+  it('counts per key: another key of the same user is not throttled, and sees its budget in headers', async () => {
     const fresh = await createKey(api.orm, account.userId);
     const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, { key: fresh });
     expect(res.status).toBe(200);
+    expect(res.headers.get('x-ratelimit-limit')).toBe('3');
+    expect(res.headers.get('x-ratelimit-remaining')).toBe('2');
+    const reset = Number(res.headers.get('x-ratelimit-reset'));
+    expect(reset).toBeGreaterThanOrEqual(1);
+    expect(reset).toBeLessThanOrEqual(60);
   });
 });
