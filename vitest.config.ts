@@ -4,6 +4,7 @@ import { defineConfig } from 'vitest/config';
 process.env.NODE_ENV = 'test';
 process.env.DATABASE_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_test';
 process.env.REDIS_PREFIX = process.env.TEST_REDIS_PREFIX ?? 'analytics-test';
+process.env.VALIDATE_RESPONSES = '1'; // every response is checked against its documented schema
 
 export default defineConfig({
   test: {

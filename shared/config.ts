@@ -37,6 +37,8 @@ export function loadConfig() {
     },
     /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
     adminPassword: process.env.ADMIN_PASSWORD ?? '',
+    /** Check every JSON response against the route's documented schema (tests turn this on). */
+    validateResponses: bool('VALIDATE_RESPONSES', false),
   };
 }
 

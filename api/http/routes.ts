@@ -7,7 +7,8 @@ import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, typ
 import { readRawBody } from './body.ts';
 import { parseError, unsupportedMediaType } from './errors.ts';
 import { enforceThrottle } from './throttle.ts';
-import { validate, type JsonSchema } from './validation.ts';
+import { responseMismatch, validate, type JsonSchema } from './validation.ts';
+import { ApiError } from './errors.ts';
 import type { AppDeps } from '../deps.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
@@ -93,7 +94,19 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       apiCtx.state.body = route.body ? validate(route.body, body) : body;
     }
     await route.handler(apiCtx);
+    if (deps.config.validateResponses) checkResponseContract(route, ctx);
   };
+}
+
+/** In tests: a response that contradicts the route's documented schema is a failure, not a silent drift. */
+function checkResponseContract(route: RouteDefinition, ctx: Context): void {
+  const documented = route.responses?.[ctx.status];
+  if (!documented?.schema || (documented.contentType && documented.contentType !== 'application/json')) return;
+  if (ctx.body === null || ctx.body === undefined || typeof ctx.body !== 'object' || Buffer.isBuffer(ctx.body) || typeof (ctx.body as any).pipe === 'function') return;
+  const mismatch = responseMismatch(documented.schema, ctx.body);
+  if (mismatch) {
+    throw new ApiError(500, 'server_error', 'response_contract', `${route.method} ${route.path} ${ctx.status}: response does not match its documented schema: ${mismatch}`);
+  }
 }
 
 export function buildRouter(routes: RouteDefinition[]): Router {

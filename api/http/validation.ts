@@ -113,3 +113,14 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
       return validationError(typeof custom === 'string' ? custom : (error.message ?? 'Invalid input.'), attr);
   }
 }
+
+/**
+ * Checks a response body against its documented schema; returns a description of the first
+ * mismatch, or null. Used in tests (VALIDATE_RESPONSES=1) so every request checks the OpenAPI document.
+ */
+export function responseMismatch(schema: JsonSchema, body: unknown): string | null {
+  const fn = compiled(schema, false);
+  if (fn(body)) return null;
+  const error = fn.errors?.[0];
+  return `${error?.instancePath || '/'} ${error?.message ?? 'does not match'}`;
+}

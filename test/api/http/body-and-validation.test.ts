@@ -34,12 +34,23 @@ const echo = defineRoute({
   },
 });
 
+const liar = defineRoute({
+  method: 'GET',
+  path: '/api/projects/:project_id/test_liar',
+  summary: 'test only: answers something other than it documents',
+  scopes: [],
+  responses: { 200: { description: 'x', schema: { type: 'object', required: ['id'], properties: { id: { type: 'integer' } } } } },
+  handler: (ctx) => {
+    ctx.body = { id: 'not-an-integer' };
+  },
+});
+
 beforeAll(async () => {
   api = await startApi((config) => {
     config.maxJsonBodyBytes = 2048;
   });
   account = await createAccount(api.orm);
-  const app = createApp(api.deps, [...allRoutes, echo]);
+  const app = createApp(api.deps, [...allRoutes, echo, liar]);
   server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));
   });
@@ -105,5 +116,14 @@ describe('validation errors use DRF codes and attr paths', () => {
     const res = await post({ name: 'ok', count: 3, kind: 'a', nested: { items: [1] } });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ name: 'ok', count: 3, kind: 'a', nested: { items: [1] } });
+  });
+});
+
+describe('response contract checking (tests run with VALIDATE_RESPONSES=1)', () => {
+  it('turns a response that contradicts its documented schema into a failure', async () => {
+    const res = await call(baseUrl, 'GET', `/api/projects/${account.projectId}/test_liar/`, { key: account.apiKey });
+    expect(res.status).toBe(500);
+    expect(res.body.code).toBe('response_contract');
+    expect(res.body.detail).toContain('/id must be integer');
   });
 });
