@@ -43,6 +43,8 @@ export type FlagReasonCode = 'condition_match' | 'no_condition_match' | 'out_of_
 
 export interface FlagEvaluation {
   key: string;
+  id: number;
+  version: number;
   enabled: boolean;
   variant: string | undefined;
   reason: { code: FlagReasonCode; condition_index: number | null; description: string };
@@ -143,6 +145,8 @@ export function evaluateFlag(flag: FlagDefinition, bucketingValue: string, prope
   const payloadFor = (value: string | boolean) => flag.filters.payloads?.[String(value)] ?? null;
   const result = (enabled: boolean, variant: string | undefined, code: FlagReasonCode, index: number | null, description: string): FlagEvaluation => ({
     key: flag.key,
+    id: flag.id,
+    version: flag.version,
     enabled,
     variant,
     reason: { code, condition_index: index, description },

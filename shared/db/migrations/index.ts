@@ -2,8 +2,10 @@
 // Add a new file as NNNN-what.ts and append it below.
 import { Migration0001Foundation } from './0001-foundation.ts';
 import { Migration0002CoreDataModel } from './0002-core-data-model.ts';
+import { Migration0009FlagHashKeyOverrides } from './0009-flag-hash-key-overrides.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
   { name: '0002-core-data-model', class: Migration0002CoreDataModel },
+  { name: '0009-flag-hash-key-overrides', class: Migration0009FlagHashKeyOverrides },
 ];

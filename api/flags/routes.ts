@@ -1,0 +1,163 @@
+// The endpoints SDKs call to evaluate flags: /flags (v=1, v=2), the older /decide (v=3, v=4), and
+// the flag definitions posthog-node polls for local evaluation.
+import { createHash } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
+import type { Context } from 'koa';
+import { readRawBody } from '../http/body.ts';
+import { parseError, validationError } from '../http/errors.ts';
+import { projectByApiToken } from '../http/project-token.ts';
+import { resolveProject } from '../http/auth.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { activeFlags, evaluateFlagsForPerson } from './service.ts';
+
+const MAX_FLAGS_BODY = 1024 * 1024;
+
+/** JSON, gzip (sniffed), base64 (`compression=base64`) or a `data=` form field. */
+export function decodeSdkBody(raw: Buffer, compression: string | undefined): unknown {
+  if (raw.length === 0) return {};
+  let bytes = raw;
+  try {
+    if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = gunzipSync(bytes);
+    let text = bytes.toString('utf8');
+    if (text.startsWith('data=')) text = decodeURIComponent(text.slice(5).replace(/\+/g, ' '));
+    if (compression === 'base64' || (!text.trimStart().startsWith('{') && /^[A-Za-z0-9+/=\s]+$/.test(text))) {
+      text = Buffer.from(text, 'base64').toString('utf8');
+    }
+    return JSON.parse(text);
+  } catch (error) {
+    throw parseError(`Malformed request body: ${(error as Error).message}`);
+  }
+}
+
+function corsHeaders(ctx: Context) {
+  ctx.set('Access-Control-Allow-Origin', ctx.get('origin') || '*');
+  ctx.set('Access-Control-Allow-Credentials', 'true');
+  ctx.set('Access-Control-Allow-Headers', 'Content-Type, Authorization');
+  ctx.set('Access-Control-Allow-Methods', 'GET, POST, OPTIONS');
+}
+
+async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
+  corsHeaders(ctx);
+  const query = ctx.query as Record<string, string | undefined>;
+  const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
+  const body = decodeSdkBody(raw, query.compression) as Record<string, any>;
+  if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError('Request body must be a JSON object.');
+  const project = await projectByApiToken(ctx.state.em, body.token ?? body.api_key ?? query.token ?? query.api_key);
+  const distinctId = body.distinct_id ?? query.distinct_id;
+  if (typeof distinctId !== 'string' && typeof distinctId !== 'number') throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
+  const personProperties = body.person_properties && typeof body.person_properties === 'object' && !Array.isArray(body.person_properties) ? body.person_properties : {};
+  const onlyKeys = Array.isArray(body.flag_keys_to_evaluate) ? body.flag_keys_to_evaluate.filter((k: unknown) => typeof k === 'string') : undefined;
+  const evaluations = await evaluateFlagsForPerson(ctx.state.em, project.id, {
+    distinctId: String(distinctId),
+    personProperties,
+    anonDistinctId: typeof body.$anon_distinct_id === 'string' ? body.$anon_distinct_id : undefined,
+    onlyKeys,
+  });
+  const version = Number(query.v ?? defaultVersion);
+  const payloadString = (payload: unknown) => (payload === null || payload === undefined ? undefined : typeof payload === 'string' ? payload : JSON.stringify(payload));
+  const response: Record<string, unknown> =
+    version >= 2 && version !== 3
+      ? {
+          flags: Object.fromEntries(
+            evaluations.map((e) => [
+              e.key,
+              {
+                key: e.key,
+                enabled: e.enabled,
+                variant: e.variant ?? null,
+                reason: e.reason,
+                metadata: { id: e.id, version: e.version, payload: payloadString(e.payload), description: null },
+              },
+            ]),
+          ),
+          errorsWhileComputingFlags: false,
+          requestId: ctx.state.requestId,
+        }
+      : {
+          featureFlags: Object.fromEntries(evaluations.map((e) => [e.key, e.variant ?? e.enabled])),
+          featureFlagPayloads: Object.fromEntries(evaluations.filter((e) => e.enabled && e.payload != null).map((e) => [e.key, payloadString(e.payload)])),
+          errorsWhileComputingFlags: false,
+        };
+  if (query.config === 'true' || defaultVersion === 3) {
+    Object.assign(response, {
+      config: { enable_collect_everything: true },
+      supportedCompression: ['gzip', 'gzip-js'],
+      sessionRecording: false,
+      surveys: false,
+      heatmaps: false,
+      siteApps: [],
+      toolbarParams: {},
+      isAuthenticated: false,
+      capturePerformance: false,
+      autocapture_opt_out: false,
+      autocaptureExceptions: false,
+      elementsChainAsString: true,
+    });
+  }
+  ctx.body = response;
+}
+
+const sdkRoute = (method: 'GET' | 'POST', path: string, defaultVersion: number, summary: string) =>
+  defineRoute({
+    method,
+    path,
+    summary,
+    tags: ['flags'],
+    scopes: null,
+    rawBody: true,
+    ...(method === 'POST' ? { responses: { 200: { description: 'Flag values for the person' } } } : {}),
+    handler: (ctx) => flagsHandler(ctx, defaultVersion),
+  });
+
+export const flagRoutes = [
+  sdkRoute('POST', '/flags', 1, 'Evaluate every active flag for a person (SDKs; v=2 gives details)'),
+  sdkRoute('GET', '/flags', 1, 'Evaluate flags (query-string form)'),
+  sdkRoute('POST', '/decide', 3, 'Older flag evaluation endpoint (v=3 values, v=4 details)'),
+  defineRoute({
+    method: 'GET',
+    path: '/flags/definitions',
+    summary: 'Flag definitions for local evaluation in server SDKs (personal API key + project token)',
+    tags: ['flags'],
+    scopes: ['feature_flag:read'],
+    query: { type: 'object', properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } }, required: ['token'] },
+    handler: localEvaluation,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/api/feature_flag/local_evaluation',
+    summary: 'Flag definitions for local evaluation (older path)',
+    tags: ['flags'],
+    scopes: ['feature_flag:read'],
+    query: { type: 'object', properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } }, required: ['token'] },
+    handler: localEvaluation,
+  }),
+];
+
+async function localEvaluation(ctx: ApiContext) {
+  const project = await projectByApiToken(ctx.state.em, ctx.state.query.token);
+  await resolveProject(ctx.state.em, ctx.state.auth, String(project.id)); // the key must reach that project
+  const flags = await activeFlags(ctx.state.em, project.id);
+  const body = {
+    flags: flags.map((f) => ({
+      id: f.id,
+      team_id: project.id,
+      name: f.name,
+      key: f.key,
+      filters: f.filters,
+      deleted: f.deleted,
+      active: f.active,
+      ensure_experience_continuity: f.ensure_experience_continuity,
+      version: f.version,
+      evaluation_runtime: f.evaluation_runtime ?? 'all',
+    })),
+    group_type_mapping: {},
+    cohorts: {},
+  };
+  const etag = `"${createHash('sha1').update(JSON.stringify(body)).digest('hex')}"`;
+  ctx.set('ETag', etag);
+  if (ctx.get('if-none-match') === etag) {
+    ctx.status = 304;
+    return;
+  }
+  ctx.body = body;
+}
