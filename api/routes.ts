@@ -1,8 +1,9 @@
 // Every route of the API, one list per resource folder.
+import { captureRoutes } from './capture/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));

@@ -1,10 +1,10 @@
 // The endpoints SDKs call to evaluate flags: /flags (v=1, v=2), the older /decide (v=3, v=4), and
 // the flag definitions posthog-node polls for local evaluation.
 import { createHash } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
-import type { Context } from 'koa';
 import { readRawBody } from '../http/body.ts';
-import { parseError, validationError } from '../http/errors.ts';
+import { validationError } from '../http/errors.ts';
+import { decodeSdkPayload } from '../capture/decode.ts';
+import { sdkCors, sdkPreflight } from '../capture/routes.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
@@ -12,35 +12,11 @@ import { activeFlags, evaluateFlagsForPerson } from './service.ts';
 
 const MAX_FLAGS_BODY = 1024 * 1024;
 
-/** JSON, gzip (sniffed), base64 (`compression=base64`) or a `data=` form field. */
-export function decodeSdkBody(raw: Buffer, compression: string | undefined): unknown {
-  if (raw.length === 0) return {};
-  let bytes = raw;
-  try {
-    if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = gunzipSync(bytes);
-    let text = bytes.toString('utf8');
-    if (text.startsWith('data=')) text = decodeURIComponent(text.slice(5).replace(/\+/g, ' '));
-    if (compression === 'base64' || (!text.trimStart().startsWith('{') && /^[A-Za-z0-9+/=\s]+$/.test(text))) {
-      text = Buffer.from(text, 'base64').toString('utf8');
-    }
-    return JSON.parse(text);
-  } catch (error) {
-    throw parseError(`Malformed request body: ${(error as Error).message}`);
-  }
-}
-
-function corsHeaders(ctx: Context) {
-  ctx.set('Access-Control-Allow-Origin', ctx.get('origin') || '*');
-  ctx.set('Access-Control-Allow-Credentials', 'true');
-  ctx.set('Access-Control-Allow-Headers', 'Content-Type, Authorization');
-  ctx.set('Access-Control-Allow-Methods', 'GET, POST, OPTIONS');
-}
-
 async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
-  corsHeaders(ctx);
+  sdkCors(ctx);
   const query = ctx.query as Record<string, string | undefined>;
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
-  const body = decodeSdkBody(raw, query.compression) as Record<string, any>;
+  const body = (raw.length || query.data ? decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError('Request body must be a JSON object.');
   const project = await projectByApiToken(ctx.state.em, body.token ?? body.api_key ?? query.token ?? query.api_key);
   const distinctId = body.distinct_id ?? query.distinct_id;
@@ -110,6 +86,8 @@ const sdkRoute = (method: 'GET' | 'POST', path: string, defaultVersion: number, 
   });
 
 export const flagRoutes = [
+  sdkPreflight('/flags'),
+  sdkPreflight('/decide'),
   sdkRoute('POST', '/flags', 1, 'Evaluate every active flag for a person (SDKs; v=2 gives details)'),
   sdkRoute('GET', '/flags', 1, 'Evaluate flags (query-string form)'),
   sdkRoute('POST', '/decide', 3, 'Older flag evaluation endpoint (v=3 values, v=4 details)'),

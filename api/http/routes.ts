@@ -11,7 +11,7 @@ import { responseMismatch, validate, type JsonSchema } from './validation.ts';
 import { ApiError } from './errors.ts';
 import type { AppDeps } from '../deps.ts';
 
-export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE' | 'OPTIONS';
 
 export interface RouteState<Q = Record<string, any>, B = any> {
   em: EntityManager;

@@ -1,0 +1,76 @@
+// The endpoints SDKs send events to: /e, /i/v0/e, /capture, /track, /engage, /batch, /s.
+// Authenticated by the project API token in the payload; CORS open, as PostHog's are.
+import type { Context } from 'koa';
+import { readRawBody } from '../http/body.ts';
+import { projectByApiToken } from '../http/project-token.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { ingestEvents } from '../../shared/ingestion/ingest.ts';
+import { decodeSdkPayload } from './decode.ts';
+import { eventsOf } from './events.ts';
+
+const MB = 1024 * 1024;
+
+export function sdkCors(ctx: Context): void {
+  ctx.set('Access-Control-Allow-Origin', ctx.get('origin') || '*');
+  ctx.set('Access-Control-Allow-Credentials', 'true');
+  ctx.set('Access-Control-Allow-Headers', ctx.get('access-control-request-headers') || 'Content-Type');
+  ctx.set('Access-Control-Allow-Methods', 'GET, POST, OPTIONS');
+}
+
+async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: boolean; engage: boolean }) {
+  sdkCors(ctx);
+  const raw = ctx.method === 'POST' ? await readRawBody(ctx, options.limitBytes) : Buffer.alloc(0);
+  const payload = decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
+  const request = eventsOf(payload, { engagePath: options.engage, querySentAt: ctx.query._ as string | undefined });
+  const project = await projectByApiToken(ctx.state.em, request.token);
+  await ingestEvents(ctx.state.em, project.id, request.events);
+  if (ctx.query.beacon === '1') {
+    ctx.status = 204;
+    return;
+  }
+  ctx.body = { status: 1 };
+}
+
+const successSchema = { type: 'object', required: ['status'], properties: { status: { type: 'integer' } } };
+
+const ENDPOINTS: { path: string; limitBytes: number; legacy: boolean; engage: boolean; summary: string }[] = [
+  { path: '/batch', limitBytes: 20 * MB, legacy: false, engage: false, summary: 'Capture a batch of events (posthog-node, posthog-js)' },
+  { path: '/e', limitBytes: 2 * MB, legacy: true, engage: false, summary: 'Capture events' },
+  { path: '/i/v0/e', limitBytes: 2 * MB, legacy: false, engage: false, summary: 'Capture events' },
+  { path: '/capture', limitBytes: 2 * MB, legacy: true, engage: false, summary: 'Capture events' },
+  { path: '/track', limitBytes: 2 * MB, legacy: true, engage: false, summary: 'Capture events' },
+  { path: '/engage', limitBytes: 2 * MB, legacy: true, engage: true, summary: 'Set person properties (engage payload becomes $identify)' },
+  { path: '/s', limitBytes: 20 * MB, legacy: false, engage: false, summary: 'Capture session recording snapshots' },
+];
+
+/** CORS preflight for an SDK endpoint (browsers ask before posting JSON). */
+export const sdkPreflight = (path: string) =>
+  defineRoute({
+    method: 'OPTIONS',
+    path,
+    summary: 'CORS preflight',
+    tags: ['capture'],
+    scopes: null,
+    rawBody: true,
+    responses: { 204: { description: 'CORS headers' } },
+    handler: (ctx) => {
+      sdkCors(ctx);
+      ctx.status = 204;
+    },
+  });
+
+export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
+  sdkPreflight(endpoint.path),
+  ...(['POST', 'GET'] as const).map((method) =>
+    defineRoute({
+      method,
+      path: endpoint.path,
+      summary: endpoint.summary,
+      tags: ['capture'],
+      scopes: null,
+      rawBody: true,
+      responses: { 200: { description: 'Events stored', schema: successSchema }, 401: { description: 'Missing or invalid project API key' } },
+      handler: (ctx) => capture(ctx, endpoint),
+    }),
+  ),
+]);

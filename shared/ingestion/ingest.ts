@@ -1,0 +1,69 @@
+// Ingesting a request's events: persons, events and recordings in one transaction, so a 200
+// means everything is committed and a failure stores nothing.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { storeEvents } from '../events/store.ts';
+import { processPersons, type IngestEvent } from './persons.ts';
+
+const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
+const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
+
+export async function ingestEvents(em: EntityManager, projectId: number, events: IngestEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await em.fork().transactional(async (tx) => {
+        const personIds = await processPersons(tx as EntityManager, projectId, events);
+        const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
+        const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
+        const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
+        await storeEvents(
+          tx as EntityManager,
+          ordinary.map((r) => ({ uuid: r.uuid, projectId, event: r.event, distinctId: r.distinctId, personId: r.personId, properties: r.properties, timestamp: r.timestamp })),
+        );
+        await storeRecordings(tx as EntityManager, projectId, recordings);
+        await tx.getConnection().execute(`update project set ingested_event = true where id = ? and not ingested_event`, [projectId], 'run', tx.getTransactionContext());
+      });
+      return;
+    } catch (error) {
+      if (attempt < 4 && RETRYABLE.has((error as { code?: string }).code ?? '')) continue;
+      throw error;
+    }
+  }
+}
+
+/** `$snapshot` events become session recordings (one row per session) and their snapshot data. */
+async function storeRecordings(em: EntityManager, projectId: number, rows: (IngestEvent & { personId: string })[]): Promise<void> {
+  const withSession = rows.filter((r) => typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '');
+  if (withSession.length === 0) return;
+  const payload = JSON.stringify(
+    withSession.map((r) => ({
+      session_id: String(r.properties.$session_id).slice(0, 200),
+      distinct_id: r.distinctId,
+      person_id: r.personId,
+      timestamp: r.timestamp.toISOString(),
+      data: r.properties.$snapshot_data ?? r.properties.$snapshot_items ?? r.properties,
+    })),
+  );
+  const conn = em.getConnection();
+  const ctx = em.getTransactionContext();
+  await conn.execute(
+    `insert into session_recording (project_id, session_id, distinct_id, person_id, start_time, end_time, snapshot_count)
+     select ?, r.session_id, min(r.distinct_id), (array_agg(r.person_id))[1], min(r.timestamp), max(r.timestamp), count(*)
+       from jsonb_to_recordset(?::jsonb) as r(session_id text, distinct_id text, person_id uuid, timestamp timestamptz)
+      group by r.session_id order by r.session_id
+     on conflict (project_id, session_id) do update set
+       start_time = least(session_recording.start_time, excluded.start_time),
+       end_time = greatest(session_recording.end_time, excluded.end_time),
+       snapshot_count = session_recording.snapshot_count + excluded.snapshot_count`,
+    [projectId, payload],
+    'run',
+    ctx,
+  );
+  await conn.execute(
+    `insert into session_recording_snapshot (project_id, session_id, timestamp, data)
+     select ?, r.session_id, r.timestamp, coalesce(r.data, 'null'::jsonb) from jsonb_to_recordset(?::jsonb) as r(session_id text, timestamp timestamptz, data jsonb)`,
+    [projectId, payload],
+    'run',
+    ctx,
+  );
+}

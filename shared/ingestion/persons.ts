@@ -1,0 +1,246 @@
+// Person processing during ingestion (spec §10): find or create the person of each event, apply its
+// $set_once / $set / $unset, and merge persons on $identify / $create_alias / $merge_dangerously.
+// Runs inside the request's transaction; persons are locked (FOR UPDATE) before they are changed, so
+// concurrent requests for the same distinct ids never create duplicates or lose property updates.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
+import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
+import { personUuidFor } from './person-uuid.ts';
+
+export interface IngestEvent {
+  uuid: string;
+  event: string;
+  distinctId: string;
+  properties: Properties;
+  timestamp: Date;
+}
+
+interface LockedPerson {
+  id: string;
+  uuid: string;
+  properties: Properties;
+  is_identified: boolean;
+  created_at: Date;
+  version: string;
+  changed: boolean;
+  /** Created by this transaction: its first event becomes `$creator_event_uuid`. */
+  created: boolean;
+}
+
+/** The other distinct id an event asks to merge with, if it is a merge event. */
+function mergePartner(event: IngestEvent): string | null {
+  const p = event.properties;
+  if (event.event === '$identify' && typeof p.$anon_distinct_id === 'string') return p.$anon_distinct_id;
+  if ((event.event === '$create_alias' || event.event === '$merge_dangerously') && (typeof p.alias === 'string' || typeof p.alias === 'number')) return String(p.alias);
+  return null;
+}
+
+export const processesPerson = (event: IngestEvent) => event.properties.$process_person_profile !== false;
+
+/**
+ * Processes the person side of `events` in order. Returns, per event, the uuid of its person
+ * (for personless events the deterministic uuid, as PostHog records it).
+ */
+export async function processPersons(em: EntityManager, projectId: number, events: IngestEvent[]): Promise<string[]> {
+  const session = new PersonSession(em, projectId);
+  const personIds: string[] = new Array(events.length);
+  let run: number[] = [];
+  const flushRun = async () => {
+    if (run.length === 0) return;
+    const indexes = run;
+    run = [];
+    await session.loadOrCreate(indexes.map((i) => events[i]));
+    for (const i of indexes) personIds[i] = session.apply(events[i]);
+  };
+  for (const [index, event] of events.entries()) {
+    if (!processesPerson(event)) {
+      personIds[index] = session.uuidOf(event.distinctId) ?? personUuidFor(projectId, event.distinctId);
+      continue;
+    }
+    const partner = mergePartner(event);
+    if (partner === null || partner === event.distinctId || isIllegalDistinctId(partner) || isIllegalDistinctId(event.distinctId)) {
+      run.push(index);
+      continue;
+    }
+    await flushRun();
+    personIds[index] = await session.merge(event, partner);
+  }
+  await flushRun();
+  await session.save();
+  return personIds;
+}
+
+/** Persons locked by this transaction, by distinct id, with their pending property changes. */
+class PersonSession {
+  private readonly byDistinctId = new Map<string, LockedPerson>();
+  private readonly em: EntityManager;
+  private readonly projectId: number;
+
+  constructor(em: EntityManager, projectId: number) {
+    this.em = em;
+    this.projectId = projectId;
+  }
+
+  private execute<T = any>(sql: string, params: unknown[]): Promise<T> {
+    return this.em.getConnection().execute(sql, params, 'all', this.em.getTransactionContext()) as Promise<T>;
+  }
+
+  uuidOf(distinctId: string): string | undefined {
+    return this.byDistinctId.get(distinctId)?.uuid;
+  }
+
+  /** Locks the persons of these events' distinct ids, creating the missing ones. */
+  async loadOrCreate(events: IngestEvent[]): Promise<void> {
+    const wanted = [...new Set(events.map((e) => e.distinctId))].filter((id) => !this.byDistinctId.has(id)).sort();
+    if (wanted.length === 0) return;
+    await this.lockExisting(wanted);
+    const missing = wanted.filter((id) => !this.byDistinctId.has(id));
+    if (missing.length === 0) return;
+    const firstSeen = new Map<string, IngestEvent>();
+    for (const e of events) if (!firstSeen.has(e.distinctId)) firstSeen.set(e.distinctId, e);
+    const rows = missing.map((id) => ({ uuid: personUuidFor(this.projectId, id), distinct_id: id, created_at: firstSeen.get(id)!.timestamp.toISOString() }));
+    // Deterministic uuids make a concurrent create of the same distinct id collide here and wait.
+    const inserted = await this.execute<{ uuid: string }[]>(
+      `insert into person (uuid, project_id, properties, created_at)
+       select r.uuid, ?, '{}'::jsonb, r.created_at from jsonb_to_recordset(?::jsonb) as r(uuid uuid, created_at timestamptz)
+       order by r.uuid on conflict (project_id, uuid) do nothing returning uuid`,
+      [this.projectId, JSON.stringify(rows)],
+    );
+    const createdUuids = new Set(inserted.map((r) => r.uuid));
+    await this.execute(
+      `insert into person_distinct_id (project_id, person_id, distinct_id)
+       select ?, p.id, r.distinct_id from jsonb_to_recordset(?::jsonb) as r(uuid uuid, distinct_id text)
+         join person p on p.project_id = ? and p.uuid = r.uuid
+       order by r.distinct_id on conflict (project_id, distinct_id) do nothing`,
+      [this.projectId, JSON.stringify(rows), this.projectId],
+    );
+    await this.lockExisting(missing);
+    // A person row whose distinct id was claimed by another person meanwhile is left without ids: remove it.
+    await this.execute(
+      `delete from person p using jsonb_to_recordset(?::jsonb) as r(uuid uuid)
+        where p.project_id = ? and p.uuid = r.uuid and not exists (select 1 from person_distinct_id d where d.person_id = p.id)`,
+      [JSON.stringify(rows), this.projectId],
+    );
+    for (const id of missing) {
+      const person = this.byDistinctId.get(id);
+      if (!person) throw new Error('person for distinct id could not be created');
+      if (createdUuids.has(person.uuid)) person.created = true;
+    }
+  }
+
+  private async lockExisting(distinctIds: string[]): Promise<void> {
+    const rows = await this.execute<any[]>(
+      `select d.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
+         from person_distinct_id d join person p on p.id = d.person_id
+        where d.project_id = ? and d.distinct_id in (select jsonb_array_elements_text(?::jsonb))
+        order by p.id for update of p`,
+      [this.projectId, JSON.stringify(distinctIds)],
+    );
+    const byId = new Map<string, LockedPerson>();
+    for (const person of this.byDistinctId.values()) byId.set(String(person.id), person);
+    for (const row of rows) {
+      const key = String(row.id);
+      let person = byId.get(key);
+      if (!person) {
+        person = { id: key, uuid: row.uuid, properties: row.properties ?? {}, is_identified: row.is_identified, created_at: new Date(row.created_at), version: String(row.version), changed: false, created: false };
+        byId.set(key, person);
+      }
+      this.byDistinctId.set(row.distinct_id, person);
+    }
+  }
+
+  /** Applies an ordinary event's update to its (locked) person; returns the person's uuid. */
+  apply(event: IngestEvent, update: PropertyUpdate = personUpdateOf(event.event, event.properties)): string {
+    const person = this.byDistinctId.get(event.distinctId)!;
+    this.update(person, update, event.uuid);
+    return person.uuid;
+  }
+
+  private update(person: LockedPerson, update: PropertyUpdate, eventUuid: string): void {
+    const { properties, changed } = applyPropertyUpdate(person.properties, update);
+    const first = person.created && !Object.hasOwn(properties, '$creator_event_uuid');
+    if (first) properties.$creator_event_uuid = eventUuid;
+    if (changed || first) {
+      person.properties = properties;
+      person.changed = true;
+    }
+  }
+
+  /** $identify / $create_alias / $merge_dangerously: `event.distinctId` is the person merged into. */
+  async merge(event: IngestEvent, otherId: string): Promise<string> {
+    const targetId = event.distinctId;
+    await this.lockExisting([targetId, otherId].filter((id) => !this.byDistinctId.has(id)).sort());
+    const target = this.byDistinctId.get(targetId);
+    const other = this.byDistinctId.get(otherId);
+    const update = personUpdateOf(event.event, event.properties);
+
+    if (!target && !other) {
+      await this.loadOrCreate([event]);
+      const created = this.byDistinctId.get(targetId)!;
+      await this.addDistinctId(created, otherId);
+      this.markIdentified(created);
+      this.update(created, update, event.uuid);
+      return created.uuid;
+    }
+    if (!target || !other) {
+      const existing = (target ?? other)!;
+      await this.addDistinctId(existing, target ? otherId : targetId);
+      this.markIdentified(existing);
+      this.update(existing, update, event.uuid);
+      return existing.uuid;
+    }
+    if (target.id === other.id || (other.is_identified && event.event !== '$merge_dangerously')) {
+      // Already one person, or the other person is identified: PostHog refuses to merge it.
+      this.update(target, update, event.uuid);
+      return target.uuid;
+    }
+    target.properties = { ...other.properties, ...target.properties };
+    target.created_at = target.created_at < other.created_at ? target.created_at : other.created_at;
+    target.version = String(Math.max(Number(target.version), Number(other.version)));
+    target.is_identified = true;
+    target.changed = true;
+    this.update(target, update, event.uuid);
+    await this.execute(`update person_distinct_id set person_id = ? where person_id = ?`, [target.id, other.id]);
+    await this.execute(
+      `insert into cohort_person (cohort_id, person_id, version) select cohort_id, ?, version from cohort_person where person_id = ? on conflict do nothing`,
+      [target.id, other.id],
+    );
+    await this.execute(
+      `insert into feature_flag_hash_key_override (project_id, person_id, feature_flag_key, hash_key)
+       select project_id, ?, feature_flag_key, hash_key from feature_flag_hash_key_override where person_id = ? on conflict do nothing`,
+      [target.id, other.id],
+    );
+    await this.execute(`delete from person where id = ?`, [other.id]);
+    for (const [distinctId, person] of this.byDistinctId) if (person === other) this.byDistinctId.set(distinctId, target);
+    return target.uuid;
+  }
+
+  private markIdentified(person: LockedPerson) {
+    if (!person.is_identified) {
+      person.is_identified = true;
+      person.changed = true;
+    }
+  }
+
+  private async addDistinctId(person: LockedPerson, distinctId: string) {
+    await this.execute(`insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?) on conflict (project_id, distinct_id) do nothing`, [
+      this.projectId,
+      person.id,
+      distinctId,
+    ]);
+    this.byDistinctId.set(distinctId, person);
+  }
+
+  /** Writes every changed person in one statement. */
+  async save(): Promise<void> {
+    const changed = [...new Set(this.byDistinctId.values())].filter((p) => p.changed);
+    if (changed.length === 0) return;
+    await this.execute(
+      `update person p set properties = v.properties, is_identified = v.is_identified, created_at = v.created_at,
+              version = greatest(p.version, v.version) + 1
+         from jsonb_to_recordset(?::jsonb) as v(id bigint, properties jsonb, is_identified boolean, created_at timestamptz, version bigint)
+        where p.id = v.id`,
+      [JSON.stringify(changed.map((p) => ({ id: p.id, properties: p.properties, is_identified: p.is_identified, created_at: p.created_at.toISOString(), version: p.version })))],
+    );
+  }
+}
