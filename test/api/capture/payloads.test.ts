@@ -1,5 +1,6 @@
 // Every body shape and encoding PostHog accepts, and each rejection (whole request, nothing stored).
 import LZString from 'lz-string';
+import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
@@ -15,7 +16,7 @@ beforeAll(async () => {
 afterAll(() => api.close());
 
 async function send(path: string, body: string | Buffer, headers: Record<string, string> = {}, method = 'POST') {
-  const res = await fetch(api.baseUrl + path, { method, headers: { 'content-type': 'application/json', ...headers }, body: method === 'GET' ? undefined : body });
+  const res = await fetch(api.baseUrl + path, { method, headers: { 'content-type': 'application/json', ...headers }, body: method === 'GET' ? undefined : (body as BodyInit) });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
 }
@@ -63,7 +64,7 @@ describe('accepted shapes and encodings', () => {
   });
 
   it('answers beacon=1 with 204, preflight with CORS headers, and repeats of one uuid store one event', async () => {
-    const uuid = '0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b';
+    const uuid = randomUUID();
     const body = JSON.stringify({ api_key: account.projectToken, batch: [event('dedup', { uuid, timestamp: '2026-01-01T00:00:00Z' })] });
     expect((await send('/batch?beacon=1', body)).status).toBe(204);
     expect((await send('/batch', body)).status).toBe(200);
@@ -80,6 +81,17 @@ describe('accepted shapes and encodings', () => {
     const [row] = await sql(api.orm, `select timestamp from event where project_id = ? and event = 'skewed'`, [account.projectId]);
     const stored = new Date(row.timestamp).getTime();
     expect(Math.abs(stored - (Date.now() - 5000))).toBeLessThan(10_000);
+  });
+});
+
+describe('isolation', () => {
+  it('deduplicates event uuids per project, never across projects', async () => {
+    const other = await createAccount(api.orm);
+    const uuid = randomUUID();
+    const body = (token: string) => JSON.stringify({ api_key: token, batch: [event('same-uuid', { uuid, timestamp: '2026-02-01T00:00:00Z' })] });
+    await send('/batch', body(other.projectToken));
+    await send('/batch', body(account.projectToken));
+    expect(await countEvents('same-uuid')).toBe(1);
   });
 });
 
