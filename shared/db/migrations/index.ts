@@ -4,10 +4,12 @@ import { Migration0001Foundation } from './0001-foundation.ts';
 import { Migration0002CoreDataModel } from './0002-core-data-model.ts';
 import { Migration0009FlagHashKeyOverrides } from './0009-flag-hash-key-overrides.ts';
 import { Migration0010EventDedupPerProject } from './0010-event-dedup-per-project.ts';
+import { Migration0011FilterHelpers } from './0011-filter-helpers.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
   { name: '0002-core-data-model', class: Migration0002CoreDataModel },
   { name: '0009-flag-hash-key-overrides', class: Migration0009FlagHashKeyOverrides },
   { name: '0010-event-dedup-per-project', class: Migration0010EventDedupPerProject },
+  { name: '0011-filter-helpers', class: Migration0011FilterHelpers },
 ];

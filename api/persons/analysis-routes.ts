@@ -1,0 +1,359 @@
+// Person views: activity log, split, properties timeline, cohorts, funnel, funnel correlation, lifecycle.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { randomUUID } from 'node:crypto';
+import { recordActivity } from '../../shared/activity-log.ts';
+import { cohortMembersSql } from '../../shared/cohorts/membership.ts';
+import { personUuidFor } from '../../shared/ingestion/person-uuid.ts';
+import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
+import { FilterError } from '../../shared/persons/property-filters.ts';
+import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
+import { isoTimestamp } from '../../shared/time.ts';
+import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { countOf, funnelPersonIdsSql, funnelStepsSql, lifecyclePersonIdsSql, parseDate, parseEventSteps, type FunnelParams } from './analysis.ts';
+import { findPerson, NEWEST_FIRST, withDistinctIds } from './queries.ts';
+import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
+import type { SqlFragment } from '../../shared/persons/property-filters.ts';
+
+const P = '/api/projects/:project_id/persons';
+
+// ---- activity ----
+const activityQuery = { type: 'object', properties: { page: { type: 'integer', minimum: 1, default: 1 }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 } } };
+const activitySchema = {
+  type: 'object',
+  required: ['results', 'next', 'previous', 'total_count'],
+  properties: {
+    results: {
+      type: 'array',
+      items: { type: 'object', required: ['id', 'user', 'activity', 'scope', 'item_id', 'detail', 'created_at'] },
+    },
+    next: { type: ['string', 'null'] },
+    previous: { type: ['string', 'null'] },
+    total_count: { type: 'integer' },
+  },
+};
+
+async function activityPage(ctx: ApiContext, itemId: string | null) {
+  const { page = 1, limit = 10 } = ctx.state.query as { page?: number; limit?: number };
+  const where = `a.project_id = ? and a.scope = 'Person'${itemId ? ' and a.item_id = ?' : ''}`;
+  const params = [ctx.state.project.id, ...(itemId ? [itemId] : [])];
+  const conn = ctx.state.em.getConnection();
+  const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from activity_log a where ${where}`, params);
+  const rows = await conn.execute<any[]>(
+    `select a.*, u.first_name, u.email from activity_log a left join app_user u on u.id = a.user_id
+      where ${where} order by a.created_at desc, a.id limit ? offset ?`,
+    [...params, limit, (page - 1) * limit],
+  );
+  const link = (p: number) => {
+    const url = new URL(`${ctx.protocol}://${ctx.host}${ctx.state.requestPath}`);
+    url.searchParams.set('page', String(p));
+    url.searchParams.set('limit', String(limit));
+    return url.toString();
+  };
+  ctx.body = {
+    results: rows.map((r) => ({
+      id: r.id,
+      user: r.is_system ? { first_name: 'System', email: null, is_system: true } : { first_name: r.first_name ?? '', email: r.email ?? null },
+      activity: r.activity,
+      scope: r.scope,
+      item_id: r.item_id,
+      detail: r.detail,
+      created_at: isoTimestamp(r.created_at),
+    })),
+    next: page * limit < count ? link(page + 1) : null,
+    previous: page > 1 ? link(page - 1) : null,
+    total_count: count,
+  };
+}
+
+// ---- split ----
+async function splitPerson(ctx: ApiContext) {
+  const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+  const body = ctx.state.body as { main_distinct_id?: unknown; distinct_ids_to_split?: unknown };
+  const ids = orderedDistinctIds(person.distinct_ids);
+  let toSplit: string[];
+  if (body.distinct_ids_to_split !== undefined && body.distinct_ids_to_split !== null) {
+    if (body.main_distinct_id !== undefined && body.main_distinct_id !== null)
+      throw validationError('main_distinct_id cannot be combined with distinct_ids_to_split', 'distinct_ids_to_split');
+    if (!Array.isArray(body.distinct_ids_to_split) || !body.distinct_ids_to_split.every((d) => typeof d === 'string'))
+      throw validationError('must be a list of strings', 'distinct_ids_to_split');
+    if (body.distinct_ids_to_split.length === 0) throw validationError('must not be empty', 'distinct_ids_to_split');
+    const foreign = body.distinct_ids_to_split.filter((d) => !ids.includes(d));
+    if (foreign.length) throw validationError(`not on this person: ${JSON.stringify(foreign)}`, 'distinct_ids_to_split');
+    toSplit = [...new Set(body.distinct_ids_to_split as string[])];
+  } else {
+    if (body.main_distinct_id !== undefined && body.main_distinct_id !== null && typeof body.main_distinct_id !== 'string')
+      throw validationError('Not a valid string.', 'main_distinct_id');
+    const main = (body.main_distinct_id as string | undefined) ?? ids[0];
+    if (!ids.includes(main)) throw validationError(`not on this person: ${JSON.stringify([main])}`, 'main_distinct_id');
+    toSplit = ids.filter((d) => d !== main);
+  }
+  if (toSplit.length === 0) throw validationError('This person has only one distinct id: there is nothing to split.');
+  const projectId = ctx.state.project.id;
+  await ctx.state.em.fork().transactional(async (tx) => {
+    const conn = tx.getConnection();
+    const txc = tx.getTransactionContext();
+    await conn.execute(`select id from person where id = ? for update`, [person.id], 'all', txc);
+    for (const distinctId of toSplit) {
+      // The deterministic uuid, unless a person already holds it (then a random one).
+      const [created] = await conn.execute<any[]>(
+        `insert into person (uuid, project_id, properties, created_at, version)
+         values (case when exists (select 1 from person where project_id = ? and uuid = ?::uuid) then ?::uuid else ?::uuid end, ?, '{}'::jsonb, now(), 0)
+         returning id`,
+        [projectId, personUuidFor(projectId, distinctId), randomUUID(), personUuidFor(projectId, distinctId), projectId],
+        'all',
+        txc,
+      );
+      await conn.execute(`update person_distinct_id set person_id = ?, version = version + 1 where project_id = ? and distinct_id = ?`, [created.id, projectId, distinctId], 'run', txc);
+    }
+    await recordActivity(tx as EntityManager, {
+      projectId,
+      organizationId: ctx.state.project.organization_id,
+      userId: ctx.state.auth.userId,
+      scope: 'Person',
+      itemId: person.id,
+      activity: 'split_person',
+      detail: {
+        name: person.uuid,
+        changes: [{ type: 'Person', action: 'split', field: null, before: null, after: { distinct_ids: ids, distinct_ids_to_split: toSplit } }],
+      },
+    });
+  });
+  ctx.body = { success: true, split_distinct_ids: toSplit };
+}
+
+// ---- properties timeline ----
+async function propertiesTimeline(ctx: ApiContext) {
+  const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+  const q = ctx.state.query;
+  const from = parseDate(q.date_from, new Date(0), 'date_from');
+  const to = parseDate(q.date_to, new Date(Date.now() + 86400_000), 'date_to');
+  let crucial: string[] = [];
+  if (typeof q.properties === 'string' && q.properties) {
+    try {
+      const filters = JSON.parse(q.properties);
+      crucial = (Array.isArray(filters) ? filters : [filters]).map((f: any) => f?.key).filter((k: unknown): k is string => typeof k === 'string');
+    } catch {
+      throw validationError('Properties filter must be a JSON array of property filters.', 'properties');
+    }
+  }
+  if (typeof q.breakdown === 'string' && q.breakdown) crucial.push(q.breakdown);
+  // Person properties over time, rebuilt from the person's own $set / $set_once / $unset history.
+  const events = await ctx.state.em.getConnection().execute<any[]>(
+    `select e.event, e.properties, e.timestamp from event e
+      where e.project_id = ? and e.distinct_id in (select d.distinct_id from person_distinct_id d where d.person_id = ?)
+        and e.timestamp <= ? order by e.timestamp limit 10000`,
+    [ctx.state.project.id, person.id, to],
+  );
+  let state: Record<string, unknown> = {};
+  const points: { timestamp: string | null; properties: Record<string, unknown>; relevant_event_count: number }[] = [];
+  const fingerprint = (props: Record<string, unknown>) => JSON.stringify(crucial.length ? crucial.map((k) => props[k]) : props);
+  for (const event of events) {
+    state = applyPropertyUpdate(state, personUpdateOf(event.event, event.properties)).properties;
+    if (new Date(event.timestamp) < from) continue;
+    const last = points.at(-1);
+    if (last && fingerprint(last.properties) === fingerprint(state)) last.relevant_event_count++;
+    else points.push({ timestamp: isoTimestamp(event.timestamp), properties: { ...state }, relevant_event_count: 1 });
+  }
+  ctx.body = { points, crucial_property_keys: crucial, effective_date_from: isoTimestamp(from), effective_date_to: isoTimestamp(to) };
+}
+
+// ---- cohorts ----
+async function personCohorts(ctx: ApiContext) {
+  const personId = ctx.state.query.person_id;
+  if (typeof personId !== 'string' || personId === '') throw validationError('This field is required.', 'person_id', 'required');
+  const person = await findPerson(ctx.state.em, ctx.state.project.id, personId);
+  const projectId = ctx.state.project.id;
+  const conn = ctx.state.em.getConnection();
+  const cohorts = await conn.execute<any[]>(`select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`, [projectId]);
+  const byId = new Map(cohorts.map((c) => [c.id, c]));
+  const results = [];
+  for (const cohort of cohorts) {
+    let members: SqlFragment;
+    try {
+      members = cohortMembersSql(projectId, cohort, byId);
+    } catch (error) {
+      if (error instanceof FilterError) continue; // a cohort we cannot evaluate is not reported as containing the person
+      throw error;
+    }
+    const [row] = await conn.execute<any[]>(`select (${members.sql}) as member from person p where p.id = ?`, [...members.params, person.id]);
+    if (row?.member) results.push({ id: cohort.id, name: cohort.name, count: cohort.count });
+  }
+  ctx.body = { results };
+}
+
+// ---- funnel, correlation, lifecycle: persons envelope ----
+function input(ctx: ApiContext): Record<string, any> {
+  return { ...ctx.state.query, ...(ctx.method === 'POST' && ctx.state.body && typeof ctx.state.body === 'object' ? ctx.state.body : {}) };
+}
+
+function funnelParams(params: Record<string, any>): FunnelParams {
+  const windowDays = params.funnel_window_days === undefined ? 14 : Number(params.funnel_window_days);
+  if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365) throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');
+  return {
+    steps: parseEventSteps(params.events),
+    from: parseDate(params.date_from, new Date(Date.now() - 7 * 86400_000), 'date_from'),
+    to: parseDate(params.date_to, new Date(Date.now() + 60_000), 'date_to'),
+    windowDays,
+  };
+}
+
+async function actorsResponse(ctx: ApiContext, ids: SqlFragment, params: Record<string, any>) {
+  const page = pageOf(params);
+  const count = await countOf(ctx.state.em, ids);
+  const people = await withDistinctIds(
+    ctx.state.em,
+    `select p.* from person p where p.project_id = ? and p.id in (${ids.sql}) order by p.created_at desc, p.id desc limit ? offset ?`,
+    [ctx.state.project.id, ...ids.params, page.limit, page.offset],
+    NEWEST_FIRST,
+  );
+  const url = new URL(`${ctx.protocol}://${ctx.host}${ctx.state.requestPath}${ctx.querystring ? `?${ctx.querystring}` : ''}`);
+  const initial = url.toString();
+  url.searchParams.set('offset', String(page.offset + page.limit));
+  url.searchParams.set('limit', String(page.limit));
+  ctx.body = {
+    results: [{ people: people.map(personListItem), count }],
+    next: page.offset + page.limit < count ? url.toString() : null,
+    initial,
+    missing_persons: 0,
+    is_cached: false,
+    last_refresh: isoTimestamp(new Date()),
+  };
+}
+
+async function funnelPersons(ctx: ApiContext) {
+  const params = input(ctx);
+  const funnel = funnelParams(params);
+  await actorsResponse(ctx, funnelPersonIdsSql(ctx.state.project.id, funnel, params.funnel_step === undefined ? 1 : Number(params.funnel_step)), params);
+}
+
+async function funnelCorrelationPersons(ctx: ApiContext) {
+  const params = input(ctx);
+  const funnel = funnelParams(params);
+  const [entity] = parseEventSteps(
+    typeof params.funnel_correlation_person_entity === 'string' && !params.funnel_correlation_person_entity.trim().startsWith('[')
+      ? `[${params.funnel_correlation_person_entity}]`
+      : params.funnel_correlation_person_entity,
+    'funnel_correlation_person_entity',
+  );
+  const converted = String(params.funnel_correlation_person_converted ?? 'true') !== 'false';
+  const steps = funnelStepsSql(ctx.state.project.id, funnel);
+  const last = funnel.steps.length;
+  const outcome = converted ? `select person_id from s${last}` : `select person_id from s1 except select person_id from s${last}`;
+  const ids: SqlFragment = {
+    sql: `${steps.sql} select o.person_id from (${outcome}) o where exists (
+      select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
+       where d.person_id = o.person_id and e.project_id = ? and e.event = ? and e.timestamp >= ? and e.timestamp < ?)`,
+    params: [...steps.params, ctx.state.project.id, entity, funnel.from, funnel.to],
+  };
+  const pageParams = {
+    limit: params.funnel_correlation_person_limit ?? params.limit,
+    offset: params.funnel_correlation_person_offset ?? params.offset,
+  };
+  await actorsResponse(ctx, ids, pageParams);
+}
+
+async function lifecyclePersons(ctx: ApiContext) {
+  const params = input(ctx);
+  if (!params.target_date) throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include specified date', 'target_date');
+  if (!params.lifecycle_type) throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include lifecycle type', 'lifecycle_type');
+  const day = parseDate(params.target_date, new Date(), 'target_date');
+  const event = params.events ? parseEventSteps(params.events)[0] : null;
+  await actorsResponse(ctx, lifecyclePersonIdsSql(ctx.state.project.id, day, String(params.lifecycle_type), event, ctx.state.project.timezone), params);
+}
+
+const actorsSchema = {
+  type: 'object',
+  required: ['results', 'next'],
+  properties: {
+    results: { type: 'array', items: { type: 'object', required: ['people', 'count'], properties: { people: { type: 'array', items: personListItemSchema }, count: { type: 'integer' } } } },
+    next: { type: ['string', 'null'] },
+  },
+};
+const funnelQuery = {
+  type: 'object',
+  properties: {
+    ...PAGE_QUERY_PROPERTIES,
+    events: { type: 'string', maxLength: 10_000, description: 'JSON array of steps: [{"id": "<event>", "order": 0}, …]' },
+    funnel_step: { type: 'integer', description: 'N: persons who reached step N; -N: dropped off before step N' },
+    funnel_window_days: { type: 'integer' },
+    date_from: { type: 'string', maxLength: 40 },
+    date_to: { type: 'string', maxLength: 40 },
+    funnel_correlation_person_entity: { type: 'string', maxLength: 1000 },
+    funnel_correlation_person_converted: { type: 'string', maxLength: 10 },
+    funnel_correlation_person_limit: { type: 'integer' },
+    funnel_correlation_person_offset: { type: 'integer' },
+  },
+};
+const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10 } } };
+
+export const personAnalysisRoutes = [
+  defineRoute({ method: 'GET', path: `${P}/activity`, summary: 'Activity log of all persons', tags: ['persons'], scopes: ['activity_log:read'], query: activityQuery, responses: { 200: { description: 'Activity page', schema: activitySchema } }, handler: (ctx) => activityPage(ctx, null) }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id/activity`,
+    summary: 'Activity log of one person',
+    tags: ['persons'],
+    scopes: ['activity_log:read'],
+    query: activityQuery,
+    responses: { 200: { description: 'Activity page', schema: activitySchema } },
+    handler: async (ctx) => activityPage(ctx, (await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)).id),
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/split`,
+    summary: 'Split distinct ids off a merged person into persons of their own',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    body: { type: 'object', properties: { main_distinct_id: {}, distinct_ids_to_split: {} } },
+    responses: { 200: { description: 'Split done', schema: { type: 'object', required: ['success'], properties: { success: { const: true }, split_distinct_ids: { type: 'array', items: { type: 'string' } } } } } },
+    handler: splitPerson,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id/properties_timeline`,
+    summary: "Timeline of the person's properties, rebuilt from its events",
+    tags: ['persons'],
+    scopes: [],
+    query: { type: 'object', properties: { properties: { type: 'string', maxLength: 10_000 }, breakdown: { type: 'string', maxLength: 400 }, date_from: { type: 'string', maxLength: 40 }, date_to: { type: 'string', maxLength: 40 } } },
+    responses: { 200: { description: 'Timeline', schema: { type: 'object', required: ['points', 'crucial_property_keys'], properties: { points: { type: 'array' }, crucial_property_keys: { type: 'array' } } } } },
+    handler: propertiesTimeline,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/cohorts`,
+    summary: 'Cohorts a person belongs to',
+    tags: ['persons'],
+    scopes: ['person:read', 'cohort:read'],
+    query: { type: 'object', properties: { person_id: { type: 'string', maxLength: 100 } } },
+    responses: { 200: { description: 'Cohorts', schema: { type: 'object', required: ['results'], properties: { results: { type: 'array', items: { type: 'object', required: ['id', 'name', 'count'] } } } } } },
+    handler: personCohorts,
+  }),
+  ...(['GET', 'POST'] as const).map((method) =>
+    defineRoute({ method, path: `${P}/funnel`, summary: 'Persons at a funnel step', tags: ['persons'], scopes: [], query: funnelQuery, ...(method === 'POST' ? { body: funnelBody } : {}), responses: { 200: { description: 'Persons', schema: actorsSchema } }, handler: funnelPersons }),
+  ),
+  ...(['GET', 'POST'] as const).map((method) =>
+    defineRoute({
+      method,
+      path: `${P}/funnel/correlation`,
+      summary: 'Persons who converted (or not) and performed an event',
+      tags: ['persons'],
+      scopes: [],
+      query: funnelQuery,
+      ...(method === 'POST' ? { body: funnelBody } : {}),
+      responses: { 200: { description: 'Persons', schema: actorsSchema } },
+      handler: funnelCorrelationPersons,
+    }),
+  ),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/lifecycle`,
+    summary: 'Persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day',
+    tags: ['persons'],
+    scopes: [],
+    query: { type: 'object', properties: { ...PAGE_QUERY_PROPERTIES, target_date: { type: 'string', maxLength: 40 }, lifecycle_type: { type: 'string', maxLength: 20 }, events: { type: 'string', maxLength: 10_000 } } },
+    responses: { 200: { description: 'Persons', schema: actorsSchema } },
+    handler: lifecyclePersons,
+  }),
+];

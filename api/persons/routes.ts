@@ -1,0 +1,372 @@
+// Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
+import { ApiError, validationError } from '../http/errors.ts';
+import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { personsCsv, personsToCsv } from './csv.ts';
+import { findPerson, isUuid, listPersons, personListFilter, withDistinctIds } from './queries.ts';
+import { personListItem, personListItemSchema, personRecord, personRecordSchema, type PersonWithIds } from './serializers.ts';
+import { changePersonProperties, deletePersons, deletionRequestView, type Actor } from './service.ts';
+
+const P = '/api/projects/:project_id/persons';
+const FORMAT = { format: { enum: ['json', 'csv'], description: 'csv for a CSV export' } };
+const BOOLEAN_PARAM = { type: 'boolean', default: false } as const;
+const csvResponse = { description: 'CSV export', contentType: 'text/csv' };
+
+const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
+
+/** PostHog builds these 400s by hand with code and detail swapped; clients compare them literally. */
+const swappedRequired = (attr: string) => new ApiError(400, 'validation_error', 'This field is required.', 'required', attr);
+
+function sendPerson(ctx: ApiContext, person: PersonWithIds) {
+  if (ctx.state.query.format === 'csv') {
+    ctx.type = 'text/csv';
+    ctx.body = personsToCsv([person]);
+    return;
+  }
+  ctx.body = personRecord(person);
+}
+
+export const personRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: P,
+    summary: 'List persons (filters: distinct_id, email, search, properties); format=csv exports',
+    tags: ['persons'],
+    scopes: ['person:read'],
+    query: {
+      type: 'object',
+      properties: {
+        ...PAGE_QUERY_PROPERTIES,
+        ...FORMAT,
+        distinct_id: { type: 'string', maxLength: 400, description: 'Persons owning this distinct id' },
+        email: { type: 'string', maxLength: 1000, description: 'Exact match on the email property' },
+        search: { type: 'string', maxLength: 1000, description: 'Email or name substring, person uuid, or exact distinct id' },
+        properties: { type: 'string', maxLength: 100_000, description: 'JSON array of property filters' },
+      },
+    },
+    responses: { 200: { description: 'A page of persons', schema: paginatedSchema(personListItemSchema) } },
+    handler: async (ctx) => {
+      const filter = await personListFilter(ctx.state.em, ctx.state.project.id, ctx.state.query);
+      if (ctx.state.query.format === 'csv') {
+        ctx.type = 'text/csv';
+        ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');
+        ctx.body = await personsCsv(ctx.state.em, filter, ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined);
+        return;
+      }
+      const page = pageOf(ctx.state.query);
+      const { count, rows } = await listPersons(ctx.state.em, filter, page.limit, page.offset);
+      ctx.body = paginated(ctx, page, count, rows.map(personListItem));
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: P,
+    summary: 'Not allowed: persons are created by ingestion',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: { 405: { description: 'Creating persons via this API is not allowed' } },
+    handler: () => {
+      throw new ApiError(
+        405,
+        'invalid_request',
+        'method_not_allowed',
+        'Creating persons via this API is not allowed. Please create persons by sending an $identify event. See https://posthog.com/docs/product-analytics/identify for details.',
+      );
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id`,
+    summary: 'Retrieve a person by numeric id or uuid',
+    tags: ['persons'],
+    scopes: ['person:read'],
+    query: { type: 'object', properties: FORMAT },
+    responses: { 200: { description: 'The person', schema: personRecordSchema }, 400: { description: 'Not a person id' }, 404: { description: 'Not found' } },
+    handler: async (ctx) => sendPerson(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
+  }),
+  defineRoute({
+    method: 'PATCH',
+    path: `${P}/:id`,
+    summary: 'Update person properties (acts like capturing a $set event)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    body: { type: 'object', properties: { properties: {} } },
+    responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const properties = ctx.state.body.properties;
+      if (properties === undefined || properties === null) throw swappedRequired('properties');
+      if (typeof properties !== 'object' || Array.isArray(properties)) throw validationError('Expected a dictionary of items.', 'properties');
+      const updated = await changePersonProperties(
+        ctx.state.em,
+        actorOf(ctx),
+        person,
+        { set: properties },
+        { name: '$set', properties: { $set: properties } },
+        { name: 'updated', itemName: null, changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }] },
+      );
+      ctx.body = personRecord(updated);
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/update_property`,
+    summary: 'Set one property (acts like capturing a $set event)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    body: { type: 'object', properties: { key: {}, value: {} } },
+    responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const body = ctx.state.body as { key?: unknown; value?: unknown };
+      if (!Object.hasOwn(body, 'value')) throw swappedRequired('value');
+      if (body.key === undefined || body.key === null) throw swappedRequired('key');
+      if (typeof body.key !== 'string' || body.key === '' || body.key.length > 400) throw validationError('Not a valid string.', 'key');
+      const updated = await changePersonProperties(
+        ctx.state.em,
+        actorOf(ctx),
+        person,
+        { set: { [body.key]: body.value } },
+        { name: '$set', properties: { $set: { [body.key]: body.value } } },
+        { name: 'updated', itemName: null, changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }] },
+      );
+      ctx.body = personRecord(updated);
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/delete_property`,
+    summary: 'Remove one property (acts like capturing $delete_person_property with $unset)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    body: { type: 'object', properties: { $unset: { type: 'string', minLength: 1, maxLength: 400 } }, required: ['$unset'] },
+    responses: { 200: { description: 'The updated person', schema: { ...personRecordSchema, required: [...personRecordSchema.required, 'success'] } } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const key = ctx.state.body.$unset as string;
+      const updated = await changePersonProperties(
+        ctx.state.em,
+        actorOf(ctx),
+        person,
+        { unset: [key] },
+        { name: '$delete_person_property', properties: { $unset: [key] } },
+        { name: 'delete_property', itemName: person.uuid, changes: [{ type: 'Person', action: 'changed', field: null, before: null, after: null }] },
+      );
+      ctx.body = { success: true, ...personRecord(updated) };
+    },
+  }),
+];
+
+const deletionRequestSchema = {
+  type: 'object',
+  required: ['id', 'person_uuid', 'deletion_type', 'mode', 'status', 'created_at', 'delete_verified_at'],
+  properties: {
+    id: { type: 'string' },
+    person_uuid: { type: 'string' },
+    deletion_type: { enum: ['person_events', 'person_recordings'] },
+    mode: { enum: ['weekly', 'off_peak', 'immediate'] },
+    status: { enum: ['pending', 'running', 'completed', 'failed'] },
+    created_at: { type: ['string', 'null'] },
+    delete_verified_at: { type: ['string', 'null'] },
+  },
+};
+
+const bulkDeleteResultSchema = {
+  type: 'object',
+  required: ['persons_found', 'persons_deleted', 'events_queued_for_deletion', 'recordings_queued_for_deletion', 'deletion_errors', 'deletion_requests'],
+  properties: {
+    persons_found: { type: 'integer' },
+    persons_deleted: { type: 'integer' },
+    events_queued_for_deletion: { type: 'boolean' },
+    recordings_queued_for_deletion: { type: 'boolean' },
+    deletion_errors: { type: 'array' },
+    deletion_requests: { type: 'array', items: deletionRequestSchema },
+  },
+};
+
+/** `ids`/`distinct_ids` from the body, or from the query as a JSON array or comma-separated list. */
+function idList(ctx: ApiContext, name: 'ids' | 'distinct_ids'): unknown[] | undefined {
+  const fromBody = ctx.state.body?.[name];
+  if (fromBody !== undefined && fromBody !== null) {
+    if (!Array.isArray(fromBody)) throw validationError(`Expected a list of items but got type "${typeof fromBody}".`, name, 'not_a_list');
+    return fromBody;
+  }
+  const fromQuery = ctx.state.query[name];
+  if (typeof fromQuery !== 'string' || fromQuery === '') return undefined;
+  try {
+    const parsed = JSON.parse(fromQuery);
+    if (Array.isArray(parsed)) return parsed;
+  } catch {
+    // not JSON: a comma-separated list
+  }
+  return fromQuery.split(',');
+}
+
+const flag = (ctx: ApiContext, name: string) => {
+  const v = ctx.state.body?.[name] ?? ctx.state.query[name];
+  return v === true || v === 'true' || v === '1' || v === 1;
+};
+
+export const personDeletionRoutes = [
+  defineRoute({
+    method: 'DELETE',
+    path: `${P}/:id`,
+    summary: 'Delete a person; delete_events=true also queues deletion of its events (weekly batch, Sunday 05:00 UTC)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    query: {
+      type: 'object',
+      properties: { delete_events: BOOLEAN_PARAM, delete_recordings: BOOLEAN_PARAM, keep_person: BOOLEAN_PARAM },
+    },
+    responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const q = ctx.state.query;
+      await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+        deleteEvents: q.delete_events === true,
+        deleteRecordings: q.delete_recordings === true,
+        keepPerson: q.keep_person === true,
+        eventsMode: 'weekly',
+      });
+      ctx.status = 204;
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/delete_events`,
+    summary: 'Queue deletion of all events of this person (runs in the off-peak window)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+        deleteEvents: true,
+        deleteRecordings: false,
+        keepPerson: true,
+        eventsMode: 'off_peak',
+      });
+      ctx.body = { deletion_requests: requests };
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/delete_recordings`,
+    summary: 'Queue deletion of all recordings of this person (as soon as possible)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+        deleteEvents: false,
+        deleteRecordings: true,
+        keepPerson: true,
+        eventsMode: 'off_peak',
+      });
+      ctx.body = { deletion_requests: requests };
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/bulk_delete`,
+    summary: 'Delete up to 1000 persons by ids (uuid or numeric) or distinct_ids',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    query: {
+      type: 'object',
+      properties: {
+        delete_events: { type: 'string' },
+        delete_recordings: { type: 'string' },
+        keep_person: { type: 'string' },
+        ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
+        distinct_ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
+      },
+    },
+    body: {
+      type: 'object',
+      properties: {
+        ids: { type: 'array', items: { type: ['string', 'integer'], maxLength: 100 } },
+        distinct_ids: { type: 'array', items: { type: ['string', 'integer'], maxLength: 400 } },
+        delete_events: { type: 'boolean' },
+        delete_recordings: { type: 'boolean' },
+        keep_person: { type: 'boolean' },
+      },
+    },
+    responses: { 200: { description: 'What was found, deleted and queued', schema: bulkDeleteResultSchema } },
+    handler: async (ctx) => {
+      const ids = idList(ctx, 'ids')?.map(String) ?? [];
+      const distinctIds = idList(ctx, 'distinct_ids')?.map(String) ?? [];
+      if (ids.length && distinctIds.length) throw validationError('You must provide either distinct_ids or ids, not both');
+      if (distinctIds.length > 1000) throw validationError('You can only pass 1000 distinct_ids in one call');
+      if (ids.length > 1000) throw validationError('You can only pass 1000 ids in one call');
+      if (!ids.length && !distinctIds.length) throw validationError('You need to specify either distinct_ids or ids');
+      const projectId = ctx.state.project.id;
+      let persons: PersonWithIds[];
+      if (ids.length) {
+        const numeric = ids.filter((id) => /^\d{1,18}$/.test(id));
+        const uuids = ids.filter(isUuid);
+        persons = await withDistinctIds(
+          ctx.state.em,
+          `select p.* from person p where p.project_id = ? and (p.id in (select jsonb_array_elements_text(?::jsonb)::bigint) or p.uuid in (select jsonb_array_elements_text(?::jsonb)::uuid))`,
+          [projectId, JSON.stringify(numeric), JSON.stringify(uuids)],
+        );
+      } else {
+        persons = await withDistinctIds(
+          ctx.state.em,
+          `select p.* from person p where p.project_id = ? and p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id in (select jsonb_array_elements_text(?::jsonb)))`,
+          [projectId, projectId, JSON.stringify(distinctIds)],
+        );
+      }
+      const options = { deleteEvents: flag(ctx, 'delete_events'), deleteRecordings: flag(ctx, 'delete_recordings'), keepPerson: flag(ctx, 'keep_person'), eventsMode: 'weekly' as const };
+      const { personsDeleted, requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), persons, options);
+      ctx.body = {
+        persons_found: persons.length,
+        persons_deleted: personsDeleted,
+        events_queued_for_deletion: options.deleteEvents && persons.length > 0,
+        recordings_queued_for_deletion: options.deleteRecordings && persons.length > 0,
+        deletion_errors: [],
+        deletion_requests: requests,
+      };
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/deletion_status`,
+    summary: 'Deletion requests of this project with their status',
+    tags: ['persons'],
+    scopes: ['person:read'],
+    query: {
+      type: 'object',
+      properties: {
+        ...PAGE_QUERY_PROPERTIES,
+        status: { enum: ['pending', 'running', 'completed', 'failed', 'all'], default: 'all' },
+        person_uuid: { type: 'string', format: 'uuid' },
+      },
+    },
+    responses: { 200: { description: 'A page of deletion requests', schema: paginatedSchema(deletionRequestSchema) } },
+    handler: async (ctx) => {
+      const { status, person_uuid } = ctx.state.query;
+      const where = ['project_id = ?'];
+      const params: unknown[] = [ctx.state.project.id];
+      if (status === 'pending') where.push(`status in ('pending', 'running')`);
+      else if (status && status !== 'all') {
+        where.push('status = ?');
+        params.push(status);
+      }
+      if (person_uuid) {
+        where.push('key = ?');
+        params.push(person_uuid.toLowerCase());
+      }
+      const page = pageOf(ctx.state.query);
+      const conn = ctx.state.em.getConnection();
+      const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from async_deletion where ${where.join(' and ')}`, params);
+      const rows = await conn.execute<any[]>(
+        `select id::text as id, key as person_uuid, deletion_type, mode, status, created_at, delete_verified_at
+           from async_deletion where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
+        [...params, page.limit, page.offset],
+      );
+      ctx.body = paginated(ctx, page, count, rows.map(deletionRequestView));
+    },
+  }),
+];

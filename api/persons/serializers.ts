@@ -1,0 +1,88 @@
+// PostHog's two person shapes: the detail record (numeric id) and the list item (id = uuid).
+import { isoTimestamp } from '../../shared/time.ts';
+
+export interface PersonWithIds {
+  id: string;
+  uuid: string;
+  properties: Record<string, unknown>;
+  is_identified: boolean;
+  created_at: Date | string;
+  distinct_ids: string[];
+}
+
+const DISPLAY_NAME_PROPERTIES = ['email', 'name', 'username'];
+// Anonymous ids look like UUIDs / posthog-js ids: five dash-separated lowercase alphanumeric groups.
+const ANONYMOUS_ID = /^([a-z0-9]+-){4}([a-z0-9]+)$/;
+
+/** Non-anonymous distinct ids first, otherwise in insertion order (stable). */
+export function orderedDistinctIds(ids: string[]): string[] {
+  return [...ids].sort((a, b) => Number(ANONYMOUS_ID.test(a)) - Number(ANONYMOUS_ID.test(b)));
+}
+
+export function displayName(person: PersonWithIds): string {
+  for (const key of DISPLAY_NAME_PROPERTIES) {
+    const value = person.properties[key];
+    if (value) return String(value);
+  }
+  return orderedDistinctIds(person.distinct_ids)[0] ?? String(person.id);
+}
+
+export function personRecord(person: PersonWithIds) {
+  return {
+    id: Number(person.id),
+    name: displayName(person),
+    distinct_ids: orderedDistinctIds(person.distinct_ids),
+    properties: person.properties,
+    created_at: isoTimestamp(person.created_at),
+    uuid: person.uuid,
+    last_seen_at: null,
+  };
+}
+
+export function personListItem(person: PersonWithIds) {
+  return {
+    type: 'person',
+    id: person.uuid,
+    uuid: person.uuid,
+    created_at: isoTimestamp(person.created_at),
+    last_seen_at: null,
+    properties: person.properties,
+    is_identified: person.is_identified,
+    name: displayName(person),
+    distinct_ids: orderedDistinctIds(person.distinct_ids).slice(0, 1000),
+    matched_recordings: [],
+    value_at_data_point: null,
+  };
+}
+
+export const personRecordSchema = {
+  type: 'object',
+  required: ['id', 'name', 'distinct_ids', 'properties', 'created_at', 'uuid'],
+  properties: {
+    id: { type: 'integer' },
+    name: { type: 'string' },
+    distinct_ids: { type: 'array', items: { type: 'string' } },
+    properties: { type: 'object' },
+    created_at: { type: 'string', format: 'date-time' },
+    uuid: { type: 'string', format: 'uuid' },
+    last_seen_at: { type: ['string', 'null'] },
+  },
+};
+
+export const personListItemSchema = {
+  type: 'object',
+  required: ['type', 'id', 'uuid', 'created_at', 'properties', 'is_identified', 'name', 'distinct_ids'],
+  properties: {
+    type: { const: 'person' },
+    id: { type: 'string', format: 'uuid' },
+    uuid: { type: 'string', format: 'uuid' },
+    created_at: { type: 'string', format: 'date-time' },
+    last_seen_at: { type: ['string', 'null'] },
+    properties: { type: 'object' },
+    is_identified: { type: 'boolean' },
+    name: { type: 'string' },
+    distinct_ids: { type: 'array', items: { type: 'string' } },
+    matched_recordings: { type: 'array' },
+    value_at_data_point: {},
+  },
+};

@@ -1,0 +1,124 @@
+// PostHog property filters → parameterised SQL. One implementation for person lists, CSV exports,
+// cohort membership and the event filters of behavioral cohorts. Keys and values are always
+// parameters; casts go through try_numeric / try_timestamptz / regex_matches so bad data or a bad
+// pattern is "no match", never a database error.
+
+export interface SqlFragment {
+  sql: string;
+  params: unknown[];
+}
+
+export interface PropertyFilterItem {
+  key?: unknown;
+  value?: unknown;
+  operator?: unknown;
+  type?: unknown;
+}
+
+export class FilterError extends Error {}
+
+const OPERATORS = new Set([
+  'exact', 'is_not', 'icontains', 'not_icontains', 'regex', 'not_regex', 'gt', 'gte', 'lt', 'lte',
+  'is_set', 'is_not_set', 'is_date_exact', 'is_date_before', 'is_date_after', 'between', 'not_between', 'in', 'not_in',
+]);
+const MAX_DEPTH = 5;
+const MAX_FILTERS = 100;
+
+const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+const asText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
+
+/** Resolves filter items that are not plain property conditions (cohorts, behavioral); undefined = not special. */
+export type SpecialFilter = (item: PropertyFilterItem) => SqlFragment | undefined;
+
+/** One condition on a jsonb column (`column` is trusted SQL such as `p.properties`). */
+export function propertyConditionSql(item: PropertyFilterItem, column: string, special?: SpecialFilter): SqlFragment {
+  const resolved = special?.(item);
+  if (resolved) return resolved;
+  if (item.type !== undefined && item.type !== null && item.type !== 'person' && item.type !== 'event')
+    throw new FilterError(`Unsupported property filter type "${asText(item.type)}".`);
+  if (typeof item.key !== 'string' || item.key === '') throw new FilterError('Each property filter needs a "key".');
+  const operator = item.operator === undefined || item.operator === null ? 'exact' : item.operator;
+  if (typeof operator !== 'string' || !OPERATORS.has(operator)) throw new FilterError(`Unknown property filter operator "${asText(operator)}".`);
+  const key = item.key;
+  const text = `(${column}->>?)`;
+  const values = Array.isArray(item.value) ? item.value : [item.value];
+  switch (operator) {
+    case 'exact':
+    case 'in':
+    case 'is_not':
+    case 'not_in': {
+      if (values.length === 0) throw new FilterError(`"${operator}" needs a value.`);
+      // Containment ({"key": value}) can use the GIN index; the text form also matches numbers sent as strings.
+      const parts = values.map(() => `${column} @> ?::jsonb or ${text} = ?`).join(' or ');
+      const params = values.flatMap((v) => [JSON.stringify({ [key]: v }), key, asText(v)]);
+      const sql = `(${parts})`;
+      return operator === 'exact' || operator === 'in' ? { sql, params } : { sql: `not coalesce(${sql}, false)`, params };
+    }
+    case 'icontains':
+      return { sql: `coalesce(${text} ilike ?, false)`, params: [key, `%${escapeLike(asText(item.value))}%`] };
+    case 'not_icontains':
+      return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, `%${escapeLike(asText(item.value))}%`] };
+    case 'regex':
+      return { sql: `coalesce(regex_matches(${text}, ?), false)`, params: [key, asText(item.value)] };
+    case 'not_regex':
+      return { sql: `coalesce(not regex_matches(${text}, ?), true)`, params: [key, asText(item.value)] };
+    case 'gt':
+    case 'gte':
+    case 'lt':
+    case 'lte': {
+      const sign = { gt: '>', gte: '>=', lt: '<', lte: '<=' }[operator];
+      const n = Number(item.value);
+      if (item.value === null || item.value === '' || !Number.isFinite(n)) throw new FilterError(`"${operator}" needs a number.`);
+      return { sql: `coalesce(try_numeric(${text}) ${sign} ?, false)`, params: [key, n] };
+    }
+    case 'between':
+    case 'not_between': {
+      const [low, high] = values.map(Number);
+      if (values.length !== 2 || !Number.isFinite(low) || !Number.isFinite(high)) throw new FilterError(`"${operator}" needs two numbers.`);
+      const sql = `coalesce(try_numeric(${text}) between ? and ?, false)`;
+      return operator === 'between' ? { sql, params: [key, low, high] } : { sql: `not ${sql}`, params: [key, low, high] };
+    }
+    case 'is_set':
+      return { sql: `jsonb_exists(${column}, ?)`, params: [key] };
+    case 'is_not_set':
+      return { sql: `not jsonb_exists(${column}, ?)`, params: [key] };
+    case 'is_date_exact':
+    case 'is_date_before':
+    case 'is_date_after': {
+      const date = Date.parse(asText(item.value));
+      if (Number.isNaN(date)) throw new FilterError(`"${operator}" needs a date.`);
+      const sql =
+        operator === 'is_date_exact'
+          ? `coalesce(try_timestamptz(${text})::date = ?::date, false)`
+          : `coalesce(try_timestamptz(${text}) ${operator === 'is_date_before' ? '<' : '>'} ?::timestamptz, false)`;
+      return { sql, params: [key, new Date(date).toISOString()] };
+    }
+    default:
+      throw new FilterError(`Unknown property filter operator "${operator}".`);
+  }
+}
+
+/**
+ * A filter tree: an array of items (ANDed) or a group `{type: "AND"|"OR", values: [...]}`.
+ * Returns SQL that is true when the row matches (`true` for an empty filter).
+ */
+export function propertyFiltersSql(filters: unknown, column: string, special?: SpecialFilter): SqlFragment {
+  let count = 0;
+  const build = (node: unknown, depth: number): SqlFragment => {
+    if (depth > MAX_DEPTH) throw new FilterError('Property filters are nested too deeply.');
+    if (Array.isArray(node)) return combine(node.map((n) => build(n, depth + 1)), 'and');
+    if (!node || typeof node !== 'object') throw new FilterError('Each property filter must be an object.');
+    const group = node as { type?: unknown; values?: unknown };
+    if ((group.type === 'AND' || group.type === 'OR') && Array.isArray(group.values)) {
+      return combine(group.values.map((n) => build(n, depth + 1)), group.type === 'OR' ? 'or' : 'and');
+    }
+    if (++count > MAX_FILTERS) throw new FilterError(`At most ${MAX_FILTERS} property filters.`);
+    return propertyConditionSql(node as PropertyFilterItem, column, special);
+  };
+  return build(filters ?? [], 0);
+}
+
+function combine(parts: SqlFragment[], joiner: 'and' | 'or'): SqlFragment {
+  if (parts.length === 0) return { sql: 'true', params: [] }; // an empty group filters nothing out
+  return { sql: `(${parts.map((p) => p.sql).join(` ${joiner} `)})`, params: parts.flatMap((p) => p.params) };
+}
