@@ -9,7 +9,7 @@ import { createApiQueues } from './queues.ts';
 const orm = await initOrm();
 const redis = createApiRedis();
 redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
-const queues = createApiQueues(redis);
+const queues = createApiQueues(redis, config);
 const app = createApp({ config, orm, redis, queues });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');

@@ -34,6 +34,8 @@ export function loadConfig() {
     worker: {
       concurrency: int('WORKER_CONCURRENCY', 2),
       shutdownTimeoutMs: int('WORKER_SHUTDOWN_TIMEOUT_MS', 30_000),
+      /** How long a job stays claimed without renewal; a dead worker's job is taken over after about this long. */
+      lockDurationMs: int('WORKER_LOCK_DURATION_MS', 30_000),
     },
     /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
     adminPassword: process.env.ADMIN_PASSWORD ?? '',

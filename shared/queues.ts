@@ -2,10 +2,11 @@
 // Jobs carry only ids: the source of truth for every request is its row in PostgreSQL, so a job
 // lost while Redis was down is re-created by the worker's reconciler from that row.
 import { Queue, type ConnectionOptions } from 'bullmq';
-import { config } from './config.ts';
+import type { Config } from './config.ts';
 import { logger } from './logger.ts';
 
-export const QUEUE_PREFIX = `${config.redisPrefix}:bull`;
+/** BullMQ's key prefix: every queue of an install lives under REDIS_PREFIX. */
+export const queuePrefix = (config: Pick<Config, 'redisPrefix'>) => `${config.redisPrefix}:bull`;
 
 export const QUEUE_NAMES = {
   /** One job per async_deletion row: events (weekly / off-peak) and recordings (as soon as possible). */
@@ -22,10 +23,10 @@ export interface DeletionJobData {
 /** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
 export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
 
-export function createQueue(name: string, connection: ConnectionOptions): Queue {
-  return new Queue(name, {
+export function createQueue(name: string, connection: ConnectionOptions, prefix: string): Queue {
+  const queue = new Queue(name, {
     connection,
-    prefix: QUEUE_PREFIX,
+    prefix,
     defaultJobOptions: {
       attempts: 8,
       backoff: { type: 'exponential', delay: 5_000, jitter: 0.5 },
@@ -33,7 +34,12 @@ export function createQueue(name: string, connection: ConnectionOptions): Queue 
       removeOnFail: false,
     },
   });
+  queue.on('error', (error) => logger.warn({ queue: name, err: error.message }, 'queue connection error'));
+  return queue;
 }
+
+/** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
+const ENQUEUE_TIMEOUT_MS = Number(process.env.ENQUEUE_TIMEOUT_MS ?? 1000);
 
 /**
  * Hands deletion rows to the worker now. Never throws: if Redis is down the rows stay pending in
@@ -42,9 +48,14 @@ export function createQueue(name: string, connection: ConnectionOptions): Queue 
 export async function enqueueDeletions(queue: Queue, deletionIds: (string | number)[]): Promise<boolean> {
   if (deletionIds.length === 0) return true;
   try {
-    await queue.addBulk(
+    const added = queue.addBulk(
       deletionIds.map((id) => ({ name: 'delete', data: { deletionId: String(id) } satisfies DeletionJobData, opts: { jobId: deletionJobId(id) } })),
     );
+    added.catch(() => undefined); // may settle after the timeout below
+    await Promise.race([
+      added,
+      new Promise((_, reject) => setTimeout(() => reject(new Error(`Redis did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS).unref()),
+    ]);
     return true;
   } catch (error) {
     logger.warn({ err: (error as Error).message, deletionIds }, 'enqueue failed; the reconciler will pick these up');

@@ -28,7 +28,8 @@ export async function startApi(overrides: (config: Config) => void = () => undef
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
   const redis = createApiRedis(config.redisUrl);
-  const deps: AppDeps = { config, orm, redis, queues: createApiQueues(redis) };
+  redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
+  const deps: AppDeps = { config, orm, redis, queues: createApiQueues(redis, config) };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));
@@ -115,4 +116,40 @@ export async function call(
     body = text;
   }
   return { status: response.status, body, headers: response.headers, text };
+}
+
+/** A Redis key prefix of one test file's own, so its queues and schedulers are invisible to other files. */
+export const uniqueRedisPrefix = () => `t-${randomUUID().slice(0, 8)}`;
+
+/** An in-process worker (real BullMQ on the real Redis) under `redisPrefix`. */
+export async function startTestWorker(redisPrefix: string, overrides: (config: Config) => void = () => undefined) {
+  const { createWorkerRedis } = await import('../shared/redis.ts');
+  const { createWorkerQueues, startWorkers } = await import('../worker/runtime.ts');
+  const { logger } = await import('../shared/logger.ts');
+  const config = loadConfig();
+  config.redisPrefix = redisPrefix;
+  overrides(config);
+  const orm = await initOrm(config.databaseUrl);
+  const connection = createWorkerRedis(config.redisUrl);
+  const deps = { config, orm, connection, logger, queues: createWorkerQueues({ config, connection }) };
+  const running = await startWorkers(deps);
+  return {
+    deps,
+    close: async () => {
+      await running.close(5000);
+      connection.disconnect();
+      await orm.close();
+    },
+  };
+}
+
+/** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
 }

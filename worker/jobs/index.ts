@@ -1,13 +1,16 @@
-// The worker's job registry: each queue's processor, and the schedulers upserted at start-up.
-// Add a processor in worker/jobs/<job>.ts and list it here.
+// The worker's job registry: each queue's job handlers (by job name) and the schedulers
+// upserted at start-up. Add a job in worker/jobs/<job>.ts and list it here.
 import type { Job } from 'bullmq';
+import { QUEUE_NAMES } from '../../shared/queues.ts';
 import type { WorkerDeps } from '../deps.ts';
+import { deletePersonData } from './delete-person-data.ts';
+import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';
+
+export type JobHandler = (job: Job<any>, deps: WorkerDeps) => Promise<unknown>;
 
 export interface QueueProcessor {
   queue: string;
-  process: (job: Job, deps: WorkerDeps) => Promise<unknown>;
-  /** Jobs of this queue processed at once by one worker process. */
-  concurrency?: number;
+  handlers: Record<string, JobHandler>;
 }
 
 export interface Schedule {
@@ -18,5 +21,28 @@ export interface Schedule {
   data?: Record<string, unknown>;
 }
 
-export const processors: QueueProcessor[] = [];
-export const schedules = (): Schedule[] => [];
+export const processors: QueueProcessor[] = [
+  {
+    queue: QUEUE_NAMES.deletions,
+    handlers: { delete: deletePersonData, 'release-batch': releaseDeletionBatch, reconcile: reconcileDeletions },
+  },
+];
+
+/** Cron patterns are UTC and configurable; defaults: weekly batch Sunday 05:00, off-peak 03:00 nightly. */
+export const schedules = (env: NodeJS.ProcessEnv = process.env): Schedule[] => [
+  {
+    queue: QUEUE_NAMES.deletions,
+    schedulerId: 'deletion-weekly-batch',
+    pattern: env.DELETION_WEEKLY_CRON || '0 5 * * 0',
+    jobName: 'release-batch',
+    data: { mode: 'weekly' },
+  },
+  {
+    queue: QUEUE_NAMES.deletions,
+    schedulerId: 'deletion-off-peak',
+    pattern: env.DELETION_OFF_PEAK_CRON || '0 3 * * *',
+    jobName: 'release-batch',
+    data: { mode: 'off_peak' },
+  },
+  { queue: QUEUE_NAMES.deletions, schedulerId: 'deletion-reconciler', pattern: env.DELETION_RECONCILE_CRON || '* * * * *', jobName: 'reconcile' },
+];

@@ -5,6 +5,7 @@ import { Migration0002CoreDataModel } from './0002-core-data-model.ts';
 import { Migration0009FlagHashKeyOverrides } from './0009-flag-hash-key-overrides.ts';
 import { Migration0010EventDedupPerProject } from './0010-event-dedup-per-project.ts';
 import { Migration0011FilterHelpers } from './0011-filter-helpers.ts';
+import { Migration0012DeletionScheduling } from './0012-deletion-scheduling.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -12,4 +13,5 @@ export const migrationsList = [
   { name: '0009-flag-hash-key-overrides', class: Migration0009FlagHashKeyOverrides },
   { name: '0010-event-dedup-per-project', class: Migration0010EventDedupPerProject },
   { name: '0011-filter-helpers', class: Migration0011FilterHelpers },
+  { name: '0012-deletion-scheduling', class: Migration0012DeletionScheduling },
 ];

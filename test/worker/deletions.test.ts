@@ -1,0 +1,153 @@
+// Deletion requests processed by a real BullMQ worker on the real Redis and PostgreSQL.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { upsertSchedules } from '../../worker/runtime.ts';
+import { schedules } from '../../worker/jobs/index.ts';
+import { sql } from '../db.ts';
+import { capture } from '../fixtures.ts';
+import { call, createAccount, eventually, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+
+const prefix = uniqueRedisPrefix();
+let api: TestApi;
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
+let account: TestAccount;
+let other: TestAccount;
+
+beforeAll(async () => {
+  api = await startApi((config) => {
+    config.redisPrefix = prefix;
+  });
+  worker = await startTestWorker(prefix);
+  account = await createAccount(api.orm);
+  other = await createAccount(api.orm);
+});
+afterAll(async () => {
+  await worker.close();
+  await api.close();
+});
+
+const P = () => `/api/projects/${account.projectId}/persons`;
+const personByDistinctId = async (id: string) => (await call(api.baseUrl, 'GET', `${P()}/?distinct_id=${id}`, { key: account.apiKey })).body.results[0];
+const countEvents = async (projectId: number, distinctId: string) =>
+  (await sql(api.orm, `select count(*)::int as n from event where project_id = ? and distinct_id = ?`, [projectId, distinctId]))[0].n;
+const row = async (id: string) => (await sql(api.orm, `select * from async_deletion where id = ?`, [id]))[0];
+
+describe('schedulers', () => {
+  it('upserts the weekly (Sunday 05:00 UTC), off-peak and reconciler schedulers once, with the right next runs', async () => {
+    await upsertSchedules(worker.deps);
+    await upsertSchedules(worker.deps); // a second worker starting: still one of each
+    const found = await worker.deps.queues.deletions.getJobSchedulers();
+    expect(found.map((s) => s.key).sort()).toEqual(['deletion-off-peak', 'deletion-reconciler', 'deletion-weekly-batch']);
+    const weekly = found.find((s) => s.key === 'deletion-weekly-batch')!;
+    expect(weekly.pattern).toBe('0 5 * * 0');
+    const next = new Date(weekly.next!);
+    expect(next.getUTCDay()).toBe(0);
+    expect(next.getUTCHours()).toBe(5);
+    expect(next.getUTCMinutes()).toBe(0);
+    expect(next.getTime()).toBeGreaterThan(Date.now());
+    expect(next.getTime() - Date.now()).toBeLessThanOrEqual(7 * 86400_000);
+    const offPeak = new Date(found.find((s) => s.key === 'deletion-off-peak')!.next!);
+    expect(offPeak.getUTCHours()).toBe(3);
+    expect(offPeak.getTime() - Date.now()).toBeLessThanOrEqual(86400_000);
+    expect(schedules({ DELETION_WEEKLY_CRON: '0 6 * * 6' })[0].pattern).toBe('0 6 * * 6');
+    for (const s of found) await worker.deps.queues.deletions.removeJobScheduler(s.key!); // no surprise runs during the other tests
+  });
+});
+
+describe('event deletion', () => {
+  it('deletes exactly the person’s pre-request events when the weekly batch runs, then is a no-op', async () => {
+    await capture(api.baseUrl, account.projectToken, [
+      ...Array.from({ length: 30 }, (_, i) => ({ event: 'e', distinct_id: 'victim', properties: { i } })),
+      { event: '$identify', distinct_id: 'victim', properties: { $anon_distinct_id: 'victim-device' } },
+      { event: 'e', distinct_id: 'bystander' },
+    ]);
+    await capture(api.baseUrl, other.projectToken, [{ event: 'e', distinct_id: 'victim' }]);
+    const victim = await personByDistinctId('victim');
+    const res = await call(api.baseUrl, 'DELETE', `${P()}/${victim.uuid}/?delete_events=true`, { key: account.apiKey });
+    expect(res.status).toBe(204);
+    const [request] = await sql(api.orm, `select id::text as id from async_deletion where project_id = ? and key = ?`, [account.projectId, victim.uuid]);
+    // An event after the request (the same distinct id, re-used): not part of the deletion.
+    await capture(api.baseUrl, account.projectToken, [{ event: 'after', distinct_id: 'victim' }]);
+
+    await new Promise((r) => setTimeout(r, 300));
+    expect((await row(request.id)).status).toBe('pending'); // weekly: waits for its batch
+
+    await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
+    const done = await eventually(async () => ((await row(request.id)).status === 'completed' ? row(request.id) : null));
+    expect(done.delete_verified_at).not.toBeNull();
+    expect(Number(done.rows_deleted)).toBe(31);
+    expect(await countEvents(account.projectId, 'victim')).toBe(1); // only the event sent after the request
+    expect(await countEvents(account.projectId, 'bystander')).toBe(1);
+    expect(await countEvents(other.projectId, 'victim')).toBe(1);
+
+    const status = await call(api.baseUrl, 'GET', `${P()}/deletion_status/?status=completed&person_uuid=${victim.uuid}`, { key: account.apiKey });
+    expect(status.body.results[0]).toMatchObject({ status: 'completed', person_uuid: victim.uuid });
+
+    const again = await deletePersonData({ data: { deletionId: request.id }, updateProgress: async () => undefined } as any, worker.deps);
+    expect(again).toEqual({ deleted: 0, skipped: 'already completed' });
+  });
+
+  it('runs off-peak requests only in the off-peak batch', async () => {
+    await capture(api.baseUrl, account.projectToken, [{ event: 'e', distinct_id: 'night' }]);
+    const person = await personByDistinctId('night');
+    const res = await call(api.baseUrl, 'POST', `${P()}/${person.id}/delete_events/`, { key: account.apiKey });
+    const id = res.body.deletion_requests[0].id;
+    await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await row(id)).status).toBe('pending');
+    await worker.deps.queues.deletions.add('release-batch', { mode: 'off_peak' });
+    await eventually(async () => (await row(id)).status === 'completed');
+    expect(await countEvents(account.projectId, 'night')).toBe(0);
+  });
+});
+
+describe('recording deletion', () => {
+  it('deletes the person’s recordings as soon as asked, and nobody else’s', async () => {
+    await capture(api.baseUrl, account.projectToken, [
+      { event: '$snapshot', distinct_id: 'watched', properties: { $session_id: 's-1', $snapshot_data: { a: 1 } } },
+      { event: '$snapshot', distinct_id: 'watched', properties: { $session_id: 's-1', $snapshot_data: { a: 2 } } },
+      { event: '$snapshot', distinct_id: 'watched', properties: { $session_id: 's-2', $snapshot_data: { a: 3 } } },
+      { event: '$snapshot', distinct_id: 'other-user', properties: { $session_id: 's-3', $snapshot_data: { a: 4 } } },
+      { event: 'e', distinct_id: 'watched' },
+    ]);
+    const person = await personByDistinctId('watched');
+    const res = await call(api.baseUrl, 'POST', `${P()}/${person.id}/delete_recordings/`, { key: account.apiKey });
+    const id = res.body.deletion_requests[0].id;
+    const done = await eventually(async () => ((await row(id)).status === 'completed' ? row(id) : null));
+    expect(Number(done.rows_deleted)).toBe(5); // 2 sessions + 3 snapshots
+    const sessions = await sql(api.orm, `select session_id from session_recording where project_id = ? order by session_id`, [account.projectId]);
+    expect(sessions.map((s) => s.session_id)).toEqual(['s-3']);
+    const [snapshots] = await sql(api.orm, `select count(*)::int as n from session_recording_snapshot where project_id = ?`, [account.projectId]);
+    expect(snapshots.n).toBe(1);
+  });
+});
+
+describe('nothing lost when Redis is down', () => {
+  let ownRedis: ChildProcess;
+  it('processes a request made while the API could not reach Redis', async () => {
+    const port = 18_000 + Math.floor(Math.random() * 1000);
+    ownRedis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    const isolated = await startApi((config) => {
+      config.redisUrl = `redis://127.0.0.1:${port}`;
+      config.redisPrefix = prefix;
+    });
+    try {
+      ownRedis.kill('SIGKILL');
+      await new Promise((r) => ownRedis.once('exit', r));
+      await capture(isolated.baseUrl, account.projectToken, [{ event: '$snapshot', distinct_id: 'offline', properties: { $session_id: 's-off', $snapshot_data: {} } }, { event: 'e', distinct_id: 'offline' }]);
+      const person = await personByDistinctId('offline');
+      const res = await call(isolated.baseUrl, 'POST', `${P()}/${person.id}/delete_recordings/`, { key: account.apiKey });
+      expect(res.status).toBe(200); // accepted: the row is in PostgreSQL
+      const id = res.body.deletion_requests[0].id;
+      expect((await row(id)).status).toBe('pending');
+      // The worker's reconciler (every minute in production) finds the row without a job.
+      await worker.deps.queues.deletions.add('reconcile', {});
+      await eventually(async () => (await row(id)).status === 'completed');
+      const [left] = await sql(api.orm, `select count(*)::int as n from session_recording where project_id = ? and session_id = 's-off'`, [account.projectId]);
+      expect(left.n).toBe(0);
+    } finally {
+      await isolated.close();
+    }
+  });
+});
