@@ -1,0 +1,106 @@
+// Real worker processes (node worker/main.ts): one killed with SIGKILL mid-deletion is finished by
+// another with nothing left and nothing counted twice; two processes never process one request twice.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { recordDeletionRequests } from '../../shared/deletions.ts';
+import { enqueueDeletions } from '../../shared/queues.ts';
+import { sql } from '../db.ts';
+import { createAccount, eventually, startApi, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const prefix = uniqueRedisPrefix();
+let api: TestApi;
+let account: TestAccount;
+const children: ChildProcess[] = [];
+
+function startWorkerProcess(env: Record<string, string> = {}): ChildProcess {
+  const child = spawn(process.execPath, ['worker/main.ts'], {
+    cwd: root,
+    env: {
+      ...process.env,
+      REDIS_PREFIX: prefix,
+      LOG_LEVEL: 'silent',
+      WORKER_LOCK_DURATION_MS: '2000',
+      DELETION_LEASE_SECONDS: '2',
+      DELETION_RECONCILE_CRON: '* * * * * *', // every second, so takeovers are quick in the test
+      ...env,
+    },
+    stdio: 'ignore',
+  });
+  children.push(child);
+  return child;
+}
+
+beforeAll(async () => {
+  api = await startApi((config) => {
+    config.redisPrefix = prefix;
+  });
+  account = await createAccount(api.orm);
+});
+afterAll(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await api.close();
+});
+
+/** Inserts `n` events for a person (fast, straight SQL) and returns its uuid. */
+async function seedPerson(distinctId: string, n: number): Promise<string> {
+  const uuid = randomUUID();
+  await sql(
+    api.orm,
+    `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
+     select gen_random_uuid(), ?, 'bulk', ?, ?::uuid, '{}'::jsonb, now() - make_interval(secs => g), now() - interval '1 minute'
+       from generate_series(1, ?) g`,
+    [account.projectId, distinctId, uuid, n],
+  );
+  return uuid;
+}
+
+async function request(uuid: string, distinctId: string): Promise<string> {
+  const em = api.orm.em.fork();
+  const [id] = await recordDeletionRequests(em as any, [{ projectId: account.projectId, type: 'person_events', mode: 'immediate', key: uuid, distinctIds: [distinctId], createdById: null }]);
+  return id;
+}
+const row = async (id: string) => (await sql(api.orm, `select * from async_deletion where id = ?`, [id]))[0];
+
+describe('worker processes', () => {
+  it('finishes a deletion whose worker was killed with SIGKILL mid-way, deleting nothing extra', async () => {
+    const victim = await seedPerson('kill-victim', 20_000);
+    const bystander = await seedPerson('kill-bystander', 500);
+    const id = await request(victim, 'kill-victim');
+    const first = startWorkerProcess({ DELETION_CHUNK_SIZE: '200' });
+    await enqueueDeletions(api.deps.queues.deletions, [id]);
+    await eventually(async () => Number((await row(id)).rows_deleted) > 0, 30_000, 20);
+    first.kill('SIGKILL');
+    await new Promise((r) => first.once('exit', r));
+    const mid = await row(id);
+    expect(mid.status).toBe('running');
+    expect(Number(mid.rows_deleted)).toBeLessThan(20_000);
+
+    startWorkerProcess({ DELETION_CHUNK_SIZE: '2000' });
+    const done = await eventually(async () => ((await row(id)).status === 'completed' ? row(id) : null), 60_000, 200);
+    expect(Number(done.rows_deleted)).toBe(20_000); // every chunk counted exactly once
+    const [left] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = ?`, [account.projectId, victim]);
+    expect(left.n).toBe(0);
+    const [kept] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = ?`, [account.projectId, bystander]);
+    expect(kept.n).toBe(500);
+  }, 120_000);
+
+  it('two worker processes never both process one request', async () => {
+    startWorkerProcess({ WORKER_CONCURRENCY: '4' });
+    startWorkerProcess({ WORKER_CONCURRENCY: '4' });
+    const requests: { id: string; uuid: string }[] = [];
+    for (let i = 0; i < 8; i++) {
+      const uuid = await seedPerson(`pair-${i}`, 300);
+      requests.push({ id: await request(uuid, `pair-${i}`), uuid });
+    }
+    await enqueueDeletions(api.deps.queues.deletions, requests.map((r) => r.id));
+    await enqueueDeletions(api.deps.queues.deletions, requests.map((r) => r.id)); // a duplicate enqueue is ignored
+    for (const r of requests) {
+      const done = await eventually(async () => ((await row(r.id)).status === 'completed' ? row(r.id) : null), 60_000, 200);
+      expect(done.attempts).toBe(1);
+      expect(Number(done.rows_deleted)).toBe(300);
+    }
+  }, 120_000);
+});
