@@ -8,16 +8,21 @@ import type { AppDeps } from './deps.ts';
 import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
 import { buildRouter, type RouteDefinition } from './http/routes.ts';
 import { allRoutes } from './routes.ts';
+import { queueDashboard } from './ops/admin.ts';
+import { createApiMetrics, type ApiMetrics } from './ops/metrics.ts';
 
 declare module 'koa' {
   interface DefaultContext {
     deps: AppDeps;
+    metrics: ApiMetrics;
   }
 }
 
 export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) {
   const app = new Koa({ proxy: process.env.TRUST_PROXY === '1' });
   app.context.deps = deps;
+  const metrics = createApiMetrics();
+  app.context.metrics = metrics;
   const router = buildRouter(routes);
 
   app.use(async (ctx, next) => {
@@ -40,7 +45,7 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
     } finally {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       logger.info({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
-      deps.onRequestFinished?.(ctx, ms);
+      metrics.observeRequest(ctx, ms);
     }
   });
 
@@ -54,6 +59,8 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
     await next();
   });
 
+  const dashboard = queueDashboard(deps);
+  if (dashboard) app.use(dashboard);
   app.use(router.routes());
   app.use(async (ctx) => {
     if (ctx.body !== undefined || ctx.status !== 404) return;

@@ -11,6 +11,4 @@ export interface AppDeps {
   redis: Redis;
   /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
   queues: Record<keyof typeof QUEUE_NAMES, Queue>;
-  /** Called after every request with its duration, for metrics. */
-  onRequestFinished?: (ctx: import("koa").Context, ms: number) => void;
 }
