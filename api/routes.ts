@@ -1,5 +1,6 @@
 // Every route of the API, one list per resource folder.
 import { captureRoutes } from './capture/routes.ts';
+import { eventDefinitionRoutes } from './event-definitions/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
@@ -7,5 +8,5 @@ import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));

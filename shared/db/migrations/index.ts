@@ -6,6 +6,7 @@ import { Migration0009FlagHashKeyOverrides } from './0009-flag-hash-key-override
 import { Migration0010EventDedupPerProject } from './0010-event-dedup-per-project.ts';
 import { Migration0011FilterHelpers } from './0011-filter-helpers.ts';
 import { Migration0012DeletionScheduling } from './0012-deletion-scheduling.ts';
+import { Migration0013EventDefinitionEnterprise } from './0013-event-definition-enterprise.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -14,4 +15,5 @@ export const migrationsList = [
   { name: '0010-event-dedup-per-project', class: Migration0010EventDedupPerProject },
   { name: '0011-filter-helpers', class: Migration0011FilterHelpers },
   { name: '0012-deletion-scheduling', class: Migration0012DeletionScheduling },
+  { name: '0013-event-definition-enterprise', class: Migration0013EventDefinitionEnterprise },
 ];

@@ -1,0 +1,292 @@
+// Event definitions: created by ingestion, managed here. The enterprise fields (description, tags,
+// owner, verified, hidden …) work without a licence.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
+import { pgArray } from '../../shared/db/sql.ts';
+import { isoTimestamp } from '../../shared/time.ts';
+import { notFound, validationError } from '../http/errors.ts';
+import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
+
+const P = '/api/projects/:project_id/event_definitions';
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const SELECT = `select d.*, ${userColumns('o', 'owner')}, ${userColumns('ub', 'updated_by')}, ${userColumns('vb', 'verified_by')}
+  from event_definition d
+  left join app_user o on o.id = d.owner_id
+  left join app_user ub on ub.id = d.updated_by_id
+  left join app_user vb on vb.id = d.verified_by_id`;
+
+function serialize(row: Record<string, any>) {
+  return {
+    id: row.id,
+    name: row.name,
+    owner: userBasic(row, 'owner'),
+    description: row.description,
+    tags: row.tags ?? [],
+    created_at: isoTimestamp(row.created_at),
+    updated_at: isoTimestamp(row.updated_at),
+    updated_by: userBasic(row, 'updated_by'),
+    last_seen_at: isoTimestamp(row.last_seen_at),
+    verified: row.verified,
+    verified_at: isoTimestamp(row.verified_at),
+    verified_by: userBasic(row, 'verified_by'),
+    hidden: row.hidden,
+    is_action: false,
+    post_to_slack: row.post_to_slack,
+    default_columns: row.default_columns ?? [],
+    volume_30_day: null,
+    query_usage_30_day: null,
+  };
+}
+
+const definitionSchema = {
+  type: 'object',
+  required: ['id', 'name', 'owner', 'description', 'tags', 'created_at', 'last_seen_at', 'verified', 'hidden', 'is_action', 'post_to_slack', 'default_columns'],
+  properties: {
+    id: { type: 'string', format: 'uuid' },
+    name: { type: 'string' },
+    owner: userBasicSchema,
+    description: { type: 'string' },
+    tags: { type: 'array', items: { type: 'string' } },
+    created_at: { type: ['string', 'null'] },
+    updated_at: { type: ['string', 'null'] },
+    updated_by: userBasicSchema,
+    last_seen_at: { type: ['string', 'null'] },
+    verified: { type: 'boolean' },
+    verified_at: { type: ['string', 'null'] },
+    verified_by: userBasicSchema,
+    hidden: { type: 'boolean' },
+    is_action: { type: 'boolean' },
+    post_to_slack: { type: 'boolean' },
+    default_columns: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+/** Every read through the API counts towards `query_usage_30_day`: one statement per request. */
+async function countReads(em: EntityManager, ids: string[]) {
+  if (ids.length === 0) return;
+  await em.getConnection().execute(
+    `insert into event_definition_usage (definition_id, day, reads)
+     select id::uuid, current_date, 1 from jsonb_array_elements_text(?::jsonb) as t(id)
+     on conflict (definition_id, day) do update set reads = event_definition_usage.reads + 1`,
+    [JSON.stringify(ids)],
+  );
+}
+
+async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
+  const id = ctx.state.params.id;
+  if (!UUID.test(id)) throw notFound();
+  const [row] = await ctx.state.em.getConnection().execute<any[]>(`${SELECT} where d.project_id = ? and d.id = ?::uuid`, [ctx.state.project.id, id]);
+  if (!row) throw notFound();
+  return row;
+}
+
+// ?ordering: name, last_seen_at, last_seen_at::date, each optionally descending; others are ignored.
+const ORDER_COLUMNS: Record<string, string> = {
+  name: 'd.name collate "C"',
+  last_seen_at: 'd.last_seen_at',
+  'last_seen_at::date': `((d.last_seen_at at time zone 'UTC')::date)`,
+};
+
+function orderBy(ordering: string[] | undefined): string {
+  const terms = (ordering?.length ? ordering : ['-last_seen_at::date', 'name'])
+    .map((o) => {
+      const desc = o.startsWith('-');
+      const column = ORDER_COLUMNS[desc ? o.slice(1) : o];
+      return column ? `${column} ${desc ? 'desc nulls last' : 'asc nulls first'}` : null;
+    })
+    .filter(Boolean);
+  return [...(terms.length ? terms : ['d.name collate "C" asc']), 'd.id'].join(', ');
+}
+
+async function list(ctx: ApiContext) {
+  const q = ctx.state.query;
+  const where = ['d.project_id = ?'];
+  const params: unknown[] = [ctx.state.project.id];
+  for (const term of String(q.search ?? '').replace(/\u0000/g, '').split(' ').filter(Boolean)) {
+    where.push(`d.name ilike ?`);
+    params.push(`%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+  }
+  if (q.event_type === 'event_custom') where.push(`d.name not like '$%'`);
+  if (q.event_type === 'event_posthog') where.push(`d.name like '$%'`);
+  if (q.excluded_properties) {
+    let excluded: unknown;
+    try {
+      excluded = JSON.parse(q.excluded_properties);
+    } catch {
+      excluded = null;
+    }
+    if (!Array.isArray(excluded)) throw validationError('excluded_properties must be a JSON array of event names.', 'excluded_properties');
+    where.push(`d.name not in (select jsonb_array_elements_text(?::jsonb))`);
+    params.push(JSON.stringify([...new Set(excluded.map(String))]));
+  }
+  if (q.exclude_hidden === true) where.push('not d.hidden');
+  const page = pageOf(q);
+  const conn = ctx.state.em.getConnection();
+  const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from event_definition d where ${where.join(' and ')}`, params);
+  const rows = await conn.execute<any[]>(`${SELECT} where ${where.join(' and ')} order by ${orderBy(q.ordering)} limit ? offset ?`, [...params, page.limit, page.offset]);
+  await countReads(ctx.state.em, rows.map((r) => r.id));
+  ctx.body = paginated(ctx, page, count, rows.map(serialize));
+}
+
+const EDITABLE = ['description', 'tags', 'owner', 'verified', 'hidden', 'default_columns', 'post_to_slack'] as const;
+
+async function update(ctx: ApiContext) {
+  const before = await findDefinition(ctx);
+  const body = ctx.state.body as Record<string, any>;
+  if (body.hidden === true && body.verified === true) throw validationError('An event cannot be both hidden and verified');
+  const next: Record<string, any> = {
+    description: body.description ?? before.description,
+    tags: body.tags !== undefined ? [...new Set<string>(body.tags)] : before.tags,
+    owner_id: body.owner !== undefined ? body.owner : before.owner_id,
+    default_columns: body.default_columns ?? before.default_columns,
+    post_to_slack: body.post_to_slack ?? before.post_to_slack,
+    hidden: before.hidden,
+    verified: before.verified,
+    verified_at: before.verified_at,
+    verified_by_id: before.verified_by_id,
+  };
+  if (body.owner !== undefined && body.owner !== null) {
+    const [member] = await ctx.state.em.getConnection().execute<any[]>(
+      `select 1 from organization_membership where organization_id = ? and user_id = ?`,
+      [ctx.state.project.organization_id, body.owner],
+    );
+    if (!member) throw validationError('The owner must be a member of this organization.', 'owner');
+  }
+  if (body.verified === true && !before.verified) Object.assign(next, { verified: true, verified_at: new Date(), verified_by_id: ctx.state.auth.userId, hidden: false });
+  if (body.verified === true) next.hidden = false;
+  if (body.verified === false) Object.assign(next, { verified: false, verified_at: null, verified_by_id: null });
+  if (body.hidden === true) Object.assign(next, { hidden: true, verified: false, verified_at: null, verified_by_id: null });
+  if (body.hidden === false) next.hidden = false;
+
+  const changes: ActivityChange[] = [];
+  const compare: [string, unknown, unknown][] = [
+    ['description', before.description, next.description],
+    ['tags', before.tags, next.tags],
+    ['owner', before.owner_id, next.owner_id],
+    ['verified', before.verified, next.verified],
+    ['hidden', before.hidden, next.hidden],
+    ['default_columns', before.default_columns, next.default_columns],
+  ];
+  for (const [field, was, is] of compare) {
+    if (JSON.stringify(was) !== JSON.stringify(is)) changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
+  }
+  await ctx.state.em.fork().transactional(async (tx) => {
+    await tx.getConnection().execute(
+      `update event_definition set description = ?, tags = ?::text[], owner_id = ?, default_columns = ?::text[], post_to_slack = ?, hidden = ?, verified = ?,
+              verified_at = ?, verified_by_id = ?, updated_at = now(), updated_by_id = ? where id = ?`,
+      [next.description, pgArray(next.tags), next.owner_id, pgArray(next.default_columns), next.post_to_slack, next.hidden, next.verified, next.verified_at, next.verified_by_id, ctx.state.auth.userId, before.id],
+      'run',
+      tx.getTransactionContext(),
+    );
+    await recordActivity(tx as EntityManager, {
+      projectId: ctx.state.project.id,
+      organizationId: ctx.state.project.organization_id,
+      userId: ctx.state.auth.userId,
+      scope: 'EventDefinition',
+      itemId: before.id,
+      activity: 'changed',
+      detail: { name: before.name, changes },
+    });
+  });
+  ctx.body = serialize(await findDefinition(ctx));
+}
+
+export const eventDefinitionRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: P,
+    summary: 'List event definitions (search, event_type, excluded_properties, exclude_hidden, ordering)',
+    tags: ['event definitions'],
+    scopes: ['event_definition:read'],
+    query: {
+      type: 'object',
+      properties: {
+        ...PAGE_QUERY_PROPERTIES,
+        search: { type: 'string', maxLength: 1000, description: 'Every space-separated term must appear in the name' },
+        event_type: { enum: ['event', 'all', 'action_event', 'event_custom', 'event_posthog'] },
+        excluded_properties: { type: 'string', maxLength: 100_000, description: 'JSON array of event names to leave out' },
+        exclude_hidden: { type: 'boolean' },
+        ordering: { type: 'array', items: { type: 'string', maxLength: 40 }, maxItems: 5, description: 'name, last_seen_at, last_seen_at::date; prefix - for descending' },
+      },
+    },
+    responses: { 200: { description: 'A page of event definitions', schema: paginatedSchema(definitionSchema) } },
+    handler: list,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id`,
+    summary: 'Retrieve an event definition',
+    tags: ['event definitions'],
+    scopes: ['event_definition:read'],
+    responses: { 200: { description: 'The definition', schema: definitionSchema }, 404: { description: 'Not found' } },
+    handler: async (ctx) => {
+      const row = await findDefinition(ctx);
+      await countReads(ctx.state.em, [row.id]);
+      ctx.body = serialize(row);
+    },
+  }),
+  defineRoute({
+    method: 'PATCH',
+    path: `${P}/:id`,
+    summary: 'Update description, tags, owner, verified, hidden, default_columns',
+    tags: ['event definitions'],
+    scopes: ['event_definition:write'],
+    body: {
+      type: 'object',
+      properties: {
+        description: { type: 'string', maxLength: 10_000 },
+        tags: { type: 'array', items: { type: 'string', maxLength: 255 }, maxItems: 100 },
+        owner: { type: ['integer', 'null'] },
+        verified: { type: 'boolean' },
+        hidden: { type: 'boolean' },
+        default_columns: { type: 'array', items: { type: 'string', maxLength: 400 }, maxItems: 100 },
+        post_to_slack: { type: 'boolean' },
+      },
+    },
+    responses: { 200: { description: 'The updated definition', schema: definitionSchema } },
+    handler: update,
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: `${P}/:id`,
+    summary: 'Delete an event definition (events are kept; a later event recreates it)',
+    tags: ['event definitions'],
+    scopes: ['event_definition:write'],
+    responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
+    handler: async (ctx) => {
+      const row = await findDefinition(ctx);
+      await ctx.state.em.fork().transactional(async (tx) => {
+        await tx.getConnection().execute(`delete from event_definition where id = ?`, [row.id], 'run', tx.getTransactionContext());
+        await recordActivity(tx as EntityManager, {
+          projectId: ctx.state.project.id,
+          organizationId: ctx.state.project.organization_id,
+          userId: ctx.state.auth.userId,
+          scope: 'EventDefinition',
+          itemId: row.id,
+          activity: 'deleted',
+          detail: { name: row.name },
+        });
+      });
+      ctx.status = 204;
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id/metrics`,
+    summary: 'How often the definition was read through the API in the last 30 days (any valid key)',
+    tags: ['event definitions'],
+    scopes: [],
+    responses: { 200: { description: 'Usage', schema: { type: 'object', required: ['query_usage_30_day'], properties: { query_usage_30_day: { type: 'integer' } } } } },
+    handler: async (ctx) => {
+      const row = await findDefinition(ctx);
+      const [usage] = await ctx.state.em.getConnection().execute<any[]>(
+        `select coalesce(sum(reads), 0)::int as n from event_definition_usage where definition_id = ? and day > current_date - 30`,
+        [row.id],
+      );
+      ctx.body = { query_usage_30_day: usage.n };
+    },
+  }),
+];

@@ -1,0 +1,38 @@
+// The User shape of the seed (created_by, owner, updated_by, verified_by …).
+
+/** Columns of app_user as `<alias>_<column>` so one row can carry several users. */
+export const userColumns = (alias: string, prefix: string) =>
+  ['id', 'uuid', 'distinct_id', 'first_name', 'last_name', 'email', 'is_email_verified', 'hedgehog_config', 'role_at_organization']
+    .map((c) => `${alias}.${c} as ${prefix}_${c}`)
+    .join(', ');
+
+export function userBasic(row: Record<string, any>, prefix: string) {
+  if (row[`${prefix}_id`] === null || row[`${prefix}_id`] === undefined) return null;
+  return {
+    id: row[`${prefix}_id`],
+    uuid: row[`${prefix}_uuid`],
+    distinct_id: row[`${prefix}_distinct_id`],
+    first_name: row[`${prefix}_first_name`],
+    last_name: row[`${prefix}_last_name`],
+    email: row[`${prefix}_email`],
+    is_email_verified: row[`${prefix}_is_email_verified`],
+    hedgehog_config: row[`${prefix}_hedgehog_config`],
+    role_at_organization: row[`${prefix}_role_at_organization`],
+  };
+}
+
+export const userBasicSchema = {
+  type: ['object', 'null'],
+  required: ['id', 'uuid', 'distinct_id', 'first_name', 'last_name', 'email'],
+  properties: {
+    id: { type: 'integer' },
+    uuid: { type: 'string', format: 'uuid' },
+    distinct_id: { type: 'string' },
+    first_name: { type: 'string' },
+    last_name: { type: 'string' },
+    email: { type: 'string' },
+    is_email_verified: { type: ['boolean', 'null'] },
+    hedgehog_config: { type: ['object', 'null'] },
+    role_at_organization: { type: ['string', 'null'] },
+  },
+};
