@@ -1,6 +1,7 @@
 // Every route of the API, one list per resource folder.
 import { captureRoutes } from './capture/routes.ts';
 import { eventDefinitionRoutes } from './event-definitions/routes.ts';
+import { experimentRoutes } from './experiments/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
@@ -8,5 +9,5 @@ import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));

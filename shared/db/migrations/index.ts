@@ -7,6 +7,7 @@ import { Migration0010EventDedupPerProject } from './0010-event-dedup-per-projec
 import { Migration0011FilterHelpers } from './0011-filter-helpers.ts';
 import { Migration0012DeletionScheduling } from './0012-deletion-scheduling.ts';
 import { Migration0013EventDefinitionEnterprise } from './0013-event-definition-enterprise.ts';
+import { Migration0014Experiments } from './0014-experiments.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -16,4 +17,5 @@ export const migrationsList = [
   { name: '0011-filter-helpers', class: Migration0011FilterHelpers },
   { name: '0012-deletion-scheduling', class: Migration0012DeletionScheduling },
   { name: '0013-event-definition-enterprise', class: Migration0013EventDefinitionEnterprise },
+  { name: '0014-experiments', class: Migration0014Experiments },
 ];

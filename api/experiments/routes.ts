@@ -1,0 +1,335 @@
+// Experiments, their holdouts and saved metrics.
+import { notFound, validationError } from '../http/errors.ts';
+import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { isoTimestamp } from '../../shared/time.ts';
+import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
+import { createExperiment, updateExperiment, type Actor } from './service.ts';
+
+const P = '/api/projects/:project_id/experiments';
+const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
+
+const writableProperties = {
+  name: { type: 'string', minLength: 1, maxLength: 400 },
+  description: { type: ['string', 'null'], maxLength: 3000 },
+  start_date: { type: ['string', 'null'], format: 'date-time' },
+  end_date: { type: ['string', 'null'], format: 'date-time' },
+  feature_flag_key: { type: 'string', minLength: 1, maxLength: 400 },
+  holdout_id: { type: ['integer', 'null'] },
+  parameters: { type: ['object', 'null'] },
+  secondary_metrics: { type: ['array', 'null'] },
+  saved_metrics_ids: {},
+  filters: { type: ['object', 'null'] },
+  archived: { type: 'boolean' },
+  deleted: { type: 'boolean' },
+  type: { enum: ['web', 'product', null] },
+  exposure_criteria: { type: ['object', 'null'] },
+  metrics: { type: ['array', 'null'], maxItems: 50 },
+  metrics_secondary: { type: ['array', 'null'], maxItems: 50 },
+  stats_config: { type: ['object', 'null'] },
+  _create_in_folder: { type: 'string', maxLength: 400 },
+  conclusion: { enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
+  conclusion_comment: { type: ['string', 'null'], maxLength: 10_000 },
+  primary_metrics_ordered_uuids: { type: ['array', 'null'] },
+  secondary_metrics_ordered_uuids: { type: ['array', 'null'] },
+};
+
+async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promise<any> {
+  if (!/^\d{1,9}$/.test(id)) throw notFound();
+  const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ? and not x.deleted', [ctx.state.project.id, id]);
+  if (!row) throw notFound();
+  return row;
+}
+
+const ORDERS: Record<string, string> = {
+  created_at: 'x.created_at', created_by: 'x.created_by_id', updated_at: 'x.updated_at', name: 'x.name', start_date: 'x.start_date', end_date: 'x.end_date',
+  duration: `(coalesce(x.end_date, now()) - x.start_date)`,
+  status: `(case when x.start_date is null then 0 when x.end_date is null then 1 else 2 end)`,
+};
+
+async function list(ctx: ApiContext) {
+  const q = ctx.state.query;
+  const where = ['x.project_id = ?', 'not x.deleted', String(q.archived).toLowerCase() === 'true' ? 'x.archived' : 'not x.archived'];
+  const params: unknown[] = [ctx.state.project.id];
+  const status = String(q.status ?? '').toLowerCase();
+  if (status === 'draft') where.push('x.start_date is null');
+  if (status === 'running') where.push('x.start_date is not null and x.end_date is null');
+  if (status === 'complete') where.push('x.end_date is not null');
+  if (q.search) {
+    where.push('x.name ilike ?');
+    params.push(`%${String(q.search).replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+  }
+  if (q.created_by_id !== undefined) {
+    where.push('x.created_by_id = ?');
+    params.push(q.created_by_id);
+  }
+  let order = 'x.created_at desc';
+  if (q.order) {
+    const desc = q.order.startsWith('-');
+    const column = ORDERS[desc ? q.order.slice(1) : q.order];
+    if (!column) throw validationError(`Invalid order field: '${q.order}'`, 'order');
+    order = `${column} ${desc ? 'desc' : 'asc'} nulls last`;
+  }
+  const page = pageOf(q);
+  const [{ count }] = await ctx.state.em.getConnection().execute<any[]>(`select count(*)::int as count from experiment x where ${where.join(' and ')}`, params);
+  const rows = await experimentRows(ctx.state.em, where.join(' and '), params, `order by ${order}, x.id desc limit ${page.limit} offset ${page.offset}`);
+  ctx.body = paginated(ctx, page, count, rows.map(serializeExperiment));
+}
+
+async function duplicate(ctx: ApiContext) {
+  const source = await findExperiment(ctx);
+  const body = ctx.state.body ?? {};
+  if (body.feature_flag_key !== undefined && (typeof body.feature_flag_key !== 'string' || body.feature_flag_key === ''))
+    throw validationError('Not a valid string.', 'feature_flag_key');
+  const names = new Set(
+    (await ctx.state.em.getConnection().execute<any[]>(`select name from experiment where project_id = ? and not deleted and name like ?`, [ctx.state.project.id, `${source.name} (Copy)%`])).map((r) => r.name),
+  );
+  let name = `${source.name} (Copy)`;
+  for (let n = 1; names.has(name); n++) name = `${source.name} (Copy) ${n}`;
+  const id = await createExperiment(ctx.state.em, actorOf(ctx), {
+    name,
+    description: source.description,
+    type: source.type,
+    parameters: source.parameters,
+    filters: source.filters,
+    secondary_metrics: source.secondary_metrics,
+    metrics: source.metrics,
+    metrics_secondary: source.metrics_secondary,
+    stats_config: source.stats_config,
+    exposure_criteria: source.exposure_criteria,
+    primary_metrics_ordered_uuids: source.primary_metrics_ordered_uuids,
+    secondary_metrics_ordered_uuids: source.secondary_metrics_ordered_uuids,
+    feature_flag_key: body.feature_flag_key ?? source.feature_flag.key,
+    saved_metrics_ids: source.saved_metrics.map((l: any) => ({ id: l.saved_metric, metadata: l.metadata })),
+  });
+  ctx.body = serializeExperiment(await findExperiment(ctx, String(id)));
+}
+
+async function exposureCohort(ctx: ApiContext) {
+  const experiment = await findExperiment(ctx);
+  if (!experiment.feature_flag) throw validationError('Experiment does not have a feature flag');
+  if (!experiment.start_date) throw validationError('Experiment does not have a start date');
+  if (experiment.exposure_cohort_id) throw validationError('Experiment already has an exposure cohort');
+  const variants = (experiment.feature_flag.filters?.multivariate?.variants ?? []).map((v: any) => v.key);
+  const filters = {
+    properties: {
+      type: 'OR',
+      values: [
+        {
+          type: 'OR',
+          values: [
+            {
+              type: 'behavioral',
+              value: 'performed_event',
+              key: '$feature_flag_called',
+              negation: false,
+              event_type: 'events',
+              explicit_datetime: new Date(experiment.start_date).toISOString().replace('Z', '+00:00'),
+              event_filters: [
+                { key: '$feature_flag', value: [experiment.feature_flag.key], operator: 'exact', type: 'event' },
+                ...(variants.length ? [{ key: '$feature_flag_response', value: variants, operator: 'exact', type: 'event' }] : []),
+              ],
+            },
+          ],
+        },
+      ],
+    },
+  };
+  let cohort: any;
+  await ctx.state.em.fork().transactional(async (tx) => {
+    const conn = tx.getConnection();
+    const txc = tx.getTransactionContext();
+    [cohort] = await conn.execute<any[]>(
+      `insert into cohort (project_id, name, filters, is_static, is_calculating, created_by_id) values (?, ?, ?::jsonb, false, true, ?) returning *`,
+      [ctx.state.project.id, `Users exposed to experiment "${experiment.name}"`, JSON.stringify(filters), ctx.state.auth.userId],
+      'all',
+      txc,
+    );
+    await conn.execute(`update experiment set exposure_cohort_id = ? where id = ?`, [cohort.id, experiment.id], 'run', txc);
+  });
+  ctx.body = {
+    cohort: {
+      id: cohort.id, name: cohort.name, description: cohort.description, filters: cohort.filters, query: null, is_static: false,
+      is_calculating: cohort.is_calculating, deleted: false, count: cohort.count, created_at: isoTimestamp(cohort.created_at), experiment_set: [experiment.id],
+    },
+  };
+}
+
+/** PostHog: false once recent events of these kinds carry `$feature/…` properties (the SDK sends flag values). */
+async function requiresFlagImplementation(ctx: ApiContext) {
+  let events: string[] = [];
+  if (ctx.state.query.events) {
+    try {
+      const parsed = JSON.parse(ctx.state.query.events);
+      if (!Array.isArray(parsed)) throw new Error();
+      events = parsed.map((e: any) => e?.id).filter((id: unknown): id is string => typeof id === 'string');
+    } catch {
+      throw validationError('events must be a JSON array of {"id": "<event name>"} objects.', 'events');
+    }
+  }
+  if (events.length === 0) {
+    ctx.body = { result: true };
+    return;
+  }
+  const [row] = await ctx.state.em.getConnection().execute<any[]>(
+    `select exists (select 1 from (select properties from event where project_id = ? and event in (?) and timestamp > now() - interval '7 days' limit 20) s
+       where exists (select 1 from jsonb_object_keys(s.properties) k where k like '$feature/%')) as has_flags`,
+    [ctx.state.project.id, events],
+  );
+  ctx.body = { result: !row.has_flags };
+}
+
+async function timeseries(ctx: ApiContext) {
+  const experiment = await findExperiment(ctx);
+  const { metric_uuid, fingerprint } = ctx.state.query;
+  if (!metric_uuid) throw validationError('metric_uuid query parameter is required');
+  if (!fingerprint) throw validationError('fingerprint query parameter is required');
+  if (!experiment.start_date) throw validationError('Experiment has not been started yet');
+  const rows = await ctx.state.em.getConnection().execute<any[]>(
+    `select day::text as day, status, result, error_message, computed_at, created_at, updated_at from experiment_metric_result
+      where experiment_id = ? and metric_uuid = ? and fingerprint = ? order by day`,
+    [experiment.id, metric_uuid, fingerprint],
+  );
+  const tz = ctx.state.project.timezone;
+  const [{ days }] = await ctx.state.em.getConnection().execute<any[]>(
+    `select array(select d::date::text from generate_series((?::timestamptz at time zone ?)::date, (coalesce(?::timestamptz, now()) at time zone ?)::date, interval '1 day') d) as days`,
+    [experiment.start_date, tz, experiment.end_date, tz],
+  );
+  const series: Record<string, unknown> = Object.fromEntries((days as string[]).map((d) => [d, null]));
+  const errors: Record<string, string> = {};
+  let completed = 0;
+  for (const row of rows) {
+    if (row.status === 'completed') {
+      series[row.day] = row.result;
+      completed++;
+    } else if (row.status === 'failed') errors[row.day] = row.error_message;
+  }
+  const failed = Object.keys(errors).length;
+  const status = rows.length === 0 ? 'pending' : completed === 0 && failed > 0 ? 'failed' : completed === days.length ? 'completed' : completed > 0 ? 'partial' : 'pending';
+  const computed = rows.filter((r) => r.status === 'completed').map((r) => r.computed_at).sort();
+  ctx.body = {
+    experiment_id: experiment.id,
+    metric_uuid,
+    status,
+    timeseries: series,
+    errors: failed ? errors : null,
+    computed_at: isoTimestamp(computed.at(-1) ?? null),
+    created_at: isoTimestamp(rows[0]?.created_at ?? experiment.created_at),
+    updated_at: isoTimestamp(rows.at(-1)?.updated_at ?? experiment.updated_at),
+  };
+}
+
+export const experimentRoutes = [
+  defineRoute({
+    method: 'GET',
+    path: P,
+    summary: 'List experiments (deleted hidden; archived only with archived=true)',
+    tags: ['experiments'],
+    scopes: ['experiment:read'],
+    query: {
+      type: 'object',
+      properties: {
+        ...PAGE_QUERY_PROPERTIES,
+        status: { type: 'string', maxLength: 20 },
+        search: { type: 'string', maxLength: 400 },
+        created_by_id: { type: 'integer' },
+        archived: { type: 'string', maxLength: 10 },
+        order: { type: 'string', maxLength: 40 },
+      },
+    },
+    responses: { 200: { description: 'A page of experiments', schema: paginatedSchema(experimentSchema) } },
+    handler: list,
+  }),
+  defineRoute({
+    method: 'POST',
+    path: P,
+    summary: 'Create an experiment (and its feature flag unless one with the key exists)',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    body: { type: 'object', required: ['name', 'feature_flag_key'], properties: writableProperties, examples: [{ name: 'Checkout test', feature_flag_key: 'checkout-test' }] },
+    responses: { 201: { description: 'The experiment', schema: experimentSchema } },
+    handler: async (ctx) => {
+      const id = await createExperiment(ctx.state.em, actorOf(ctx), ctx.state.body);
+      ctx.status = 201;
+      ctx.body = serializeExperiment(await findExperiment(ctx, String(id)));
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/requires_flag_implementation`,
+    summary: 'Whether events still lack $feature/… properties (the flag is not yet implemented in code)',
+    tags: ['experiments'],
+    scopes: ['experiment:read'],
+    query: { type: 'object', properties: { events: { type: 'string', maxLength: 10_000 } } },
+    responses: { 200: { description: 'Result', schema: { type: 'object', required: ['result'], properties: { result: { type: 'boolean' } } } } },
+    handler: requiresFlagImplementation,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id`,
+    summary: 'Retrieve an experiment',
+    tags: ['experiments'],
+    scopes: ['experiment:read'],
+    responses: { 200: { description: 'The experiment', schema: experimentSchema }, 404: { description: 'Not found (or soft-deleted)' } },
+    handler: async (ctx) => {
+      ctx.body = serializeExperiment(await findExperiment(ctx));
+    },
+  }),
+  defineRoute({
+    method: 'PATCH',
+    path: `${P}/:id`,
+    summary: 'Update an experiment; {"deleted": true} soft-deletes it',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    body: { type: 'object', properties: writableProperties },
+    responses: { 200: { description: 'The experiment', schema: experimentSchema } },
+    handler: async (ctx) => {
+      const current = await findExperiment(ctx);
+      await updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body);
+      const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ?', [ctx.state.project.id, current.id]);
+      ctx.body = serializeExperiment(row);
+    },
+  }),
+  defineRoute({
+    method: 'DELETE',
+    path: `${P}/:id`,
+    summary: 'Not allowed: hard delete is forbidden; PATCH {"deleted": true} instead (405, no body)',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    responses: { 405: { description: 'Always; no body' } },
+    handler: (ctx) => {
+      // Body first: Koa turns an explicit null body into 204 unless the status is set afterwards.
+      ctx.body = null;
+      ctx.status = 405;
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/duplicate`,
+    summary: 'Duplicate an experiment as a draft named "<name> (Copy)"',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    body: { type: 'object', properties: { feature_flag_key: { type: 'string', maxLength: 400 } } },
+    responses: { 200: { description: 'The new experiment', schema: experimentSchema } },
+    handler: duplicate,
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/create_exposure_cohort_for_experiment`,
+    summary: 'Create a dynamic cohort of persons exposed to the experiment',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    responses: { 200: { description: 'The cohort', schema: { type: 'object', required: ['cohort'], properties: { cohort: { type: 'object', required: ['id', 'name', 'filters'] } } } } },
+    handler: exposureCohort,
+  }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/:id/timeseries_results`,
+    summary: 'Daily results of one metric, as computed by the worker',
+    tags: ['experiments'],
+    scopes: ['experiment:read'],
+    query: { type: 'object', properties: { metric_uuid: { type: 'string', maxLength: 200 }, fingerprint: { type: 'string', maxLength: 64 } } },
+    responses: { 200: { description: 'Timeseries', schema: { type: 'object', required: ['experiment_id', 'metric_uuid', 'status', 'timeseries'], properties: { status: { enum: ['pending', 'partial', 'completed', 'failed'] } } } } },
+    handler: timeseries,
+  }),
+];

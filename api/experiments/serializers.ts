@@ -1,0 +1,106 @@
+// The Experiment shape of the seed, read with one query per page (flag, holdout, creator and saved
+// metric links joined in), so a list costs the same number of queries however long it is.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { isoTimestamp } from '../../shared/time.ts';
+import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
+
+export const EXPERIMENT_SELECT = `
+  select x.*, ${userColumns('u', 'creator')},
+    jsonb_build_object('id', f.id, 'team_id', f.project_id, 'name', f.name, 'key', f.key, 'filters', f.filters, 'deleted', f.deleted,
+      'active', f.active, 'ensure_experience_continuity', f.ensure_experience_continuity, 'has_encrypted_payloads', f.has_encrypted_payloads,
+      'version', f.version, 'evaluation_runtime', f.evaluation_runtime, 'evaluation_tags', to_jsonb(f.evaluation_tags)) as feature_flag,
+    case when h.id is null then null else jsonb_build_object('id', h.id, 'name', h.name, 'description', h.description, 'filters', h.filters,
+      'created_at', h.created_at, 'updated_at', h.updated_at, 'created_by', h.created_by_id) end as holdout,
+    coalesce((select jsonb_agg(jsonb_build_object('id', l.id, 'experiment', l.experiment_id, 'saved_metric', l.saved_metric_id,
+      'metadata', l.metadata, 'created_at', l.created_at, 'query', m.query, 'name', m.name) order by l.id)
+      from experiment_to_saved_metric l join experiment_saved_metric m on m.id = l.saved_metric_id where l.experiment_id = x.id), '[]'::jsonb) as saved_metrics
+  from experiment x
+  join feature_flag f on f.id = x.feature_flag_id
+  left join experiment_holdout h on h.id = x.holdout_id
+  left join app_user u on u.id = x.created_by_id`;
+
+export async function experimentRows(em: EntityManager, where: string, params: unknown[], tail = ''): Promise<any[]> {
+  return em.getConnection().execute<any[]>(`${EXPERIMENT_SELECT} where ${where} ${tail}`, params);
+}
+
+const iso = (v: unknown) => isoTimestamp(v as string | null);
+
+export function serializeExperiment(row: Record<string, any>) {
+  const holdout = row.holdout ? { ...row.holdout, created_at: iso(row.holdout.created_at), updated_at: iso(row.holdout.updated_at), created_by: null } : null;
+  return {
+    id: row.id,
+    name: row.name,
+    description: row.description,
+    start_date: iso(row.start_date),
+    end_date: iso(row.end_date),
+    feature_flag_key: row.feature_flag.key,
+    feature_flag: row.feature_flag,
+    holdout,
+    holdout_id: row.holdout_id,
+    exposure_cohort: row.exposure_cohort_id,
+    parameters: row.parameters,
+    secondary_metrics: row.secondary_metrics,
+    saved_metrics: row.saved_metrics.map((l: any) => ({ ...l, created_at: iso(l.created_at) })),
+    filters: row.filters,
+    archived: row.archived,
+    deleted: row.deleted,
+    created_by: userBasic(row, 'creator'),
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+    type: row.type,
+    exposure_criteria: row.exposure_criteria,
+    metrics: row.metrics,
+    metrics_secondary: row.metrics_secondary,
+    stats_config: row.stats_config,
+    conclusion: row.conclusion,
+    conclusion_comment: row.conclusion_comment,
+    primary_metrics_ordered_uuids: row.primary_metrics_ordered_uuids,
+    secondary_metrics_ordered_uuids: row.secondary_metrics_ordered_uuids,
+    user_access_level: 'editor',
+  };
+}
+
+const nullableDate = { type: ['string', 'null'] };
+export const featureFlagSchema = {
+  type: 'object',
+  required: ['id', 'team_id', 'name', 'key', 'filters', 'deleted', 'active', 'ensure_experience_continuity', 'has_encrypted_payloads', 'version'],
+  properties: {
+    id: { type: 'integer' },
+    team_id: { type: 'integer' },
+    name: { type: 'string' },
+    key: { type: 'string' },
+    filters: { type: 'object' },
+    deleted: { type: 'boolean' },
+    active: { type: 'boolean' },
+    ensure_experience_continuity: { type: 'boolean' },
+    has_encrypted_payloads: { type: 'boolean' },
+    version: { type: 'integer' },
+    evaluation_runtime: { type: 'string' },
+    evaluation_tags: { type: 'array', items: { type: 'string' } },
+  },
+};
+export const experimentSchema = {
+  type: 'object',
+  required: ['id', 'name', 'feature_flag_key', 'feature_flag', 'saved_metrics', 'archived', 'deleted', 'created_by', 'created_at', 'updated_at', 'stats_config', 'user_access_level'],
+  properties: {
+    id: { type: 'integer' },
+    name: { type: 'string' },
+    description: { type: ['string', 'null'] },
+    start_date: nullableDate,
+    end_date: nullableDate,
+    feature_flag_key: { type: 'string' },
+    feature_flag: featureFlagSchema,
+    holdout: { type: ['object', 'null'] },
+    holdout_id: { type: ['integer', 'null'] },
+    exposure_cohort: { type: ['integer', 'null'] },
+    saved_metrics: { type: 'array', items: { type: 'object', required: ['id', 'experiment', 'saved_metric', 'metadata', 'created_at', 'query', 'name'] } },
+    archived: { type: 'boolean' },
+    deleted: { type: 'boolean' },
+    created_by: userBasicSchema,
+    created_at: { type: 'string' },
+    updated_at: { type: 'string' },
+    type: { type: ['string', 'null'] },
+    conclusion: { type: ['string', 'null'] },
+    user_access_level: { type: 'string' },
+  },
+};

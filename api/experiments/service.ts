@@ -1,0 +1,231 @@
+// Creating and changing experiments with PostHog's rules: flag reuse or creation, draft vs launched,
+// allowed keys, variant and holdout freezes, saved-metric links, metric fingerprints.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { randomUUID } from 'node:crypto';
+import { recordActivity } from '../../shared/activity-log.ts';
+import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
+import { validationError } from '../http/errors.ts';
+
+type Tx = EntityManager;
+const run = (tx: Tx, sql: string, params: unknown[]) => tx.getConnection().execute<any[]>(sql, params, 'all', tx.getTransactionContext());
+
+export const DEFAULT_VARIANTS = [
+  { key: 'control', name: 'Control Group', rollout_percentage: 50 },
+  { key: 'test', name: 'Test Variant', rollout_percentage: 50 },
+];
+const FLAG_KEY = /^[a-zA-Z0-9_-]+$/;
+
+export interface Actor {
+  projectId: number;
+  organizationId: string;
+  userId: number;
+}
+
+function variantsOf(parameters: any): any[] {
+  const variants = parameters?.feature_flag_variants;
+  if (variants === undefined || variants === null) return [];
+  if (!Array.isArray(variants) || !variants.every((v) => v && typeof v === 'object' && typeof v.key === 'string'))
+    throw validationError('Feature flag variants must be a list of objects with a key.', 'parameters');
+  if (variants.length >= 21) throw validationError('Feature flag variants must be less than 21', 'parameters');
+  if (variants.length && !variants.some((v) => v.key === 'control')) throw validationError('Feature flag variants must contain a control variant', 'parameters');
+  return variants;
+}
+
+function checkDates(start: unknown, end: unknown) {
+  if (start && end && new Date(end as string) <= new Date(start as string)) throw validationError('End date must be after start date');
+}
+
+/** Adds fingerprints (and uuids) to metrics, and appends missing uuids to the ordering array. */
+function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any, exposureCriteria: unknown): any[] {
+  if (!Array.isArray(metrics)) return [];
+  const start = startDate ? new Date(startDate as string).toISOString() : null;
+  return metrics.map((m) => {
+    if (!m || typeof m !== 'object') throw validationError('Each metric must be an object.', 'metrics');
+    const metric = { uuid: randomUUID(), ...(m as object) } as Record<string, unknown>;
+    return { ...metric, fingerprint: metricFingerprint(metric, start, statsConfig?.method ?? 'bayesian', exposureCriteria) };
+  });
+}
+
+function orderedUuids(existing: unknown, metrics: any[]): string[] | null {
+  if (metrics.length === 0 && (existing === null || existing === undefined)) return null;
+  const list = Array.isArray(existing) ? existing.filter((u) => typeof u === 'string') : [];
+  for (const m of metrics) if (!list.includes(m.uuid)) list.push(m.uuid);
+  return list;
+}
+
+async function savedMetricLinks(tx: Tx, actor: Actor, experimentId: number, ids: unknown) {
+  await run(tx, `delete from experiment_to_saved_metric where experiment_id = ?`, [experimentId]);
+  if (ids === null || ids === undefined) return;
+  if (!Array.isArray(ids)) throw validationError(`Expected a list of items but got type "${typeof ids === 'object' ? 'dict' : typeof ids}".`, 'saved_metrics_ids', 'not_a_list');
+  for (const item of ids) {
+    if (!item || typeof item !== 'object' || Array.isArray(item)) throw validationError('Saved metric must be an object', 'saved_metrics_ids');
+    if (item.id === undefined) throw validationError('Saved metric must have an id', 'saved_metrics_ids');
+    if (item.metadata !== undefined && (typeof item.metadata !== 'object' || item.metadata === null || Array.isArray(item.metadata)))
+      throw validationError('Metadata must be an object', 'saved_metrics_ids');
+    if (item.metadata && !('type' in item.metadata)) throw validationError('Metadata must have a type key', 'saved_metrics_ids');
+    if (!Number.isInteger(item.id)) throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
+    const [metric] = await run(tx, `select id from experiment_saved_metric where id = ? and project_id = ?`, [item.id, actor.projectId]);
+    if (!metric) throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
+    await run(tx, `insert into experiment_to_saved_metric (experiment_id, saved_metric_id, metadata) values (?, ?, ?::jsonb)`, [experimentId, item.id, JSON.stringify(item.metadata ?? {})]);
+  }
+}
+
+async function holdoutFilters(tx: Tx, actor: Actor, holdoutId: unknown): Promise<any> {
+  if (holdoutId === null || holdoutId === undefined) return null;
+  const [holdout] = Number.isInteger(holdoutId) ? await run(tx, `select id, filters from experiment_holdout where id = ? and project_id = ?`, [holdoutId, actor.projectId]) : [];
+  if (!holdout) throw validationError(`Invalid pk "${String(holdoutId)}" - object does not exist.`, 'holdout_id', 'does_not_exist');
+  return holdout.filters;
+}
+
+/** The experiment's flag: an existing one with this key (reused unchanged) or a new one. */
+async function resolveFlag(tx: Tx, actor: Actor, key: string, name: string, parameters: any, draft: boolean, holdoutGroups: unknown): Promise<number> {
+  const [existing] = await run(tx, `select id, filters from feature_flag where project_id = ? and key = ? and not deleted`, [actor.projectId, key]);
+  if (existing) {
+    const variants = existing.filters?.multivariate?.variants ?? [];
+    if (variants.length < 2) throw validationError('Feature flag is not eligible for experiments.');
+    if (variants[0]?.key !== 'control') throw validationError('Feature flag must have control as the first variant.');
+    return existing.id;
+  }
+  if (!FLAG_KEY.test(key) || key.length > 400) throw validationError('Only letters, numbers, hyphens (-) & underscores (_) are allowed.', 'key', 'invalid_key');
+  const variants = variantsOf(parameters);
+  const filters = {
+    groups: [{ properties: [], rollout_percentage: 100 }],
+    multivariate: { variants: variants.length ? variants : DEFAULT_VARIANTS },
+    aggregation_group_type_index: parameters?.aggregation_group_type_index ?? null,
+    holdout_groups: holdoutGroups ?? null,
+    ...(holdoutGroups ? { holdout: holdoutOf(holdoutGroups) } : {}),
+  };
+  const [flag] = await run(
+    tx,
+    `insert into feature_flag (project_id, key, name, filters, active, ensure_experience_continuity, created_by_id) values (?, ?, ?, ?::jsonb, ?, ?, ?) returning id`,
+    [actor.projectId, key, `Feature Flag for Experiment ${name}`, JSON.stringify(filters), !draft, parameters?.ensure_experience_continuity === true, actor.userId],
+  );
+  return flag.id;
+}
+
+/** The holdout as the flag evaluator reads it: {id, exclusion_percentage} from holdout filters. */
+function holdoutOf(holdoutGroups: any): { id: number; exclusion_percentage: number } | null {
+  const group = Array.isArray(holdoutGroups) ? holdoutGroups[0] : null;
+  const id = Number(String(group?.variant ?? '').replace('holdout-', ''));
+  return group && Number.isInteger(id) ? { id, exclusion_percentage: Number(group.rollout_percentage ?? 0) } : null;
+}
+
+export async function createExperiment(em: EntityManager, actor: Actor, body: Record<string, any>, options: { activity?: boolean } = {}): Promise<number> {
+  checkDates(body.start_date, body.end_date);
+  const draft = !body.start_date;
+  const statsConfig = { ...(body.stats_config ?? {}) };
+  statsConfig.method ??= 'bayesian';
+  if (statsConfig.method !== 'bayesian' && statsConfig.method !== 'frequentist') throw validationError('stats_config.method must be bayesian or frequentist.', 'stats_config');
+  variantsOf(body.parameters);
+  let id = 0;
+  await em.fork().transactional(async (tx) => {
+    const holdout = await holdoutFilters(tx as Tx, actor, body.holdout_id);
+    const flagId = await resolveFlag(tx as Tx, actor, body.feature_flag_key, body.name, body.parameters, draft, holdout);
+    const metrics = withFingerprints(body.metrics ?? [], body.start_date, statsConfig, body.exposure_criteria);
+    const secondary = withFingerprints(body.metrics_secondary ?? [], body.start_date, statsConfig, body.exposure_criteria);
+    const [row] = await run(
+      tx as Tx,
+      `insert into experiment (project_id, name, description, filters, parameters, secondary_metrics, created_by_id, feature_flag_id, holdout_id,
+         start_date, end_date, archived, type, exposure_criteria, metrics, metrics_secondary, stats_config, conclusion, conclusion_comment,
+         primary_metrics_ordered_uuids, secondary_metrics_ordered_uuids, create_in_folder)
+       values (?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?::jsonb, ?) returning id`,
+      [
+        actor.projectId, body.name, body.description ?? null, JSON.stringify(body.filters ?? {}), JSON.stringify(body.parameters ?? {}),
+        JSON.stringify(body.secondary_metrics ?? []), actor.userId, flagId, body.holdout_id ?? null, body.start_date ?? null, body.end_date ?? null,
+        body.archived ?? false, body.type ?? 'product', JSON.stringify(body.exposure_criteria ?? {}), JSON.stringify(metrics), JSON.stringify(secondary),
+        JSON.stringify(statsConfig), body.conclusion ?? null, body.conclusion_comment ?? null,
+        JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids, metrics)), JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids, secondary)),
+        body._create_in_folder ?? null,
+      ],
+    );
+    id = row.id;
+    await savedMetricLinks(tx as Tx, actor, id, body.saved_metrics_ids);
+    if (options.activity !== false)
+      await recordActivity(tx as Tx, { projectId: actor.projectId, organizationId: actor.organizationId, userId: actor.userId, scope: 'Experiment', itemId: String(id), activity: 'created', detail: { name: body.name } });
+  });
+  return id;
+}
+
+const UPDATABLE = new Set([
+  'name', 'description', 'start_date', 'end_date', 'filters', 'parameters', 'archived', 'deleted', 'secondary_metrics', 'holdout', 'holdout_id',
+  'exposure_criteria', 'metrics', 'metrics_secondary', 'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids',
+  'secondary_metrics_ordered_uuids', 'saved_metrics_ids', '_create_in_folder',
+]);
+
+export async function updateExperiment(em: EntityManager, actor: Actor, current: Record<string, any>, body: Record<string, any>): Promise<void> {
+  const flagKey = current.feature_flag.key;
+  const rejected = Object.keys(body)
+    .filter((k) => !UPDATABLE.has(k) && !(k === 'feature_flag_key' && body[k] === flagKey))
+    .map((k) => (k === 'feature_flag_key' ? 'get_feature_flag_key' : k))
+    .sort();
+  if (rejected.length) throw validationError(`Can't update keys: ${rejected.join(', ')} on Experiment`);
+  if (body.filters?.properties && Array.isArray(body.filters.properties) && body.filters.properties.length)
+    throw validationError('Experiments do not support global filter properties');
+  const startDate = body.start_date !== undefined ? body.start_date : current.start_date;
+  const endDate = body.end_date !== undefined ? body.end_date : current.end_date;
+  checkDates(startDate, endDate);
+  const launched = !!current.start_date;
+  const flagVariants: any[] = current.feature_flag.filters?.multivariate?.variants ?? [];
+  if (body.parameters) {
+    const variants = variantsOf(body.parameters);
+    if (launched && body.parameters.feature_flag_variants !== undefined) {
+      const sent = variants.map((v) => v.key).sort();
+      const have = flagVariants.map((v) => v.key).sort();
+      if (sent.length !== have.length || sent.some((k, i) => k !== have[i])) throw validationError("Can't update feature_flag_variants on Experiment");
+    }
+  }
+  const holdoutChanged = body.holdout_id !== undefined && body.holdout_id !== current.holdout_id;
+  if (launched && holdoutChanged) throw validationError("Can't update holdout on running Experiment");
+  const statsConfig = body.stats_config !== undefined ? { method: 'bayesian', ...body.stats_config } : current.stats_config;
+  const exposure = body.exposure_criteria !== undefined ? body.exposure_criteria : current.exposure_criteria;
+  const metrics = withFingerprints(body.metrics ?? current.metrics, startDate, statsConfig, exposure);
+  const secondary = withFingerprints(body.metrics_secondary ?? current.metrics_secondary, startDate, statsConfig, exposure);
+
+  await em.fork().transactional(async (tx) => {
+    const t = tx as Tx;
+    const holdoutGroups = holdoutChanged ? await holdoutFilters(t, actor, body.holdout_id) : undefined;
+    const fields: Record<string, unknown> = {};
+    for (const key of ['name', 'description', 'start_date', 'end_date', 'archived', 'deleted', 'conclusion', 'conclusion_comment'] as const)
+      if (body[key] !== undefined) fields[key] = body[key];
+    for (const key of ['filters', 'parameters', 'secondary_metrics', 'exposure_criteria', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids'] as const)
+      if (body[key] !== undefined) fields[key] = JSON.stringify(body[key]);
+    if (body.holdout_id !== undefined) fields.holdout_id = body.holdout_id;
+    fields.stats_config = JSON.stringify(statsConfig);
+    fields.metrics = JSON.stringify(metrics);
+    fields.metrics_secondary = JSON.stringify(secondary);
+    fields.primary_metrics_ordered_uuids = JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids, metrics));
+    fields.secondary_metrics_ordered_uuids = JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids, secondary));
+    const jsonb = new Set(['filters', 'parameters', 'secondary_metrics', 'exposure_criteria', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids', 'stats_config', 'metrics', 'metrics_secondary']);
+    const sets = Object.keys(fields).map((k) => `${k} = ?${jsonb.has(k) ? '::jsonb' : ''}`);
+    await run(t, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [...Object.values(fields), current.id]);
+    if (body.saved_metrics_ids !== undefined) await savedMetricLinks(t, actor, current.id, body.saved_metrics_ids);
+
+    // The flag: variants follow a draft's parameters; the holdout follows holdout_id; launch activates it.
+    const filters = { ...current.feature_flag.filters };
+    let flagChanged = false;
+    if (!launched && body.parameters) {
+      const variants = variantsOf(body.parameters);
+      filters.multivariate = { variants: variants.length ? variants : DEFAULT_VARIANTS };
+      filters.aggregation_group_type_index = body.parameters.aggregation_group_type_index ?? null;
+      flagChanged = true;
+    }
+    if (holdoutChanged) {
+      filters.holdout_groups = holdoutGroups ?? null;
+      filters.holdout = holdoutGroups ? holdoutOf(holdoutGroups) : null;
+      flagChanged = true;
+    }
+    const launching = !launched && !!body.start_date;
+    if (flagChanged || launching) {
+      await run(t, `update feature_flag set filters = ?::jsonb, active = active or ?, version = version + 1, updated_at = now() where id = ?`, [JSON.stringify(filters), launching, current.feature_flag.id]);
+    }
+    await recordActivity(t, {
+      projectId: actor.projectId,
+      organizationId: actor.organizationId,
+      userId: actor.userId,
+      scope: 'Experiment',
+      itemId: String(current.id),
+      activity: body.deleted === true ? 'deleted' : 'updated',
+      detail: { name: body.name ?? current.name, changes: Object.keys(body).map((field) => ({ type: 'Experiment', action: 'changed', field, before: current[field] ?? null, after: body[field] })) },
+    });
+  });
+}

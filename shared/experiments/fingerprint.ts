@@ -1,0 +1,25 @@
+import { createHash } from 'node:crypto';
+
+/** JSON with keys sorted at every level and no spaces (Python's sort_keys, separators=(",", ":")). */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value)
+      .sort()
+      .filter((k) => (value as any)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as any)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/**
+ * PostHog's metric fingerprint: it changes whenever what the metric measures, the experiment's
+ * start date, the stats method or the exposure criteria change, so stale results are not reused.
+ */
+export function metricFingerprint(metric: Record<string, unknown>, startDate: string | null, statsMethod: string, exposureCriteria: unknown): string {
+  const { uuid: _u, name: _n, kind: _k, fingerprint: _f, ...rest } = metric;
+  const payload: Record<string, unknown> = { metric: rest, start_date: startDate, stats_method: statsMethod };
+  if (exposureCriteria && (typeof exposureCriteria !== 'object' || Object.keys(exposureCriteria).length)) payload.exposure_criteria = exposureCriteria;
+  return createHash('sha256').update(canonicalJson(payload)).digest('hex');
+}
