@@ -1,5 +1,5 @@
 // Experiments, their holdouts and saved metrics.
-import { notFound, validationError } from '../http/errors.ts';
+import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { isoTimestamp } from '../../shared/time.ts';
@@ -219,6 +219,18 @@ async function timeseries(ctx: ApiContext) {
   };
 }
 
+/** Queues the results job for one experiment now (at most one pending per experiment). */
+async function recalculate(ctx: ApiContext) {
+  const experiment = await findExperiment(ctx);
+  if (!experiment.start_date) throw validationError('Experiment has not been started yet');
+  const queued = ctx.deps.queues.experimentResults.add('compute', { experimentId: experiment.id }, { deduplication: { id: `experiment-${experiment.id}` } });
+  queued.catch(() => undefined);
+  const job = await Promise.race([queued, new Promise<null>((resolve) => setTimeout(() => resolve(null), 1000).unref())]);
+  if (!job) throw new ApiError(503, 'server_error', 'queue_unavailable', 'The job queue is unavailable; the daily run will compute these results. Try again later.');
+  ctx.status = 202;
+  ctx.body = { status: 'queued', job_id: job.id, experiment_id: experiment.id };
+}
+
 export const experimentRoutes = [
   defineRoute({
     method: 'GET',
@@ -321,6 +333,15 @@ export const experimentRoutes = [
     scopes: ['experiment:write'],
     responses: { 200: { description: 'The cohort', schema: { type: 'object', required: ['cohort'], properties: { cohort: { type: 'object', required: ['id', 'name', 'filters'] } } } } },
     handler: exposureCohort,
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/recalculate_timeseries`,
+    summary: 'Compute the results of every metric now (otherwise daily at 02:00 UTC)',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    responses: { 202: { description: 'Queued', schema: { type: 'object', required: ['status', 'job_id'], properties: { status: { const: 'queued' }, job_id: { type: 'string' } } } } },
+    handler: recalculate,
   }),
   defineRoute({
     method: 'GET',

@@ -5,6 +5,7 @@ import { QUEUE_NAMES } from '../../shared/queues.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { deletePersonData } from './delete-person-data.ts';
 import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';
+import { computeExperimentResults } from './experiment-results.ts';
 
 export type JobHandler = (job: Job<any>, deps: WorkerDeps) => Promise<unknown>;
 
@@ -26,6 +27,7 @@ export const processors: QueueProcessor[] = [
     queue: QUEUE_NAMES.deletions,
     handlers: { delete: deletePersonData, 'release-batch': releaseDeletionBatch, reconcile: reconcileDeletions },
   },
+  { queue: QUEUE_NAMES.experimentResults, handlers: { compute: computeExperimentResults } },
 ];
 
 /** Cron patterns are UTC and configurable; defaults: weekly batch Sunday 05:00, off-peak 03:00 nightly. */
@@ -45,4 +47,5 @@ export const schedules = (env: NodeJS.ProcessEnv = process.env): Schedule[] => [
     data: { mode: 'off_peak' },
   },
   { queue: QUEUE_NAMES.deletions, schedulerId: 'deletion-reconciler', pattern: env.DELETION_RECONCILE_CRON || '* * * * *', jobName: 'reconcile' },
+  { queue: QUEUE_NAMES.experimentResults, schedulerId: 'experiment-results-daily', pattern: env.EXPERIMENT_RESULTS_CRON || '0 2 * * *', jobName: 'compute' },
 ];

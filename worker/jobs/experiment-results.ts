@@ -1,0 +1,66 @@
+// Experiment results: for each running experiment and each of its metrics, one cumulative result
+// per day from the start date (as of the next midnight UTC), stored for timeseries_results.
+// Days already completed are kept; the current day is recomputed on every run.
+import type { Job } from 'bullmq';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { computeMetric } from '../../shared/experiments/results.ts';
+import type { WorkerDeps } from '../deps.ts';
+
+const DAY = 86400_000;
+
+export async function computeExperimentResults(job: Job<{ experimentId?: number }>, deps: WorkerDeps, now = new Date()): Promise<{ experiments: number; results: number }> {
+  const em = deps.orm.em.fork() as EntityManager;
+  const conn = em.getConnection();
+  const only = job.data?.experimentId;
+  const experiments = await conn.execute<any[]>(
+    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
+      where not x.deleted and x.start_date is not null and x.start_date <= now() ${only ? 'and x.id = ?' : 'and (x.end_date is null or x.end_date > now() - interval \'1 day\')'}`,
+    only ? [only] : [],
+  );
+  let results = 0;
+  for (const x of experiments) {
+    const variants: string[] = (x.flag_filters?.multivariate?.variants ?? []).map((v: any) => v.key);
+    const experiment = {
+      id: x.id,
+      projectId: x.project_id,
+      flagKey: x.flag_key,
+      variants,
+      startDate: new Date(x.start_date),
+      statsMethod: x.stats_config?.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const),
+      baselineKey: x.stats_config?.baseline_variant_key ?? (variants.includes('control') ? 'control' : variants[0]),
+    };
+    const end = new Date(Math.min(now.getTime(), x.end_date ? new Date(x.end_date).getTime() : now.getTime()));
+    const firstDay = Date.UTC(experiment.startDate.getUTCFullYear(), experiment.startDate.getUTCMonth(), experiment.startDate.getUTCDate());
+    for (const metric of [...(x.metrics ?? []), ...(x.metrics_secondary ?? [])]) {
+      if (!metric?.uuid || !metric?.fingerprint) continue;
+      const done = new Set(
+        (await conn.execute<any[]>(`select day::text as day from experiment_metric_result where experiment_id = ? and metric_uuid = ? and fingerprint = ? and status = 'completed'`, [x.id, metric.uuid, metric.fingerprint])).map((r) => r.day),
+      );
+      for (let day = firstDay; day <= end.getTime(); day += DAY) {
+        const dayText = new Date(day).toISOString().slice(0, 10);
+        const isToday = day + DAY > now.getTime();
+        if (done.has(dayText) && !isToday) continue;
+        const asOf = new Date(Math.min(day + DAY, end.getTime() + 1));
+        let status = 'completed';
+        let result: unknown = null;
+        let error: string | null = null;
+        try {
+          result = await computeMetric(em, experiment, metric, asOf);
+        } catch (e) {
+          status = 'failed';
+          error = (e as Error).message;
+        }
+        await conn.execute(
+          `insert into experiment_metric_result (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
+           values (?, ?, ?, ?::date, ?, ?::jsonb, ?, now())
+           on conflict (experiment_id, metric_uuid, fingerprint, day) do update
+             set status = excluded.status, result = excluded.result, error_message = excluded.error_message, computed_at = now(), updated_at = now()`,
+          [x.id, metric.uuid, metric.fingerprint, dayText, status, JSON.stringify(result), error],
+        );
+        results++;
+      }
+    }
+  }
+  deps.logger.info({ experiments: experiments.length, results }, 'experiment results computed');
+  return { experiments: experiments.length, results };
+}
