@@ -2,6 +2,7 @@
 import { captureRoutes } from './capture/routes.ts';
 import { eventDefinitionRoutes } from './event-definitions/routes.ts';
 import { experimentRoutes } from './experiments/routes.ts';
+import { flagRoutes } from './flags/routes.ts';
 import { holdoutRoutes, savedMetricRoutes } from './experiments/holdouts-and-metrics-routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
@@ -10,5 +11,5 @@ import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));
