@@ -43,20 +43,39 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
   await upsertEventDefinitions(em, rows, now);
 }
 
-/** One statement per batch: creates missing definitions and moves last_seen_at only forward. */
+/** last_seen_at moves at most this often per definition (PostHog throttles these writes too). */
+const LAST_SEEN_RESOLUTION_SECONDS = 60;
+
+/**
+ * Creates missing definitions and moves last_seen_at forward. Neither statement locks a definition
+ * that needs no change: DO NOTHING takes no row lock, and the update only touches rows more than a
+ * minute stale. (An upsert with DO UPDATE would lock every shared definition row until commit and
+ * serialise concurrent ingestion.)
+ */
 export async function upsertEventDefinitions(em: EntityManager, rows: Pick<EventRow, 'projectId' | 'event'>[], seenAt = new Date()): Promise<void> {
   const unique = new Map<string, { projectId: number; event: string }>();
   for (const row of rows) unique.set(`${row.projectId}\u0000${row.event}`, row);
   if (unique.size === 0) return;
   const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order
-  await em.getConnection().execute(
+  const conn = em.getConnection();
+  const ctx = em.getTransactionContext();
+  const payload = JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })));
+  await conn.execute(
     `insert into event_definition (id, project_id, name, created_at, last_seen_at)
      select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz
        from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)
-     on conflict (project_id, name) do update set last_seen_at = excluded.last_seen_at
-       where event_definition.last_seen_at is null or event_definition.last_seen_at < excluded.last_seen_at`,
-    [seenAt, seenAt, JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })))],
+     on conflict (project_id, name) do nothing`,
+    [seenAt, seenAt, payload],
     'run',
-    em.getTransactionContext(),
+    ctx,
+  );
+  await conn.execute(
+    `update event_definition e set last_seen_at = ?::timestamptz
+       from jsonb_to_recordset(?::jsonb) as d(project_id int, name text)
+      where e.project_id = d.project_id and e.name = d.name
+        and (e.last_seen_at is null or e.last_seen_at < ?::timestamptz - make_interval(secs => ?))`,
+    [seenAt, payload, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
+    'run',
+    ctx,
   );
 }

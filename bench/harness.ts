@@ -1,0 +1,64 @@
+// What every benchmark needs: its own database (analytics_bench), the API running as a separate
+// process, an account with a key, and a pg pool for baselines in the same run.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { createAccount } from '../test/helpers.ts';
+import { ensureDatabase } from '../shared/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/db/orm.ts';
+
+export const BENCH_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_bench';
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+export async function benchSetup() {
+  await ensureDatabase(BENCH_DATABASE_URL);
+  const orm = await initOrm(BENCH_DATABASE_URL);
+  await migrate(orm, BENCH_DATABASE_URL);
+  const account = await createAccount(orm);
+  const pool = new pg.Pool({ connectionString: BENCH_DATABASE_URL, max: 8 });
+  return { orm, account, pool };
+}
+
+/** The API as its own process (what users run), on a free port. */
+export async function startApiProcess(env: Record<string, string> = {}): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
+  const port = 20_000 + Math.floor(Math.random() * 10_000);
+  const child = spawn(process.execPath, ['api/main.ts'], {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: BENCH_DATABASE_URL, PORT: String(port), RATE_LIMIT_ENABLED: 'false', LOG_LEVEL: 'silent', REDIS_PREFIX: 'bench', DATABASE_POOL_MAX: '16', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const baseUrl = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) {
+    try {
+      if ((await fetch(`${baseUrl}/_health`)).ok) break;
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return {
+    baseUrl,
+    child,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    },
+  };
+}
+
+/** Runs `worker` with `concurrency` parallel loops until `seconds` pass; returns per-call latencies (ms). */
+export async function loadFor(seconds: number, concurrency: number, worker: (i: number) => Promise<void>): Promise<number[]> {
+  const latencies: number[] = [];
+  const deadline = Date.now() + seconds * 1000;
+  let counter = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < deadline) {
+        const i = counter++;
+        const started = performance.now();
+        await worker(i);
+        latencies.push(performance.now() - started);
+      }
+    }),
+  );
+  return latencies;
+}

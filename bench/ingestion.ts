@@ -1,0 +1,68 @@
+// Ingestion throughput: gzipped /batch requests of 100 events (new and returning distinct ids, some
+// $set) sent from this process to the API process, beside raw multi-row INSERTs of the same rows
+// through pg into a table with the same indexes, in the same run.
+import { randomUUID } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
+import { benchSetup, loadFor, startApiProcess } from './harness.ts';
+import { percentile, progress } from './stats.ts';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
+const BATCH = 100;
+
+const { orm, account, pool } = await benchSetup();
+const api = await startApiProcess();
+
+function batch(i: number) {
+  return Array.from({ length: BATCH }, (_, j) => {
+    // Half the events come from returning users (a pool of 5,000), half from new ones.
+    const returning = j % 2 === 0;
+    const distinctId = returning ? `returning-${(i * 31 + j) % 5000}` : `new-${i}-${j}`;
+    return {
+      event: j % 10 === 0 ? '$identify' : `event_${j % 20}`,
+      distinct_id: distinctId,
+      uuid: randomUUID(),
+      timestamp: new Date().toISOString(),
+      properties: { $lib: 'bench', path: `/page/${j}`, ...(j % 5 === 0 ? { $set: { plan: j % 3 ? 'free' : 'pro', seen: i } } : {}) },
+    };
+  });
+}
+
+console.log(`ingestion: ${SECONDS}s, ${CONCURRENCY} concurrent senders, ${BATCH} events per gzipped /batch`);
+let sent = 0;
+const timer = setInterval(() => progress(`  sent ${sent} events`), 1000);
+const started = performance.now();
+const latencies = await loadFor(SECONDS, CONCURRENCY, async (i) => {
+  const body = gzipSync(JSON.stringify({ api_key: account.projectToken, sent_at: new Date().toISOString(), batch: batch(i) }));
+  const res = await fetch(`${api.baseUrl}/batch/`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body });
+  if (res.status !== 200) throw new Error(`capture answered ${res.status}: ${await res.text()}`);
+  sent += BATCH;
+});
+const elapsed = (performance.now() - started) / 1000;
+clearInterval(timer);
+const apiRate = sent / elapsed;
+
+// Baseline: the same shape of rows, raw multi-row INSERTs through pg into a copy of the event table.
+await pool.query(`drop table if exists event_bench_copy; create table event_bench_copy (like event including defaults including indexes)`);
+const rows = batch(0);
+let inserted = 0;
+const baseStart = performance.now();
+await loadFor(Math.min(10, SECONDS), 1, async () => {
+  const values: unknown[] = [];
+  const tuples = rows.map((r, k) => {
+    values.push(randomUUID(), account.projectId, r.event, r.distinct_id, randomUUID(), JSON.stringify(r.properties), r.timestamp);
+    const b = k * 7;
+    return `($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, $${b + 7})`;
+  });
+  await pool.query(`insert into event_bench_copy (uuid, project_id, event, distinct_id, person_id, properties, timestamp) values ${tuples.join(',')}`, values);
+  inserted += rows.length;
+});
+const rawRate = inserted / ((performance.now() - baseStart) / 1000);
+await pool.query('drop table event_bench_copy');
+
+console.log(`\n  API ingestion: ${Math.round(apiRate)} events/s (p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms per 100-event request)`);
+console.log(`  raw pg INSERT of the same rows (1 connection): ${Math.round(rawRate)} rows/s`);
+console.log(`  ratio API / raw: ${(apiRate / rawRate).toFixed(2)}  (targets: >= 20000 events/s, >= 0.33)`);
+await api.stop();
+await pool.end();
+await orm.close();
