@@ -14,9 +14,12 @@ export interface Page {
 }
 
 /** DRF LimitOffsetPagination: a non-integer or non-positive limit falls back to 100; a bad offset is 0. */
+// Beyond this PostgreSQL's bigint LIMIT/OFFSET would overflow; no real page is that large.
+const MAX_POSITION = Number.MAX_SAFE_INTEGER;
+
 export function pageOf(query: Record<string, unknown>, defaultLimit = DEFAULT_PAGE_SIZE, maxLimit?: number): Page {
-  const limit = Number(query.limit);
-  const offset = Number(query.offset);
+  const limit = Math.min(Number(query.limit), MAX_POSITION);
+  const offset = Math.min(Number(query.offset), MAX_POSITION);
   let pageLimit = Number.isInteger(limit) && limit > 0 ? limit : defaultLimit;
   if (maxLimit !== undefined) pageLimit = Math.min(pageLimit, maxLimit);
   return { limit: pageLimit, offset: Number.isInteger(offset) && offset > 0 ? offset : 0 };

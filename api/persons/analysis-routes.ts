@@ -19,7 +19,7 @@ import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 const P = '/api/projects/:project_id/persons';
 
 // ---- activity ----
-const activityQuery = { type: 'object', properties: { page: { type: 'integer', minimum: 1, default: 1 }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 } } };
+const activityQuery = { type: 'object', properties: { page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 } } };
 const activitySchema = {
   type: 'object',
   required: ['results', 'next', 'previous', 'total_count'],

@@ -58,6 +58,12 @@ describe('GET /api/projects/', () => {
     expect(new Set(ids).size).toBe(5);
   });
 
+  it('answers absurdly large limits and offsets without a database error', async () => {
+    const res = await call(api.baseUrl, 'GET', '/api/projects/?limit=99999999999999999999999&offset=99999999999999999999999', { key: account.apiKey });
+    expect(res.status).toBe(200);
+    expect(res.body.results).toEqual([]);
+  });
+
   it('falls back to the default page size for bad limits and to 0 for bad offsets', async () => {
     const res = await call(api.baseUrl, 'GET', '/api/projects/?limit=abc&offset=-3', { key: account.apiKey });
     expect(res.status).toBe(200);
