@@ -207,6 +207,23 @@ const flag = (ctx: ApiContext, name: string) => {
   return v === true || v === 'true' || v === '1' || v === 1;
 };
 
+/** POST /persons/:id/<action>: records a deletion request for the person, who stays. */
+function deletionRequestRoute(action: string, summary: string, what: { deleteEvents: boolean; deleteRecordings: boolean }) {
+  return defineRoute({
+    method: 'POST',
+    path: `${P}/:id/${action}`,
+    summary,
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], { ...what, keepPerson: true, eventsMode: 'off_peak' });
+      ctx.body = { deletion_requests: requests };
+    },
+  });
+}
+
 export const personDeletionRoutes = [
   defineRoute({
     method: 'DELETE',
@@ -231,42 +248,8 @@ export const personDeletionRoutes = [
       ctx.status = 204;
     },
   }),
-  defineRoute({
-    method: 'POST',
-    path: `${P}/:id/delete_events`,
-    summary: 'Queue deletion of all events of this person (runs in the off-peak window)',
-    tags: ['persons'],
-    scopes: ['person:write'],
-    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
-    handler: async (ctx) => {
-      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
-        deleteEvents: true,
-        deleteRecordings: false,
-        keepPerson: true,
-        eventsMode: 'off_peak',
-      });
-      ctx.body = { deletion_requests: requests };
-    },
-  }),
-  defineRoute({
-    method: 'POST',
-    path: `${P}/:id/delete_recordings`,
-    summary: 'Queue deletion of all recordings of this person (as soon as possible)',
-    tags: ['persons'],
-    scopes: ['person:write'],
-    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
-    handler: async (ctx) => {
-      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
-        deleteEvents: false,
-        deleteRecordings: true,
-        keepPerson: true,
-        eventsMode: 'off_peak',
-      });
-      ctx.body = { deletion_requests: requests };
-    },
-  }),
+  deletionRequestRoute('delete_events', 'Queue deletion of all events of this person (runs in the off-peak window)', { deleteEvents: true, deleteRecordings: false }),
+  deletionRequestRoute('delete_recordings', 'Queue deletion of all recordings of this person (as soon as possible)', { deleteEvents: false, deleteRecordings: true }),
   defineRoute({
     method: 'POST',
     path: `${P}/bulk_delete`,

@@ -76,8 +76,12 @@ function targetOf(row: ClaimedRow): Target {
 
 // A person's data: rows recorded under its uuid, or under one of the distinct ids it had when the
 // request was made — and only what existed then.
-const EVENT_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id in (select jsonb_array_elements_text(?::jsonb)))
-  and timestamp <= ? and created_at <= ?`;
+// Two branches, each able to use its own index ((project_id, person_id, timestamp) and
+// (project_id, distinct_id, timestamp)); an OR of the two would scan the whole table.
+const EVENT_MATCH_ROWS = `select uuid, timestamp from event where project_id = ? and person_id = ?::uuid and timestamp <= ? and created_at <= ?
+  union
+  select uuid, timestamp from event where project_id = ? and distinct_id in (select jsonb_array_elements_text(?::jsonb)) and timestamp <= ? and created_at <= ?`;
+const eventMatchParams = (t: Target) => [t.projectId, t.personUuid, t.cutoff, t.cutoff, t.projectId, t.distinctIds, t.cutoff, t.cutoff];
 const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id in (select jsonb_array_elements_text(?::jsonb))) and created_at <= ?`;
 
 /**
@@ -89,11 +93,11 @@ async function deleteChunk(em: EntityManager, t: Target, deletionId: string): Pr
   if (t.type === 'person_events') {
     const [row] = await conn.execute<any[]>(
       `with gone as (
-         delete from event e using (select uuid, timestamp from event where ${EVENT_MATCH} limit ?) s
+         delete from event e using (select * from (${EVENT_MATCH_ROWS}) m limit ?) s
           where e.project_id = ? and e.uuid = s.uuid and e.timestamp = s.timestamp returning 1)
        update async_deletion set rows_deleted = rows_deleted + (select count(*) from gone), lease_until = now() + make_interval(secs => ?)
         where id = ? returning (select count(*) from gone)::int as n`,
-      [t.projectId, t.personUuid, t.distinctIds, t.cutoff, t.cutoff, DELETE_CHUNK, t.projectId, LEASE_SECONDS, deletionId],
+      [...eventMatchParams(t), DELETE_CHUNK, t.projectId, LEASE_SECONDS, deletionId],
     );
     return row.n;
   }
@@ -125,7 +129,7 @@ async function deleteChunk(em: EntityManager, t: Target, deletionId: string): Pr
 async function countSurvivors(em: EntityManager, t: Target): Promise<number> {
   const sql =
     t.type === 'person_events'
-      ? { q: `select count(*)::int as n from event where ${EVENT_MATCH}`, p: [t.projectId, t.personUuid, t.distinctIds, t.cutoff, t.cutoff] }
+      ? { q: `select count(*)::int as n from (${EVENT_MATCH_ROWS}) m`, p: eventMatchParams(t) }
       : { q: `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`, p: [t.projectId, t.personUuid, t.distinctIds, t.cutoff] };
   const [row] = await em.getConnection().execute<any[]>(sql.q, sql.p);
   return row.n;

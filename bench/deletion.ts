@@ -1,0 +1,63 @@
+// Deleting the events of 1000 persons from a large event table (BENCH_EVENTS, default 10,000,000):
+// the worker's chunked, verified deletion beside one raw DELETE … WHERE person_id = ANY(…) on a copy
+// of the same data, and the p99 of person reads while the chunked deletion runs.
+import { randomUUID } from 'node:crypto';
+import { recordDeletionRequests } from '../shared/deletions.ts';
+import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
+import { logger } from '../shared/logger.ts';
+import { benchSetup } from './harness.ts';
+import { percentile, progress, timed } from './stats.ts';
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000_000);
+const PERSONS = 20_000;
+const VICTIMS = 1000;
+
+const { orm, account, pool } = await benchSetup();
+const pid = account.projectId;
+const persons = Array.from({ length: PERSONS }, () => randomUUID());
+await pool.query(`create temp table bench_persons (i int, uuid uuid)`);
+await pool.query(`insert into bench_persons select g, ($1::uuid[])[g] from generate_series(1, $2::int) g`, [persons, PERSONS]);
+console.log(`deletion: generating ${EVENTS} events over ${PERSONS} persons…`);
+for (let start = 0; start < EVENTS; start += 500_000) {
+  const n = Math.min(500_000, EVENTS - start);
+  await pool.query(
+    `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
+     select gen_random_uuid(), $1, 'pageview', 'd-' || (g % $3), bp.uuid, '{}'::jsonb, now() - make_interval(secs => g), now() - interval '1 hour'
+       from generate_series($2::int, $2::int + $4::int - 1) g join bench_persons bp on bp.i = (g % $3) + 1`,
+    [pid, start, PERSONS, n],
+  );
+  progress(`  ${start + n} events`);
+}
+console.log('');
+await pool.query(`create table event_bench_copy as select * from event where project_id = $1`, [pid]);
+await pool.query(`create index on event_bench_copy (project_id, person_id, timestamp)`);
+await pool.query('analyze event; analyze event_bench_copy');
+
+const victims = persons.slice(0, VICTIMS);
+const raw = await timed(() => pool.query(`delete from event_bench_copy where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims]));
+const rawRows = (EVENTS / PERSONS) * VICTIMS;
+
+const em = orm.em.fork();
+const ids = await recordDeletionRequests(em as any, victims.map((key) => ({ projectId: pid, type: 'person_events' as const, mode: 'immediate' as const, key, distinctIds: [], createdById: null })));
+// Person reads (an indexed lookup, as GET /persons/:id does) while the deletion runs.
+const readTimes: number[] = [];
+let running = true;
+const reader = (async () => {
+  while (running) readTimes.push(await timed(() => pool.query(`select * from person_distinct_id where project_id = $1 and distinct_id = $2`, [pid, `d-${Math.floor(Math.random() * PERSONS)}`])));
+})();
+const deps = { orm, logger, config: {} as any, connection: {} as any, queues: {} as any };
+const chunked = await timed(async () => {
+  for (const id of ids) await deletePersonData({ data: { deletionId: id }, updateProgress: async () => undefined } as any, deps as any);
+});
+running = false;
+await reader;
+const [{ n: left }] = (await pool.query(`select count(*)::int as n from event where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims])).rows;
+
+console.log(`  raw DELETE on the copy: ${rawRows} rows in ${(raw / 1000).toFixed(1)} s = ${Math.round(rawRows / (raw / 1000))} rows/s`);
+console.log(`  worker (chunked, verified, one request per person): ${rawRows} rows in ${(chunked / 1000).toFixed(1)} s = ${Math.round(rawRows / (chunked / 1000))} rows/s; left: ${left}`);
+console.log(`  ratio: ${(raw / chunked).toFixed(2)} (target >= 0.5); person read p50 ${percentile(readTimes, 50).toFixed(2)} ms, p99 ${percentile(readTimes, 99).toFixed(2)} ms during deletion (${readTimes.length} reads; target p99 < 50 ms)`);
+
+await pool.query(`drop table event_bench_copy`);
+await pool.query(`delete from event where project_id = $1`, [pid]);
+await pool.end();
+await orm.close();
