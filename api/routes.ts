@@ -9,7 +9,8 @@ import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
+import { introspectionRoutes } from './users/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes, ...introspectionRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));
