@@ -41,6 +41,14 @@ function timestampOf(raw: Record<string, any>, sentAt: Date | null, now: Date): 
   return now;
 }
 
+/** PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD. */
+function withoutNulls(value: unknown): unknown {
+  if (typeof value === 'string') return value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNulls(k) as string, withoutNulls(v)]));
+  return value;
+}
+
 export function eventsOf(payload: unknown, options: { engagePath: boolean; querySentAt?: string }): CapturedRequest {
   const now = new Date();
   let rawEvents: unknown[];
@@ -76,7 +84,7 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
   const events: IngestEvent[] = [];
   for (const raw of rawEvents) {
     if (!isObject(raw)) throw captureError('event submitted with an invalid body');
-    const properties = isObject(raw.properties) ? { ...raw.properties } : {};
+    const properties = isObject(raw.properties) ? ({ ...(withoutNulls(raw.properties) as Record<string, unknown>) }) : {};
     const token = raw.token ?? raw.$token ?? raw.api_key ?? properties.token;
     if (typeof token === 'string') tokens.add(token.trim());
     if (raw.event === '$performance_event') continue;
@@ -87,11 +95,11 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
       throw captureError('event submitted with an invalid $cookieless_mode');
     // Top-level $set / $set_once join the properties ones (top level wins).
     for (const key of ['$set', '$set_once'] as const) {
-      if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...raw[key] };
+      if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...(withoutNulls(raw[key]) as object) };
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
     if (!UUID.test(uuid)) throw captureError('event submitted with an invalid uuid');
-    events.push({ uuid, event: raw.event.slice(0, 400), distinctId, properties, timestamp: timestampOf(raw, sentAt, now) });
+    events.push({ uuid, event: (withoutNulls(raw.event) as string).slice(0, 400), distinctId, properties, timestamp: timestampOf(raw, sentAt, now) });
   }
 
   let token: string;

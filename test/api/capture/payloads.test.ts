@@ -84,6 +84,14 @@ describe('accepted shapes and encodings', () => {
   });
 });
 
+describe('NUL characters', () => {
+  it('are replaced with U+FFFD in captured events instead of failing the request', async () => {
+    const res = await send('/batch', JSON.stringify({ api_key: account.projectToken, batch: [event('nul\u0000name', { properties: { 'k\u0000': 'v\u0000', $set: { a: 'b\u0000' } } })] }));
+    expect(res.status).toBe(200);
+    expect(await countEvents('nul\uFFFDname')).toBe(1);
+  });
+});
+
 describe('isolation', () => {
   it('deduplicates event uuids per project, never across projects', async () => {
     const other = await createAccount(api.orm);

@@ -112,6 +112,15 @@ describe('validation errors use DRF codes and attr paths', () => {
     expect(res.body).toMatchObject(expected);
   });
 
+  it('rejects NUL characters in bodies and query strings as DRF does', async () => {
+    const res = await post({ name: 'a\u0000b' });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ type: 'validation_error', code: 'null_characters_not_allowed', detail: 'Null characters are not allowed.', attr: 'name' });
+    const query = await call(baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?email=%00`, { key: account.apiKey });
+    expect(query.status).toBe(400);
+    expect(query.body.attr).toBe('email');
+  });
+
   it('passes valid bodies through', async () => {
     const res = await post({ name: 'ok', count: 3, kind: 'a', nested: { items: [1] } });
     expect(res.status).toBe(200);
