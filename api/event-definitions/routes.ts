@@ -131,8 +131,6 @@ async function list(ctx: ApiContext) {
   ctx.body = paginated(ctx, page, count, rows.map(serialize));
 }
 
-const EDITABLE = ['description', 'tags', 'owner', 'verified', 'hidden', 'default_columns', 'post_to_slack'] as const;
-
 async function update(ctx: ApiContext) {
   const before = await findDefinition(ctx);
   const body = ctx.state.body as Record<string, any>;

@@ -8,7 +8,7 @@ import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
 import { FilterError } from '../../shared/persons/property-filters.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
-import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { countOf, funnelPersonIdsSql, funnelStepsSql, lifecyclePersonIdsSql, parseDate, parseEventSteps, type FunnelParams } from './analysis.ts';

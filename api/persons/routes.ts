@@ -10,7 +10,6 @@ import { changePersonProperties, deletePersons, deletionRequestView, type Actor 
 const P = '/api/projects/:project_id/persons';
 const FORMAT = { format: { enum: ['json', 'csv'], description: 'csv for a CSV export' } };
 const BOOLEAN_PARAM = { type: 'boolean', default: false } as const;
-const csvResponse = { description: 'CSV export', contentType: 'text/csv' };
 
 const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
 
