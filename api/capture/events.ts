@@ -1,6 +1,7 @@
 // From a decoded payload to validated events (spec §8.1 shapes, §8.2 rules, §8.3 timestamps).
 // One bad event rejects the whole request: nothing of it is stored.
 import { randomUUID } from 'node:crypto';
+import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
 import { captureError } from './decode.ts';
 
@@ -10,7 +11,6 @@ export interface CapturedRequest {
 }
 
 const isObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function tokenProblem(token: string): string | null {
   if (token === '') return 'empty';
@@ -98,7 +98,7 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
       if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...(withoutNulls(raw[key]) as object) };
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
-    if (!UUID.test(uuid)) throw captureError('event submitted with an invalid uuid');
+    if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
     events.push({ uuid, event: (withoutNulls(raw.event) as string).slice(0, 400), distinctId, properties, timestamp: timestampOf(raw, sentAt, now) });
   }
 

@@ -2,7 +2,7 @@
 // owner, verified, hidden …) work without a licence.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
-import { pgArray } from '../../shared/db/sql.ts';
+import { containsPattern, isUuid, pgArray } from '../../shared/db/sql.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
@@ -10,7 +10,6 @@ import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const SELECT = `select d.*, ${userColumns('o', 'owner')}, ${userColumns('ub', 'updated_by')}, ${userColumns('vb', 'verified_by')}
   from event_definition d
@@ -77,7 +76,7 @@ async function countReads(em: EntityManager, ids: string[]) {
 
 async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
   const id = ctx.state.params.id;
-  if (!UUID.test(id)) throw notFound();
+  if (!isUuid(id)) throw notFound();
   const [row] = await ctx.state.em.getConnection().execute<any[]>(`${SELECT} where d.project_id = ? and d.id = ?::uuid`, [ctx.state.project.id, id]);
   if (!row) throw notFound();
   return row;
@@ -107,7 +106,7 @@ async function list(ctx: ApiContext) {
   const params: unknown[] = [ctx.state.project.id];
   for (const term of String(q.search ?? '').replace(/\u0000/g, '').split(' ').filter(Boolean)) {
     where.push(`d.name ilike ?`);
-    params.push(`%${term.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+    params.push(containsPattern(term));
   }
   if (q.event_type === 'event_custom') where.push(`d.name not like '$%'`);
   if (q.event_type === 'event_posthog') where.push(`d.name like '$%'`);

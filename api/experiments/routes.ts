@@ -2,6 +2,7 @@
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { containsPattern } from '../../shared/db/sql.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
 import { createExperiment, updateExperiment, type Actor } from './service.ts';
@@ -57,7 +58,7 @@ async function list(ctx: ApiContext) {
   if (status === 'complete') where.push('x.end_date is not null');
   if (q.search) {
     where.push('x.name ilike ?');
-    params.push(`%${String(q.search).replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+    params.push(containsPattern(String(q.search)));
   }
   if (q.created_by_id !== undefined) {
     where.push('x.created_by_id = ?');

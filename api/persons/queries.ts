@@ -1,13 +1,12 @@
 // Reading persons: lookup by id or uuid, and the filtered list shared by JSON, CSV and the
 // analysis endpoints (funnel, lifecycle) that return persons.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { containsPattern, isUuid } from '../../shared/db/sql.ts';
 import { cohortFilterResolver } from '../../shared/cohorts/membership.ts';
 import { FilterError, propertyFiltersSql, type SqlFragment } from '../../shared/persons/property-filters.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const isUuid = (value: string) => UUID.test(value);
 
 /** The person `:id` names (numeric id or uuid) in the project; 400 for anything else, 404 if absent. */
 export async function findPerson(em: EntityManager, projectId: number, idParam: string): Promise<PersonWithIds> {
@@ -50,7 +49,7 @@ export async function personListFilter(em: EntityManager, projectId: number, que
   if (query.email !== undefined) parts.push({ sql: `p.properties @> ?::jsonb`, params: [JSON.stringify({ email: query.email })] });
   const search = query.search?.trim();
   if (search) {
-    const like = `%${search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const like = containsPattern(search);
     parts.push({
       sql: `((p.properties->>'email') ilike ? or (p.properties->>'name') ilike ? or p.uuid::text = lower(?)
              or p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = ?))`,

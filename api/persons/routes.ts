@@ -3,7 +3,8 @@ import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
-import { findPerson, isUuid, listPersons, personListFilter, withDistinctIds } from './queries.ts';
+import { isUuid } from '../../shared/db/sql.ts';
+import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListItem, personListItemSchema, personRecord, personRecordSchema, type PersonWithIds } from './serializers.ts';
 import { changePersonProperties, deletePersons, deletionRequestView, type Actor } from './service.ts';
 

@@ -3,6 +3,8 @@
 // parameters; casts go through try_numeric / try_timestamptz / regex_matches so bad data or a bad
 // pattern is "no match", never a database error.
 
+import { containsPattern } from '../db/sql.ts';
+
 export interface SqlFragment {
   sql: string;
   params: unknown[];
@@ -24,7 +26,6 @@ const OPERATORS = new Set([
 const MAX_DEPTH = 5;
 const MAX_FILTERS = 100;
 
-const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 const asText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** Resolves filter items that are not plain property conditions (cohorts, behavioral); undefined = not special. */
@@ -55,9 +56,9 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
       return operator === 'exact' || operator === 'in' ? { sql, params } : { sql: `not coalesce(${sql}, false)`, params };
     }
     case 'icontains':
-      return { sql: `coalesce(${text} ilike ?, false)`, params: [key, `%${escapeLike(asText(item.value))}%`] };
+      return { sql: `coalesce(${text} ilike ?, false)`, params: [key, containsPattern(asText(item.value))] };
     case 'not_icontains':
-      return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, `%${escapeLike(asText(item.value))}%`] };
+      return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, containsPattern(asText(item.value))] };
     case 'regex':
       return { sql: `coalesce(regex_matches(${text}, ?), false)`, params: [key, asText(item.value)] };
     case 'not_regex':
