@@ -4,6 +4,7 @@
 import { Queue, type ConnectionOptions } from 'bullmq';
 import type { Config } from './config.ts';
 import { logger } from './logger.ts';
+import { withTimeout } from './timeout.ts';
 
 /** BullMQ's key prefix: every queue of an install lives under REDIS_PREFIX. */
 export const queuePrefix = (config: Pick<Config, 'redisPrefix'>) => `${config.redisPrefix}:bull`;
@@ -48,14 +49,11 @@ const ENQUEUE_TIMEOUT_MS = Number(process.env.ENQUEUE_TIMEOUT_MS ?? 1000);
 export async function enqueueDeletions(queue: Queue, deletionIds: (string | number)[]): Promise<boolean> {
   if (deletionIds.length === 0) return true;
   try {
-    const added = queue.addBulk(
-      deletionIds.map((id) => ({ name: 'delete', data: { deletionId: String(id) } satisfies DeletionJobData, opts: { jobId: deletionJobId(id) } })),
+    await withTimeout(
+      queue.addBulk(deletionIds.map((id) => ({ name: 'delete', data: { deletionId: String(id) } satisfies DeletionJobData, opts: { jobId: deletionJobId(id) } }))),
+      ENQUEUE_TIMEOUT_MS,
+      'Redis',
     );
-    added.catch(() => undefined); // may settle after the timeout below
-    await Promise.race([
-      added,
-      new Promise((_, reject) => setTimeout(() => reject(new Error(`Redis did not answer within ${ENQUEUE_TIMEOUT_MS} ms`)), ENQUEUE_TIMEOUT_MS).unref()),
-    ]);
     return true;
   } catch (error) {
     logger.warn({ err: (error as Error).message, deletionIds }, 'enqueue failed; the reconciler will pick these up');

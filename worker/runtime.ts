@@ -1,6 +1,7 @@
 // Starting and stopping the worker's BullMQ workers; main.ts runs it as a process, tests in-process.
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { createQueue, QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
+import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
 import { markDeletionFailed } from './jobs/delete-person-data.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
@@ -73,8 +74,10 @@ export async function startWorkers(deps: WorkerDeps, options: { concurrency?: nu
     workers,
     close: async (timeoutMs = deps.config.worker.shutdownTimeoutMs) => {
       // Finish active jobs within the limit; past it, force: the jobs stall and another worker takes them.
-      const graceful = Promise.allSettled(workers.map((w) => w.close()));
-      const timedOut = await Promise.race([graceful.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), timeoutMs).unref())]);
+      const timedOut = await withTimeout(Promise.allSettled(workers.map((w) => w.close())), timeoutMs, 'shutdown').then(
+        () => false,
+        () => true,
+      );
       if (timedOut) {
         deps.logger.warn({ timeoutMs }, 'shutdown time limit reached; returning active jobs to the queue');
         await Promise.allSettled(workers.map((w) => w.close(true)));

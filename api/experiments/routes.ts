@@ -3,6 +3,7 @@ import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { containsPattern } from '../../shared/db/sql.ts';
+import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
 import { createExperiment, updateExperiment, type Actor } from './service.ts';
@@ -224,9 +225,11 @@ async function timeseries(ctx: ApiContext) {
 async function recalculate(ctx: ApiContext) {
   const experiment = await findExperiment(ctx);
   if (!experiment.start_date) throw validationError('Experiment has not been started yet');
-  const queued = ctx.deps.queues.experimentResults.add('compute', { experimentId: experiment.id }, { deduplication: { id: `experiment-${experiment.id}` } });
-  queued.catch(() => undefined);
-  const job = await Promise.race([queued, new Promise<null>((resolve) => setTimeout(() => resolve(null), 1000).unref())]);
+  const job = await withTimeout(
+    ctx.deps.queues.experimentResults.add('compute', { experimentId: experiment.id }, { deduplication: { id: `experiment-${experiment.id}` } }),
+    1000,
+    'Redis',
+  ).catch(() => null);
   if (!job) throw new ApiError(503, 'server_error', 'queue_unavailable', 'The job queue is unavailable; the daily run will compute these results. Try again later.');
   ctx.status = 202;
   ctx.body = { status: 'queued', job_id: job.id, experiment_id: experiment.id };

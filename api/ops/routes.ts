@@ -1,3 +1,4 @@
+import { withTimeout } from '../../shared/timeout.ts';
 import { defineRoute } from '../http/routes.ts';
 
 export const opsRoutes = [
@@ -45,11 +46,9 @@ export const opsRoutes = [
     tags: ['ops'],
     scopes: null,
     handler: async (ctx) => {
-      const withTimeout = <T>(promise: Promise<T>) =>
-        Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), 1500))]);
       const [postgres, redis] = await Promise.allSettled([
-        withTimeout(ctx.state.em.getConnection().execute('select 1')),
-        withTimeout(ctx.deps.redis.ping()),
+        withTimeout(ctx.state.em.getConnection().execute('select 1'), 1500, 'PostgreSQL'),
+        withTimeout(ctx.deps.redis.ping(), 1500, 'Redis'),
       ]);
       const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', redis: redis.status === 'fulfilled' ? 'ok' : 'unavailable' };
       const ready = Object.values(checks).every((v) => v === 'ok');
