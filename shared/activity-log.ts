@@ -10,6 +10,13 @@ export interface ActivityChange {
   after: unknown;
 }
 
+/** Who acted and in which project; spread into an entry (`{ ...actor, scope, … }`). */
+export interface Actor {
+  projectId: number;
+  organizationId: string;
+  userId: number;
+}
+
 export interface ActivityEntry {
   projectId: number;
   organizationId?: string | null;

@@ -6,7 +6,7 @@ import { containsPattern, isUuid, pgArray } from '../../shared/db/sql.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
@@ -179,9 +179,7 @@ async function update(ctx: ApiContext) {
       tx.getTransactionContext(),
     );
     await recordActivity(tx as EntityManager, {
-      projectId: ctx.state.project.id,
-      organizationId: ctx.state.project.organization_id,
-      userId: ctx.state.auth.userId,
+      ...actorOf(ctx),
       scope: 'EventDefinition',
       itemId: before.id,
       activity: 'changed',
@@ -258,9 +256,7 @@ export const eventDefinitionRoutes = [
       await ctx.state.em.fork().transactional(async (tx) => {
         await tx.getConnection().execute(`delete from event_definition where id = ?`, [row.id], 'run', tx.getTransactionContext());
         await recordActivity(tx as EntityManager, {
-          projectId: ctx.state.project.id,
-          organizationId: ctx.state.project.organization_id,
-          userId: ctx.state.auth.userId,
+          ...actorOf(ctx),
           scope: 'EventDefinition',
           itemId: row.id,
           activity: 'deleted',

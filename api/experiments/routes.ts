@@ -1,15 +1,14 @@
 // Experiments, their holdouts and saved metrics.
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { containsPattern } from '../../shared/db/sql.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
-import { createExperiment, updateExperiment, type Actor } from './service.ts';
+import { createExperiment, updateExperiment } from './service.ts';
 
 const P = '/api/projects/:project_id/experiments';
-const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
 
 const writableProperties = {
   name: { type: 'string', minLength: 1, maxLength: 400 },

@@ -2,7 +2,7 @@
 // allowed keys, variant and holdout freezes, saved-metric links, metric fingerprints.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { recordActivity } from '../../shared/activity-log.ts';
+import { recordActivity, type Actor } from '../../shared/activity-log.ts';
 import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
 import { validationError } from '../http/errors.ts';
 
@@ -14,12 +14,6 @@ export const DEFAULT_VARIANTS = [
   { key: 'test', name: 'Test Variant', rollout_percentage: 50 },
 ];
 const FLAG_KEY = /^[a-zA-Z0-9_-]+$/;
-
-export interface Actor {
-  projectId: number;
-  organizationId: string;
-  userId: number;
-}
 
 function variantsOf(parameters: any): any[] {
   const variants = parameters?.feature_flag_variants;
@@ -141,7 +135,7 @@ export async function createExperiment(em: EntityManager, actor: Actor, body: Re
     id = row.id;
     await savedMetricLinks(tx as Tx, actor, id, body.saved_metrics_ids);
     if (options.activity !== false)
-      await recordActivity(tx as Tx, { projectId: actor.projectId, organizationId: actor.organizationId, userId: actor.userId, scope: 'Experiment', itemId: String(id), activity: 'created', detail: { name: body.name } });
+      await recordActivity(tx as Tx, { ...actor, scope: 'Experiment', itemId: String(id), activity: 'created', detail: { name: body.name } });
   });
   return id;
 }
@@ -219,9 +213,7 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
       await run(t, `update feature_flag set filters = ?::jsonb, active = active or ?, version = version + 1, updated_at = now() where id = ?`, [JSON.stringify(filters), launching, current.feature_flag.id]);
     }
     await recordActivity(t, {
-      projectId: actor.projectId,
-      organizationId: actor.organizationId,
-      userId: actor.userId,
+      ...actor,
       scope: 'Experiment',
       itemId: String(current.id),
       activity: body.deleted === true ? 'deleted' : 'updated',

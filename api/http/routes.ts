@@ -10,6 +10,7 @@ import { enforceThrottle } from './throttle.ts';
 import { responseMismatch, validate, type JsonSchema } from './validation.ts';
 import { ApiError } from './errors.ts';
 import type { AppDeps } from '../deps.ts';
+import type { Actor } from '../../shared/activity-log.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE' | 'OPTIONS';
 
@@ -46,6 +47,9 @@ export interface RouteDefinition<Q = any, B = any> {
   rawBody?: boolean;
   handler: (ctx: ApiContext<Q, B>) => Promise<void> | void;
 }
+
+/** The actor of a project route: the key's user in the resolved project. */
+export const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
 
 export const defineRoute = <Q = Record<string, any>, B = any>(route: RouteDefinition<Q, B>) => route as RouteDefinition;
 

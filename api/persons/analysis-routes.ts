@@ -10,7 +10,7 @@ import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { countOf, funnelPersonIdsSql, funnelStepsSql, lifecyclePersonIdsSql, parseDate, parseEventSteps, type FunnelParams } from './analysis.ts';
 import { findPerson, NEWEST_FIRST, withDistinctIds } from './queries.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
@@ -108,9 +108,7 @@ async function splitPerson(ctx: ApiContext) {
       await conn.execute(`update person_distinct_id set person_id = ?, version = version + 1 where project_id = ? and distinct_id = ?`, [created.id, projectId, distinctId], 'run', txc);
     }
     await recordActivity(tx as EntityManager, {
-      projectId,
-      organizationId: ctx.state.project.organization_id,
-      userId: ctx.state.auth.userId,
+      ...actorOf(ctx),
       scope: 'Person',
       itemId: person.id,
       activity: 'split_person',

@@ -1,18 +1,17 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
 import { isUuid } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListItem, personListItemSchema, personRecord, personRecordSchema, type PersonWithIds } from './serializers.ts';
-import { changePersonProperties, deletePersons, deletionRequestView, type Actor } from './service.ts';
+import { changePersonProperties, deletePersons, deletionRequestView } from './service.ts';
 
 const P = '/api/projects/:project_id/persons';
 const FORMAT = { format: { enum: ['json', 'csv'], description: 'csv for a CSV export' } };
 const BOOLEAN_PARAM = { type: 'boolean', default: false } as const;
 
-const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
 
 /** PostHog builds these 400s by hand with code and detail swapped; clients compare them literally. */
 const swappedRequired = (attr: string) => new ApiError(400, 'validation_error', 'This field is required.', 'required', attr);
@@ -24,6 +23,18 @@ function sendPerson(ctx: ApiContext, person: PersonWithIds) {
     return;
   }
   ctx.body = personRecord(person);
+}
+
+/** PATCH and update_property: the same as capturing a `$set` event, applied at once. */
+function setPersonProperties(ctx: ApiContext, person: PersonWithIds, set: Record<string, unknown>) {
+  return changePersonProperties(
+    ctx.state.em,
+    actorOf(ctx),
+    person,
+    { set },
+    { name: '$set', properties: { $set: set } },
+    { name: 'updated', itemName: null, changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }] },
+  );
 }
 
 export const personRoutes = [
@@ -97,15 +108,7 @@ export const personRoutes = [
       const properties = ctx.state.body.properties;
       if (properties === undefined || properties === null) throw swappedRequired('properties');
       if (typeof properties !== 'object' || Array.isArray(properties)) throw validationError('Expected a dictionary of items.', 'properties');
-      const updated = await changePersonProperties(
-        ctx.state.em,
-        actorOf(ctx),
-        person,
-        { set: properties },
-        { name: '$set', properties: { $set: properties } },
-        { name: 'updated', itemName: null, changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }] },
-      );
-      ctx.body = personRecord(updated);
+      ctx.body = personRecord(await setPersonProperties(ctx, person, properties));
     },
   }),
   defineRoute({
@@ -122,15 +125,7 @@ export const personRoutes = [
       if (!Object.hasOwn(body, 'value')) throw swappedRequired('value');
       if (body.key === undefined || body.key === null) throw swappedRequired('key');
       if (typeof body.key !== 'string' || body.key === '' || body.key.length > 400) throw validationError('Not a valid string.', 'key');
-      const updated = await changePersonProperties(
-        ctx.state.em,
-        actorOf(ctx),
-        person,
-        { set: { [body.key]: body.value } },
-        { name: '$set', properties: { $set: { [body.key]: body.value } } },
-        { name: 'updated', itemName: null, changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }] },
-      );
-      ctx.body = personRecord(updated);
+      ctx.body = personRecord(await setPersonProperties(ctx, person, { [body.key]: body.value }));
     },
   }),
   defineRoute({

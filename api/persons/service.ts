@@ -4,7 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
-import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
+import { recordActivity, type ActivityChange, type Actor } from '../../shared/activity-log.ts';
 import { recordDeletionRequests, type DeletionMode, type DeletionRequest } from '../../shared/deletions.ts';
 import { storeEvents } from '../../shared/events/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
@@ -12,12 +12,6 @@ import { enqueueDeletions } from '../../shared/queues.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { findPerson } from './queries.ts';
 import { orderedDistinctIds, type PersonWithIds } from './serializers.ts';
-
-export interface Actor {
-  projectId: number;
-  organizationId: string;
-  userId: number;
-}
 
 /**
  * Applies `update` as capturing `event` would, synchronously, and returns the person after it.
@@ -41,9 +35,7 @@ export async function changePersonProperties(
       ]);
     }
     await recordActivity(txEm, {
-      projectId: actor.projectId,
-      organizationId: actor.organizationId,
-      userId: actor.userId,
+      ...actor,
       scope: 'Person',
       itemId: person.id,
       activity: activity.name,
@@ -96,9 +88,7 @@ export async function deletePersons(
       personsDeleted = deleted.length;
       for (const person of persons) {
         await recordActivity(txEm, {
-          projectId: actor.projectId,
-          organizationId: actor.organizationId,
-          userId: actor.userId,
+          ...actor,
           scope: 'Person',
           itemId: person.id,
           activity: 'deleted',
