@@ -80,7 +80,9 @@ export async function startWorkers(deps: WorkerDeps, options: { concurrency?: nu
       );
       if (timedOut) {
         deps.logger.warn({ timeoutMs }, 'shutdown time limit reached; returning active jobs to the queue');
-        await Promise.allSettled(workers.map((w) => w.close(true)));
+        // close(true) still waits for the running processor; give it a moment, then let the process
+        // exit: the job's lock and lease lapse and another worker resumes it, as after a crash.
+        await withTimeout(Promise.allSettled(workers.map((w) => w.close(true))), 500, 'forced shutdown').catch(() => undefined);
       }
       await Promise.allSettled(Object.values(deps.queues).map((q) => q.close()));
     },

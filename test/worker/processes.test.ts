@@ -87,6 +87,28 @@ describe('worker processes', () => {
     expect(kept.n).toBe(500);
   }, 120_000);
 
+  it('serves job metrics and, on SIGTERM, exits within its shutdown limit, leaving the job to another worker', async () => {
+    // Only this test's worker may take the job: stop the ones earlier tests left running.
+    await Promise.all(children.splice(0).map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : (c.once('exit', r), c.kill('SIGKILL'))))));
+    const victim = await seedPerson('term-victim', 100_000);
+    const id = await request(victim, 'term-victim');
+    const metricsPort = 19_000 + Math.floor(Math.random() * 1000);
+    const first = startWorkerProcess({ DELETION_CHUNK_SIZE: '100', WORKER_SHUTDOWN_TIMEOUT_MS: '1000', WORKER_METRICS_PORT: String(metricsPort) });
+    await enqueueDeletions(api.deps.queues.deletions, [id]);
+    await eventually(async () => Number((await row(id)).rows_deleted) > 0, 30_000, 20);
+    const metrics = await eventually(() => fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => ''));
+    expect(metrics).toContain('# TYPE worker_job_duration_seconds histogram');
+    const stopped = Date.now();
+    first.kill('SIGTERM');
+    const code = await new Promise((r) => first.once('exit', (c) => r(c)));
+    expect(Date.now() - stopped).toBeLessThan(8_000);
+    expect(code).toBe(0);
+    expect((await row(id)).status).toBe('running'); // stopped mid-way, not run to the end
+    startWorkerProcess({ DELETION_CHUNK_SIZE: '5000' });
+    const done = await eventually(async () => ((await row(id)).status === 'completed' ? row(id) : null), 60_000, 200);
+    expect(Number(done.rows_deleted)).toBe(100_000);
+  }, 120_000);
+
   it('two worker processes never both process one request', async () => {
     startWorkerProcess({ WORKER_CONCURRENCY: '4' });
     startWorkerProcess({ WORKER_CONCURRENCY: '4' });
