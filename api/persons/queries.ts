@@ -49,12 +49,19 @@ export async function personListFilter(em: EntityManager, projectId: number, que
   if (query.email !== undefined) parts.push({ sql: `p.properties @> ?::jsonb`, params: [JSON.stringify({ email: query.email })] });
   const search = query.search?.trim();
   if (search) {
+    // One index-friendly branch per way of matching (an OR across them would scan every person).
     const like = containsPattern(search);
-    parts.push({
-      sql: `((p.properties->>'email') ilike ? or (p.properties->>'name') ilike ? or p.uuid::text = lower(?)
-             or p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = ?))`,
-      params: [like, like, search, projectId, search],
-    });
+    const branches = [
+      `select id from person where project_id = ? and (properties->>'email') ilike ?`,
+      `select id from person where project_id = ? and (properties->>'name') ilike ?`,
+      `select person_id from person_distinct_id where project_id = ? and distinct_id = ?`,
+    ];
+    const params: unknown[] = [projectId, like, projectId, like, projectId, search];
+    if (isUuid(search)) {
+      branches.push(`select id from person where project_id = ? and uuid = ?::uuid`);
+      params.push(projectId, search);
+    }
+    parts.push({ sql: `p.id in (${branches.join(' union ')})`, params });
   }
   if (query.properties !== undefined && query.properties !== '') {
     let filters: unknown;
@@ -74,14 +81,20 @@ export async function personListFilter(em: EntityManager, projectId: number, que
   return { sql: parts.map((p) => p.sql).join(' and '), params: parts.flatMap((p) => p.params) };
 }
 
-/** One page of the list, newest first with a stable tie-break, and the total count. */
-export async function listPersons(em: EntityManager, filter: SqlFragment, limit: number, offset: number) {
-  const [{ count }] = await em.getConnection().execute<{ count: number }[]>(`select count(*)::int as count from person p where ${filter.sql}`, filter.params);
+/**
+ * One page of the list, newest first with a stable tie-break. One row past the page tells whether
+ * there is a next page; the total is counted only when asked for (PostHog's `include_total`),
+ * since counting a large match costs far more than the page itself.
+ */
+export async function listPersons(em: EntityManager, filter: SqlFragment, limit: number, offset: number, includeTotal: boolean) {
   const rows = await withDistinctIds(
     em,
     `select p.* from person p where ${filter.sql} order by p.created_at desc, p.id desc limit ? offset ?`,
-    [...filter.params, limit, offset],
+    [...filter.params, limit + 1, offset],
     NEWEST_FIRST,
   );
-  return { count, rows };
+  const hasMore = rows.length > limit;
+  let count: number | null = null;
+  if (includeTotal) [{ count }] = await em.getConnection().execute<{ count: number }[]>(`select count(*)::int as count from person p where ${filter.sql}`, filter.params);
+  return { rows: rows.slice(0, limit), hasMore, count };
 }

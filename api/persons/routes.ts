@@ -1,6 +1,6 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
 import { ApiError, validationError } from '../http/errors.ts';
-import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
+import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
 import { isUuid } from '../../shared/db/sql.ts';
@@ -53,9 +53,10 @@ export const personRoutes = [
         email: { type: 'string', maxLength: 1000, description: 'Exact match on the email property' },
         search: { type: 'string', maxLength: 1000, description: 'Email or name substring, person uuid, or exact distinct id' },
         properties: { type: 'string', maxLength: 100_000, description: 'JSON array of property filters' },
+        include_total: { type: 'string', description: 'Present: add `count`, the number of matching persons (costs a count of the whole match)' },
       },
     },
-    responses: { 200: { description: 'A page of persons', schema: paginatedSchema(personListItemSchema) } },
+    responses: { 200: { description: 'A page of persons', schema: paginatedSchema(personListItemSchema, { countOptional: true }) } },
     handler: async (ctx) => {
       const filter = await personListFilter(ctx.state.em, ctx.state.project.id, ctx.state.query);
       if (ctx.state.query.format === 'csv') {
@@ -65,8 +66,8 @@ export const personRoutes = [
         return;
       }
       const page = pageOf(ctx.state.query);
-      const { count, rows } = await listPersons(ctx.state.em, filter, page.limit, page.offset);
-      ctx.body = paginated(ctx, page, count, rows.map(personListItem));
+      const { rows, hasMore, count } = await listPersons(ctx.state.em, filter, page.limit, page.offset, ctx.state.query.include_total !== undefined);
+      ctx.body = { ...(count === null ? {} : { count }), ...pageLinks(ctx, page, hasMore), results: rows.map(personListItem) };
     },
   }),
   defineRoute({

@@ -8,6 +8,7 @@ import { Migration0011FilterHelpers } from './0011-filter-helpers.ts';
 import { Migration0012DeletionScheduling } from './0012-deletion-scheduling.ts';
 import { Migration0013EventDefinitionEnterprise } from './0013-event-definition-enterprise.ts';
 import { Migration0014Experiments } from './0014-experiments.ts';
+import { Migration0015PersonNameSearch } from './0015-person-name-search.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -18,4 +19,5 @@ export const migrationsList = [
   { name: '0012-deletion-scheduling', class: Migration0012DeletionScheduling },
   { name: '0013-event-definition-enterprise', class: Migration0013EventDefinitionEnterprise },
   { name: '0014-experiments', class: Migration0014Experiments },
+  { name: '0015-person-name-search', class: Migration0015PersonNameSearch },
 ];

@@ -55,7 +55,7 @@ describe('flags for SDKs', () => {
     expect(exposures.n).toBe(N);
 
     const cohort = (await call(api.baseUrl, 'POST', `${P}/${exp.id}/create_exposure_cohort_for_experiment/`, { key: account.apiKey })).body.cohort;
-    const members = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?limit=1&properties=${encodeURIComponent(JSON.stringify([{ type: 'cohort', key: 'id', value: cohort.id }]))}`, { key: account.apiKey });
+    const members = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?limit=1&include_total=true&properties=${encodeURIComponent(JSON.stringify([{ type: 'cohort', key: 'id', value: cohort.id }]))}`, { key: account.apiKey });
     expect(members.body.count).toBe(N);
 
     const worker = await startTestWorker(prefix);

@@ -26,9 +26,15 @@ const list = async (query = '') => (await call(api.baseUrl, 'GET', `${P()}/${que
 const names = (body: any) => body.results.map((p: any) => p.name).sort();
 
 describe('GET /persons', () => {
-  it('lists newest first with PostHog’s list item shape', async () => {
+  it('lists newest first with PostHog’s list item shape; counts only with include_total', async () => {
     const body = await list();
-    expect(body.count).toBe(3);
+    expect(body).not.toHaveProperty('count');
+    expect(body).toMatchObject({ next: null, previous: null });
+    expect((await list('?include_total')).count).toBe(3);
+    expect((await list('?include_total=true&email=bob@corp.io')).count).toBe(1);
+    const firstPage = await list('?limit=2');
+    expect(firstPage.next).toContain('offset=2');
+    expect((await list('?limit=3')).next).toBeNull(); // a full last page has no next (PostHog would offer an empty one)
     expect(body.results.map((p: any) => p.name)).toEqual(['0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b', 'bob@corp.io', 'ada@example.com']);
     const bob = body.results[1];
     expect(bob).toMatchObject({ type: 'person', is_identified: true, matched_recordings: [], value_at_data_point: null });
@@ -42,6 +48,9 @@ describe('GET /persons', () => {
     expect(names(await list('?email=ada@example.com'))).toEqual(['ada@example.com']);
     expect(names(await list('?search=CORP'))).toEqual(['bob@corp.io']);
     expect(names(await list('?search=ada'))).toEqual(['ada@example.com']);
+    expect(names(await list('?search=ADA'))).toEqual(['ada@example.com']); // name or email, any case
+    expect(names(await list('?search=bob-anon-device'))).toEqual(['bob@corp.io']); // exact distinct id
+    expect((await list('?search=bob-anon')).results).toEqual([]); // distinct ids match exactly, not by substring
     const ada = (await list('?email=ada@example.com')).results[0];
     expect(names(await list(`?search=${ada.uuid}`))).toEqual(['ada@example.com']);
     expect((await list('?search=%25')).results).toEqual([]); // a literal %, not a wildcard
