@@ -4,6 +4,7 @@ import { eventDefinitionRoutes } from './event-definitions/routes.ts';
 import { experimentRoutes } from './experiments/routes.ts';
 import { flagRoutes } from './flags/routes.ts';
 import { holdoutRoutes, savedMetricRoutes } from './experiments/holdouts-and-metrics-routes.ts';
+import { organizationRoutes } from './organizations/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
@@ -12,5 +13,5 @@ import { projectRoutes } from './projects/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes, ...introspectionRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...organizationRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes, ...introspectionRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));

@@ -4,15 +4,36 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { generateKeyId, generatePersonalApiKey, generateProjectApiToken, hashPersonalApiKey, maskPersonalApiKey } from './auth/tokens.ts';
 import { isValidScope } from './auth/scopes.ts';
+import { isUuid, pgArray } from './db/sql.ts';
 import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from './entities/index.ts';
 
 export async function createOrganization(em: EntityManager, name: string) {
+  if (!name.trim()) throw new AccountError('name: This field may not be blank.');
+  if (name.length > 64) throw new AccountError('name: Ensure this field has no more than 64 characters.');
   const organization = em.create(Organization, { id: randomUUID(), name });
   await em.persist(organization).flush();
   return organization;
 }
 
+async function requireOrganization(em: EntityManager, organizationId: string) {
+  const found = isUuid(organizationId) && (await em.getConnection().execute<any[]>(`select 1 from organization where id = ?`, [organizationId])).length > 0;
+  if (!found) throw new AccountError(`No organization with id ${organizationId}`);
+}
+
+function isTimezone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function createProject(em: EntityManager, organizationId: string, name: string, timezone = 'UTC') {
+  if (!name.trim()) throw new AccountError('name: This field may not be blank.');
+  if (name.length > 200) throw new AccountError('name: Ensure this field has no more than 200 characters.');
+  if (!isTimezone(timezone)) throw new AccountError(`"${timezone}" is not a valid choice.`);
+  await requireOrganization(em, organizationId);
   const project = em.create(Project, { uuid: randomUUID(), organizationId, name, apiToken: generateProjectApiToken(), timezone });
   await em.persist(project).flush();
   return project;
@@ -22,6 +43,10 @@ export async function createUser(
   em: EntityManager,
   input: { email: string; firstName?: string; lastName?: string; organizationId: string; level?: number; currentProjectId?: number },
 ) {
+  if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(input.email) || input.email.length > 254) throw new AccountError(`Enter a valid email address: ${input.email}`);
+  await requireOrganization(em, input.organizationId);
+  const taken = await em.getConnection().execute<any[]>(`select 1 from app_user where lower(email) = lower(?)`, [input.email]);
+  if (taken.length > 0) throw new AccountError(`There is already a user with the email ${input.email}`);
   const user = em.create(User, {
     uuid: randomUUID(),
     distinctId: randomUUID(),
@@ -40,14 +65,66 @@ export async function createUser(
   return user;
 }
 
-export class InvalidScopeError extends Error {}
+/** Bad input to an account operation: the message is for the person who gave it. */
+export class AccountError extends Error {}
+
+/** Adds a user to an organization, or changes their level there. */
+export async function setMembership(em: EntityManager, organizationId: string, userId: number, level: number) {
+  await requireOrganization(em, organizationId);
+  await em.getConnection().execute(
+    `insert into organization_membership (organization_id, user_id, level, joined_at) values (?, ?, ?, now())
+     on conflict (organization_id, user_id) do update set level = excluded.level`,
+    [organizationId, userId, level],
+  );
+}
+
+/** A deactivated user's keys answer 401 at once; reactivating brings them back. */
+export async function setUserActive(em: EntityManager, userId: number, active: boolean) {
+  await em.getConnection().execute(`update app_user set is_active = ? where id = ?`, [active, userId]);
+}
+
+export const MAX_KEYS_PER_USER = 10;
+const MEMBERSHIP_LEVELS: Record<string, number> = { member: 1, admin: 8, owner: 15 };
+
+export function membershipLevel(name: string): number {
+  const level = MEMBERSHIP_LEVELS[name];
+  if (!level) throw new AccountError(`Invalid membership level: ${name} (one of ${Object.keys(MEMBERSHIP_LEVELS).join(', ')})`);
+  return level;
+}
+
+interface KeyInput {
+  userId: number;
+  label: string;
+  scopes: string[] | null;
+  scopedTeams?: number[] | null;
+  scopedOrganizations?: string[] | null;
+}
+
+/** PostHog's rules for a new key: a label, valid scopes, scoping only to what the user is a member of, at most `limit` keys. */
+async function checkKeyInput(em: EntityManager, input: KeyInput, limit: number | null, checkScoping: boolean) {
+  if (!input.label.trim()) throw new AccountError('label: This field may not be blank.');
+  if (input.label.length > 40) throw new AccountError('label: Ensure this field has no more than 40 characters.');
+  for (const scope of input.scopes ?? []) if (!isValidScope(scope)) throw new AccountError(`Invalid scope: ${scope}`);
+  const conn = em.getConnection();
+  if (checkScoping && (input.scopedTeams?.length || input.scopedOrganizations?.length)) {
+    const [{ missing }] = await conn.execute<any[]>(
+      `select (select count(*)::int from unnest(?::int[]) t(id)
+                where not exists (select 1 from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ? where p.id = t.id))
+            + (select count(*)::int from unnest(?::text[]) o(id)
+                where not exists (select 1 from organization_membership m where m.organization_id::text = o.id and m.user_id = ?)) as missing`,
+      [pgArray(input.scopedTeams ?? []), input.userId, pgArray(input.scopedOrganizations ?? []), input.userId],
+    );
+    if (missing > 0) throw new AccountError('You must be a member of all organizations/teams that you are scoping the key to.');
+  }
+  if (limit !== null) {
+    const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from personal_api_key where user_id = ?`, [input.userId]);
+    if (count >= limit) throw new AccountError(`You can only have ${limit} personal API keys. Remove an existing key before creating a new one.`);
+  }
+}
 
 /** Creates a key and returns its plain value, the only time it exists outside the caller. */
-export async function createPersonalApiKey(
-  em: EntityManager,
-  input: { userId: number; label: string; scopes: string[] | null; scopedTeams?: number[] | null; scopedOrganizations?: string[] | null },
-) {
-  for (const scope of input.scopes ?? []) if (!isValidScope(scope)) throw new InvalidScopeError(`Invalid scope: ${scope}`);
+export async function createPersonalApiKey(em: EntityManager, input: KeyInput, options: { limit?: number | null; checkScoping?: boolean } = {}) {
+  await checkKeyInput(em, input, options.limit === undefined ? MAX_KEYS_PER_USER : options.limit, options.checkScoping ?? true);
   const value = generatePersonalApiKey();
   const key = em.create(PersonalApiKey, {
     id: generateKeyId(),
@@ -63,6 +140,30 @@ export async function createPersonalApiKey(
   });
   await em.persist(key).flush();
   return { key, value };
+}
+
+/** A new secret for an existing key (same id, label and scopes); the old value stops working at once. */
+export async function rollPersonalApiKey(em: EntityManager, keyId: string): Promise<string> {
+  const value = generatePersonalApiKey();
+  const rows = await em.getConnection().execute<any[]>(
+    `update personal_api_key set secure_value = ?, mask_value = ?, last_rolled_at = now() where id = ? returning id`,
+    [hashPersonalApiKey(value), maskPersonalApiKey(value), keyId],
+  );
+  if (rows.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
+  return value;
+}
+
+export async function revokePersonalApiKey(em: EntityManager, keyId: string): Promise<void> {
+  const rows = await em.getConnection().execute<any[]>(`delete from personal_api_key where id = ? returning id`, [keyId]);
+  if (rows.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
+}
+
+/** A new phc_ token for a project (PostHog's reset_token); SDKs holding the old one get 401. */
+export async function rotateProjectToken(em: EntityManager, projectId: number): Promise<string> {
+  const token = generateProjectApiToken();
+  const rows = await em.getConnection().execute<any[]>(`update project set api_token = ?, updated_at = now() where id = ? returning id`, [token, projectId]);
+  if (rows.length === 0) throw new AccountError(`No project with id ${projectId}`);
+  return token;
 }
 
 /** A new install's first organization, project, user and all-scopes key. */

@@ -41,6 +41,9 @@ export function serializeExperiment(row: Record<string, any>) {
     parameters: row.parameters,
     secondary_metrics: row.secondary_metrics,
     saved_metrics: row.saved_metrics.map((l: any) => ({ ...l, created_at: iso(l.created_at) })),
+    // Write-only in effect: DRF renders the unreadable ListField as null, and PostHog's own agent
+    // toolkit requires the key in every experiment it reads.
+    saved_metrics_ids: null,
     filters: row.filters,
     archived: row.archived,
     deleted: row.deleted,

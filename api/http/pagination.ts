@@ -37,10 +37,10 @@ function urlWith(ctx: Context, changes: Record<string, string | undefined>): str
   return `${ctx.protocol}://${ctx.host}${ctx.state.requestPath ?? ctx.path}${qs ? `?${qs}` : ''}`;
 }
 
-/** `{count, next, previous, results}` with absolute next/previous URLs that keep the other query parameters. */
-export function paginated<T>(ctx: Context, page: Page, count: number, results: T[]) {
+/** Absolute next/previous URLs that keep the other query parameters. */
+export function pageLinks(ctx: Context, page: Page, hasMore: boolean) {
   const { limit, offset } = page;
-  const next = offset + limit < count ? urlWith(ctx, { limit: String(limit), offset: String(offset + limit) }) : null;
+  const next = hasMore ? urlWith(ctx, { limit: String(limit), offset: String(offset + limit) }) : null;
   let previous: string | null = null;
   if (offset > 0) {
     previous =
@@ -48,14 +48,25 @@ export function paginated<T>(ctx: Context, page: Page, count: number, results: T
         ? urlWith(ctx, { limit: String(limit), offset: undefined })
         : urlWith(ctx, { limit: String(limit), offset: String(offset - limit) });
   }
-  return { count, next, previous, results };
+  return { next, previous };
 }
 
-/** The JSON schema of a page of `item`, for route `responses`. */
-export function paginatedSchema(item: Record<string, unknown>) {
+/** `{count, next, previous, results}`. */
+export function paginated<T>(ctx: Context, page: Page, count: number, results: T[]) {
+  return { count, ...pageLinks(ctx, page, page.offset + page.limit < count), results };
+}
+
+/** A page of a list already in memory (short lists: a user's organizations and projects). */
+export function paginatedList<T>(ctx: Context, items: T[]) {
+  const page = pageOf(ctx.state.query ?? {});
+  return paginated(ctx, page, items.length, items.slice(page.offset, page.offset + page.limit));
+}
+
+/** The JSON schema of a page of `item`, for route `responses`. `count` may be optional (persons list). */
+export function paginatedSchema(item: Record<string, unknown>, options: { countOptional?: boolean } = {}) {
   return {
     type: 'object',
-    required: ['count', 'next', 'previous', 'results'],
+    required: options.countOptional ? ['next', 'previous', 'results'] : ['count', 'next', 'previous', 'results'],
     properties: {
       count: { type: 'integer' },
       next: { type: ['string', 'null'] },

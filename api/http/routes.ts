@@ -5,10 +5,9 @@ import type { Context, Middleware } from 'koa';
 import { Router } from '@koa/router';
 import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, type ProjectRow } from './auth.ts';
 import { readRawBody } from './body.ts';
-import { parseError, unsupportedMediaType, validationError } from './errors.ts';
+import { ApiError, parseError, permissionDenied, unsupportedMediaType, validationError } from './errors.ts';
 import { enforceThrottle } from './throttle.ts';
 import { responseMismatch, validate, type JsonSchema } from './validation.ts';
-import { ApiError } from './errors.ts';
 import type { AppDeps } from '../deps.ts';
 import type { Actor } from '../../shared/activity-log.ts';
 
@@ -39,6 +38,8 @@ export interface RouteDefinition<Q = any, B = any> {
    * `null`: no personal-API-key auth at all (capture, health) — the handler authenticates itself.
    */
   scopes: string[] | null;
+  /** `false`: PostHog refuses personal API keys here whatever their scopes (key management). */
+  personalApiKeyAccess?: false;
   query?: JsonSchema;
   body?: JsonSchema;
   /** Documented response schema per status, for OpenAPI and the contract test. */
@@ -104,6 +105,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
         ctx.set('X-RateLimit-Remaining', String(throttle.remaining));
         ctx.set('X-RateLimit-Reset', String(throttle.resetSeconds));
       }
+      if (route.personalApiKeyAccess === false) throw permissionDenied('This action does not support Personal API Key access');
       requireScopes(key, route.scopes);
       if (route.path.includes(':project_id')) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id);
     }

@@ -1,10 +1,7 @@
-import { permissionDenied } from '../http/errors.ts';
-import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
+import { PAGE_QUERY_PROPERTIES, paginatedList, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute } from '../http/routes.ts';
-import type { ProjectRow } from '../http/auth.ts';
 import { projectBasic, projectDetail } from './serializers.ts';
-import { pgArray } from '../../shared/db/sql.ts';
-
+import { visibleProjects } from '../organizations/visibility.ts';
 
 const projectBasicSchema = {
   type: 'object',
@@ -33,18 +30,9 @@ export const projectRoutes = [
     scopes: ['project:read'],
     query: { type: 'object', properties: PAGE_QUERY_PROPERTIES },
     responses: { 200: { description: 'A page of projects', schema: paginatedSchema(projectBasicSchema) } },
+    // Unlike PostHog (403 for project-scoped keys, which broke clients), every key lists what it can reach.
     handler: async (ctx) => {
-      const key = ctx.state.auth;
-      if (key.scopedTeams?.length) throw permissionDenied('API keys with scoped projects are only supported on project-based endpoints.');
-      const page = pageOf(ctx.state.query);
-      const orgFilter = key.scopedOrganizations?.length ? `and p.organization_id = any(?::uuid[])` : '';
-      const params: unknown[] = [key.userId];
-      if (orgFilter) params.push(pgArray(key.scopedOrganizations!));
-      const conn = ctx.state.em.getConnection();
-      const from = `from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ? where true ${orgFilter}`;
-      const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count ${from}`, params);
-      const rows = await conn.execute<ProjectRow[]>(`select p.* ${from} order by p.id limit ? offset ?`, [...params, page.limit, page.offset]);
-      ctx.body = paginated(ctx, page, count, rows.map(projectBasic));
+      ctx.body = paginatedList(ctx, (await visibleProjects(ctx.state.em, ctx.state.auth)).map(projectBasic));
     },
   }),
   defineRoute({

@@ -2,7 +2,9 @@
 import { isoTimestamp } from '../../shared/time.ts';
 import { projectBasic } from '../projects/serializers.ts';
 import { defineRoute } from '../http/routes.ts';
-import type { ProjectRow } from '../http/auth.ts';
+import { organizationBasic, organizationDetail } from '../organizations/serializers.ts';
+import { visibleOrganizations, visibleProjects } from '../organizations/visibility.ts';
+import { userBasic, userColumns } from './serializers.ts';
 
 export const introspectionRoutes = [
   defineRoute({
@@ -41,34 +43,44 @@ export const introspectionRoutes = [
     scopes: [],
     responses: { 200: { description: 'The user', schema: { type: 'object', required: ['id', 'uuid', 'distinct_id', 'email', 'organization', 'organizations', 'team'] } } },
     handler: async (ctx) => {
-      const conn = ctx.state.em.getConnection();
+      const em = ctx.state.em;
       const key = ctx.state.auth;
-      const [user] = await conn.execute<any[]>(`select * from app_user where id = ?`, [key.userId]);
-      const orgs = await conn.execute<any[]>(
-        `select o.*, m.level from organization o join organization_membership m on m.organization_id = o.id and m.user_id = ?
-          ${key.scopedOrganizations?.length ? 'where o.id in (?)' : ''} order by o.created_at`,
-        key.scopedOrganizations?.length ? [key.userId, key.scopedOrganizations] : [key.userId],
-      );
-      const current = orgs.find((o) => o.id === user.current_organization_id) ?? orgs[0] ?? null;
-      const projects = current
-        ? await conn.execute<ProjectRow[]>(`select * from project where organization_id = ? ${key.scopedTeams?.length ? 'and id in (?)' : ''} order by id`, key.scopedTeams?.length ? [current.id, key.scopedTeams] : [current.id])
-        : [];
-      const team = projects.find((p) => p.id === user.current_project_id) ?? projects[0] ?? null;
-      const orgShape = (o: any) => ({ id: o.id, name: o.name, slug: o.name.toLowerCase().replace(/[^a-z0-9]+/g, '-'), membership_level: o.level, created_at: isoTimestamp(o.created_at) });
+      const [[user], organizations, projects] = await Promise.all([
+        em.getConnection().execute<any[]>(`select ${userColumns('u', 'user')}, u.current_organization_id, u.current_project_id from app_user u where u.id = ?`, [key.userId]),
+        visibleOrganizations(em, key),
+        visibleProjects(em, key),
+      ]);
+      const organization = organizations.find((o) => o.id === user.current_organization_id) ?? organizations[0] ?? null;
+      const teams = organization ? projects.filter((p) => p.organization_id === organization.id) : [];
+      const team = teams.find((p) => p.id === user.current_project_id) ?? teams[0] ?? null;
       ctx.body = {
-        id: user.id,
-        uuid: user.uuid,
-        distinct_id: user.distinct_id,
-        first_name: user.first_name,
-        last_name: user.last_name,
-        email: user.email,
-        is_email_verified: user.is_email_verified,
-        hedgehog_config: user.hedgehog_config,
-        role_at_organization: user.role_at_organization,
-        organization: current ? { ...orgShape(current), teams: projects.map(projectBasic), projects: projects.map((p) => ({ id: p.id, name: p.name })) } : null,
-        organizations: orgs.map(orgShape),
+        ...userBasic(user, 'user'),
+        organization: organization ? organizationDetail(organization, teams) : null,
+        organizations: organizations.map(organizationBasic),
         team: team ? projectBasic(team) : null,
       };
     },
   }),
+  // Key management needs the user's session in PostHog; here it is the `npm run manage` command.
+  ...(
+    [
+      ['GET', '/api/personal_api_keys'],
+      ['POST', '/api/personal_api_keys'],
+      ['GET', '/api/personal_api_keys/:key_id'],
+      ['PATCH', '/api/personal_api_keys/:key_id'],
+      ['DELETE', '/api/personal_api_keys/:key_id'],
+      ['POST', '/api/personal_api_keys/:key_id/roll'],
+    ] as const
+  ).map(([method, path]) =>
+    defineRoute({
+      method,
+      path,
+      summary: 'Managing keys is not possible with a personal API key (use `npm run manage -- key …`)',
+      tags: ['keys'],
+      scopes: [],
+      personalApiKeyAccess: false,
+      responses: { 403: { description: 'This action does not support Personal API Key access' } },
+      handler: () => undefined, // not reached: refused after authentication
+    }),
+  ),
 ];

@@ -19,7 +19,7 @@ afterAll(() => api.close());
 
 const FIELDS = [
   'id', 'name', 'description', 'start_date', 'end_date', 'feature_flag_key', 'feature_flag', 'holdout', 'holdout_id', 'exposure_cohort', 'parameters',
-  'secondary_metrics', 'saved_metrics', 'filters', 'archived', 'deleted', 'created_by', 'created_at', 'updated_at', 'type', 'exposure_criteria', 'metrics',
+  'secondary_metrics', 'saved_metrics', 'saved_metrics_ids', 'filters', 'archived', 'deleted', 'created_by', 'created_at', 'updated_at', 'type', 'exposure_criteria', 'metrics',
   'metrics_secondary', 'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids', 'user_access_level',
 ];
 

@@ -77,7 +77,7 @@ describe('scopes', () => {
     expect((await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, { key: empty })).status).toBe(200);
   });
 
-  it('enforces scoped_teams on project routes and refuses team-scoped keys on the project list', async () => {
+  it('enforces scoped_teams on project routes and lists only the scoped projects', async () => {
     const em = api.orm.em.fork();
     const { createProject } = await import('../../../shared/accounts.ts');
     const second = await createProject(em, account.organizationId, 'Second');
@@ -86,9 +86,10 @@ describe('scopes', () => {
     const denied = await call(api.baseUrl, 'GET', `/api/projects/${second.id}/`, { key: scoped });
     expect(denied.status).toBe(403);
     expect(denied.body.detail).toBe(`API key does not have access to the requested project: ID ${second.id}.`);
+    // PostHog answers 403 here, which broke clients that discover projects (Zapier, #20531).
     const list = await call(api.baseUrl, 'GET', `/api/projects/`, { key: scoped });
-    expect(list.status).toBe(403);
-    expect(list.body.detail).toBe('API keys with scoped projects are only supported on project-based endpoints.');
+    expect(list.status).toBe(200);
+    expect(list.body.results.map((p: any) => p.id)).toEqual([account.projectId]);
   });
 
   it('enforces scoped_organizations', async () => {

@@ -53,6 +53,12 @@ describe.each(authenticated.map((r) => [`${r.method} ${r.path}`, r] as const))('
   });
 
   it('lets exactly the required scopes and `*` through (no 401/403, no 500)', async () => {
+    if (route.personalApiKeyAccess === false) {
+      const res = await request(route, account.apiKey);
+      expect(res.status).toBe(403);
+      expect(res.body.detail).toBe('This action does not support Personal API Key access');
+      return;
+    }
     for (const scopes of [route.scopes!.length ? route.scopes! : ['experiment:read'], ['*']]) {
       const key = await createKey(api.orm, account.userId, { scopes });
       const res = await request(route, key);

@@ -1,0 +1,70 @@
+// What a key can see outside project routes: the organizations its user belongs to and their
+// projects, narrowed by the key's organization and project scoping. One rule for /api/projects/,
+// /api/organizations/… and /api/users/@me, so a scoped key sees the same world everywhere.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { pgArray, isUuid } from '../../shared/db/sql.ts';
+import type { AuthenticatedKey, ProjectRow } from '../http/auth.ts';
+import { notFound, permissionDenied } from '../http/errors.ts';
+
+export interface OrganizationRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  updated_at: Date;
+  /** The user's membership level: 1 member, 8 admin, 15 owner. */
+  level: number;
+  member_count: number;
+}
+
+const scoping = (key: AuthenticatedKey) => ({
+  organizations: key.scopedOrganizations?.length ? pgArray(key.scopedOrganizations) : null,
+  teams: key.scopedTeams?.length ? pgArray(key.scopedTeams) : null,
+});
+
+/** The key's organizations, oldest first. A project-scoped key sees the organizations of its projects. */
+export async function visibleOrganizations(em: EntityManager, key: AuthenticatedKey): Promise<OrganizationRow[]> {
+  const { organizations, teams } = scoping(key);
+  return em.getConnection().execute<OrganizationRow[]>(
+    `select o.*, m.level, (select count(*)::int from organization_membership c where c.organization_id = o.id) as member_count
+       from organization o join organization_membership m on m.organization_id = o.id and m.user_id = ?
+      where (?::uuid[] is null or o.id = any(?::uuid[]))
+        and (?::int[] is null or exists (select 1 from project p where p.organization_id = o.id and p.id = any(?::int[])))
+      order by o.created_at, o.id`,
+    [key.userId, organizations, organizations, teams, teams],
+  );
+}
+
+/** The key's projects (of one organization when given), by id. */
+export async function visibleProjects(em: EntityManager, key: AuthenticatedKey, organizationId: string | null = null): Promise<ProjectRow[]> {
+  const { organizations, teams } = scoping(key);
+  return em.getConnection().execute<ProjectRow[]>(
+    `select p.* from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ?
+      where (?::uuid[] is null or p.organization_id = any(?::uuid[]))
+        and (?::int[] is null or p.id = any(?::int[]))
+        and (?::uuid is null or p.organization_id = ?::uuid)
+      order by p.id`,
+    [key.userId, organizations, organizations, teams, teams, organizationId, organizationId],
+  );
+}
+
+/**
+ * Resolves `:organization_id` (a uuid or `@current`). Unknown organizations and ones the user is
+ * not a member of are 404, as in PostHog; one outside the key's scoping is 403 naming it.
+ */
+export async function resolveOrganization(em: EntityManager, key: AuthenticatedKey, param: string): Promise<OrganizationRow> {
+  const visible = await visibleOrganizations(em, { ...key, scopedOrganizations: null, scopedTeams: null });
+  let organization: OrganizationRow | undefined;
+  if (param === '@current') {
+    const [user] = await em.getConnection().execute<any[]>(`select current_organization_id from app_user where id = ?`, [key.userId]);
+    const scoped = await visibleOrganizations(em, key);
+    organization = scoped.find((o) => o.id === user?.current_organization_id) ?? scoped[0];
+  } else if (isUuid(param)) {
+    organization = visible.find((o) => o.id === param.toLowerCase());
+  }
+  if (!organization) throw notFound('Organization not found.');
+  if (key.scopedOrganizations?.length && !key.scopedOrganizations.includes(organization.id))
+    throw permissionDenied(`API key does not have access to the requested organization: ID ${organization.id}.`);
+  if (key.scopedTeams?.length && !(await visibleOrganizations(em, key)).some((o) => o.id === organization.id))
+    throw permissionDenied(`API key does not have access to the requested organization: ID ${organization.id}.`);
+  return organization;
+}

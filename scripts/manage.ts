@@ -1,0 +1,248 @@
+// `npm run manage -- <object> <action> [options]`: organizations, projects, users and personal API
+// keys from the command line. Bad input exits 1 with the reason; a malformed command exits 2 with usage.
+import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import {
+  AccountError,
+  createOrganization,
+  createPersonalApiKey,
+  createProject,
+  createUser,
+  membershipLevel,
+  revokePersonalApiKey,
+  rollPersonalApiKey,
+  rotateProjectToken,
+  setMembership,
+  setUserActive,
+} from '../shared/accounts.ts';
+import { config } from '../shared/config.ts';
+import { ensureDatabase } from '../shared/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/db/orm.ts';
+
+class UsageError extends Error {}
+
+type Values = Record<string, string | boolean | undefined>;
+interface Command {
+  usage: string;
+  options: ParseArgsOptionsConfig;
+  required?: string[];
+  run: (em: EntityManager, values: Values) => Promise<unknown>;
+}
+
+const text = (o: string) => ({ [o]: { type: 'string' as const } });
+const list = (value: unknown) => (typeof value === 'string' ? value.split(',').map((v) => v.trim()).filter(Boolean) : []);
+const projectIds = (value: unknown) =>
+  list(value).map((v) => {
+    if (!/^\d{1,9}$/.test(v)) throw new AccountError(`Invalid project id: ${v}`);
+    return Number(v);
+  });
+
+async function userByEmail(em: EntityManager, email: string): Promise<{ id: number; email: string }> {
+  const [user] = await em.getConnection().execute<any[]>(`select id, email from app_user where lower(email) = lower(?)`, [email]);
+  if (!user) throw new AccountError(`No user with the email ${email}`);
+  return user;
+}
+
+const commands: Record<string, Command> = {
+  'org create': {
+    usage: '--name NAME',
+    options: text('name'),
+    required: ['name'],
+    run: async (em, v) => {
+      const org = await createOrganization(em, String(v.name));
+      return { id: org.id, name: org.name };
+    },
+  },
+  'org list': {
+    usage: '',
+    options: {},
+    run: (em) =>
+      em.getConnection().execute(
+        `select o.id, o.name, (select count(*)::int from organization_membership m where m.organization_id = o.id) as members,
+                (select count(*)::int from project p where p.organization_id = o.id) as projects
+           from organization o order by o.created_at, o.id`,
+      ),
+  },
+  'org add-member': {
+    usage: '--org ORG_ID --user EMAIL [--level member|admin|owner]',
+    options: { ...text('org'), ...text('user'), ...text('level') },
+    required: ['org', 'user'],
+    run: async (em, v) => {
+      const user = await userByEmail(em, String(v.user));
+      const level = membershipLevel(String(v.level ?? 'member'));
+      await setMembership(em, String(v.org), user.id, level);
+      return { organization: v.org, user: user.email, level };
+    },
+  },
+  'project create': {
+    usage: '--org ORG_ID --name NAME [--timezone Europe/Berlin]',
+    options: { ...text('org'), ...text('name'), ...text('timezone') },
+    required: ['org', 'name'],
+    run: async (em, v) => {
+      const project = await createProject(em, String(v.org), String(v.name), String(v.timezone ?? 'UTC'));
+      return { id: project.id, name: project.name, organization: project.organizationId, api_token: project.apiToken };
+    },
+  },
+  'project list': {
+    usage: '[--org ORG_ID]',
+    options: text('org'),
+    run: (em, v) =>
+      em.getConnection().execute(
+        `select id, organization_id as organization, name, timezone, api_token from project where (?::text is null or organization_id::text = ?) order by id`,
+        [v.org ?? null, v.org ?? null],
+      ),
+  },
+  'project rotate-token': {
+    usage: '--project PROJECT_ID',
+    options: text('project'),
+    required: ['project'],
+    run: async (em, v) => ({ id: projectIds(v.project)[0], api_token: await rotateProjectToken(em, projectIds(v.project)[0]) }),
+  },
+  'user create': {
+    usage: '--email EMAIL --org ORG_ID [--first-name F] [--last-name L] [--level member|admin|owner]',
+    options: { ...text('email'), ...text('org'), ...text('first-name'), ...text('last-name'), ...text('level') },
+    required: ['email', 'org'],
+    run: async (em, v) => {
+      const level = membershipLevel(String(v.level ?? 'member'));
+      const [first] = await em.getConnection().execute<any[]>(`select id from project where organization_id::text = ? order by id limit 1`, [String(v.org)]);
+      const user = await createUser(em, {
+        email: String(v.email),
+        organizationId: String(v.org),
+        firstName: v['first-name'] as string | undefined,
+        lastName: v['last-name'] as string | undefined,
+        level,
+        currentProjectId: first?.id,
+      });
+      return { id: user.id, email: user.email, distinct_id: user.distinctId };
+    },
+  },
+  'user list': {
+    usage: '',
+    options: {},
+    run: (em) =>
+      em.getConnection().execute(
+        `select u.id, u.email, u.is_active as active, (select count(*)::int from personal_api_key k where k.user_id = u.id) as keys,
+                coalesce((select string_agg(m.organization_id::text, ',') from organization_membership m where m.user_id = u.id), '') as organizations
+           from app_user u order by u.id`,
+      ),
+  },
+  'user deactivate': {
+    usage: '--user EMAIL',
+    options: text('user'),
+    required: ['user'],
+    run: async (em, v) => {
+      const user = await userByEmail(em, String(v.user));
+      await setUserActive(em, user.id, false);
+      return { user: user.email, active: false };
+    },
+  },
+  'user activate': {
+    usage: '--user EMAIL',
+    options: text('user'),
+    required: ['user'],
+    run: async (em, v) => {
+      const user = await userByEmail(em, String(v.user));
+      await setUserActive(em, user.id, true);
+      return { user: user.email, active: true };
+    },
+  },
+  'key create': {
+    usage: '--user EMAIL --label LABEL --scopes "person:read,experiment:write"|"*" [--projects 1,2] [--orgs ORG_ID,…]',
+    options: { ...text('user'), ...text('label'), ...text('scopes'), ...text('projects'), ...text('orgs') },
+    required: ['user', 'label', 'scopes'],
+    run: async (em, v) => {
+      const user = await userByEmail(em, String(v.user));
+      const scopes = list(v.scopes);
+      if (scopes.length === 0) throw new AccountError('scopes: This field is required.');
+      const teams = projectIds(v.projects);
+      const orgs = list(v.orgs);
+      const { key, value } = await createPersonalApiKey(em, {
+        userId: user.id,
+        label: String(v.label),
+        scopes,
+        scopedTeams: teams.length ? teams : null,
+        scopedOrganizations: orgs.length ? orgs : null,
+      });
+      return { id: key.id, label: key.label, scopes, scoped_teams: teams, scoped_organizations: orgs, value };
+    },
+  },
+  'key list': {
+    usage: '[--user EMAIL]',
+    options: text('user'),
+    run: async (em, v) => {
+      const userId = v.user ? (await userByEmail(em, String(v.user))).id : null;
+      return em.getConnection().execute(
+        `select k.id, u.email as user, k.label, k.mask_value, coalesce(array_to_string(k.scopes, ','), '*') as scopes,
+                coalesce(array_to_string(k.scoped_teams, ','), '') as projects, coalesce(array_to_string(k.scoped_organizations, ','), '') as organizations,
+                k.created_at, k.last_used_at, k.last_rolled_at
+           from personal_api_key k join app_user u on u.id = k.user_id where (?::int is null or k.user_id = ?) order by k.created_at, k.id`,
+        [userId, userId],
+      );
+    },
+  },
+  'key roll': {
+    usage: '--key KEY_ID',
+    options: text('key'),
+    required: ['key'],
+    run: async (em, v) => ({ id: v.key, value: await rollPersonalApiKey(em, String(v.key)) }),
+  },
+  'key revoke': {
+    usage: '--key KEY_ID',
+    options: text('key'),
+    required: ['key'],
+    run: async (em, v) => {
+      await revokePersonalApiKey(em, String(v.key));
+      return { id: v.key, revoked: true };
+    },
+  },
+};
+
+function usage(): string {
+  return ['Usage: npm run manage -- <command> [options] [--json]', '', ...Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}`)].join('\n');
+}
+
+function print(result: unknown, json: boolean) {
+  if (json) return console.log(JSON.stringify(result, null, 2));
+  if (Array.isArray(result)) {
+    if (result.length === 0) return console.log('(none)');
+    const cell = (v: unknown) => (v instanceof Date ? v.toISOString() : v === null || v === undefined ? '' : String(v));
+    const columns = Object.keys(result[0]);
+    const rows = [columns, ...result.map((row) => columns.map((c) => cell(row[c])))];
+    const widths = columns.map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+    for (const r of rows) console.log(r.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd());
+  } else {
+    for (const [k, v] of Object.entries(result as object)) console.log(`${k}: ${Array.isArray(v) ? v.join(',') : v}`);
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const name = argv.slice(0, 2).join(' ');
+  const command = commands[name];
+  if (!command) {
+    console.error(argv.length && !argv[0].startsWith('-') ? `Unknown command: ${name}\n\n${usage()}` : usage());
+    return 2;
+  }
+  let values: Values;
+  try {
+    values = parseArgs({ args: argv.slice(2), options: { ...command.options, json: { type: 'boolean' } }, strict: true }).values as Values;
+    for (const option of command.required ?? []) if (!values[option]) throw new UsageError(`--${option} is required`);
+  } catch (error) {
+    console.error(`${(error as Error).message}\n\nUsage: npm run manage -- ${name} ${command.usage}`);
+    return 2;
+  }
+  await ensureDatabase(config.databaseUrl);
+  const orm = await initOrm();
+  try {
+    await migrate(orm);
+    print(await command.run(orm.em.fork() as EntityManager, values), values.json === true);
+    return 0;
+  } catch (error) {
+    if (!(error instanceof AccountError)) throw error;
+    console.error(`Error: ${error.message}`);
+    return 1;
+  } finally {
+    await orm.close();
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));
