@@ -146,11 +146,11 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(check: () => Promise<T>, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 20_000, intervalMs = 100): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();
-    if (value) return value;
+    if (value) return value as NonNullable<T>;
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, intervalMs));
   }

@@ -97,7 +97,8 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
     const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
     if (route.scopes !== null) {
-      const key = await authenticate(ctx, em, body);
+      const projectRoute = route.path.includes(':project_id');
+      const { key, project } = await authenticate(ctx, em, body, projectRoute ? apiCtx.state.params.project_id : undefined);
       apiCtx.state.auth = key;
       const throttle = await enforceThrottle(deps.redis, { ...deps.config.rateLimit, prefix: deps.config.redisPrefix }, key.keyId);
       if (throttle) {
@@ -107,7 +108,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       }
       if (route.personalApiKeyAccess === false) throw permissionDenied('This action does not support Personal API Key access');
       requireScopes(key, route.scopes);
-      if (route.path.includes(':project_id')) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id);
+      if (projectRoute) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id, project);
     }
     const query = { ...ctx.query } as Record<string, unknown>;
     delete query.personal_api_key;

@@ -88,6 +88,41 @@ describe('event deletion', () => {
     expect(again).toEqual({ deleted: 0, skipped: 'already completed' });
   });
 
+  it('deletes a batch of persons’ events in one pass: each request’s own events, counts and cutoff, and no other project’s', async () => {
+    const ids = Array.from({ length: 5 }, (_, i) => `batch-${i}`);
+    await capture(api.baseUrl, account.projectToken, ids.flatMap((id, i) => Array.from({ length: i + 1 }, () => ({ event: 'e', distinct_id: id }))));
+    await capture(api.baseUrl, other.projectToken, [{ event: 'e', distinct_id: 'batch-0' }, { event: 'e', distinct_id: 'batch-0' }]);
+    const bulk = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, { key: account.apiKey, body: { distinct_ids: ids, delete_events: true } });
+    expect(bulk.status).toBe(200);
+    const foreign = (await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/persons/?distinct_id=batch-0`, { key: other.apiKey })).body.results[0];
+    expect((await call(api.baseUrl, 'DELETE', `/api/projects/${other.projectId}/persons/${foreign.uuid}/?delete_events=true`, { key: other.apiKey })).status).toBe(204);
+    await capture(api.baseUrl, account.projectToken, [{ event: 'after', distinct_id: 'batch-0' }]); // after the request: kept
+
+    const requests = await sql(api.orm, `select id::text as id, distinct_ids[1] as distinct_id from async_deletion where project_id = ? and mode = 'weekly' and status = 'pending' order by id`, [account.projectId]);
+    expect(requests).toHaveLength(5);
+    const [foreignRequest] = await sql(api.orm, `select id::text as id from async_deletion where project_id = ? and key = ?`, [other.projectId, foreign.uuid]);
+    await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
+    const done = await Promise.all(requests.map((r) => eventually(async () => ((await row(r.id)).status === 'completed' ? row(r.id) : null))));
+    await eventually(async () => (await row(foreignRequest.id)).status === 'completed');
+
+    // One job took all five (its own request leads the batch); the other four jobs stepped aside.
+    const lead = done[0].claimed_by;
+    expect(done.map((d) => String(d.claimed_by))).toEqual(done.map(() => String(lead)));
+    // The batch's count is on the lead's row: batch-i had i + 1 events.
+    expect(done.map((d) => Number(d.rows_deleted))).toEqual(done.map((d) => (String(d.id) === String(lead) ? 1 + 2 + 3 + 4 + 5 : 0)));
+    expect(done.map((d) => d.attempts)).toEqual([1, 1, 1, 1, 1]);
+    const results = await eventually(async () => {
+      const values = await Promise.all(requests.map(async (r) => (await worker.deps.queues.deletions.getJob(`deletion-${r.id}`))?.returnvalue));
+      return values.every(Boolean) ? values : null;
+    });
+    expect(results.filter((r) => r?.requests === 5)).toHaveLength(1);
+    expect(results.filter((r) => [`in the batch of deletion request ${lead}`, 'already completed'].includes(r.skipped))).toHaveLength(4);
+    for (const [i, id] of ids.entries()) expect(await countEvents(account.projectId, id)).toBe(i === 0 ? 1 : 0);
+    // The other project's request was its own batch.
+    expect(String((await row(foreignRequest.id)).claimed_by)).toBe(foreignRequest.id);
+    expect(Number((await row(foreignRequest.id)).rows_deleted)).toBe(2);
+  });
+
   it('runs off-peak requests only in the off-peak batch', async () => {
     await capture(api.baseUrl, account.projectToken, [{ event: 'e', distinct_id: 'night' }]);
     const person = await personByDistinctId('night');

@@ -1,16 +1,22 @@
 // One deletion request (an async_deletion row): a person's events or recordings. Idempotent: the
 // row is claimed with a lease, deletes are bounded by the request's cutoff (only data that existed
 // when it was asked for), run in short chunks, and the row completes only when nothing survives.
+// Event deletions are batched: the job also claims the project's other released requests, so a
+// weekly run over 1000 persons is a few large deletes (one per time window) rather than thousands.
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DeletionJobData } from '../../shared/queues.ts';
+import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
 
-/** Rows per delete statement: short locks, the API stays responsive. */
-export const DELETE_CHUNK = Number(process.env.DELETION_CHUNK_SIZE ?? 5000);
-/** How long a claim holds without renewal (renewed after every chunk). */
+/** Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays responsive. */
+export const DELETE_CHUNK = Number(process.env.DELETION_CHUNK_SIZE ?? 50000);
+/** How long a claim holds without renewal (renewed every third of it while the job runs). */
 const LEASE_SECONDS = Number(process.env.DELETION_LEASE_SECONDS ?? 30);
+
+/** Event-deletion requests of one project handled in one pass (one bulk_delete makes up to 1000). */
+export const DELETION_BATCH_SIZE = Number(process.env.DELETION_BATCH_SIZE ?? 1000);
 
 export class DeletionBusyError extends Error {}
 
@@ -21,93 +27,208 @@ interface ClaimedRow {
   key: string;
   distinct_ids: string[] | null;
   cutoff: Date;
+  claimed_by: string | null;
 }
 
-export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDeps): Promise<{ deleted: number; skipped?: string }> {
+const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or (status = 'running' and lease_until < now()))`;
+
+export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
   const id = job.data?.deletionId;
   if (typeof id !== 'string' || !/^\d+$/.test(id)) throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork() as EntityManager;
   const conn = em.getConnection();
-  const [row] = await conn.execute<ClaimedRow[]>(
-    `update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
-            lease_until = now() + make_interval(secs => ?)
-      where id = ? and delete_verified_at is null and (status in ('pending', 'failed') or (status = 'running' and lease_until < now()))
-      returning id::text, project_id, deletion_type, key, distinct_ids, cutoff`,
-    [LEASE_SECONDS, id],
+  // One round trip: claim the row, or say why it cannot be claimed (the select sees the row as it
+  // was before this statement, which is what the answer needs when the update matched nothing).
+  const [result] = await conn.execute<(ClaimedRow & { claimed: boolean; status: string })[]>(
+    `with claimed as (
+       update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
+              lease_until = now() + make_interval(secs => ?), claimed_by = id
+        where id = ? and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
+        returning id::text, project_id, deletion_type, key, distinct_ids, cutoff, claimed_by::text, true as claimed, status)
+     select * from claimed
+     union all
+     select id::text, project_id, deletion_type, key, distinct_ids, cutoff, claimed_by::text, false, status from async_deletion where id = ? and not exists (select 1 from claimed)`,
+    [LEASE_SECONDS, id, id],
   );
-  if (!row) {
-    const [current] = await conn.execute<any[]>(`select status, lease_until from async_deletion where id = ?`, [id]);
-    if (!current) throw new UnrecoverableError(`deletion request ${id} does not exist`);
-    if (current.status === 'completed') return { deleted: 0, skipped: 'already completed' };
-    // Another worker holds a live lease: retry later (with backoff) rather than delete twice.
+  if (!result) throw new UnrecoverableError(`deletion request ${id} does not exist`);
+  if (!result.claimed) {
+    if (result.status === 'completed') return { deleted: 0, skipped: 'already completed' };
+    // Taken into another request's batch: that job finishes it, and if it dies the reconciler
+    // re-enqueues this request once the lease runs out.
+    if (result.claimed_by && result.claimed_by !== id) return { deleted: 0, skipped: `in the batch of deletion request ${result.claimed_by}` };
+    // This request's own earlier attempt holds a live lease: retry later rather than delete twice.
     throw new DeletionBusyError(`deletion request ${id} is being processed by another worker`);
   }
+  const row: ClaimedRow = result;
   deps.logger.info({ deletionId: id, type: row.deletion_type, projectId: row.project_id, jobId: job.id }, 'deletion started');
   const started = Date.now();
-  const target = targetOf(row);
+  const batch = row.deletion_type === 'person_events' ? [id, ...(await claimCompanions(em, row))] : [id];
   let deleted = 0;
-  for (;;) {
-    const n = await deleteChunk(em, target, id);
+  let renewedAt = Date.now();
+  // After every chunk: progress for the dashboard, and the batch's leases renewed every third of their length.
+  const chunkDone = async (n: number) => {
     deleted += n;
-    await job.updateProgress({ deleted });
-    if (n < DELETE_CHUNK) break;
+    await job.updateProgress({ deleted, requests: batch.length });
+    if (Date.now() - renewedAt > (LEASE_SECONDS * 1000) / 3) {
+      await renewLeases(conn, batch);
+      renewedAt = Date.now();
+    }
+  };
+  try {
+    if (row.deletion_type === 'person_events') {
+      for (const group of await eventDeletionGroups(em, batch)) await deleteGroupEvents(em, id, row.project_id, group, chunkDone);
+    } else {
+      for (let n = -1; n !== 0; ) await chunkDone((n = await deleteRecordingsChunk(em, targetOf(row), id)));
+    }
+    const survivors = row.deletion_type === 'person_events' ? await countEventSurvivors(em, row.project_id, await eventDeletionGroups(em, batch)) : await countRecordingSurvivors(em, targetOf(row));
+    if (survivors > 0) throw new Error(`deletion request ${id}: data of ${survivors} persons or distinct ids survived; retrying`);
+    await conn.execute(
+      `update async_deletion set status = 'completed', delete_verified_at = now(), finished_at = now(), lease_until = null, last_error = null where id = any(?::bigint[])`,
+      [pgArray(batch)],
+    );
+    deps.logger.info({ deletionId: id, requests: batch.length, deleted, ms: Date.now() - started }, 'deletion completed');
+    return { deleted, requests: batch.length };
+  } catch (error) {
+    // Let the retry (or, for the batch, any worker) claim the rows at once rather than after the lease.
+    await conn.execute(`update async_deletion set lease_until = now() where id = any(?::bigint[]) and delete_verified_at is null`, [pgArray(batch)]).catch(() => undefined);
+    throw error;
   }
-  const survivors = await countSurvivors(em, target);
-  if (survivors > 0) throw new Error(`deletion request ${id}: ${survivors} rows survived; retrying`);
-  await conn.execute(
-    `update async_deletion set status = 'completed', delete_verified_at = now(), finished_at = now(), lease_until = null, last_error = null where id = ?`,
-    [id],
-  );
-  deps.logger.info({ deletionId: id, deleted, ms: Date.now() - started }, 'deletion completed');
-  return { deleted };
 }
 
-interface Target {
-  type: ClaimedRow['deletion_type'];
+async function renewLeases(conn: ReturnType<EntityManager['getConnection']>, batch: string[]): Promise<void> {
+  await conn.execute(`update async_deletion set lease_until = now() + make_interval(secs => ?) where id = any(?::bigint[]) and delete_verified_at is null`, [LEASE_SECONDS, pgArray(batch)]);
+}
+
+/** Other released event-deletion requests of the same project, claimed for this job's pass. */
+async function claimCompanions(em: EntityManager, lead: ClaimedRow): Promise<string[]> {
+  if (DELETION_BATCH_SIZE <= 1) return [];
+  const rows = await em.getConnection().execute<{ id: string }[]>(
+    `update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
+            lease_until = now() + make_interval(secs => ?), claimed_by = ?
+      where id in (select id from async_deletion
+                    where project_id = ? and deletion_type = 'person_events' and id <> ? and (mode = 'immediate' or released_at is not null) and ${CLAIMABLE}
+                    order by id limit ? for update skip locked)
+      returning id::text`,
+    [LEASE_SECONDS, lead.id, lead.project_id, lead.id, DELETION_BATCH_SIZE - 1],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
+interface EventDeletionGroup {
+  /** The cutoff as PostgreSQL prints it: a JavaScript Date would drop its microseconds. */
+  cutoff: string;
+  requestIds: string[];
+  personIds: string[];
+  distinctIds: string[];
+}
+
+async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<EventDeletionGroup[]> {
+  const rows = await em
+    .getConnection()
+    .execute<{ id: string; key: string; distinct_ids: string[]; cutoff: string }[]>(
+      `select id::text, key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
+      [pgArray(batch)],
+    );
+  const groups = new Map<string, EventDeletionGroup>();
+  for (const r of rows) {
+    let group = groups.get(r.cutoff);
+    if (!group) groups.set(r.cutoff, (group = { cutoff: r.cutoff, requestIds: [], personIds: [], distinctIds: [] }));
+    group.requestIds.push(r.id);
+    group.personIds.push(r.key);
+    group.distinctIds.push(...r.distinct_ids);
+  }
+  return [...groups.values()];
+}
+
+// A group's events: rows recorded under one of its persons' uuids, or under one of the distinct ids
+// they had when the request was made — and only what existed then (timestamp and created_at up to the
+// cutoff). Both conditions are index conditions ((project_id, person_id, timestamp) and
+// (project_id, distinct_id, timestamp)), so a time window of them is one bitmap scan.
+const GROUP_EVENTS = `project_id = ? and (person_id = any(?::uuid[]) or distinct_id = any(?::text[])) and timestamp <= ?::timestamptz and created_at <= ?::timestamptz`;
+const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectId, pgArray(g.personIds), pgArray(g.distinctIds), g.cutoff, g.cutoff];
+
+/**
+ * Deletes a group's events window by window in event time, oldest first. Each window's size adapts
+ * so a statement deletes about DELETE_CHUNK rows (short statements, the API stays responsive). The
+ * batch's count is on the lead request's row (rows_deleted), added in the delete's transaction: a
+ * worker killed at any point leaves it matching what is gone. (A RETURNING clause to count per
+ * request doubled the cost of the delete; the API does not show per-request counts.)
+ */
+async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: number, g: EventDeletionGroup, chunkDone: (n: number) => Promise<void>): Promise<void> {
+  // Where the oldest event of the group lies: one index probe per person and distinct id.
+  const [bounds] = await em.getConnection().execute<{ lo: number | null; hi: number }[]>(
+    `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
+       select (select timestamp from event where project_id = ? and person_id = p order by timestamp limit 1) as oldest from unnest(?::uuid[]) p
+       union all
+       select (select timestamp from event where project_id = ? and distinct_id = d order by timestamp limit 1) from unnest(?::text[]) d) x`,
+    [g.cutoff, projectId, pgArray(g.personIds), projectId, pgArray(g.distinctIds)],
+  );
+  if (bounds.lo === null) return;
+  const hi = Number(bounds.hi);
+  // Each window costs an index descent per person and distinct id whatever its size, so start wide
+  // (a sixteenth of the span) and let the row counts narrow it.
+  let span = Math.max(1000, Math.floor((hi - Number(bounds.lo)) / 16));
+  for (let from = Number(bounds.lo); from < hi; ) {
+    const to = Math.min(from + span, hi);
+    const n = await em.transactional(async (tx) => {
+      const ctx = tx.getTransactionContext();
+      const result = await tx
+        .getConnection()
+        .execute<{ affectedRows: number }>(
+          `delete from event where ${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`,
+          [...groupEventParams(projectId, g), from, to],
+          'run',
+          ctx,
+        );
+      if (result.affectedRows > 0) await tx.getConnection().execute(`update async_deletion set rows_deleted = rows_deleted + ? where id = ?`, [result.affectedRows, leadId], 'run', ctx);
+      return result.affectedRows;
+    });
+    await chunkDone(n);
+    // Aim the next window at DELETE_CHUNK rows, changing its length at most eightfold per step.
+    span = Math.max(1, Math.floor(n === 0 ? span * 8 : Math.min(span * 8, Math.max(span / 8, (span * DELETE_CHUNK) / n))));
+    from = to;
+  }
+}
+
+/** Persons and distinct ids of the batch that still have events up to their cutoff (zero when done). */
+async function countEventSurvivors(em: EntityManager, projectId: number, groups: EventDeletionGroup[]): Promise<number> {
+  let survivors = 0;
+  for (const g of groups) {
+    const [row] = await em.getConnection().execute<{ n: number }[]>(
+      `select count(*)::int as n from (
+         select 1 from unnest(?::uuid[]) p where exists (select 1 from event where project_id = ? and person_id = p and timestamp <= ?::timestamptz and created_at <= ?::timestamptz)
+         union all
+         select 1 from unnest(?::text[]) d where exists (select 1 from event where project_id = ? and distinct_id = d and timestamp <= ?::timestamptz and created_at <= ?::timestamptz)) x`,
+      [pgArray(g.personIds), projectId, g.cutoff, g.cutoff, pgArray(g.distinctIds), projectId, g.cutoff, g.cutoff],
+    );
+    survivors += row.n;
+  }
+  return survivors;
+}
+
+interface RecordingTarget {
   projectId: number;
   personUuid: string;
   distinctIds: string;
   cutoff: Date;
 }
 
-function targetOf(row: ClaimedRow): Target {
-  return { type: row.deletion_type, projectId: row.project_id, personUuid: row.key, distinctIds: JSON.stringify(row.distinct_ids ?? []), cutoff: row.cutoff };
+function targetOf(row: ClaimedRow): RecordingTarget {
+  return { projectId: row.project_id, personUuid: row.key, distinctIds: JSON.stringify(row.distinct_ids ?? []), cutoff: row.cutoff };
 }
 
-// A person's data: rows recorded under its uuid, or under one of the distinct ids it had when the
-// request was made — and only what existed then.
-// Two branches, each able to use its own index ((project_id, person_id, timestamp) and
-// (project_id, distinct_id, timestamp)); an OR of the two would scan the whole table.
-const EVENT_MATCH_ROWS = `select uuid, timestamp from event where project_id = ? and person_id = ?::uuid and timestamp <= ? and created_at <= ?
-  union
-  select uuid, timestamp from event where project_id = ? and distinct_id in (select jsonb_array_elements_text(?::jsonb)) and timestamp <= ? and created_at <= ?`;
-const eventMatchParams = (t: Target) => [t.projectId, t.personUuid, t.cutoff, t.cutoff, t.projectId, t.distinctIds, t.cutoff, t.cutoff];
 const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id in (select jsonb_array_elements_text(?::jsonb))) and created_at <= ?`;
+const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid, t.distinctIds, t.cutoff];
 
-/**
- * Deletes one chunk and, in the same statement, adds it to the request's progress and renews the
- * lease: a worker killed at any point leaves the count exactly matching what is gone.
- */
-async function deleteChunk(em: EntityManager, t: Target, deletionId: string): Promise<number> {
-  const conn = em.getConnection();
-  if (t.type === 'person_events') {
-    const [row] = await conn.execute<any[]>(
-      `with gone as (
-         delete from event e using (select * from (${EVENT_MATCH_ROWS}) m limit ?) s
-          where e.project_id = ? and e.uuid = s.uuid and e.timestamp = s.timestamp returning 1)
-       update async_deletion set rows_deleted = rows_deleted + (select count(*) from gone), lease_until = now() + make_interval(secs => ?)
-        where id = ? returning (select count(*) from gone)::int as n`,
-      [...eventMatchParams(t), DELETE_CHUNK, t.projectId, LEASE_SECONDS, deletionId],
-    );
-    return row.n;
-  }
-  // Recordings: a chunk of sessions, snapshots first.
+/** Recordings: a chunk of sessions, snapshots first, progress and lease in the same transaction. */
+async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, deletionId: string): Promise<number> {
   return em.transactional(async (tx) => {
     const c = tx.getConnection();
     const ctx = tx.getTransactionContext();
     const sessions = await c.execute<{ session_id: string }[]>(
       `select session_id from session_recording where ${RECORDING_MATCH} order by id limit ? for update skip locked`,
-      [t.projectId, t.personUuid, t.distinctIds, t.cutoff, Math.max(1, Math.floor(DELETE_CHUNK / 50))],
+      [...recordingMatchParams(t), Math.max(1, Math.floor(DELETE_CHUNK / 50))],
       'all',
       ctx,
     );
@@ -126,12 +247,8 @@ async function deleteChunk(em: EntityManager, t: Target, deletionId: string): Pr
   });
 }
 
-async function countSurvivors(em: EntityManager, t: Target): Promise<number> {
-  const sql =
-    t.type === 'person_events'
-      ? { q: `select count(*)::int as n from (${EVENT_MATCH_ROWS}) m`, p: eventMatchParams(t) }
-      : { q: `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`, p: [t.projectId, t.personUuid, t.distinctIds, t.cutoff] };
-  const [row] = await em.getConnection().execute<any[]>(sql.q, sql.p);
+async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
+  const [row] = await em.getConnection().execute<any[]>(`select count(*)::int as n from session_recording where ${RECORDING_MATCH}`, recordingMatchParams(t));
   return row.n;
 }
 

@@ -9,6 +9,7 @@ import { Migration0012DeletionScheduling } from './0012-deletion-scheduling.ts';
 import { Migration0013EventDefinitionEnterprise } from './0013-event-definition-enterprise.ts';
 import { Migration0014Experiments } from './0014-experiments.ts';
 import { Migration0015PersonNameSearch } from './0015-person-name-search.ts';
+import { Migration0016DeletionBatches } from './0016-deletion-batches.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -20,4 +21,5 @@ export const migrationsList = [
   { name: '0013-event-definition-enterprise', class: Migration0013EventDefinitionEnterprise },
   { name: '0014-experiments', class: Migration0014Experiments },
   { name: '0015-person-name-search', class: Migration0015PersonNameSearch },
+  { name: '0016-deletion-batches', class: Migration0016DeletionBatches },
 ];
