@@ -20,9 +20,14 @@ export async function benchSetup() {
 }
 
 /** The API as its own process (what users run), on a free port. */
-export async function startApiProcess(env: Record<string, string> = {}): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
+export const startApiProcess = (env: Record<string, string> = {}) => startServerProcess('api/main.ts', env);
+
+/** The bare Koa + pg baseline (bench/baseline/bare-koa.ts) as its own process. */
+export const startBareKoaProcess = () => startServerProcess('bench/baseline/bare-koa.ts');
+
+async function startServerProcess(script: string, env: Record<string, string> = {}): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
   const port = 20_000 + Math.floor(Math.random() * 10_000);
-  const child = spawn(process.execPath, ['api/main.ts'], {
+  const child = spawn(process.execPath, [script], {
     cwd: root,
     env: { ...process.env, DATABASE_URL: BENCH_DATABASE_URL, PORT: String(port), RATE_LIMIT_ENABLED: 'false', LOG_LEVEL: 'silent', REDIS_PREFIX: 'bench', DATABASE_POOL_MAX: '16', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],

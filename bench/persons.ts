@@ -1,7 +1,7 @@
 // Person reads at scale: a project with BENCH_PERSONS (1,000,000) persons; GET by id, list with an
 // email filter, list with a properties filter, search, and bulk_delete of 1000 — p50/p99 over HTTP
 // beside the same query as raw SQL through pg, in the same run.
-import { benchSetup, startApiProcess } from './harness.ts';
+import { benchSetup, startApiProcess, startBareKoaProcess } from './harness.ts';
 import { percentile, progress, timed } from './stats.ts';
 
 const N = Number(process.env.BENCH_PERSONS ?? 1_000_000);
@@ -9,6 +9,7 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 200);
 
 const { orm, account, pool } = await benchSetup();
 const api = await startApiProcess();
+const bare = await startBareKoaProcess();
 const pid = account.projectId;
 
 console.log(`persons: generating ${N} persons…`);
@@ -32,27 +33,39 @@ await pool.query('analyze person; analyze person_distinct_id');
 console.log('');
 
 const auth = { authorization: `Bearer ${account.apiKey}` };
-async function compare(name: string, http: (i: number) => string, sql: (i: number) => [string, unknown[]]) {
+async function fetchOk(name: string, url: string, headers: Record<string, string> = {}) {
+  const res = await fetch(url, { headers });
+  await res.arrayBuffer();
+  if (res.status !== 200) throw new Error(`${name}: ${res.status}`);
+}
+/** p50/p99 of the API beside raw SQL and, when `bareUrl` is given, beside a bare Koa handler running that SQL. */
+async function compare(name: string, http: (i: number) => string, sql: (i: number) => [string, unknown[]], bareUrl?: (i: number) => string) {
   const httpTimes: number[] = [];
   const sqlTimes: number[] = [];
+  const bareTimes: number[] = [];
   for (let i = 0; i < SAMPLES; i++) {
     sqlTimes.push(await timed(() => pool.query(...sql(i))));
-    httpTimes.push(
-      await timed(async () => {
-        const res = await fetch(api.baseUrl + http(i), { headers: auth });
-        await res.arrayBuffer();
-        if (res.status !== 200) throw new Error(`${name}: ${res.status}`);
-      }),
-    );
+    if (bareUrl) bareTimes.push(await timed(() => fetchOk(`${name} (bare Koa)`, bare.baseUrl + bareUrl(i))));
+    httpTimes.push(await timed(() => fetchOk(name, api.baseUrl + http(i), auth)));
   }
   const h50 = percentile(httpTimes, 50);
   const s50 = percentile(sqlTimes, 50);
-  console.log(`  ${name.padEnd(24)} HTTP p50 ${h50.toFixed(2)} ms p99 ${percentile(httpTimes, 99).toFixed(2)} ms | raw SQL p50 ${s50.toFixed(2)} ms p99 ${percentile(sqlTimes, 99).toFixed(2)} ms | p50 ratio ${(h50 / s50).toFixed(1)}x`);
+  const bareFigures = bareUrl
+    ? ` | bare Koa + pg p50 ${percentile(bareTimes, 50).toFixed(2)} ms p99 ${percentile(bareTimes, 99).toFixed(2)} ms, API/bare p50 ${(h50 / percentile(bareTimes, 50)).toFixed(1)}x`
+    : '';
+  console.log(
+    `  ${name.padEnd(24)} HTTP p50 ${h50.toFixed(2)} ms p99 ${percentile(httpTimes, 99).toFixed(2)} ms | raw SQL p50 ${s50.toFixed(2)} ms p99 ${percentile(sqlTimes, 99).toFixed(2)} ms | p50 ratio ${(h50 / s50).toFixed(1)}x${bareFigures}`,
+  );
 }
 
 const ids = (await pool.query(`select id from person where project_id = $1 order by random() limit $2`, [pid, SAMPLES])).rows.map((r) => r.id);
 const P = `/api/projects/${pid}/persons`;
-await compare('GET by id', (i) => `${P}/${ids[i]}/`, (i) => [`select p.*, array(select distinct_id from person_distinct_id d where d.person_id = p.id) from person p where project_id = $1 and id = $2`, [pid, ids[i]]]);
+await compare(
+  'GET by id',
+  (i) => `${P}/${ids[i]}/`,
+  (i) => [`select p.*, array(select distinct_id from person_distinct_id d where d.person_id = p.id) as distinct_ids from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
+  (i) => `/projects/${pid}/persons/${ids[i]}/`,
+);
 await compare('list, email filter', (i) => `${P}/?email=user${i * 997}@example${(i * 997) % 100}.com`, (i) => [`select * from person where project_id = $1 and properties @> $2::jsonb order by created_at desc, id desc limit 100`, [pid, JSON.stringify({ email: `user${i * 997}@example${(i * 997) % 100}.com` })]]);
 await compare('list, properties filter', () => `${P}/?limit=100&properties=${encodeURIComponent('[{"key":"plan","value":"pro"}]')}`, () => [`select * from person where project_id = $1 and properties @> '{"plan":"pro"}' order by created_at desc, id desc limit 100`, [pid]]);
 await compare('search', (i) => `${P}/?search=user${i * 991}@`, (i) => [`select * from person where project_id = $1 and (properties->>'email') ilike $2 order by created_at desc, id desc limit 100`, [pid, `%user${i * 991}@%`]]);
@@ -67,5 +80,6 @@ console.log(`  bulk_delete of 1000 persons (with delete_events): ${ms.toFixed(0)
 
 await pool.query(`delete from person where project_id = $1`, [pid]);
 await api.stop();
+await bare.stop();
 await pool.end();
 await orm.close();
