@@ -3,7 +3,7 @@ import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
-import { isUuid } from '../../shared/db/sql.ts';
+import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListItem, personListItemSchema, personRecord, personRecordSchema, type PersonWithIds } from './serializers.ts';
 import { changePersonProperties, deletePersons, deletionRequestView } from './service.ts';
@@ -287,14 +287,14 @@ export const personDeletionRoutes = [
         const uuids = ids.filter(isUuid);
         persons = await withDistinctIds(
           ctx.state.em,
-          `select p.* from person p where p.project_id = ? and (p.id in (select jsonb_array_elements_text(?::jsonb)::bigint) or p.uuid in (select jsonb_array_elements_text(?::jsonb)::uuid))`,
-          [projectId, JSON.stringify(numeric), JSON.stringify(uuids)],
+          `select p.* from person p where p.project_id = ? and (p.id = any(?::bigint[]) or p.uuid = any(?::uuid[]))`,
+          [projectId, pgArray(numeric), pgArray(uuids)],
         );
       } else {
         persons = await withDistinctIds(
           ctx.state.em,
-          `select p.* from person p where p.project_id = ? and p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id in (select jsonb_array_elements_text(?::jsonb)))`,
-          [projectId, projectId, JSON.stringify(distinctIds)],
+          `select p.* from person p where p.project_id = ? and p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = any(?::text[]))`,
+          [projectId, projectId, pgArray(distinctIds)],
         );
       }
       const options = { deleteEvents: flag(ctx, 'delete_events'), deleteRecordings: flag(ctx, 'delete_recordings'), keepPerson: flag(ctx, 'keep_person'), eventsMode: 'weekly' as const };

@@ -3,6 +3,7 @@
 // Runs inside the request's transaction; persons are locked (FOR UPDATE) before they are changed, so
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { pgArray } from '../db/sql.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
@@ -107,19 +108,22 @@ class PersonSession {
       [this.projectId, JSON.stringify(rows)],
     );
     const createdUuids = new Set(inserted.map((r) => r.uuid));
+    // Every lookup below names its full key (`= any(array)`): joined against a row set instead, a
+    // new project's stale statistics (estimated at one person) made the planner hash all its persons.
+    const uuids = pgArray(rows.map((r) => r.uuid));
     await this.execute(
       `insert into person_distinct_id (project_id, person_id, distinct_id)
-       select ?, p.id, r.distinct_id from jsonb_to_recordset(?::jsonb) as r(uuid uuid, distinct_id text)
-         join person p on p.project_id = ? and p.uuid = r.uuid
+       select ?, p.id, r.distinct_id from unnest(?::uuid[], ?::text[]) as r(uuid, distinct_id)
+         join person p on p.uuid = r.uuid
+        where p.project_id = ? and p.uuid = any(?::uuid[])
        order by r.distinct_id on conflict (project_id, distinct_id) do nothing`,
-      [this.projectId, JSON.stringify(rows), this.projectId],
+      [this.projectId, uuids, pgArray(rows.map((r) => r.distinct_id)), this.projectId, uuids],
     );
     await this.lockExisting(missing);
     // A person row whose distinct id was claimed by another person meanwhile is left without ids: remove it.
     await this.execute(
-      `delete from person p using jsonb_to_recordset(?::jsonb) as r(uuid uuid)
-        where p.project_id = ? and p.uuid = r.uuid and not exists (select 1 from person_distinct_id d where d.person_id = p.id)`,
-      [JSON.stringify(rows), this.projectId],
+      `delete from person p where p.project_id = ? and p.uuid = any(?::uuid[]) and not exists (select 1 from person_distinct_id d where d.person_id = p.id)`,
+      [this.projectId, uuids],
     );
     for (const id of missing) {
       const person = this.byDistinctId.get(id);
@@ -132,9 +136,9 @@ class PersonSession {
     const rows = await this.execute<any[]>(
       `select d.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
          from person_distinct_id d join person p on p.id = d.person_id
-        where d.project_id = ? and d.distinct_id in (select jsonb_array_elements_text(?::jsonb))
+        where d.project_id = ? and d.distinct_id = any(?::text[])
         order by p.id for update of p`,
-      [this.projectId, JSON.stringify(distinctIds)],
+      [this.projectId, pgArray(distinctIds)],
     );
     const byId = new Map<string, LockedPerson>();
     for (const person of this.byDistinctId.values()) byId.set(String(person.id), person);
@@ -239,8 +243,11 @@ class PersonSession {
       `update person p set properties = v.properties, is_identified = v.is_identified, created_at = v.created_at,
               version = greatest(p.version, v.version) + 1
          from jsonb_to_recordset(?::jsonb) as v(id bigint, properties jsonb, is_identified boolean, created_at timestamptz, version bigint)
-        where p.id = v.id`,
-      [JSON.stringify(changed.map((p) => ({ id: p.id, properties: p.properties, is_identified: p.is_identified, created_at: p.created_at.toISOString(), version: p.version })))],
+        where p.id = v.id and p.id = any(?::bigint[])`,
+      [
+        JSON.stringify(changed.map((p) => ({ id: p.id, properties: p.properties, is_identified: p.is_identified, created_at: p.created_at.toISOString(), version: p.version }))),
+        pgArray(changed.map((p) => p.id)),
+      ],
     );
   }
 }

@@ -210,15 +210,16 @@ async function countEventSurvivors(em: EntityManager, projectId: number, groups:
 interface RecordingTarget {
   projectId: number;
   personUuid: string;
+  /** A PostgreSQL array literal (pgArray). */
   distinctIds: string;
   cutoff: Date;
 }
 
 function targetOf(row: ClaimedRow): RecordingTarget {
-  return { projectId: row.project_id, personUuid: row.key, distinctIds: JSON.stringify(row.distinct_ids ?? []), cutoff: row.cutoff };
+  return { projectId: row.project_id, personUuid: row.key, distinctIds: pgArray(row.distinct_ids ?? []), cutoff: row.cutoff };
 }
 
-const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id in (select jsonb_array_elements_text(?::jsonb))) and created_at <= ?`;
+const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id = any(?::text[])) and created_at <= ?`;
 const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid, t.distinctIds, t.cutoff];
 
 /** Recordings: a chunk of sessions, snapshots first, progress and lease in the same transaction. */
@@ -233,14 +234,14 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
       ctx,
     );
     if (sessions.length === 0) return 0;
-    const ids = JSON.stringify(sessions.map((s) => s.session_id));
+    const ids = pgArray(sessions.map((s) => s.session_id));
     const snapshots = await c.execute<any[]>(
-      `delete from session_recording_snapshot where project_id = ? and session_id in (select jsonb_array_elements_text(?::jsonb)) returning 1`,
+      `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[]) returning 1`,
       [t.projectId, ids],
       'all',
       ctx,
     );
-    await c.execute(`delete from session_recording where project_id = ? and session_id in (select jsonb_array_elements_text(?::jsonb))`, [t.projectId, ids], 'run', ctx);
+    await c.execute(`delete from session_recording where project_id = ? and session_id = any(?::text[])`, [t.projectId, ids], 'run', ctx);
     const n = sessions.length + snapshots.length;
     await c.execute(`update async_deletion set rows_deleted = rows_deleted + ?, lease_until = now() + make_interval(secs => ?) where id = ?`, [n, LEASE_SECONDS, deletionId], 'run', ctx);
     return n;
