@@ -6,6 +6,8 @@ import { processPersons, type IngestEvent } from './persons.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
+/** Projects whose ingested_event flag this process has set (it is never cleared): one write per project, not per request. */
+const projectsIngesting = new Set<number>();
 
 export async function ingestEvents(em: EntityManager, projectId: number, events: IngestEvent[]): Promise<void> {
   if (events.length === 0) return;
@@ -21,8 +23,10 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
           ordinary.map((r) => ({ uuid: r.uuid, projectId, event: r.event, distinctId: r.distinctId, personId: r.personId, properties: r.properties, timestamp: r.timestamp })),
         );
         await storeRecordings(tx as EntityManager, projectId, recordings);
-        await tx.getConnection().execute(`update project set ingested_event = true where id = ? and not ingested_event`, [projectId], 'run', tx.getTransactionContext());
+        if (!projectsIngesting.has(projectId))
+          await tx.getConnection().execute(`update project set ingested_event = true where id = ? and not ingested_event`, [projectId], 'run', tx.getTransactionContext());
       });
+      projectsIngesting.add(projectId);
       return;
     } catch (error) {
       if (attempt < 4 && RETRYABLE.has((error as { code?: string }).code ?? '')) continue;

@@ -101,35 +101,47 @@ class PersonSession {
     for (const e of events) if (!firstSeen.has(e.distinctId)) firstSeen.set(e.distinctId, e);
     const rows = missing.map((id) => ({ uuid: personUuidFor(this.projectId, id), distinct_id: id, created_at: firstSeen.get(id)!.timestamp.toISOString() }));
     // Deterministic uuids make a concurrent create of the same distinct id collide here and wait.
-    const inserted = await this.execute<{ uuid: string }[]>(
+    const inserted = await this.execute<{ id: string; uuid: string; properties: Properties; is_identified: boolean; created_at: string; version: string }[]>(
       `insert into person (uuid, project_id, properties, created_at)
        select r.uuid, ?, '{}'::jsonb, r.created_at from jsonb_to_recordset(?::jsonb) as r(uuid uuid, created_at timestamptz)
-       order by r.uuid on conflict (project_id, uuid) do nothing returning uuid`,
+       order by r.uuid on conflict (project_id, uuid) do nothing returning id, uuid, properties, is_identified, created_at, version`,
       [this.projectId, JSON.stringify(rows)],
     );
-    const createdUuids = new Set(inserted.map((r) => r.uuid));
-    // Every lookup below names its full key (`= any(array)`): joined against a row set instead, a
-    // new project's stale statistics (estimated at one person) made the planner hash all its persons.
-    const uuids = pgArray(rows.map((r) => r.uuid));
-    await this.execute(
-      `insert into person_distinct_id (project_id, person_id, distinct_id)
-       select ?, p.id, r.distinct_id from unnest(?::uuid[], ?::text[]) as r(uuid, distinct_id)
-         join person p on p.uuid = r.uuid
-        where p.project_id = ? and p.uuid = any(?::uuid[])
-       order by r.distinct_id on conflict (project_id, distinct_id) do nothing`,
-      [this.projectId, uuids, pgArray(rows.map((r) => r.distinct_id)), this.projectId, uuids],
-    );
-    await this.lockExisting(missing);
-    // A person row whose distinct id was claimed by another person meanwhile is left without ids: remove it.
-    await this.execute(
-      `delete from person p where p.project_id = ? and p.uuid = any(?::uuid[]) and not exists (select 1 from person_distinct_id d where d.person_id = p.id)`,
-      [this.projectId, uuids],
-    );
-    for (const id of missing) {
-      const person = this.byDistinctId.get(id);
-      if (!person) throw new Error('person for distinct id could not be created');
-      if (createdUuids.has(person.uuid)) person.created = true;
+    // Persons this transaction created are its own until it commits (no other can see or lock them):
+    // link their distinct ids by id and use them as inserted, without reading them back.
+    const created = new Map(inserted.map((p) => [p.uuid, p]));
+    const ours = rows.filter((r) => created.has(r.uuid));
+    const linked = new Set<string>();
+    if (ours.length > 0) {
+      const rowsLinked = await this.execute<{ distinct_id: string }[]>(
+        `insert into person_distinct_id (project_id, person_id, distinct_id)
+         select ?, r.person_id, r.distinct_id from unnest(?::bigint[], ?::text[]) as r(person_id, distinct_id)
+         order by r.distinct_id on conflict (project_id, distinct_id) do nothing returning distinct_id`,
+        [this.projectId, pgArray(ours.map((r) => created.get(r.uuid)!.id)), pgArray(ours.map((r) => r.distinct_id))],
+      );
+      for (const r of rowsLinked) linked.add(r.distinct_id);
     }
+    for (const r of ours) {
+      if (!linked.has(r.distinct_id)) continue;
+      const p = created.get(r.uuid)!;
+      this.byDistinctId.set(r.distinct_id, {
+        id: String(p.id),
+        uuid: p.uuid,
+        properties: p.properties ?? {},
+        is_identified: p.is_identified,
+        created_at: new Date(p.created_at),
+        version: String(p.version),
+        changed: false,
+        created: true,
+      });
+    }
+    // A person created here whose distinct id another request claimed meanwhile has no ids: remove it.
+    const orphans = ours.filter((r) => !linked.has(r.distinct_id)).map((r) => created.get(r.uuid)!.id);
+    if (orphans.length > 0) await this.execute(`delete from person where id = any(?::bigint[])`, [pgArray(orphans)]);
+    // Distinct ids another request created a person for: lock that person.
+    const theirs = missing.filter((id) => !this.byDistinctId.has(id));
+    if (theirs.length > 0) await this.lockExisting(theirs);
+    for (const id of missing) if (!this.byDistinctId.has(id)) throw new Error('person for distinct id could not be created');
   }
 
   private async lockExisting(distinctIds: string[]): Promise<void> {
