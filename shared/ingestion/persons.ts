@@ -144,13 +144,18 @@ class PersonSession {
     for (const id of missing) if (!this.byDistinctId.has(id)) throw new Error('person for distinct id could not be created');
   }
 
+  // One index probe per distinct id (a LATERAL … LIMIT 1 is not flattened into a join), so the whole
+  // key is always the index condition. With `= any(array)`, statistics older than the project (it
+  // looked empty) made the planner scan all the project's distinct ids and filter: ingestion into a
+  // new project slowed as it grew, down to ~550 events/s in bench/ingestion.
   private async lockExisting(distinctIds: string[]): Promise<void> {
     const rows = await this.execute<any[]>(
-      `select d.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
-         from person_distinct_id d join person p on p.id = d.person_id
-        where d.project_id = ? and d.distinct_id = any(?::text[])
+      `select r.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
+         from unnest(?::text[]) as r(distinct_id)
+         cross join lateral (select person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = r.distinct_id limit 1) d
+         join person p on p.id = d.person_id
         order by p.id for update of p`,
-      [this.projectId, pgArray(distinctIds)],
+      [pgArray(distinctIds), this.projectId],
     );
     const byId = new Map<string, LockedPerson>();
     for (const person of this.byDistinctId.values()) byId.set(String(person.id), person);
