@@ -9,5 +9,6 @@ export function createApiQueues(redis: Redis, config: Pick<Config, 'redisPrefix'
   return {
     deletions: createQueue(QUEUE_NAMES.deletions, redis, prefix),
     experimentResults: createQueue(QUEUE_NAMES.experimentResults, redis, prefix),
+    maintenance: createQueue(QUEUE_NAMES.maintenance, redis, prefix),
   };
 }

@@ -14,6 +14,8 @@ export const QUEUE_NAMES = {
   deletions: 'deletions',
   /** Experiment result computation, scheduled daily and on demand. */
   experimentResults: 'experiment-results',
+  /** Database upkeep: planner statistics of fast-growing tables. */
+  maintenance: 'maintenance',
 } as const;
 
 export interface DeletionJobData {

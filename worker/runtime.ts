@@ -12,6 +12,7 @@ export function createWorkerQueues(deps: Pick<WorkerDeps, 'config' | 'connection
   return {
     deletions: createQueue(QUEUE_NAMES.deletions, deps.connection, prefix),
     experimentResults: createQueue(QUEUE_NAMES.experimentResults, deps.connection, prefix),
+    maintenance: createQueue(QUEUE_NAMES.maintenance, deps.connection, prefix),
   };
 }
 

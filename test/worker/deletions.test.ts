@@ -51,7 +51,8 @@ describe('schedulers', () => {
     expect(offPeak.getUTCHours()).toBe(3);
     expect(offPeak.getTime() - Date.now()).toBeLessThanOrEqual(86400_000);
     expect(schedules({ DELETION_WEEKLY_CRON: '0 6 * * 6' })[0].pattern).toBe('0 6 * * 6');
-    for (const s of found) await worker.deps.queues.deletions.removeJobScheduler(s.key!); // no surprise runs during the other tests
+    // No surprise runs during the other tests.
+    for (const queue of Object.values(worker.deps.queues)) for (const s of await queue.getJobSchedulers()) await queue.removeJobScheduler(s.key!);
   });
 });
 

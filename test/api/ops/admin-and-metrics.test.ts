@@ -28,7 +28,7 @@ describe('queue dashboard', () => {
     expect(ok.status).toBe(200);
     expect(await ok.text()).toContain('<html');
     const queues = await fetch(`${api.baseUrl}/admin/queues/api/queues`, { headers: { authorization: `Basic ${Buffer.from('admin:s3cret').toString('base64')}` } });
-    expect((await queues.json()).queues.map((q: any) => q.name).sort()).toEqual(['deletions', 'experiment-results']);
+    expect((await queues.json()).queues.map((q: any) => q.name).sort()).toEqual(['deletions', 'experiment-results', 'maintenance']);
   });
 
   it('is not mounted without ADMIN_PASSWORD', async () => {
