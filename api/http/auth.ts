@@ -43,34 +43,42 @@ function findKey(ctx: Context, body: unknown): { value: string; source: string }
   return null;
 }
 
-/** The project a project route names, looked up in the key's query; checked only after the scopes, in PostHog's order. */
-export interface ProjectLookup {
-  param: string;
-  row: (ProjectRow & { is_member: boolean }) | null;
-}
+type ProjectWithMembership = ProjectRow & { is_member: boolean };
 
-const KEY_COLUMNS = ['key_id', 'user_id', 'scopes', 'scoped_teams', 'scoped_organizations', 'last_used_at', 'current_project_id'];
+/** A project with `is_member`: whether the user `userRef` (an SQL expression) belongs to its organization. */
+const projectWithMembership = (userRef: string) =>
+  `select p.*, exists(select 1 from organization_membership m where m.organization_id = p.organization_id and m.user_id = ${userRef}) as is_member from project p`;
+
+/** `:project_id` as a project id, `'current'` for `@current`, or null when it names no project. */
+const parseProjectParam = (param: string): number | 'current' | null => (param === '@current' ? 'current' : /^\d{1,9}$/.test(param) ? Number(param) : null);
 
 /**
  * Finds the key's user and, for a project route (`projectIdParam`), the project in the same round
- * trip: every project request needs both.
+ * trip: every project request needs both. `project` is left undefined when it was not looked up
+ * (not a project route, a malformed id, or `@current` for a user without a current project).
  */
-export async function authenticate(ctx: Context, em: EntityManager, body: unknown, projectIdParam?: string): Promise<{ key: AuthenticatedKey; project?: ProjectLookup }> {
+export async function authenticate(
+  ctx: Context,
+  em: EntityManager,
+  body: unknown,
+  projectIdParam?: string,
+): Promise<{ key: AuthenticatedKey; project?: ProjectWithMembership | null }> {
   const found = findKey(ctx, body);
   if (!found) throw notAuthenticated();
-  const lookUpProject = projectIdParam !== undefined && (projectIdParam === '@current' || /^\d{1,9}$/.test(projectIdParam));
+  const wanted = projectIdParam === undefined ? null : parseProjectParam(projectIdParam);
+  // The key's columns are prefixed key_; every other column is the project's.
   const rows = await em.getConnection().execute<any[]>(
-    `select k.id as key_id, k.user_id, k.scopes, k.scoped_teams, k.scoped_organizations, k.last_used_at, u.current_project_id, p.*
+    `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
+            k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at, u.current_project_id as key_current_project_id, p.*
        from personal_api_key k join app_user u on u.id = k.user_id
-       left join lateral (select p.*, exists(select 1 from organization_membership m where m.organization_id = p.organization_id and m.user_id = u.id) as is_member
-                            from project p where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
+       left join lateral (${projectWithMembership('u.id')} where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
       where k.secure_value = ? and u.is_active`,
-    [lookUpProject, lookUpProject && projectIdParam !== '@current' ? Number(projectIdParam) : null, hashPersonalApiKey(found.value)],
+    [wanted !== null, typeof wanted === 'number' ? wanted : null, hashPersonalApiKey(found.value)],
   );
   const row = rows[0];
   if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
   // last_used_at moves at most once an hour, so reads do not turn into writes.
-  const lastUsed = row.last_used_at ? new Date(row.last_used_at).getTime() : 0;
+  const lastUsed = row.key_last_used_at ? new Date(row.key_last_used_at).getTime() : 0;
   if (Date.now() - lastUsed > 3600_000) {
     em.getConnection()
       .execute(`update personal_api_key set last_used_at = now() where id = ?`, [row.key_id])
@@ -78,17 +86,15 @@ export async function authenticate(ctx: Context, em: EntityManager, body: unknow
   }
   const key: AuthenticatedKey = {
     keyId: row.key_id,
-    userId: row.user_id,
-    scopes: row.scopes,
-    scopedTeams: row.scoped_teams,
-    scopedOrganizations: row.scoped_organizations,
-    currentProjectId: row.current_project_id,
+    userId: row.key_user_id,
+    scopes: row.key_scopes,
+    scopedTeams: row.key_scoped_teams,
+    scopedOrganizations: row.key_scoped_organizations,
+    currentProjectId: row.key_current_project_id,
   };
-  if (!lookUpProject) return { key };
-  for (const column of KEY_COLUMNS) delete row[column];
-  // No current project: resolveProject falls back to the first one the user can reach.
-  if (projectIdParam === '@current' && key.currentProjectId === null) return { key };
-  return { key, project: { param: projectIdParam!, row: row.id === null ? null : row } };
+  if (wanted === null || (wanted === 'current' && key.currentProjectId === null)) return { key };
+  if (row.id === null) return { key, project: null };
+  return { key, project: Object.fromEntries(Object.entries(row).filter(([column]) => !column.startsWith('key_'))) as unknown as ProjectWithMembership };
 }
 
 export function requireScopes(key: AuthenticatedKey, required: readonly string[]): void {
@@ -97,24 +103,17 @@ export function requireScopes(key: AuthenticatedKey, required: readonly string[]
   }
 }
 
-/** Resolves `:project_id` (an integer or `@current`) to a project the key may act on; `lookup` is the row authenticate() found for it. */
-export async function resolveProject(em: EntityManager, key: AuthenticatedKey, projectIdParam: string, lookup?: ProjectLookup): Promise<ProjectRow> {
-  let project = lookup?.param === projectIdParam ? lookup.row : undefined;
+/**
+ * Resolves `:project_id` (an integer or `@current`) to a project the key may act on. `prefetched` is
+ * the row authenticate() found for it (null: none), undefined when it was not looked up.
+ */
+export async function resolveProject(em: EntityManager, key: AuthenticatedKey, projectIdParam: string, prefetched?: ProjectWithMembership | null): Promise<ProjectRow> {
+  let project = prefetched;
   if (project === undefined) {
-    let projectId: number | null;
-    if (projectIdParam === '@current') {
-      projectId = key.currentProjectId ?? (await firstAccessibleProjectId(em, key));
-      if (projectId === null) throw notFound('Project not found.');
-    } else if (/^\d{1,9}$/.test(projectIdParam)) {
-      projectId = Number(projectIdParam);
-    } else {
-      throw notFound('Project not found.');
-    }
-    const rows = await em.getConnection().execute<any[]>(
-      `select p.*, exists(select 1 from organization_membership m where m.organization_id = p.organization_id and m.user_id = ?) as is_member
-         from project p where p.id = ?`,
-      [key.userId, projectId],
-    );
+    const wanted = parseProjectParam(projectIdParam);
+    const projectId = wanted === 'current' ? (key.currentProjectId ?? (await firstAccessibleProjectId(em, key))) : wanted;
+    if (projectId === null) throw notFound('Project not found.');
+    const rows = await em.getConnection().execute<ProjectWithMembership[]>(`${projectWithMembership('?')} where p.id = ?`, [key.userId, projectId]);
     project = rows[0] ?? null;
   }
   if (!project) throw notFound('Project not found.');
