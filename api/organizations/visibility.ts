@@ -52,19 +52,17 @@ export async function visibleProjects(em: EntityManager, key: AuthenticatedKey, 
  * not a member of are 404, as in PostHog; one outside the key's scoping is 403 naming it.
  */
 export async function resolveOrganization(em: EntityManager, key: AuthenticatedKey, param: string): Promise<OrganizationRow> {
-  const visible = await visibleOrganizations(em, { ...key, scopedOrganizations: null, scopedTeams: null });
+  // The user's organizations, and those the key's scoping leaves visible.
+  const [memberOf, visible] = await Promise.all([visibleOrganizations(em, { ...key, scopedOrganizations: null, scopedTeams: null }), visibleOrganizations(em, key)]);
   let organization: OrganizationRow | undefined;
   if (param === '@current') {
     const [user] = await em.getConnection().execute<any[]>(`select current_organization_id from app_user where id = ?`, [key.userId]);
-    const scoped = await visibleOrganizations(em, key);
-    organization = scoped.find((o) => o.id === user?.current_organization_id) ?? scoped[0];
+    organization = visible.find((o) => o.id === user?.current_organization_id) ?? visible[0];
   } else if (isUuid(param)) {
-    organization = visible.find((o) => o.id === param.toLowerCase());
+    organization = memberOf.find((o) => o.id === param.toLowerCase());
   }
   if (!organization) throw notFound('Organization not found.');
-  if (key.scopedOrganizations?.length && !key.scopedOrganizations.includes(organization.id))
-    throw permissionDenied(`API key does not have access to the requested organization: ID ${organization.id}.`);
-  if (key.scopedTeams?.length && !(await visibleOrganizations(em, key)).some((o) => o.id === organization.id))
+  if (!visible.some((o) => o.id === organization.id))
     throw permissionDenied(`API key does not have access to the requested organization: ID ${organization.id}.`);
   return organization;
 }
