@@ -43,6 +43,18 @@ async function userByEmail(em: EntityManager, email: string): Promise<{ id: numb
   return user;
 }
 
+/** Deactivating a user makes their keys answer 401 at once; activating brings them back. */
+const userActiveCommand = (active: boolean): Command => ({
+  usage: '--user EMAIL',
+  options: text('user'),
+  required: ['user'],
+  run: async (em, v) => {
+    const user = await userByEmail(em, String(v.user));
+    await setUserActive(em, user.id, active);
+    return { user: user.email, active };
+  },
+});
+
 const commands: Record<string, Command> = {
   'org create': {
     usage: '--name NAME',
@@ -96,7 +108,10 @@ const commands: Record<string, Command> = {
     usage: '--project PROJECT_ID',
     options: text('project'),
     required: ['project'],
-    run: async (em, v) => ({ id: projectIds(v.project)[0], api_token: await rotateProjectToken(em, projectIds(v.project)[0]) }),
+    run: async (em, v) => {
+      const [id] = projectIds(v.project);
+      return { id, api_token: await rotateProjectToken(em, id) };
+    },
   },
   'user create': {
     usage: '--email EMAIL --org ORG_ID [--first-name F] [--last-name L] [--level member|admin|owner]',
@@ -126,26 +141,8 @@ const commands: Record<string, Command> = {
            from app_user u order by u.id`,
       ),
   },
-  'user deactivate': {
-    usage: '--user EMAIL',
-    options: text('user'),
-    required: ['user'],
-    run: async (em, v) => {
-      const user = await userByEmail(em, String(v.user));
-      await setUserActive(em, user.id, false);
-      return { user: user.email, active: false };
-    },
-  },
-  'user activate': {
-    usage: '--user EMAIL',
-    options: text('user'),
-    required: ['user'],
-    run: async (em, v) => {
-      const user = await userByEmail(em, String(v.user));
-      await setUserActive(em, user.id, true);
-      return { user: user.email, active: true };
-    },
-  },
+  'user deactivate': userActiveCommand(false),
+  'user activate': userActiveCommand(true),
   'key create': {
     usage: '--user EMAIL --label LABEL --scopes "person:read,experiment:write"|"*" [--projects 1,2] [--orgs ORG_ID,…]',
     options: { ...text('user'), ...text('label'), ...text('scopes'), ...text('projects'), ...text('orgs') },
