@@ -1,7 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { QUEUE_NAMES } from '../shared/queues.ts';
+import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 
 /** What request handlers reach through `ctx.deps`: built once per process in main.ts (or per test). */
@@ -10,5 +9,5 @@ export interface AppDeps {
   orm: MikroORM;
   redis: Redis;
   /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
-  queues: Record<keyof typeof QUEUE_NAMES, Queue>;
+  queues: Queues;
 }

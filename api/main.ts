@@ -4,12 +4,12 @@ import { initOrm } from '../shared/db/orm.ts';
 import { logger } from '../shared/logger.ts';
 import { createApiRedis } from '../shared/redis.ts';
 import { createApp, listen } from './app.ts';
-import { createApiQueues } from './queues.ts';
+import { createQueues } from '../shared/queues.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();
 redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
-const queues = createApiQueues(redis, config);
+const queues = createQueues(redis, config);
 const app = createApp({ config, orm, redis, queues });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');

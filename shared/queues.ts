@@ -26,6 +26,14 @@ export interface DeletionJobData {
 /** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
 export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
 
+/** Every queue of QUEUE_NAMES, by key: the API's producers and the worker's own handles. */
+export type Queues = Record<keyof typeof QUEUE_NAMES, Queue>;
+
+export function createQueues(connection: ConnectionOptions, config: Pick<Config, 'redisPrefix'>): Queues {
+  const prefix = queuePrefix(config);
+  return Object.fromEntries(Object.entries(QUEUE_NAMES).map(([key, name]) => [key, createQueue(name, connection, prefix)])) as Queues;
+}
+
 export function createQueue(name: string, connection: ConnectionOptions, prefix: string): Queue {
   const queue = new Queue(name, {
     connection,

@@ -9,7 +9,7 @@ import { createOrganization, createPersonalApiKey, createProject, createUser } f
 import { loadConfig, type Config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
 import { createApiRedis } from '../shared/redis.ts';
-import { createApiQueues } from '../api/queues.ts';
+import { createQueues } from '../shared/queues.ts';
 import type { AppDeps } from '../api/deps.ts';
 
 export interface TestApi {
@@ -29,7 +29,7 @@ export async function startApi(overrides: (config: Config) => void = () => undef
   const orm = await initOrm(config.databaseUrl);
   const redis = createApiRedis(config.redisUrl);
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
-  const deps: AppDeps = { config, orm, redis, queues: createApiQueues(redis, config) };
+  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config) };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));
@@ -126,14 +126,14 @@ export const uniqueRedisPrefix = () => `t-${randomUUID().slice(0, 8)}`;
 /** An in-process worker (real BullMQ on the real Redis) under `redisPrefix`. */
 export async function startTestWorker(redisPrefix: string, overrides: (config: Config) => void = () => undefined) {
   const { createWorkerRedis } = await import('../shared/redis.ts');
-  const { createWorkerQueues, startWorkers } = await import('../worker/runtime.ts');
+  const { startWorkers } = await import('../worker/runtime.ts');
   const { logger } = await import('../shared/logger.ts');
   const config = loadConfig();
   config.redisPrefix = redisPrefix;
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
   const connection = createWorkerRedis(config.redisUrl);
-  const deps = { config, orm, connection, logger, queues: createWorkerQueues({ config, connection }) };
+  const deps = { config, orm, connection, logger, queues: createQueues(connection, config) };
   const running = await startWorkers(deps);
   return {
     deps,

@@ -1,9 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
-import type { QUEUE_NAMES } from '../shared/queues.ts';
+import type { Queues } from '../shared/queues.ts';
 
 export interface WorkerDeps {
   config: Config;
@@ -11,5 +10,5 @@ export interface WorkerDeps {
   connection: Redis;
   logger: Logger;
   /** Producers, for jobs that enqueue other jobs (batches, reconciler). */
-  queues: Record<keyof typeof QUEUE_NAMES, Queue>;
+  queues: Queues;
 }

@@ -6,12 +6,13 @@ import { logger } from '../shared/logger.ts';
 import { createWorkerRedis } from '../shared/redis.ts';
 import type { WorkerDeps } from './deps.ts';
 import { startWorkerMetrics } from './metrics.ts';
-import { createWorkerQueues, startWorkers, upsertSchedules } from './runtime.ts';
+import { startWorkers, upsertSchedules } from './runtime.ts';
+import { createQueues } from '../shared/queues.ts';
 
 const orm = await initOrm();
 const connection = createWorkerRedis();
 connection.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
-const deps: WorkerDeps = { config, orm, connection, logger, queues: createWorkerQueues({ config, connection }) };
+const deps: WorkerDeps = { config, orm, connection, logger, queues: createQueues(connection, config) };
 
 await upsertSchedules(deps);
 const metrics = startWorkerMetrics(deps);

@@ -1,20 +1,11 @@
 // Starting and stopping the worker's BullMQ workers; main.ts runs it as a process, tests in-process.
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { createQueue, QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
+import { QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
 import { markDeletionFailed } from './jobs/delete-person-data.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
 import { processors, schedules, type Schedule } from './jobs/index.ts';
-
-export function createWorkerQueues(deps: Pick<WorkerDeps, 'config' | 'connection'>): WorkerDeps['queues'] {
-  const prefix = queuePrefix(deps.config);
-  return {
-    deletions: createQueue(QUEUE_NAMES.deletions, deps.connection, prefix),
-    experimentResults: createQueue(QUEUE_NAMES.experimentResults, deps.connection, prefix),
-    maintenance: createQueue(QUEUE_NAMES.maintenance, deps.connection, prefix),
-  };
-}
 
 /** Upserting is idempotent by scheduler id: however many workers start, one scheduler per id results. */
 export async function upsertSchedules(deps: WorkerDeps, list: Schedule[] = schedules()): Promise<void> {
