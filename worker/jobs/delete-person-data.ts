@@ -26,7 +26,8 @@ interface ClaimedRow {
   deletion_type: 'person_events' | 'person_recordings';
   key: string;
   distinct_ids: string[] | null;
-  cutoff: Date;
+  /** As PostgreSQL prints it: a JavaScript Date would drop its microseconds. */
+  cutoff: string;
   claimed_by: string | null;
 }
 
@@ -44,10 +45,10 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
        update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
               lease_until = now() + make_interval(secs => ?), claimed_by = id
         where id = ? and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
-        returning id::text, project_id, deletion_type, key, distinct_ids, cutoff, claimed_by::text, true as claimed, status)
+        returning id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, true as claimed, status)
      select * from claimed
      union all
-     select id::text, project_id, deletion_type, key, distinct_ids, cutoff, claimed_by::text, false, status from async_deletion where id = ? and not exists (select 1 from claimed)`,
+     select id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, false, status from async_deletion where id = ? and not exists (select 1 from claimed)`,
     [LEASE_SECONDS, id, id],
   );
   if (!result) throw new UnrecoverableError(`deletion request ${id} does not exist`);
@@ -75,13 +76,20 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
     }
   };
   try {
+    let survivors: number;
     if (row.deletion_type === 'person_events') {
-      for (const group of await eventDeletionGroups(em, batch)) await deleteGroupEvents(em, id, row.project_id, group, chunkDone);
+      const groups = await eventDeletionGroups(em, batch);
+      for (const group of groups) await deleteGroupEvents(em, id, row.project_id, group, chunkDone);
+      survivors = await countEventSurvivors(em, row.project_id, groups);
     } else {
-      for (let n = -1; n !== 0; ) await chunkDone((n = await deleteRecordingsChunk(em, targetOf(row), id)));
+      const target = targetOf(row);
+      for (let n = -1; n !== 0; ) await chunkDone((n = await deleteRecordingsChunk(em, target, id)));
+      survivors = await countRecordingSurvivors(em, target);
     }
-    const survivors = row.deletion_type === 'person_events' ? await countEventSurvivors(em, row.project_id, await eventDeletionGroups(em, batch)) : await countRecordingSurvivors(em, targetOf(row));
-    if (survivors > 0) throw new Error(`deletion request ${id}: data of ${survivors} persons or distinct ids survived; retrying`);
+    if (survivors > 0) {
+      const what = row.deletion_type === 'person_events' ? 'persons or distinct ids still have events' : 'recordings survived';
+      throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
+    }
     await conn.execute(
       `update async_deletion set status = 'completed', delete_verified_at = now(), finished_at = now(), lease_until = null, last_error = null where id = any(?::bigint[])`,
       [pgArray(batch)],
@@ -116,9 +124,7 @@ async function claimCompanions(em: EntityManager, lead: ClaimedRow): Promise<str
 
 /** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
 interface EventDeletionGroup {
-  /** The cutoff as PostgreSQL prints it: a JavaScript Date would drop its microseconds. */
   cutoff: string;
-  requestIds: string[];
   personIds: string[];
   distinctIds: string[];
 }
@@ -126,15 +132,14 @@ interface EventDeletionGroup {
 async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<EventDeletionGroup[]> {
   const rows = await em
     .getConnection()
-    .execute<{ id: string; key: string; distinct_ids: string[]; cutoff: string }[]>(
-      `select id::text, key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
+    .execute<{ key: string; distinct_ids: string[]; cutoff: string }[]>(
+      `select key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
       [pgArray(batch)],
     );
   const groups = new Map<string, EventDeletionGroup>();
   for (const r of rows) {
     let group = groups.get(r.cutoff);
-    if (!group) groups.set(r.cutoff, (group = { cutoff: r.cutoff, requestIds: [], personIds: [], distinctIds: [] }));
-    group.requestIds.push(r.id);
+    if (!group) groups.set(r.cutoff, (group = { cutoff: r.cutoff, personIds: [], distinctIds: [] }));
     group.personIds.push(r.key);
     group.distinctIds.push(...r.distinct_ids);
   }
@@ -212,17 +217,17 @@ interface RecordingTarget {
   personUuid: string;
   /** A PostgreSQL array literal (pgArray). */
   distinctIds: string;
-  cutoff: Date;
+  cutoff: string;
 }
 
 function targetOf(row: ClaimedRow): RecordingTarget {
   return { projectId: row.project_id, personUuid: row.key, distinctIds: pgArray(row.distinct_ids ?? []), cutoff: row.cutoff };
 }
 
-const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id = any(?::text[])) and created_at <= ?`;
+const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id = any(?::text[])) and created_at <= ?::timestamptz`;
 const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid, t.distinctIds, t.cutoff];
 
-/** Recordings: a chunk of sessions, snapshots first, progress and lease in the same transaction. */
+/** Recordings: a chunk of sessions, snapshots first, progress in the same transaction. */
 async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, deletionId: string): Promise<number> {
   return em.transactional(async (tx) => {
     const c = tx.getConnection();
@@ -243,7 +248,7 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
     );
     await c.execute(`delete from session_recording where project_id = ? and session_id = any(?::text[])`, [t.projectId, ids], 'run', ctx);
     const n = sessions.length + snapshots.length;
-    await c.execute(`update async_deletion set rows_deleted = rows_deleted + ?, lease_until = now() + make_interval(secs => ?) where id = ?`, [n, LEASE_SECONDS, deletionId], 'run', ctx);
+    await c.execute(`update async_deletion set rows_deleted = rows_deleted + ? where id = ?`, [n, deletionId], 'run', ctx);
     return n;
   });
 }
