@@ -260,11 +260,8 @@ class PersonSession {
       `update person p set properties = v.properties, is_identified = v.is_identified, created_at = v.created_at,
               version = greatest(p.version, v.version) + 1
          from jsonb_to_recordset(?::jsonb) as v(id bigint, properties jsonb, is_identified boolean, created_at timestamptz, version bigint)
-        where p.id = v.id and p.id = any(?::bigint[])`,
-      [
-        JSON.stringify(changed.map((p) => ({ id: p.id, properties: p.properties, is_identified: p.is_identified, created_at: p.created_at.toISOString(), version: p.version }))),
-        pgArray(changed.map((p) => p.id)),
-      ],
+        where p.id = v.id`,
+      [JSON.stringify(changed.map((p) => ({ id: p.id, properties: p.properties, is_identified: p.is_identified, created_at: p.created_at.toISOString(), version: p.version })))],
     );
   }
 }
