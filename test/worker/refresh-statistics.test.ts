@@ -39,4 +39,10 @@ describe('statistics refresh job', () => {
     expect(analyzed).toContain('person');
     expect(await lastAnalyze('person')).toBeGreaterThan(before);
   });
+
+  it('fails at once, without retries, on a malformed threshold', async () => {
+    const job = await worker.deps.queues.maintenance.add('refresh-statistics', { minChangedRows: 'lots' });
+    await eventually(async () => (await job.isFailed()) || null); // failed, not delayed for a retry
+    expect((await worker.deps.queues.maintenance.getJob(job.id!))!.failedReason).toBe('invalid minChangedRows "lots"');
+  });
 });
