@@ -97,6 +97,38 @@ describe('concurrency', () => {
     expect(orphans.n).toBe(0);
   });
 
+  it('gives an event to the person that took its distinct id while the request created its own, leaving no orphan', async () => {
+    await capture({ event: 'e', distinct_id: 'claimant' });
+    const claimant = (await personOf('claimant'))!;
+    // Another transaction links 'contested' to the existing person and holds it uncommitted: the
+    // request finds no person for it, creates one, then waits on the distinct id's unique key.
+    let commit!: () => void;
+    const held = new Promise<void>((resolve) => (commit = resolve));
+    let linked!: () => void;
+    const linking = new Promise<void>((resolve) => (linked = resolve));
+    const other = api.orm.em.fork().transactional(async (tx) => {
+      await tx
+        .getConnection()
+        .execute(`insert into person_distinct_id (project_id, person_id, distinct_id) select project_id, id, 'contested' from person where uuid = ?`, [claimant.uuid], 'run', tx.getTransactionContext());
+      linked();
+      await held;
+    });
+    await linking;
+    const request = capture({ event: 'contested-event', distinct_id: 'contested', properties: { $set: { seen: true } } });
+    await new Promise((r) => setTimeout(r, 300));
+    commit();
+    await other;
+    await request;
+
+    const person = (await personOf('contested'))!;
+    expect(person.uuid).toBe(claimant.uuid);
+    expect(person.properties.seen).toBe(true);
+    const [event] = await sql(api.orm, `select person_id from event where project_id = ? and event = 'contested-event'`, [account.projectId]);
+    expect(event.person_id).toBe(claimant.uuid);
+    const [own] = await sql(api.orm, `select count(*)::int as n from person where project_id = ? and uuid = ?`, [account.projectId, personUuidFor(account.projectId, 'contested')]);
+    expect(own.n).toBe(0); // the person the request created for it was removed
+  });
+
   it('handles concurrent identifies of overlapping ids without deadlocking or duplicating', async () => {
     await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
