@@ -1,5 +1,6 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Redis } from 'ioredis';
+import type { AuthCache } from './http/auth-cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 
@@ -10,4 +11,6 @@ export interface AppDeps {
   redis: Redis;
   /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
   queues: Queues;
+  /** Authentication results cached until a change notifies `auth_changed`; null: every request reads PostgreSQL. */
+  authCache?: AuthCache | null;
 }

@@ -5,12 +5,14 @@ import { logger } from '../shared/logger.ts';
 import { createApiRedis } from '../shared/redis.ts';
 import { createApp, listen } from './app.ts';
 import { createQueues } from '../shared/queues.ts';
+import { startAuthCache } from './http/auth-cache.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();
 redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
 const queues = createQueues(redis, config);
-const app = createApp({ config, orm, redis, queues });
+const authCache = await startAuthCache(config.databaseUrl, config.authCacheSeconds);
+const app = createApp({ config, orm, redis, queues, authCache });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
@@ -22,6 +24,7 @@ async function shutdown(signal: string) {
   logger.info({ signal }, 'API shutting down');
   server.close();
   setTimeout(() => process.exit(1), 10_000).unref();
+  await authCache?.stop();
   await orm.close().catch(() => undefined);
   await Promise.allSettled(Object.values(queues).map((q) => q.close()));
   redis.disconnect();

@@ -1,6 +1,7 @@
 // What every benchmark needs: its own database (analytics_bench), the API running as a separate
 // process, an account with a key, and a pg pool for baselines in the same run.
 import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createAccount } from '../test/helpers.ts';
@@ -27,7 +28,9 @@ export const startBareKoaProcess = () => startServerProcess('bench/baseline/bare
 
 async function startServerProcess(script: string, env: Record<string, string> = {}): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
   const port = 20_000 + Math.floor(Math.random() * 10_000);
-  const child = spawn(process.execPath, [script], {
+  // BENCH_NODE_ARGS (e.g. `--cpu-prof`) profiles the server process.
+  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, script], {
     cwd: root,
     env: { ...process.env, DATABASE_URL: BENCH_DATABASE_URL, PORT: String(port), RATE_LIMIT_ENABLED: 'false', LOG_LEVEL: 'silent', REDIS_PREFIX: 'bench', DATABASE_POOL_MAX: '16', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -66,4 +69,21 @@ export async function loadFor(seconds: number, concurrency: number, worker: (i: 
     }),
   );
   return latencies;
+}
+
+const keepAlive = new http.Agent({ keepAlive: true });
+
+/**
+ * GET `url` and read the whole body; throws unless 200. node:http on a keep-alive agent: fetch
+ * (undici) costs about 0.15 ms more per request here, which would count against the server.
+ */
+export function getOk(url: string, headers: Record<string, string> = {}): Promise<void> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { agent: keepAlive, headers }, (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`GET ${url}: ${res.statusCode}`))));
+      })
+      .on('error', reject);
+  });
 }

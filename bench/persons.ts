@@ -1,7 +1,7 @@
 // Person reads at scale: a project with BENCH_PERSONS (1,000,000) persons; GET by id, list with an
 // email filter, list with a properties filter, search, and bulk_delete of 1000 — p50/p99 over HTTP
 // beside the same query as raw SQL through pg, in the same run.
-import { benchSetup, startApiProcess, startBareKoaProcess } from './harness.ts';
+import { benchSetup, getOk, startApiProcess, startBareKoaProcess } from './harness.ts';
 import { percentile, progress, timed } from './stats.ts';
 
 const N = Number(process.env.BENCH_PERSONS ?? 1_000_000);
@@ -33,11 +33,6 @@ await pool.query('analyze person; analyze person_distinct_id');
 console.log('');
 
 const auth = { authorization: `Bearer ${account.apiKey}` };
-async function fetchOk(name: string, url: string, headers: Record<string, string> = {}) {
-  const res = await fetch(url, { headers });
-  await res.arrayBuffer();
-  if (res.status !== 200) throw new Error(`${name}: ${res.status}`);
-}
 /** p50/p99 of the API beside raw SQL and, when `bareUrl` is given, beside a bare Koa handler running that SQL. */
 async function compare(name: string, http: (i: number) => string, sql: (i: number) => [string, unknown[]], bareUrl?: (i: number) => string) {
   const httpTimes: number[] = [];
@@ -45,8 +40,8 @@ async function compare(name: string, http: (i: number) => string, sql: (i: numbe
   const bareTimes: number[] = [];
   for (let i = 0; i < SAMPLES; i++) {
     sqlTimes.push(await timed(() => pool.query(...sql(i))));
-    if (bareUrl) bareTimes.push(await timed(() => fetchOk(`${name} (bare Koa)`, bare.baseUrl + bareUrl(i))));
-    httpTimes.push(await timed(() => fetchOk(name, api.baseUrl + http(i), auth)));
+    if (bareUrl) bareTimes.push(await timed(() => getOk(bare.baseUrl + bareUrl(i))));
+    httpTimes.push(await timed(() => getOk(api.baseUrl + http(i), auth)));
   }
   const h50 = percentile(httpTimes, 50);
   const s50 = percentile(sqlTimes, 50);

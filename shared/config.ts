@@ -29,6 +29,8 @@ export function loadConfig() {
       perMinute: int('RATE_LIMIT_PER_MINUTE', 480),
       perHour: int('RATE_LIMIT_PER_HOUR', 4800),
     },
+    /** How long an API process may reuse an authentication result; changes drop it at once (0: off). */
+    authCacheSeconds: int('AUTH_CACHE_SECONDS', 60),
     /** JSON request bodies of the management API. */
     maxJsonBodyBytes: int('MAX_JSON_BODY_BYTES', 1024 * 1024),
     worker: {

@@ -10,6 +10,7 @@ import { loadConfig, type Config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
 import { createApiRedis } from '../shared/redis.ts';
 import { createQueues } from '../shared/queues.ts';
+import { startAuthCache } from '../api/http/auth-cache.ts';
 import type { AppDeps } from '../api/deps.ts';
 
 export interface TestApi {
@@ -25,11 +26,14 @@ export interface TestApi {
 export async function startApi(overrides: (config: Config) => void = () => undefined): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
+  // Tests change keys and memberships and ask again at once; the cache's own tests turn it on.
+  config.authCacheSeconds = 0;
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
   const redis = createApiRedis(config.redisUrl);
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
-  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config) };
+  const authCache = await startAuthCache(config.databaseUrl, config.authCacheSeconds);
+  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));
@@ -46,6 +50,7 @@ export async function startApi(overrides: (config: Config) => void = () => undef
       server.closeAllConnections?.();
       await Promise.allSettled(Object.values(deps.queues).map((q) => q.close()));
       redis.disconnect();
+      await authCache?.stop();
       await orm.close();
     },
   };

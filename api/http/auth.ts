@@ -2,6 +2,7 @@
 // credentials (401) → scope (403) → project exists (404) → key's project/org scoping (403) → membership (403).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Context } from 'koa';
+import type { AuthCache } from './auth-cache.ts';
 import { hashPersonalApiKey } from '../../shared/auth/tokens.ts';
 import { scopesGrant } from '../../shared/auth/scopes.ts';
 import { authenticationFailed, notAuthenticated, notFound, permissionDenied } from './errors.ts';
@@ -56,30 +57,40 @@ const parseProjectParam = (param: string): number | 'current' | null => (param =
  * Finds the key's user and, for a project route (`projectIdParam`), the project in the same round
  * trip: every project request needs both. `project` is left undefined when it was not looked up
  * (not a project route, a malformed id, or `@current` for a user without a current project).
+ * With `cache`, a repeat of a request already seen skips PostgreSQL (see auth-cache.ts).
  */
 export async function authenticate(
   ctx: Context,
   em: EntityManager,
   body: unknown,
   projectIdParam?: string,
+  cache?: AuthCache | null,
 ): Promise<{ key: AuthenticatedKey; project?: ProjectWithMembership | null }> {
   const found = findKey(ctx, body);
   if (!found) throw notAuthenticated();
   const wanted = projectIdParam === undefined ? null : parseProjectParam(projectIdParam);
-  // The key's columns are prefixed key_; every other column is the project's.
-  const rows = await em.getConnection().execute<any[]>(
-    `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
-            k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at, u.current_project_id as key_current_project_id, p.*
-       from personal_api_key k join app_user u on u.id = k.user_id
-       left join lateral (${projectWithMembership('u.id')} where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
-      where k.secure_value = ? and u.is_active`,
-    [wanted !== null, typeof wanted === 'number' ? wanted : null, hashPersonalApiKey(found.value)],
-  );
-  const row = rows[0];
-  if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
+  const secureValue = hashPersonalApiKey(found.value);
+  const cacheKey = `${secureValue} ${wanted}`;
+  let row: Record<string, any> | undefined = cache?.read(cacheKey);
+  if (!row) {
+    const generation = cache?.snapshot() ?? 0;
+    // The key's columns are prefixed key_; every other column is the project's.
+    const rows = await em.getConnection().execute<any[]>(
+      `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
+              k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at, u.current_project_id as key_current_project_id, p.*
+         from personal_api_key k join app_user u on u.id = k.user_id
+         left join lateral (${projectWithMembership('u.id')} where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
+        where k.secure_value = ? and u.is_active`,
+      [wanted !== null, typeof wanted === 'number' ? wanted : null, secureValue],
+    );
+    row = rows[0];
+    if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
+    cache?.store(cacheKey, row, generation);
+  }
   // last_used_at moves at most once an hour, so reads do not turn into writes.
   const lastUsed = row.key_last_used_at ? new Date(row.key_last_used_at).getTime() : 0;
   if (Date.now() - lastUsed > 3600_000) {
+    row.key_last_used_at = new Date();
     em.getConnection()
       .execute(`update personal_api_key set last_used_at = now() where id = ?`, [row.key_id])
       .catch(() => undefined);

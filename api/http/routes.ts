@@ -98,7 +98,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
     if (route.scopes !== null) {
       const projectRoute = route.path.includes(':project_id');
-      const { key, project } = await authenticate(ctx, em, body, projectRoute ? apiCtx.state.params.project_id : undefined);
+      const { key, project } = await authenticate(ctx, em, body, projectRoute ? apiCtx.state.params.project_id : undefined, deps.authCache);
       apiCtx.state.auth = key;
       const throttle = await enforceThrottle(deps.redis, { ...deps.config.rateLimit, prefix: deps.config.redisPrefix }, key.keyId);
       if (throttle) {

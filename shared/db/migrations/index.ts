@@ -10,6 +10,7 @@ import { Migration0013EventDefinitionEnterprise } from './0013-event-definition-
 import { Migration0014Experiments } from './0014-experiments.ts';
 import { Migration0015PersonNameSearch } from './0015-person-name-search.ts';
 import { Migration0016DeletionBatches } from './0016-deletion-batches.ts';
+import { Migration0017AuthChangeNotifications } from './0017-auth-change-notifications.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -22,4 +23,5 @@ export const migrationsList = [
   { name: '0014-experiments', class: Migration0014Experiments },
   { name: '0015-person-name-search', class: Migration0015PersonNameSearch },
   { name: '0016-deletion-batches', class: Migration0016DeletionBatches },
+  { name: '0017-auth-change-notifications', class: Migration0017AuthChangeNotifications },
 ];
