@@ -11,6 +11,7 @@ import { Migration0014Experiments } from './0014-experiments.ts';
 import { Migration0015PersonNameSearch } from './0015-person-name-search.ts';
 import { Migration0016DeletionBatches } from './0016-deletion-batches.ts';
 import { Migration0017AuthChangeNotifications } from './0017-auth-change-notifications.ts';
+import { Migration0018PersonSearchIndexes } from './0018-person-search-indexes.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -24,4 +25,5 @@ export const migrationsList = [
   { name: '0015-person-name-search', class: Migration0015PersonNameSearch },
   { name: '0016-deletion-batches', class: Migration0016DeletionBatches },
   { name: '0017-auth-change-notifications', class: Migration0017AuthChangeNotifications },
+  { name: '0018-person-search-indexes', class: Migration0018PersonSearchIndexes },
 ];
