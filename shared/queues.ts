@@ -14,7 +14,7 @@ export const QUEUE_NAMES = {
   deletions: 'deletions',
   /** Experiment result computation, scheduled daily and on demand. */
   experimentResults: 'experiment-results',
-  /** Database upkeep: planner statistics of fast-growing tables. */
+  /** Database upkeep: planner statistics of fast-growing tables, monthly event partitions. */
   maintenance: 'maintenance',
 } as const;
 

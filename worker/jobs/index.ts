@@ -6,6 +6,7 @@ import type { WorkerDeps } from '../deps.ts';
 import { deletePersonData } from './delete-person-data.ts';
 import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';
 import { computeExperimentResults } from './experiment-results.ts';
+import { ensureEventPartitions } from './event-partitions.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
 
 export type JobHandler = (job: Job<any>, deps: WorkerDeps) => Promise<unknown>;
@@ -29,7 +30,7 @@ export const processors: QueueProcessor[] = [
     handlers: { delete: deletePersonData, 'release-batch': releaseDeletionBatch, reconcile: reconcileDeletions },
   },
   { queue: QUEUE_NAMES.experimentResults, handlers: { compute: computeExperimentResults } },
-  { queue: QUEUE_NAMES.maintenance, handlers: { 'refresh-statistics': refreshStatistics } },
+  { queue: QUEUE_NAMES.maintenance, handlers: { 'refresh-statistics': refreshStatistics, 'ensure-event-partitions': ensureEventPartitions } },
 ];
 
 /** Cron patterns are UTC and configurable; defaults: weekly batch Sunday 05:00, off-peak 03:00 nightly. */
@@ -51,4 +52,5 @@ export const schedules = (env: NodeJS.ProcessEnv = process.env): Schedule[] => [
   { queue: QUEUE_NAMES.deletions, schedulerId: 'deletion-reconciler', pattern: env.DELETION_RECONCILE_CRON || '* * * * *', jobName: 'reconcile' },
   { queue: QUEUE_NAMES.experimentResults, schedulerId: 'experiment-results-daily', pattern: env.EXPERIMENT_RESULTS_CRON || '0 2 * * *', jobName: 'compute' },
   { queue: QUEUE_NAMES.maintenance, schedulerId: 'statistics-refresh', pattern: env.STATISTICS_REFRESH_CRON || '*/5 * * * *', jobName: 'refresh-statistics' },
+  { queue: QUEUE_NAMES.maintenance, schedulerId: 'event-partitions', pattern: env.EVENT_PARTITIONS_CRON || '0 1 * * *', jobName: 'ensure-event-partitions' },
 ];

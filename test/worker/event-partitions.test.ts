@@ -1,0 +1,83 @@
+// Monthly event partitions: the migration creates this month's and the next two; the daily job
+// adds months ahead and moves rows the default partition already holds for a new month.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomUUID } from 'node:crypto';
+import { schedules } from '../../worker/jobs/index.ts';
+import { sql } from '../db.ts';
+import { createAccount, eventually, startTestWorker, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
+
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
+let account: TestAccount;
+
+beforeAll(async () => {
+  worker = await startTestWorker(uniqueRedisPrefix());
+  account = await createAccount(worker.deps.orm);
+});
+afterAll(async () => {
+  await worker.close();
+});
+
+/** The partition holding the event `uuid`. */
+const partitionOf = async (uuid: string) =>
+  (await sql(worker.deps.orm, `select tableoid::regclass::text as name from event where project_id = ? and uuid = ?`, [account.projectId, uuid]))[0]?.name;
+
+const monthName = (date: Date) => `event_y${date.getUTCFullYear()}m${String(date.getUTCMonth() + 1).padStart(2, '0')}`;
+const monthsFromNow = (n: number) => {
+  const now = new Date();
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + n, 15));
+};
+
+async function runJob(data: Record<string, unknown>) {
+  const job = await worker.deps.queues.maintenance.add('ensure-event-partitions', data);
+  await eventually(async () => (await job.isCompleted()) || (await job.isFailed()) || null);
+  return (await worker.deps.queues.maintenance.getJob(job.id!))!;
+}
+
+describe('event partitions', () => {
+  it('is scheduled daily at 01:00 UTC by default', () => {
+    expect(schedules({}).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({ queue: 'maintenance', jobName: 'ensure-event-partitions', pattern: '0 1 * * *' });
+  });
+
+  it('stores an event of this month in this month’s partition, and an old one in the default partition', async () => {
+    const recent = randomUUID();
+    const old = randomUUID();
+    await sql(
+      worker.deps.orm,
+      `insert into event (uuid, project_id, event, distinct_id, timestamp) values (?, ?, 'pageview', 'a', now()), (?, ?, 'pageview', 'a', '2001-02-03T00:00:00Z')`,
+      [recent, account.projectId, old, account.projectId],
+    );
+    expect(await partitionOf(recent)).toBe(monthName(new Date()));
+    expect(await partitionOf(old)).toBe('event_default');
+  });
+
+  it('creates months ahead, moving the events the default partition held for them, and is a no-op when run again', async () => {
+    // The migration made this month and the next two; the fourth is the job's to make. Dropped
+    // again at the end, so every run starts without it.
+    const target = monthsFromNow(3);
+    const dropTarget = async () => {
+      const [{ exists }] = await sql(worker.deps.orm, `select to_regclass(?) is not null as exists`, [monthName(target)]);
+      if (exists) await sql(worker.deps.orm, `alter table event detach partition ${monthName(target)}; drop table ${monthName(target)}`);
+    };
+    await dropTarget();
+    try {
+      const uuid = randomUUID();
+      await sql(worker.deps.orm, `insert into event (uuid, project_id, event, distinct_id, timestamp) values (?, ?, 'future', 'a', ?)`, [uuid, account.projectId, target.toISOString()]);
+      expect(await partitionOf(uuid)).toBe('event_default');
+
+      const job = await runJob({ monthsAhead: 3 });
+      expect(job.returnvalue.created).toContain(monthName(target));
+      expect(await partitionOf(uuid)).toBe(monthName(target));
+      const [{ n }] = await sql(worker.deps.orm, `select count(*)::int as n from event_default where uuid = ?`, [uuid]);
+      expect(n).toBe(0);
+
+      expect((await runJob({ monthsAhead: 3 })).returnvalue).toEqual({ created: [] });
+    } finally {
+      await dropTarget();
+    }
+  });
+
+  it('fails at once, without retries, on a malformed months count', async () => {
+    const job = await runJob({ monthsAhead: 'many' });
+    expect(job.failedReason).toBe('invalid monthsAhead "many"');
+  });
+});

@@ -1,0 +1,17 @@
+// Keeps a monthly partition of the event table ready ahead of the events that need it (the
+// function is migration 0019's ensure_event_partitions): deleting or scanning a month then touches
+// that month's table and indexes, not one table of every event ever sent.
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { WorkerDeps } from '../deps.ts';
+
+/** Months after the current one that get their partition in advance. */
+export const EVENT_PARTITIONS_AHEAD = Number(process.env.EVENT_PARTITIONS_AHEAD ?? 2);
+
+export async function ensureEventPartitions(job: Job<{ monthsAhead?: number }> | null, deps: WorkerDeps): Promise<{ created: string[] }> {
+  const monthsAhead = job?.data?.monthsAhead ?? EVENT_PARTITIONS_AHEAD;
+  if (!Number.isInteger(monthsAhead) || monthsAhead < 0 || monthsAhead > 120) throw new UnrecoverableError(`invalid monthsAhead ${JSON.stringify(monthsAhead)}`);
+  const rows = await deps.orm.em.fork().getConnection().execute<{ name: string }[]>(`select ensure_event_partitions(?) as name`, [monthsAhead]);
+  const created = rows.map((r) => r.name);
+  if (created.length > 0) deps.logger.info({ created }, 'event partitions created');
+  return { created };
+}
