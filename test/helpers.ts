@@ -4,6 +4,8 @@ import type { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
+import { afterAll } from 'vitest';
+import type { Job, Queue } from 'bullmq';
 import { createApp, listen } from '../api/app.ts';
 import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts.ts';
 import { loadConfig, type Config } from '../shared/config.ts';
@@ -54,6 +56,16 @@ export async function startApi(overrides: (config: Config) => void = () => undef
       await orm.close();
     },
   };
+}
+
+/**
+ * A test file's API and one account, at the file's top level (`const { api, account } = await
+ * apiWithAccount()`); the API closes after the file's tests.
+ */
+export async function apiWithAccount(overrides?: (config: Config) => void): Promise<{ api: TestApi; account: TestAccount }> {
+  const api = await startApi(overrides);
+  afterAll(() => api.close());
+  return { api, account: await createAccount(api.orm) };
 }
 
 export interface TestAccount {
@@ -148,6 +160,19 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
       await orm.close();
     },
   };
+}
+
+/** A test file's in-process worker under its own Redis prefix, and one account; closed after the file's tests. */
+export async function workerWithAccount(overrides?: (config: Config) => void) {
+  const worker = await startTestWorker(uniqueRedisPrefix(), overrides);
+  afterAll(() => worker.close());
+  return { worker, account: await createAccount(worker.deps.orm) };
+}
+
+/** Waits until `job` has completed or finally failed (a failure awaiting retry is neither) and returns it as stored. */
+export async function settledJob(queue: Queue, job: Job): Promise<Job> {
+  await eventually(async () => (await job.isCompleted()) || (await job.isFailed()) || null);
+  return (await queue.getJob(job.id!))!;
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */

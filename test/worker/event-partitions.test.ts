@@ -1,21 +1,12 @@
 // Monthly event partitions: the migration creates this month's and the next two; the daily job
 // adds months ahead and moves rows the default partition already holds for a new month.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { schedules } from '../../worker/jobs/index.ts';
 import { sql } from '../db.ts';
-import { createAccount, eventually, startTestWorker, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
+import { settledJob, workerWithAccount } from '../helpers.ts';
 
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-
-beforeAll(async () => {
-  worker = await startTestWorker(uniqueRedisPrefix());
-  account = await createAccount(worker.deps.orm);
-});
-afterAll(async () => {
-  await worker.close();
-});
+const { worker, account } = await workerWithAccount();
 
 /** The partition holding the event `uuid`. */
 const partitionOf = async (uuid: string) =>
@@ -27,11 +18,8 @@ const monthsFromNow = (n: number) => {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + n, 15));
 };
 
-async function runJob(data: Record<string, unknown>) {
-  const job = await worker.deps.queues.maintenance.add('ensure-event-partitions', data);
-  await eventually(async () => (await job.isCompleted()) || (await job.isFailed()) || null);
-  return (await worker.deps.queues.maintenance.getJob(job.id!))!;
-}
+const runJob = async (data: Record<string, unknown>) =>
+  settledJob(worker.deps.queues.maintenance, await worker.deps.queues.maintenance.add('ensure-event-partitions', data));
 
 describe('event partitions', () => {
   it('is scheduled daily at 01:00 UTC by default', () => {

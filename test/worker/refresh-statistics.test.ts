@@ -1,19 +1,13 @@
 // The statistics job: tables that changed since their last ANALYZE get one, through the queue.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { schedules } from '../../worker/jobs/index.ts';
 import { sql } from '../db.ts';
-import { createAccount, eventually, startTestWorker, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
+import { settledJob, workerWithAccount } from '../helpers.ts';
 
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
+const { worker, account } = await workerWithAccount();
 
-beforeAll(async () => {
-  worker = await startTestWorker(uniqueRedisPrefix());
-  account = await createAccount(worker.deps.orm);
-});
-afterAll(async () => {
-  await worker.close();
-});
+const runJob = async (data: Record<string, unknown>) =>
+  settledJob(worker.deps.queues.maintenance, await worker.deps.queues.maintenance.add('refresh-statistics', data));
 
 const lastAnalyze = async (table: string) =>
   Number((await sql(worker.deps.orm, `select coalesce(extract(epoch from last_analyze), 0) * 1000 as ms from pg_stat_user_tables where relname = ? and schemaname = current_schema()`, [table]))[0].ms);
@@ -29,20 +23,16 @@ describe('statistics refresh job', () => {
     const before = await lastAnalyze('person');
 
     // A threshold no table reaches: nothing is analyzed.
-    const idle = await worker.deps.queues.maintenance.add('refresh-statistics', { minChangedRows: 1e12 });
-    await eventually(async () => (await idle.isCompleted()) || null);
-    expect((await worker.deps.queues.maintenance.getJob(idle.id!))!.returnvalue).toEqual({ analyzed: [] });
+    expect((await runJob({ minChangedRows: 1e12 })).returnvalue).toEqual({ analyzed: [] });
 
-    const job = await worker.deps.queues.maintenance.add('refresh-statistics', { minChangedRows: 1 });
-    await eventually(async () => (await job.isCompleted()) || null);
-    const { analyzed } = (await worker.deps.queues.maintenance.getJob(job.id!))!.returnvalue;
+    const { analyzed } = (await runJob({ minChangedRows: 1 })).returnvalue;
     expect(analyzed).toContain('person');
     expect(await lastAnalyze('person')).toBeGreaterThan(before);
   });
 
   it('fails at once, without retries, on a malformed threshold', async () => {
-    const job = await worker.deps.queues.maintenance.add('refresh-statistics', { minChangedRows: 'lots' });
-    await eventually(async () => (await job.isFailed()) || null); // failed, not delayed for a retry
-    expect((await worker.deps.queues.maintenance.getJob(job.id!))!.failedReason).toBe('invalid minChangedRows "lots"');
+    const job = await runJob({ minChangedRows: 'lots' }); // settled means failed, not delayed for a retry
+    expect(await job.isFailed()).toBe(true);
+    expect(job.failedReason).toBe('invalid minChangedRows "lots"');
   });
 });

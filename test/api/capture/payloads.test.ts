@@ -2,18 +2,11 @@
 import LZString from 'lz-string';
 import { randomUUID } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
-import { createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { apiWithAccount, createAccount } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
+const { api, account } = await apiWithAccount();
 
 async function send(path: string, body: string | Buffer, headers: Record<string, string> = {}, method = 'POST') {
   const res = await fetch(api.baseUrl + path, { method, headers: { 'content-type': 'application/json', ...headers }, body: method === 'GET' ? undefined : (body as BodyInit) });

@@ -1,18 +1,11 @@
 // The real posthog-node SDK (gzip on, as it defaults to) against the running API.
 import { PostHog } from 'posthog-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
 import { personsOf, sql } from '../../db.ts';
-import { createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { apiWithAccount } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
+const { api, account } = await apiWithAccount();
 
 const client = () => new PostHog(account.projectToken, { host: api.baseUrl, flushAt: 1, flushInterval: 0, fetchRetryCount: 0 });
 

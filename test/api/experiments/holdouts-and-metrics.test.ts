@@ -1,16 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { describe, expect, it } from 'vitest';
+import { apiWithAccount, call } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
+const { api, account } = await apiWithAccount();
 const base = () => `/api/projects/${account.projectId}`;
 const req = (method: string, path: string, body?: unknown) => call(api.baseUrl, method, `${base()}${path}`, { key: account.apiKey, body });
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
 
 describe('holdouts', () => {
   it('validates filters, tags them with holdout-<id>, and drives the flag of its experiments', async () => {

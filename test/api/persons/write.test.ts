@@ -1,17 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
 import { capture } from '../../fixtures.ts';
-import { call, createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { apiWithAccount, call, createAccount } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
+const { api, account } = await apiWithAccount();
 const P = () => `/api/projects/${account.projectId}/persons`;
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
 
 async function newPerson(distinctId: string, properties: Record<string, unknown> = {}) {
   await capture(api.baseUrl, account.projectToken, [{ event: 'seed', distinct_id: distinctId, properties: { $set: properties } }]);

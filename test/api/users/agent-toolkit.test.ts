@@ -2,19 +2,12 @@
 // at us with nothing but the base URL and a key: it discovers the user, organization, project and
 // key scopes from our introspection endpoints, picks its tools by scope, and the tools work.
 import { PostHogAgentToolkit } from '@posthog/agent-toolkit/tools';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createProject } from '../../../shared/accounts.ts';
 import { capture } from '../../fixtures.ts';
-import { call, createAccount, createKey, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { apiWithAccount, call, createKey } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
+const { api, account } = await apiWithAccount();
 
 async function toolkit(key: string) {
   const kit = new PostHogAgentToolkit({ posthogApiToken: key, posthogApiBaseUrl: api.baseUrl });

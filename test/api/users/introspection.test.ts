@@ -1,15 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createProject } from '../../../shared/accounts.ts';
-import { call, createAccount, createKey, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { apiWithAccount, call, createKey } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
+const { api, account } = await apiWithAccount();
 
 describe('introspection', () => {
   it('describes the calling key without its secret, for any valid key', async () => {

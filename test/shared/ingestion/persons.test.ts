@@ -1,17 +1,10 @@
 // Person rules during ingestion (spec §10), through the real capture endpoint.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
 import { personsOf, sql } from '../../db.ts';
-import { createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
+import { apiWithAccount } from '../../helpers.ts';
 
-let api: TestApi;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi();
-  account = await createAccount(api.orm);
-});
-afterAll(() => api.close());
+const { api, account } = await apiWithAccount();
 
 async function capture(...events: Record<string, unknown>[]) {
   const res = await fetch(`${api.baseUrl}/batch/`, {
