@@ -78,14 +78,21 @@ export class AuthCache {
 
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.databaseUrl });
+    // A failing connection may report through 'error', 'end' and the rejected connect: act once.
+    let gone = false;
+    const lost = (error?: unknown) => {
+      if (gone) return;
+      gone = true;
+      this.lost(client, error);
+    };
     client.on('notification', () => this.invalidate());
-    client.on('error', (error) => this.lost(client, error));
-    client.on('end', () => this.lost(client));
+    client.on('error', lost);
+    client.on('end', () => lost());
     try {
       await client.connect();
       await client.query('listen auth_changed');
     } catch (error) {
-      this.lost(client, error);
+      lost(error);
       return;
     }
     if (this.stopped) {
@@ -98,9 +105,8 @@ export class AuthCache {
     this.listening = true;
   }
 
+  /** Cache off at once, then a new listener after a growing delay. */
   private lost(client: pg.Client, error?: unknown): void {
-    if ((client as { lostHandled?: boolean }).lostHandled) return;
-    (client as { lostHandled?: boolean }).lostHandled = true;
     this.listening = false;
     this.invalidate();
     if (this.client === client) this.client = null;

@@ -87,7 +87,8 @@ export async function authenticate(
     if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
     cache?.store(cacheKey, row, generation);
   }
-  // last_used_at moves at most once an hour, so reads do not turn into writes.
+  // last_used_at moves at most once an hour, so reads do not turn into writes. The row may be the
+  // cached one: it records the update too, so the next cached request does not repeat it.
   const lastUsed = row.key_last_used_at ? new Date(row.key_last_used_at).getTime() : 0;
   if (Date.now() - lastUsed > 3600_000) {
     row.key_last_used_at = new Date();
