@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createAccount } from '../test/helpers.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { initOrm, migrate, sessionOptions } from '../shared/db/orm.ts';
 
 export const BENCH_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_bench';
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -16,7 +16,8 @@ export async function benchSetup() {
   const orm = await initOrm(BENCH_DATABASE_URL);
   await migrate(orm, BENCH_DATABASE_URL);
   const account = await createAccount(orm);
-  const pool = new pg.Pool({ connectionString: BENCH_DATABASE_URL, max: 8 });
+  // Baselines run with the service's session settings, so a ratio measures the service, not a setting.
+  const pool = new pg.Pool({ connectionString: BENCH_DATABASE_URL, max: 8, options: sessionOptions() });
   return { orm, account, pool };
 }
 

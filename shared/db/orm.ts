@@ -12,11 +12,18 @@ export function ormConfig(databaseUrl = config.databaseUrl) {
     extensions: [Migrator],
     migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
     pool: { min: 0, max: Number(process.env.DATABASE_POOL_MAX ?? 10) },
-    // JIT compilation costs 50–100 ms on any statement the planner thinks expensive (a thousand-key
-    // deletion check, a search over a million persons), far more than it saves on ours.
-    driverOptions: { options: `-c jit=${process.env.DATABASE_JIT === 'on' ? 'on' : 'off'}` },
+    driverOptions: { options: sessionOptions() },
     debug: process.env.ORM_DEBUG === '1',
   });
+}
+
+/**
+ * Settings every session of this service starts with (pg's `options`). JIT compilation costs 50–100 ms
+ * on any statement the planner thinks expensive (a thousand-key deletion check, a search over a
+ * million persons), far more than it saves on ours.
+ */
+export function sessionOptions(): string {
+  return `-c jit=${process.env.DATABASE_JIT === 'on' ? 'on' : 'off'}`;
 }
 
 export type Orm = MikroORM;
