@@ -185,8 +185,8 @@ async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: n
     const n = await em.transactional(async (tx) => {
       const ctx = tx.getTransactionContext();
       // No WAL flush wait per window (~10 ms each here). Safe: a crash loses only a suffix of the WAL,
-      // so the completion below, committed synchronously, is never durable without these deletes; a
-      // window lost with its rows_deleted is redone by the retry, which finds its rows still there.
+      // so the request's completion (delete_verified_at, committed synchronously) is never durable
+      // without these deletes; a window lost with its rows_deleted is redone by the retry.
       await tx.getConnection().execute(`set local synchronous_commit = off`, [], 'run', ctx);
       const result = await tx
         .getConnection()
