@@ -56,6 +56,8 @@ async function whileReading(fn: () => Promise<unknown>): Promise<{ ms: number; r
 
 const raw = await whileReading(() => pool.query(`delete from event_bench_copy where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims]));
 
+// The worker starts as the raw DELETE did: no dirty pages of the other's run left to write out.
+await pool.query('checkpoint');
 const em = orm.em.fork();
 const ids = await recordDeletionRequests(em as any, victims.map((key, i) => ({ projectId: pid, type: 'person_events' as const, mode: 'immediate' as const, key, distinctIds: [`d-${i}`], createdById: null })));
 const deps = { orm, logger, config: {} as any, connection: {} as any, queues: {} as any };
