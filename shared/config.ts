@@ -1,5 +1,6 @@
 // All configuration comes from the environment; defaults run everything on this machine.
-function int(name: string, fallback: number): number {
+// envInt/envBool are the one way to read a setting: a malformed value stops the process at start-up.
+export function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
@@ -7,7 +8,7 @@ function int(name: string, fallback: number): number {
   return value;
 }
 
-function bool(name: string, fallback: boolean): boolean {
+export function envBool(name: string, fallback: boolean): boolean {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   return ['1', 'true', 'yes', 'on'].includes(raw.toLowerCase());
@@ -22,27 +23,27 @@ export function loadConfig() {
     /** Prefix for every Redis key (queues, throttle counters), so several installs can share a Redis. */
     redisPrefix: process.env.REDIS_PREFIX ?? 'analytics',
     host: process.env.HOST ?? '127.0.0.1',
-    port: int('PORT', 8000),
+    port: envInt('PORT', 8000),
     logLevel: process.env.LOG_LEVEL ?? 'info',
     rateLimit: {
-      enabled: bool('RATE_LIMIT_ENABLED', true),
-      perMinute: int('RATE_LIMIT_PER_MINUTE', 480),
-      perHour: int('RATE_LIMIT_PER_HOUR', 4800),
+      enabled: envBool('RATE_LIMIT_ENABLED', true),
+      perMinute: envInt('RATE_LIMIT_PER_MINUTE', 480),
+      perHour: envInt('RATE_LIMIT_PER_HOUR', 4800),
     },
     /** How long an API process may reuse an authentication result; changes drop it at once (0: off). */
-    authCacheSeconds: int('AUTH_CACHE_SECONDS', 60),
+    authCacheSeconds: envInt('AUTH_CACHE_SECONDS', 60),
     /** JSON request bodies of the management API. */
-    maxJsonBodyBytes: int('MAX_JSON_BODY_BYTES', 1024 * 1024),
+    maxJsonBodyBytes: envInt('MAX_JSON_BODY_BYTES', 1024 * 1024),
     worker: {
-      concurrency: int('WORKER_CONCURRENCY', 2),
-      shutdownTimeoutMs: int('WORKER_SHUTDOWN_TIMEOUT_MS', 30_000),
+      concurrency: envInt('WORKER_CONCURRENCY', 2),
+      shutdownTimeoutMs: envInt('WORKER_SHUTDOWN_TIMEOUT_MS', 30_000),
       /** How long a job stays claimed without renewal; a dead worker's job is taken over after about this long. */
-      lockDurationMs: int('WORKER_LOCK_DURATION_MS', 30_000),
+      lockDurationMs: envInt('WORKER_LOCK_DURATION_MS', 30_000),
     },
     /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
     adminPassword: process.env.ADMIN_PASSWORD ?? '',
     /** Check every JSON response against the route's documented schema (tests turn this on). */
-    validateResponses: bool('VALIDATE_RESPONSES', false),
+    validateResponses: envBool('VALIDATE_RESPONSES', false),
   };
 }
 

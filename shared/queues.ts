@@ -2,7 +2,7 @@
 // Jobs carry only ids: the source of truth for every request is its row in PostgreSQL, so a job
 // lost while Redis was down is re-created by the worker's reconciler from that row.
 import { Queue, type ConnectionOptions } from 'bullmq';
-import type { Config } from './config.ts';
+import { envInt, type Config } from './config.ts';
 import { logger } from './logger.ts';
 import { withTimeout } from './timeout.ts';
 
@@ -50,7 +50,7 @@ export function createQueue(name: string, connection: ConnectionOptions, prefix:
 }
 
 /** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
-const ENQUEUE_TIMEOUT_MS = Number(process.env.ENQUEUE_TIMEOUT_MS ?? 1000);
+const ENQUEUE_TIMEOUT_MS = envInt('ENQUEUE_TIMEOUT_MS', 1000);
 
 /**
  * Hands deletion rows to the worker now. Never throws: if Redis is down the rows stay pending in

@@ -1,6 +1,6 @@
 import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
-import { config } from '../config.ts';
+import { config, envBool, envInt } from '../config.ts';
 import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
 import pg from 'pg';
@@ -11,7 +11,7 @@ export function ormConfig(databaseUrl = config.databaseUrl) {
     entities,
     extensions: [Migrator],
     migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
-    pool: { min: 0, max: Number(process.env.DATABASE_POOL_MAX ?? 10) },
+    pool: { min: 0, max: envInt('DATABASE_POOL_MAX', 10) },
     driverOptions: { options: sessionOptions() },
     debug: process.env.ORM_DEBUG === '1',
   });
@@ -23,7 +23,7 @@ export function ormConfig(databaseUrl = config.databaseUrl) {
  * million persons), far more than it saves on ours.
  */
 export function sessionOptions(): string {
-  return `-c jit=${process.env.DATABASE_JIT === 'on' ? 'on' : 'off'}`;
+  return `-c jit=${envBool('DATABASE_JIT', false) ? 'on' : 'off'}`;
 }
 
 export type Orm = MikroORM;

@@ -29,4 +29,11 @@ describe('database sessions', () => {
     process.env.DATABASE_JIT = 'on';
     expect(await sessionJit()).toBe('on');
   });
+
+  it('read DATABASE_JIT like every other on/off setting', async () => {
+    process.env.DATABASE_JIT = 'true';
+    expect(await sessionJit()).toBe('on');
+    process.env.DATABASE_JIT = '0';
+    expect(await sessionJit()).toBe('off');
+  });
 });

@@ -66,6 +66,15 @@ async function request(uuid: string, distinctId: string): Promise<string> {
 const row = async (id: string) => (await sql(api.orm, `select * from async_deletion where id = ?`, [id]))[0];
 
 describe('worker processes', () => {
+  it('refuses to start with a malformed setting, naming it', async () => {
+    const child = spawn(process.execPath, ['worker/main.ts'], { cwd: root, env: { ...process.env, REDIS_PREFIX: prefix, DELETION_CHUNK_SIZE: 'lots' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    const code = await new Promise((r) => child.once('exit', r));
+    expect(code).not.toBe(0);
+    expect(stderr).toContain('DELETION_CHUNK_SIZE must be an integer, got "lots"');
+  });
+
   it('finishes a deletion whose worker was killed with SIGKILL mid-way, deleting nothing extra', async () => {
     const victim = await seedPerson('kill-victim', 20_000);
     const bystander = await seedPerson('kill-bystander', 500);

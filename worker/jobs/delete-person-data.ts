@@ -9,18 +9,19 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { DeletionJobData } from '../../shared/queues.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
+import { envInt } from '../../shared/config.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
  * responsive. An event statement also pays an index descent per person and distinct id of the batch
  * (~15 ms for 1000 persons), so 100,000 rows (~150 ms a statement) keeps that a small share.
  */
-export const DELETE_CHUNK = Number(process.env.DELETION_CHUNK_SIZE ?? 100000);
+export const DELETE_CHUNK = envInt('DELETION_CHUNK_SIZE', 100000);
 /** How long a claim holds without renewal (renewed every third of it while the job runs). */
-const LEASE_SECONDS = Number(process.env.DELETION_LEASE_SECONDS ?? 30);
+const LEASE_SECONDS = envInt('DELETION_LEASE_SECONDS', 30);
 
 /** Event-deletion requests of one project handled in one pass (one bulk_delete makes up to 1000). */
-export const DELETION_BATCH_SIZE = Number(process.env.DELETION_BATCH_SIZE ?? 1000);
+export const DELETION_BATCH_SIZE = envInt('DELETION_BATCH_SIZE', 1000);
 
 export class DeletionBusyError extends Error {}
 

@@ -3,9 +3,10 @@
 // that month's table and indexes, not one table of every event ever sent.
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { WorkerDeps } from '../deps.ts';
+import { envInt } from '../../shared/config.ts';
 
 /** Months after the current one that get their partition in advance. */
-export const EVENT_PARTITIONS_AHEAD = Number(process.env.EVENT_PARTITIONS_AHEAD ?? 2);
+export const EVENT_PARTITIONS_AHEAD = envInt('EVENT_PARTITIONS_AHEAD', 2);
 
 export async function ensureEventPartitions(job: Job<{ monthsAhead?: number }> | null, deps: WorkerDeps): Promise<{ created: string[] }> {
   const monthsAhead = job?.data?.monthsAhead ?? EVENT_PARTITIONS_AHEAD;
