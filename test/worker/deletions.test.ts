@@ -126,6 +126,37 @@ describe('event deletion', () => {
     expect(Number((await row(foreignRequest.id)).rows_deleted)).toBe(2);
   });
 
+  it('completes only when nothing survives: an event committed behind the deletes is found, and the retry deletes it', async () => {
+    await capture(api.baseUrl, account.projectToken, Array.from({ length: 3 }, () => ({ event: 'e', distinct_id: 'late-victim' })));
+    const victim = await personByDistinctId('late-victim');
+    const res = await call(api.baseUrl, 'POST', `${P()}/${victim.uuid}/delete_events/`, { key: account.apiKey });
+    expect(res.status).toBe(200);
+    const requestId = String(res.body.deletion_requests[0].id);
+    // A transaction that began before the request (its event is older than the cutoff) commits
+    // while the job runs, after the window that would have held its event.
+    const late = api.orm.em.fork();
+    await late.begin();
+    await late
+      .getConnection()
+      .execute(
+        `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at) values (gen_random_uuid(), ?, 'late', 'late-victim', ?::uuid, '{}', '2001-01-01', '2001-01-01')`,
+        [account.projectId, victim.uuid],
+        'run',
+        late.getTransactionContext(),
+      );
+    const commitLate = async () => {
+      if (late.isInTransaction()) await late.commit();
+    };
+    const job = (deletionId: string) => ({ id: 'direct', data: { deletionId }, updateProgress: commitLate }) as any;
+    await expect(deletePersonData(job(requestId), worker.deps)).rejects.toThrow(`deletion request ${requestId}: 1 event(s) survived; retrying`);
+    expect((await row(requestId)).delete_verified_at).toBeNull();
+    expect(await countEvents(account.projectId, 'late-victim')).toBe(1);
+
+    expect(await deletePersonData(job(requestId), worker.deps)).toMatchObject({ deleted: 1 });
+    expect((await row(requestId)).status).toBe('completed');
+    expect(await countEvents(account.projectId, 'late-victim')).toBe(0);
+  });
+
   it('runs off-peak requests only in the off-peak batch', async () => {
     await capture(api.baseUrl, account.projectToken, [{ event: 'e', distinct_id: 'night' }]);
     const person = await personByDistinctId('night');

@@ -92,7 +92,7 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
       survivors = await countRecordingSurvivors(em, target);
     }
     if (survivors > 0) {
-      const what = row.deletion_type === 'person_events' ? 'persons or distinct ids still have events' : 'recordings survived';
+      const what = row.deletion_type === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
     await conn.execute(
@@ -168,13 +168,14 @@ const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectI
  * request doubled the cost of the delete; the API does not show per-request counts.)
  */
 async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: number, g: EventDeletionGroup, chunkDone: (n: number) => Promise<void>): Promise<void> {
-  // Where the oldest event of the group lies: one index probe per person and distinct id.
+  // Where the oldest event of the group lies: one index probe per person and distinct id, in the
+  // partitions up to the cutoff only (later ones cannot hold rows to delete).
   const [bounds] = await em.getConnection().execute<{ lo: number | null; hi: number }[]>(
     `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
-       select (select timestamp from event where project_id = ? and person_id = p order by timestamp limit 1) as oldest from unnest(?::uuid[]) p
+       select (select timestamp from event where project_id = ? and person_id = p and timestamp <= ?::timestamptz order by timestamp limit 1) as oldest from unnest(?::uuid[]) p
        union all
-       select (select timestamp from event where project_id = ? and distinct_id = d order by timestamp limit 1) from unnest(?::text[]) d) x`,
-    [g.cutoff, projectId, pgArray(g.personIds), projectId, pgArray(g.distinctIds)],
+       select (select timestamp from event where project_id = ? and distinct_id = d and timestamp <= ?::timestamptz order by timestamp limit 1) from unnest(?::text[]) d) x`,
+    [g.cutoff, projectId, g.cutoff, pgArray(g.personIds), projectId, g.cutoff, pgArray(g.distinctIds)],
   );
   if (bounds.lo === null) return;
   const hi = Number(bounds.hi);
@@ -207,17 +208,18 @@ async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: n
   }
 }
 
-/** Persons and distinct ids of the batch that still have events up to their cutoff (zero when done). */
+/**
+ * Events of the batch that the deletes' own predicate still matches (zero when done; counted up to
+ * 1000). One bitmap scan per group visits each heap page of the deleted rows once; probing each
+ * person's and distinct id's index range instead visits every dead entry and its heap tuple, about
+ * three times slower here.
+ */
 async function countEventSurvivors(em: EntityManager, projectId: number, groups: EventDeletionGroup[]): Promise<number> {
   let survivors = 0;
   for (const g of groups) {
-    const [row] = await em.getConnection().execute<{ n: number }[]>(
-      `select count(*)::int as n from (
-         select 1 from unnest(?::uuid[]) p where exists (select 1 from event where project_id = ? and person_id = p and timestamp <= ?::timestamptz and created_at <= ?::timestamptz)
-         union all
-         select 1 from unnest(?::text[]) d where exists (select 1 from event where project_id = ? and distinct_id = d and timestamp <= ?::timestamptz and created_at <= ?::timestamptz)) x`,
-      [pgArray(g.personIds), projectId, g.cutoff, g.cutoff, pgArray(g.distinctIds), projectId, g.cutoff, g.cutoff],
-    );
+    const [row] = await em
+      .getConnection()
+      .execute<{ n: number }[]>(`select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`, groupEventParams(projectId, g));
     survivors += row.n;
   }
   return survivors;
