@@ -211,8 +211,8 @@ async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: n
 /**
  * Events of the batch that the deletes' own predicate still matches (zero when done; counted up to
  * 1000). One bitmap scan per group visits each heap page of the deleted rows once; probing each
- * person's and distinct id's index range instead visits every dead entry and its heap tuple, about
- * three times slower here.
+ * person's and distinct id's index range instead visits every dead entry and its heap tuple: two
+ * to three times slower here (470–620 ms against 150–280 ms after deleting 500,000 rows).
  */
 async function countEventSurvivors(em: EntityManager, projectId: number, groups: EventDeletionGroup[]): Promise<number> {
   let survivors = 0;
