@@ -1,11 +1,13 @@
 // Ingestion throughput: gzipped /batch requests of 100 events (new and returning distinct ids, some
 // $set) sent from this process to the API process, beside raw multi-row INSERTs of the same rows
-// through pg into a table with the same indexes, in the same run.
+// through pg into a table with the same indexes, in the same run; and the CPU each event cost the
+// PostgreSQL server, the API and the sender, which says how many cores a target rate needs.
 import { randomUUID } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { benchSetup, loadFor, startApiProcess } from './harness.ts';
 import { createAccount } from '../test/helpers.ts';
-import { percentile, progress } from './stats.ts';
+import { cpuMeter, percentile, progress } from './stats.ts';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
@@ -44,17 +46,25 @@ await loadFor(3, CONCURRENCY, send);
 await pool.query('analyze person; analyze person_distinct_id; analyze event');
 sent = 0;
 const timer = setInterval(() => progress(`  sent ${sent} events`), 1000);
+const cpuBefore = { postgres: cpuMeter(), api: cpuMeter(api.child.pid), sender: process.cpuUsage() };
 const started = performance.now();
 const latencies = await loadFor(SECONDS, CONCURRENCY, send);
 const elapsed = (performance.now() - started) / 1000;
 clearInterval(timer);
 const apiRate = sent / elapsed;
+const senderUsage = process.cpuUsage(cpuBefore.sender);
+const apiCpu = {
+  postgres: cpuBefore.postgres(),
+  api: cpuBefore.api(),
+  sender: (senderUsage.user + senderUsage.system) / 1e6,
+};
 
 // Baseline: the same shape of rows, raw multi-row INSERTs through pg into the event table itself (its
 // partitions and indexes, as the API writes), under a project of its own that is emptied afterwards.
 const baselineProjectId = (await createAccount(orm)).projectId;
 const rows = batch(0);
 let inserted = 0;
+const rawPostgresCpuMeter = cpuMeter();
 const baseStart = performance.now();
 await loadFor(Math.min(10, SECONDS), 1, async () => {
   const values: unknown[] = [];
@@ -67,11 +77,20 @@ await loadFor(Math.min(10, SECONDS), 1, async () => {
   inserted += rows.length;
 });
 const rawRate = inserted / ((performance.now() - baseStart) / 1000);
+const rawPostgresCpu = rawPostgresCpuMeter();
 await pool.query('delete from event where project_id = $1', [baselineProjectId]);
 
 console.log(`\n  API ingestion: ${Math.round(apiRate)} events/s (p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms per 100-event request)`);
 console.log(`  raw pg INSERT of the same rows (1 connection): ${Math.round(rawRate)} rows/s`);
 console.log(`  ratio API / raw: ${(apiRate / rawRate).toFixed(2)}  (targets: >= 20000 events/s, >= 0.33)`);
+const perEvent = (seconds: number) => ((seconds / sent) * 1e6).toFixed(0);
+const cores = (seconds: number) => (seconds / elapsed).toFixed(2);
+const cpuPerEvent = (apiCpu.postgres + apiCpu.api + apiCpu.sender) / sent;
+console.log(
+  `  CPU per event: PostgreSQL ${perEvent(apiCpu.postgres)} µs, API ${perEvent(apiCpu.api)} µs, sender ${perEvent(apiCpu.sender)} µs` +
+    ` (cores busy: ${cores(apiCpu.postgres)}, ${cores(apiCpu.api)}, ${cores(apiCpu.sender)}); raw INSERT: PostgreSQL ${((rawPostgresCpu / inserted) * 1e6).toFixed(0)} µs per row`,
+);
+console.log(`  at these costs 20000 events/s needs ${(cpuPerEvent * 20000).toFixed(1)} cores; this machine has ${availableParallelism()}`);
 await api.stop();
 await pool.end();
 await orm.close();
