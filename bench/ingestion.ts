@@ -46,16 +46,16 @@ await loadFor(3, CONCURRENCY, send);
 await pool.query('analyze person; analyze person_distinct_id; analyze event');
 sent = 0;
 const timer = setInterval(() => progress(`  sent ${sent} events`), 1000);
-const cpuBefore = { postgres: cpuMeter(), api: cpuMeter(api.child.pid), sender: process.cpuUsage() };
+const cpuMeters = { postgres: cpuMeter(), api: cpuMeter(api.child.pid), sender: process.cpuUsage() };
 const started = performance.now();
 const latencies = await loadFor(SECONDS, CONCURRENCY, send);
 const elapsed = (performance.now() - started) / 1000;
 clearInterval(timer);
 const apiRate = sent / elapsed;
-const senderUsage = process.cpuUsage(cpuBefore.sender);
+const senderUsage = process.cpuUsage(cpuMeters.sender);
 const apiCpu = {
-  postgres: cpuBefore.postgres(),
-  api: cpuBefore.api(),
+  postgres: cpuMeters.postgres(),
+  api: cpuMeters.api(),
   sender: (senderUsage.user + senderUsage.system) / 1e6,
 };
 
