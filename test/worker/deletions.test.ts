@@ -126,6 +126,29 @@ describe('event deletion', () => {
     expect(Number((await row(foreignRequest.id)).rows_deleted)).toBe(2);
   });
 
+  it('deletes events in the default partition (older than the first month) and in the monthly ones in one run', async () => {
+    await capture(api.baseUrl, account.projectToken, [
+      { event: 'e', distinct_id: 'old-and-new' },
+      { event: 'e', distinct_id: 'old-and-new' },
+      { event: 'e', distinct_id: 'only-new' },
+    ]);
+    const oldAndNew = await personByDistinctId('old-and-new');
+    const onlyNew = await personByDistinctId('only-new');
+    await sql(
+      api.orm,
+      `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at) values (gen_random_uuid(), ?, 'imported', 'old-and-new', ?::uuid, '{}', '1999-06-01', '1999-06-01')`,
+      [account.projectId, oldAndNew.uuid],
+    );
+    const bulk = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, { key: account.apiKey, body: { ids: [oldAndNew.uuid, onlyNew.uuid], delete_events: true } });
+    expect(bulk.status).toBe(200);
+    const requests = await sql(api.orm, `select id::text as id from async_deletion where project_id = ? and key = any(?::text[]) order by id`, [account.projectId, `{${oldAndNew.uuid},${onlyNew.uuid}}`]);
+    await sql(api.orm, `update async_deletion set released_at = now() where id = any(?::bigint[])`, [`{${requests.map((r) => r.id).join(',')}}`]);
+    const result = await deletePersonData({ id: 'direct', data: { deletionId: requests[0].id }, updateProgress: async () => undefined } as any, worker.deps);
+    expect(result).toEqual({ deleted: 4, requests: 2 });
+    expect(await countEvents(account.projectId, 'old-and-new')).toBe(0);
+    expect(await countEvents(account.projectId, 'only-new')).toBe(0);
+  });
+
   it('completes only when nothing survives: an event committed behind the deletes is found, and the retry deletes it', async () => {
     await capture(api.baseUrl, account.projectToken, Array.from({ length: 3 }, () => ({ event: 'e', distinct_id: 'late-victim' })));
     const victim = await personByDistinctId('late-victim');

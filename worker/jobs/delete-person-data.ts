@@ -161,6 +161,44 @@ const GROUP_EVENTS = `project_id = ? and (person_id = any((select ?::uuid[])::uu
 const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectId, pgArray(g.personIds), pgArray(g.distinctIds), g.cutoff, g.cutoff];
 
 /**
+ * Where the group's events up to the cutoff begin and end, in epoch milliseconds (lo null: none):
+ * one index probe per person and distinct id. Rows older than the first monthly partition can only
+ * be in the default partition, and the oldest row there is older than any in the monthly ones; so
+ * each key first probes the default partition alone, and only if it holds nothing the monthly ones,
+ * in time order, stopping at the first that holds the key. (One probe of the whole table would
+ * descend into every partition for every key: the default partition keeps the planner from
+ * reading partitions in order.) Both time bounds are plan-time constants, so the planner prunes.
+ */
+async function oldestEventBounds(em: EntityManager, projectId: number, g: EventDeletionGroup): Promise<{ lo: number | null; hi: number }> {
+  const conn = em.getConnection();
+  const [{ start }] = await conn.execute<{ start: string | null }[]>(
+    `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
+       from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
+  );
+  const params: unknown[] = [g.cutoff];
+  const oldest = (column: 'person_id' | 'distinct_id') => {
+    const probe = (range: string, ...bounds: string[]) => {
+      params.push(projectId, ...bounds);
+      return `(select timestamp from event where project_id = ? and ${column} = k and ${range} order by timestamp limit 1)`;
+    };
+    if (start === null) return probe('timestamp <= ?::timestamptz', g.cutoff);
+    return `coalesce(${probe('timestamp < ?::timestamptz and timestamp <= ?::timestamptz', start, g.cutoff)}, ${probe('timestamp >= ?::timestamptz and timestamp <= ?::timestamptz', start, g.cutoff)})`;
+  };
+  const byPerson = oldest('person_id');
+  params.push(pgArray(g.personIds));
+  const byDistinctId = oldest('distinct_id');
+  params.push(pgArray(g.distinctIds));
+  const [bounds] = await conn.execute<{ lo: number | null; hi: number }[]>(
+    `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
+       select ${byPerson} as oldest from unnest(?::uuid[]) k
+       union all
+       select ${byDistinctId} from unnest(?::text[]) k) x`,
+    params,
+  );
+  return { lo: bounds.lo === null ? null : Number(bounds.lo), hi: Number(bounds.hi) };
+}
+
+/**
  * Deletes a group's events window by window in event time, oldest first. Each window's size adapts
  * so a statement deletes about DELETE_CHUNK rows (short statements, the API stays responsive). The
  * batch's count is on the lead request's row (rows_deleted), added in the delete's transaction: a
@@ -168,21 +206,12 @@ const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectI
  * request doubled the cost of the delete; the API does not show per-request counts.)
  */
 async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: number, g: EventDeletionGroup, chunkDone: (n: number) => Promise<void>): Promise<void> {
-  // Where the oldest event of the group lies: one index probe per person and distinct id, in the
-  // partitions up to the cutoff only (later ones cannot hold rows to delete).
-  const [bounds] = await em.getConnection().execute<{ lo: number | null; hi: number }[]>(
-    `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
-       select (select timestamp from event where project_id = ? and person_id = p and timestamp <= ?::timestamptz order by timestamp limit 1) as oldest from unnest(?::uuid[]) p
-       union all
-       select (select timestamp from event where project_id = ? and distinct_id = d and timestamp <= ?::timestamptz order by timestamp limit 1) from unnest(?::text[]) d) x`,
-    [g.cutoff, projectId, g.cutoff, pgArray(g.personIds), projectId, g.cutoff, pgArray(g.distinctIds)],
-  );
-  if (bounds.lo === null) return;
-  const hi = Number(bounds.hi);
+  const { lo, hi } = await oldestEventBounds(em, projectId, g);
+  if (lo === null) return;
   // Each window costs an index descent per person and distinct id whatever its size, so start wide
   // (a sixteenth of the span) and let the row counts narrow it.
-  let span = Math.max(1000, Math.floor((hi - Number(bounds.lo)) / 16));
-  for (let from = Number(bounds.lo); from < hi; ) {
+  let span = Math.max(1000, Math.floor((hi - lo) / 16));
+  for (let from = lo; from < hi; ) {
     const to = Math.min(from + span, hi);
     const n = await em.transactional(async (tx) => {
       const ctx = tx.getTransactionContext();
