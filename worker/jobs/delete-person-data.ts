@@ -84,7 +84,8 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
     let survivors: number;
     if (row.deletion_type === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
-      for (const group of groups) await deleteGroupEvents(em, id, row.project_id, group, chunkDone);
+      const monthsStart = await firstMonthlyPartitionStart(em);
+      for (const group of groups) await deleteGroupEvents(em, id, row.project_id, group, monthsStart, chunkDone);
       survivors = await countEventSurvivors(em, row.project_id, groups);
     } else {
       const target = targetOf(row);
@@ -160,6 +161,15 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
 const GROUP_EVENTS = `project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[])) and timestamp <= ?::timestamptz and created_at <= ?::timestamptz`;
 const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectId, pgArray(g.personIds), pgArray(g.distinctIds), g.cutoff, g.cutoff];
 
+/** Where the event table's first monthly partition begins (null: only the default partition exists). */
+async function firstMonthlyPartitionStart(em: EntityManager): Promise<string | null> {
+  const [{ start }] = await em.getConnection().execute<{ start: string | null }[]>(
+    `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
+       from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
+  );
+  return start;
+}
+
 /**
  * Where the group's events up to the cutoff begin and end, in epoch milliseconds (lo null: none):
  * one index probe per person and distinct id. Rows older than the first monthly partition can only
@@ -167,14 +177,11 @@ const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectI
  * each key first probes the default partition alone, and only if it holds nothing the monthly ones,
  * in time order, stopping at the first that holds the key. (One probe of the whole table would
  * descend into every partition for every key: the default partition keeps the planner from
- * reading partitions in order.) Both time bounds are plan-time constants, so the planner prunes.
+ * reading partitions in order.) `start` is firstMonthlyPartitionStart(); both time bounds are
+ * plan-time constants, so the planner prunes.
  */
-async function oldestEventBounds(em: EntityManager, projectId: number, g: EventDeletionGroup): Promise<{ lo: number | null; hi: number }> {
-  const conn = em.getConnection();
-  const [{ start }] = await conn.execute<{ start: string | null }[]>(
-    `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
-       from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
-  );
+async function oldestEventBounds(em: EntityManager, projectId: number, g: EventDeletionGroup, start: string | null): Promise<{ lo: number | null; hi: number }> {
+  // Pushed in the order their placeholders appear in the statement.
   const params: unknown[] = [g.cutoff];
   const oldest = (column: 'person_id' | 'distinct_id') => {
     const probe = (range: string, ...bounds: string[]) => {
@@ -188,7 +195,7 @@ async function oldestEventBounds(em: EntityManager, projectId: number, g: EventD
   params.push(pgArray(g.personIds));
   const byDistinctId = oldest('distinct_id');
   params.push(pgArray(g.distinctIds));
-  const [bounds] = await conn.execute<{ lo: number | null; hi: number }[]>(
+  const [bounds] = await em.getConnection().execute<{ lo: number | null; hi: number }[]>(
     `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
        select ${byPerson} as oldest from unnest(?::uuid[]) k
        union all
@@ -205,8 +212,15 @@ async function oldestEventBounds(em: EntityManager, projectId: number, g: EventD
  * worker killed at any point leaves it matching what is gone. (A RETURNING clause to count per
  * request doubled the cost of the delete; the API does not show per-request counts.)
  */
-async function deleteGroupEvents(em: EntityManager, leadId: string, projectId: number, g: EventDeletionGroup, chunkDone: (n: number) => Promise<void>): Promise<void> {
-  const { lo, hi } = await oldestEventBounds(em, projectId, g);
+async function deleteGroupEvents(
+  em: EntityManager,
+  leadId: string,
+  projectId: number,
+  g: EventDeletionGroup,
+  monthsStart: string | null,
+  chunkDone: (n: number) => Promise<void>,
+): Promise<void> {
+  const { lo, hi } = await oldestEventBounds(em, projectId, g, monthsStart);
   if (lo === null) return;
   // Each window costs an index descent per person and distinct id whatever its size, so start wide
   // (a sixteenth of the span) and let the row counts narrow it.
