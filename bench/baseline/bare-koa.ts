@@ -3,8 +3,9 @@
 import Koa from 'koa';
 import pg from 'pg';
 import { sessionOptions } from '../../shared/db/orm.ts';
+import { envInt } from '../../shared/config.ts';
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.DATABASE_POOL_MAX ?? 16), options: sessionOptions() });
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: envInt('DATABASE_POOL_MAX', 16), options: sessionOptions() });
 const app = new Koa();
 app.use(async (ctx) => {
   if (ctx.path === '/_health') {

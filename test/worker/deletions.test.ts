@@ -5,6 +5,7 @@ import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { upsertSchedules } from '../../worker/runtime.ts';
 import { schedules } from '../../worker/jobs/index.ts';
 import { sql } from '../db.ts';
+import { pgArray } from '../../shared/db/sql.ts';
 import { capture } from '../fixtures.ts';
 import { call, createAccount, eventually, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
 
@@ -141,8 +142,8 @@ describe('event deletion', () => {
     );
     const bulk = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, { key: account.apiKey, body: { ids: [oldAndNew.uuid, onlyNew.uuid], delete_events: true } });
     expect(bulk.status).toBe(200);
-    const requests = await sql(api.orm, `select id::text as id from async_deletion where project_id = ? and key = any(?::text[]) order by id`, [account.projectId, `{${oldAndNew.uuid},${onlyNew.uuid}}`]);
-    await sql(api.orm, `update async_deletion set released_at = now() where id = any(?::bigint[])`, [`{${requests.map((r) => r.id).join(',')}}`]);
+    const requests = await sql(api.orm, `select id::text as id from async_deletion where project_id = ? and key = any(?::text[]) order by id`, [account.projectId, pgArray([oldAndNew.uuid, onlyNew.uuid])]);
+    await sql(api.orm, `update async_deletion set released_at = now() where id = any(?::bigint[])`, [pgArray(requests.map((r) => r.id))]);
     const result = await deletePersonData({ id: 'direct', data: { deletionId: requests[0].id }, updateProgress: async () => undefined } as any, worker.deps);
     expect(result).toEqual({ deleted: 4, requests: 2 });
     expect(await countEvents(account.projectId, 'old-and-new')).toBe(0);

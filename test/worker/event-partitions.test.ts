@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { schedules } from '../../worker/jobs/index.ts';
+import { firstMonthlyPartitionStart } from '../../worker/jobs/event-partitions.ts';
 import { sql } from '../db.ts';
 import { settledJob, workerWithAccount } from '../helpers.ts';
 
@@ -62,6 +63,13 @@ describe('event partitions', () => {
     } finally {
       await dropTarget();
     }
+  });
+
+  it('reads where the first monthly partition begins from the catalog (the deletion probe relies on it)', async () => {
+    const start = new Date((await firstMonthlyPartitionStart(worker.deps.orm.em.fork().getConnection()))!);
+    expect(start.getTime()).toBe(Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), 1));
+    expect(start.getTime()).toBeLessThanOrEqual(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1));
+    expect((await sql(worker.deps.orm, `select to_regclass(?) as t`, [monthName(start)]))[0].t).not.toBeNull();
   });
 
   it('fails at once, without retries, on a malformed months count', async () => {

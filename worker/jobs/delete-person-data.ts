@@ -10,6 +10,7 @@ import type { DeletionJobData } from '../../shared/queues.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { envInt } from '../../shared/config.ts';
+import { firstMonthlyPartitionStart } from './event-partitions.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -84,7 +85,7 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
     let survivors: number;
     if (row.deletion_type === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
-      const monthsStart = await firstMonthlyPartitionStart(em);
+      const monthsStart = await firstMonthlyPartitionStart(em.getConnection());
       for (const group of groups) await deleteGroupEvents(em, id, row.project_id, group, monthsStart, chunkDone);
       survivors = await countEventSurvivors(em, row.project_id, groups);
     } else {
@@ -161,46 +162,28 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
 const GROUP_EVENTS = `project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[])) and timestamp <= ?::timestamptz and created_at <= ?::timestamptz`;
 const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectId, pgArray(g.personIds), pgArray(g.distinctIds), g.cutoff, g.cutoff];
 
-/** Where the event table's first monthly partition begins (null: only the default partition exists). */
-async function firstMonthlyPartitionStart(em: EntityManager): Promise<string | null> {
-  const [{ start }] = await em.getConnection().execute<{ start: string | null }[]>(
-    `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
-       from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
-  );
-  return start;
-}
-
 /**
  * Where the group's events up to the cutoff begin and end, in epoch milliseconds (lo null: none):
- * one index probe per person and distinct id. Rows older than the first monthly partition can only
- * be in the default partition, and the oldest row there is older than any in the monthly ones; so
- * each key first probes the default partition alone, and only if it holds nothing the monthly ones,
- * in time order, stopping at the first that holds the key. (One probe of the whole table would
- * descend into every partition for every key: the default partition keeps the planner from
- * reading partitions in order.) `start` is firstMonthlyPartitionStart(); both time bounds are
- * plan-time constants, so the planner prunes.
+ * one index probe per person and distinct id. Rows older than the first monthly partition
+ * (`monthsStart`) can only be in the default partition, and are older than any in the monthly ones;
+ * so each key first probes those alone, and only if there are none the months from the first to the
+ * cutoff, which PostgreSQL reads in time order, stopping at the first that holds the key. (One probe
+ * of the whole table would descend into every partition for every key: the default partition keeps
+ * the planner from reading partitions in order.) Both bounds are constants, so pruning is at plan time.
  */
-async function oldestEventBounds(em: EntityManager, projectId: number, g: EventDeletionGroup, start: string | null): Promise<{ lo: number | null; hi: number }> {
-  // Pushed in the order their placeholders appear in the statement.
-  const params: unknown[] = [g.cutoff];
-  const oldest = (column: 'person_id' | 'distinct_id') => {
-    const probe = (range: string, ...bounds: string[]) => {
-      params.push(projectId, ...bounds);
-      return `(select timestamp from event where project_id = ? and ${column} = k and ${range} order by timestamp limit 1)`;
-    };
-    if (start === null) return probe('timestamp <= ?::timestamptz', g.cutoff);
-    return `coalesce(${probe('timestamp < ?::timestamptz and timestamp <= ?::timestamptz', start, g.cutoff)}, ${probe('timestamp >= ?::timestamptz and timestamp <= ?::timestamptz', start, g.cutoff)})`;
-  };
-  const byPerson = oldest('person_id');
-  params.push(pgArray(g.personIds));
-  const byDistinctId = oldest('distinct_id');
-  params.push(pgArray(g.distinctIds));
+async function oldestEventBounds(em: EntityManager, projectId: number, g: EventDeletionGroup, monthsStart: string | null): Promise<{ lo: number | null; hi: number }> {
+  const oldest = (column: 'person_id' | 'distinct_id') =>
+    `coalesce((select timestamp from event where project_id = ? and ${column} = k and timestamp < ?::timestamptz and timestamp <= ?::timestamptz order by timestamp limit 1),
+              (select timestamp from event where project_id = ? and ${column} = k and timestamp >= ?::timestamptz and timestamp <= ?::timestamptz order by timestamp limit 1))`;
+  // Without monthly partitions every row is in the default partition: the first probe takes them all.
+  const start = monthsStart ?? 'infinity';
+  const probes = [projectId, start, g.cutoff, projectId, start, g.cutoff];
   const [bounds] = await em.getConnection().execute<{ lo: number | null; hi: number }[]>(
     `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
-       select ${byPerson} as oldest from unnest(?::uuid[]) k
+       select ${oldest('person_id')} as oldest from unnest(?::uuid[]) k
        union all
-       select ${byDistinctId} from unnest(?::text[]) k) x`,
-    params,
+       select ${oldest('distinct_id')} from unnest(?::text[]) k) x`,
+    [g.cutoff, ...probes, pgArray(g.personIds), ...probes, pgArray(g.distinctIds)],
   );
   return { lo: bounds.lo === null ? null : Number(bounds.lo), hi: Number(bounds.hi) };
 }

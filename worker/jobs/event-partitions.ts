@@ -2,6 +2,7 @@
 // function is migration 0019's ensure_event_partitions): deleting or scanning a month then touches
 // that month's table and indexes, not one table of every event ever sent.
 import { UnrecoverableError, type Job } from 'bullmq';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { WorkerDeps } from '../deps.ts';
 import { envInt } from '../../shared/config.ts';
 
@@ -15,4 +16,13 @@ export async function ensureEventPartitions(job: Job<{ monthsAhead?: number }> |
   const created = rows.map((r) => r.name);
   if (created.length > 0) deps.logger.info({ created }, 'event partitions created');
   return { created };
+}
+
+/** Where the event table's first monthly partition begins, read from the catalog (null: none yet). */
+export async function firstMonthlyPartitionStart(conn: ReturnType<EntityManager['getConnection']>): Promise<string | null> {
+  const [{ start }] = await conn.execute<{ start: string | null }[]>(
+    `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
+       from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
+  );
+  return start;
 }
