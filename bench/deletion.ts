@@ -2,7 +2,7 @@
 // the worker's chunked, verified deletion beside one raw DELETE … WHERE person_id = ANY(…) on a copy
 // of the same data, and the p99 of person reads while the chunked deletion runs.
 import { randomUUID } from 'node:crypto';
-import { recordDeletionRequests } from '../shared/deletions.ts';
+import { recordDeletionRequests } from '../shared/deletions/store.ts';
 import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
 import { logger } from '../shared/logger.ts';
 import { benchSetup } from './harness.ts';

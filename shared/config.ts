@@ -1,5 +1,7 @@
 // All configuration comes from the environment; defaults run everything on this machine.
 // envInt/envBool are the one way to read a setting: a malformed value stops the process at start-up.
+import { CronExpressionParser } from 'cron-parser';
+
 export function envInt(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -12,6 +14,18 @@ export function envBool(name: string, fallback: boolean): boolean {
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   return ['1', 'true', 'yes', 'on'].includes(raw.toLowerCase());
+}
+
+/** A cron pattern (UTC), checked at start-up: a typo stops the process naming the variable. */
+export function envCron(name: string, fallback: string): string {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  try {
+    CronExpressionParser.parse(raw, { tz: 'UTC' });
+  } catch (error) {
+    throw new Error(`${name} must be a cron pattern, got "${raw}": ${(error as Error).message}`);
+  }
+  return raw;
 }
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -39,6 +53,30 @@ export function loadConfig() {
       shutdownTimeoutMs: envInt('WORKER_SHUTDOWN_TIMEOUT_MS', 30_000),
       /** How long a job stays claimed without renewal; a dead worker's job is taken over after about this long. */
       lockDurationMs: envInt('WORKER_LOCK_DURATION_MS', 30_000),
+    },
+    /** BullMQ's own retries of a failed job (quick, for passing faults) before the job counts as failed. */
+    jobs: {
+      attempts: envInt('JOB_ATTEMPTS', 8),
+      backoffMs: envInt('JOB_BACKOFF_MS', 5_000),
+    },
+    deletion: {
+      /** When scheduled deletion requests are released (UTC crons). */
+      weeklyCron: envCron('DELETION_WEEKLY_CRON', '0 5 * * 0'),
+      offPeakCron: envCron('DELETION_OFF_PEAK_CRON', '0 3 * * *'),
+      /**
+       * How often each worker reconciles PostgreSQL with the queue (a timer in the process, not a
+       * Redis-held schedule, so it runs even when Redis lost every scheduler).
+       */
+      reconcileSeconds: envInt('DELETION_RECONCILE_SECONDS', 60),
+      /** A request whose job failed finally is tried again after this delay, doubling per failure up to the maximum. */
+      retryFirstDelaySeconds: envInt('DELETION_RETRY_FIRST_DELAY_SECONDS', 900),
+      retryMaxDelaySeconds: envInt('DELETION_RETRY_MAX_DELAY_SECONDS', 6 * 3600),
+    },
+    /** When the other scheduled jobs run (UTC crons). */
+    schedules: {
+      experimentResultsCron: envCron('EXPERIMENT_RESULTS_CRON', '0 2 * * *'),
+      statisticsRefreshCron: envCron('STATISTICS_REFRESH_CRON', '*/5 * * * *'),
+      eventPartitionsCron: envCron('EVENT_PARTITIONS_CRON', '0 1 * * *'),
     },
     /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
     adminPassword: process.env.ADMIN_PASSWORD ?? '',

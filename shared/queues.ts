@@ -29,18 +29,21 @@ export const deletionJobId = (deletionId: string | number) => `deletion-${deleti
 /** Every queue of QUEUE_NAMES, by key: the API's producers and the worker's own handles. */
 export type Queues = Record<keyof typeof QUEUE_NAMES, Queue>;
 
-export function createQueues(connection: ConnectionOptions, config: Pick<Config, 'redisPrefix'>): Queues {
+export function createQueues(connection: ConnectionOptions, config: Pick<Config, 'redisPrefix' | 'jobs'>): Queues {
   const prefix = queuePrefix(config);
-  return Object.fromEntries(Object.entries(QUEUE_NAMES).map(([key, name]) => [key, createQueue(name, connection, prefix)])) as Queues;
+  return Object.fromEntries(
+    Object.entries(QUEUE_NAMES).map(([key, name]) => [key, createQueue(name, connection, prefix, config.jobs)]),
+  ) as Queues;
 }
 
-export function createQueue(name: string, connection: ConnectionOptions, prefix: string): Queue {
+function createQueue(name: string, connection: ConnectionOptions, prefix: string, jobs: Config['jobs']): Queue {
   const queue = new Queue(name, {
     connection,
     prefix,
     defaultJobOptions: {
-      attempts: 8,
-      backoff: { type: 'exponential', delay: 5_000, jitter: 0.5 },
+      // Quick retries for passing faults; a deletion that still fails is retried later from its row.
+      attempts: jobs.attempts,
+      backoff: { type: 'exponential', delay: jobs.backoffMs, jitter: 0.5 },
       removeOnComplete: { age: 7 * 24 * 3600, count: 10_000 },
       removeOnFail: false,
     },
@@ -69,4 +72,23 @@ export async function enqueueDeletions(queue: Queue, deletionIds: (string | numb
     logger.warn({ err: (error as Error).message, deletionIds }, 'enqueue failed; the reconciler will pick these up');
     return false;
   }
+}
+
+/**
+ * Makes sure each request has a live job: a missing one is added, a finished one (completed or
+ * failed while its row is not done: a retry, or a job removed mid-way) is replaced, since BullMQ
+ * ignores an add whose id still exists. Returns the ids that got a new job.
+ */
+export async function requeueDeletions(queue: Queue, deletionIds: string[]): Promise<string[]> {
+  const missing: string[] = [];
+  for (const id of deletionIds) {
+    const job = await queue.getJob(deletionJobId(id));
+    if (job) {
+      const state = await job.getState();
+      if (state !== 'completed' && state !== 'failed' && state !== 'unknown') continue;
+      await job.remove().catch(() => undefined);
+    }
+    missing.push(id);
+  }
+  return (await enqueueDeletions(queue, missing)) ? missing : [];
 }

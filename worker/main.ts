@@ -6,7 +6,7 @@ import { logger } from '../shared/logger.ts';
 import { createWorkerRedis } from '../shared/redis.ts';
 import type { WorkerDeps } from './deps.ts';
 import { startWorkerMetrics } from './metrics.ts';
-import { startWorkers, upsertSchedules } from './runtime.ts';
+import { startWorkers } from './runtime.ts';
 import { createQueues } from '../shared/queues.ts';
 
 const orm = await initOrm();
@@ -14,9 +14,8 @@ const connection = createWorkerRedis();
 connection.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
 const deps: WorkerDeps = { config, orm, connection, logger, queues: createQueues(connection, config) };
 
-await upsertSchedules(deps);
 const metrics = startWorkerMetrics(deps);
-const running = await startWorkers(deps, { onJobDuration: metrics.observe });
+const running = await startWorkers(deps, { onJobDuration: metrics.observe, schedules: true });
 logger.info({ concurrency: config.worker.concurrency, metricsPort: metrics.port }, 'worker started');
 
 let stopping = false;

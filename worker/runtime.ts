@@ -1,20 +1,28 @@
 // Starting and stopping the worker's BullMQ workers; main.ts runs it as a process, tests in-process.
+// Nothing a deletion needs lives only in Redis: each worker reconciles on a timer of its own, and
+// re-creates the schedulers whenever its Redis connection comes back (an empty Redis after a restart
+// without persistence, or a failover) or a reconcile finds one missing.
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
-import { markDeletionFailed } from './jobs/delete-person-data.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
 import { processors, schedules, type Schedule } from './jobs/index.ts';
 
+const queueOf = (deps: WorkerDeps, name: string) =>
+  deps.queues[(Object.keys(QUEUE_NAMES) as (keyof typeof QUEUE_NAMES)[]).find((key) => QUEUE_NAMES[key] === name)!];
+
 /** Upserting is idempotent by scheduler id: however many workers start, one scheduler per id results. */
-export async function upsertSchedules(deps: WorkerDeps, list: Schedule[] = schedules()): Promise<void> {
-  const byName = new Map<string, WorkerDeps['queues'][keyof WorkerDeps['queues']]>(
-    Object.entries(QUEUE_NAMES).map(([key, name]) => [name, deps.queues[key as keyof typeof QUEUE_NAMES]]),
-  );
-  for (const schedule of list) {
-    await byName.get(schedule.queue)!.upsertJobScheduler(schedule.schedulerId, { pattern: schedule.pattern, tz: 'UTC' }, { name: schedule.jobName, data: schedule.data ?? {} });
+export async function upsertSchedules(deps: WorkerDeps, list: Schedule[] = schedules(deps.config)): Promise<void> {
+  for (const s of list) {
+    await queueOf(deps, s.queue).upsertJobScheduler(s.schedulerId, { pattern: s.pattern, tz: 'UTC' }, { name: s.jobName, data: s.data ?? {} });
   }
+}
+
+/** Whether every scheduler this worker would upsert is in Redis. */
+async function schedulesPresent(deps: WorkerDeps, list: Schedule[]): Promise<boolean> {
+  for (const s of list) if (!(await queueOf(deps, s.queue).getJobScheduler(s.schedulerId))) return false;
+  return true;
 }
 
 export interface RunningWorker {
@@ -22,18 +30,26 @@ export interface RunningWorker {
   close: (timeoutMs?: number) => Promise<void>;
 }
 
-export async function startWorkers(deps: WorkerDeps, options: { concurrency?: number; onJobDuration?: (queue: string, name: string, ms: number, ok: boolean) => void } = {}): Promise<RunningWorker> {
+export async function startWorkers(
+  deps: WorkerDeps,
+  options: {
+    concurrency?: number;
+    onJobDuration?: (queue: string, name: string, ms: number, ok: boolean) => void;
+    /** Keep the schedulers in Redis (the worker process does; in-process test workers don't). */
+    schedules?: boolean;
+  } = {},
+): Promise<RunningWorker> {
   const prefix = queuePrefix(deps.config);
   const workers = processors.map((entry) => {
     const worker = new Worker(
       entry.queue,
       async (job: Job) => {
-        const handler = entry.handlers[job.name];
-        if (!handler) throw new UnrecoverableError(`no handler for job "${job.name}" on queue ${entry.queue}`);
+        const definition = entry.jobs[job.name];
+        if (!definition) throw new UnrecoverableError(`no handler for job "${job.name}" on queue ${entry.queue}`);
         const started = Date.now();
         deps.logger.info({ queue: entry.queue, job: job.name, jobId: job.id, attempt: job.attemptsMade + 1, data: job.data }, 'job started');
         try {
-          const result = await handler(job, deps);
+          const result = await definition.run(job, deps);
           options.onJobDuration?.(entry.queue, job.name, Date.now() - started, true);
           deps.logger.info({ queue: entry.queue, job: job.name, jobId: job.id, ms: Date.now() - started }, 'job finished');
           return result;
@@ -53,18 +69,47 @@ export async function startWorkers(deps: WorkerDeps, options: { concurrency?: nu
     worker.on('failed', (job, error) => {
       const final = !job || error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
       deps.logger.error({ queue: entry.queue, job: job?.name, jobId: job?.id, err: error.message, final }, 'job failed');
-      if (final && job?.name === 'delete' && typeof job.data?.deletionId === 'string') {
-        void markDeletionFailed(deps, job.data.deletionId, error.message).catch(() => undefined);
+      const onFinalFailure = job && final ? entry.jobs[job.name]?.onFinalFailure : undefined;
+      if (onFinalFailure) {
+        void onFinalFailure(job!, error, deps).catch((hookError) =>
+          deps.logger.error({ queue: entry.queue, jobId: job!.id, err: (hookError as Error).message }, 'final-failure hook failed'),
+        );
       }
     });
     worker.on('error', (error) => deps.logger.error({ queue: entry.queue, err: error.message }, 'worker error'));
     return worker;
   });
-  // Requests made while Redis was down are picked up at once, not only at the next reconciler tick.
-  await reconcileDeletions(null, deps).catch((error) => deps.logger.warn({ err: (error as Error).message }, 'initial reconcile failed'));
+
+  const list = schedules(deps.config);
+  const keepSchedules = async () => {
+    if (options.schedules && !(await schedulesPresent(deps, list))) {
+      await upsertSchedules(deps, list);
+      deps.logger.warn('schedulers were missing in Redis; re-created');
+    }
+  };
+  // One pass: schedulers present, overdue windows released, every due request with a live job.
+  const reconcile = async () => {
+    try {
+      await keepSchedules();
+      await reconcileDeletions(null, deps);
+    } catch (error) {
+      deps.logger.warn({ err: (error as Error).message }, 'reconcile failed; next pass in a moment');
+    }
+  };
+  if (options.schedules) await upsertSchedules(deps, list);
+  // An empty Redis after a reconnect has no schedulers: put them back at once.
+  const onReady = () => void reconcile();
+  deps.connection.on('ready', onReady);
+  // Requests made while Redis was down are picked up at once, then on every tick.
+  await reconcile();
+  const timer = setInterval(() => void reconcile(), deps.config.deletion.reconcileSeconds * 1000);
+  timer.unref();
+
   return {
     workers,
     close: async (timeoutMs = deps.config.worker.shutdownTimeoutMs) => {
+      clearInterval(timer);
+      deps.connection.off('ready', onReady);
       // Finish active jobs within the limit; past it, force: the jobs stall and another worker takes them.
       const timedOut = await withTimeout(Promise.allSettled(workers.map((w) => w.close())), timeoutMs, 'shutdown').then(
         () => false,

@@ -1,12 +1,14 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
-import { ApiError, validationError } from '../http/errors.ts';
+import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
 import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListItem, personListItemSchema, personRecord, personRecordSchema, type PersonWithIds } from './serializers.ts';
-import { changePersonProperties, deletePersons, deletionRequestView } from './service.ts';
+import { changePersonProperties, deletePersons } from './service.ts';
+import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
+import { requeueDeletions } from '../../shared/queues.ts';
 
 const P = '/api/projects/:project_id/persons';
 const FORMAT = { format: { enum: ['json', 'csv'], description: 'csv for a CSV export' } };
@@ -153,17 +155,25 @@ export const personRoutes = [
   }),
 ];
 
+const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
 const deletionRequestSchema = {
   type: 'object',
-  required: ['id', 'person_uuid', 'deletion_type', 'mode', 'status', 'created_at', 'delete_verified_at'],
+  required: ['id', 'person_uuid', 'deletion_type', 'mode', 'status', 'created_at', 'cutoff', 'attempts', 'failures', 'last_error', 'next_attempt_at', 'started_at', 'delete_verified_at'],
   properties: {
     id: { type: 'string' },
+    project_id: { type: 'integer' },
     person_uuid: { type: 'string' },
     deletion_type: { enum: ['person_events', 'person_recordings'] },
     mode: { enum: ['weekly', 'off_peak', 'immediate'] },
     status: { enum: ['pending', 'running', 'completed', 'failed'] },
-    created_at: { type: ['string', 'null'] },
-    delete_verified_at: { type: ['string', 'null'] },
+    created_at: NULLABLE_TIME,
+    cutoff: { ...NULLABLE_TIME, description: 'Only data up to this moment is deleted; a repeated request moves it' },
+    attempts: { type: 'integer', description: 'Worker attempts so far' },
+    failures: { type: 'integer', description: 'Times it failed finally; each is retried automatically at next_attempt_at' },
+    last_error: { type: ['string', 'null'] },
+    next_attempt_at: { ...NULLABLE_TIME, description: 'When a failed request is tried again' },
+    started_at: NULLABLE_TIME,
+    delete_verified_at: NULLABLE_TIME,
   },
 };
 
@@ -326,26 +336,28 @@ export const personDeletionRoutes = [
     responses: { 200: { description: 'A page of deletion requests', schema: paginatedSchema(deletionRequestSchema) } },
     handler: async (ctx) => {
       const { status, person_uuid } = ctx.state.query;
-      const where = ['project_id = ?'];
-      const params: unknown[] = [ctx.state.project.id];
-      if (status === 'pending') where.push(`status in ('pending', 'running')`);
-      else if (status && status !== 'all') {
-        where.push('status = ?');
-        params.push(status);
-      }
-      if (person_uuid) {
-        where.push('key = ?');
-        params.push(person_uuid.toLowerCase());
-      }
       const page = pageOf(ctx.state.query);
-      const conn = ctx.state.em.getConnection();
-      const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from async_deletion where ${where.join(' and ')}`, params);
-      const rows = await conn.execute<any[]>(
-        `select id::text as id, key as person_uuid, deletion_type, mode, status, created_at, delete_verified_at
-           from async_deletion where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
-        [...params, page.limit, page.offset],
-      );
-      ctx.body = paginated(ctx, page, count, rows.map(deletionRequestView));
+      const filter = { projectId: ctx.state.project.id, status, personUuid: person_uuid };
+      const { count, results } = await listDeletionRequests(ctx.state.em, filter, page);
+      ctx.body = paginated(ctx, page, count, results);
+    },
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/deletion_status/:id/retry`,
+    summary: 'Retry a failed deletion request now (failed requests are also retried automatically, with a growing delay)',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: { 200: { description: 'The request, due at once', schema: deletionRequestSchema } },
+    handler: async (ctx) => {
+      const id = ctx.state.params.id;
+      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
+      const result = await retryFailedDeletion(ctx.state.em, ctx.state.project.id, id);
+      if (result === 'not_found') throw notFound();
+      if (result === 'not_failed') throw validationError(`Deletion request ${id} has not failed; only a failed request can be retried.`, 'id');
+      // If Redis is away the request is still due: the worker's reconciler gives it a job.
+      await requeueDeletions(ctx.deps.queues.deletions, [id]).catch(() => undefined);
+      ctx.body = result;
     },
   }),
 ];

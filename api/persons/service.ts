@@ -5,11 +5,11 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { recordActivity, type ActivityChange, type Actor } from '../../shared/activity-log.ts';
-import { recordDeletionRequests, type DeletionMode, type DeletionRequest } from '../../shared/deletions.ts';
+import type { DeletionMode } from '../../shared/deletions/schedule.ts';
+import { deletionRequestsByIds, recordDeletionRequests, type DeletionRequest, type DeletionRequestView } from '../../shared/deletions/store.ts';
 import { storeEvents } from '../../shared/events/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { enqueueDeletions } from '../../shared/queues.ts';
-import { isoTimestamp } from '../../shared/time.ts';
 import { findPerson } from './queries.ts';
 import { orderedDistinctIds, type PersonWithIds } from './serializers.ts';
 
@@ -51,16 +51,6 @@ export interface DeletionOptions {
   keepPerson: boolean;
   /** When the event deletion runs: the weekly batch (DELETE, bulk_delete) or off-peak (delete_events). */
   eventsMode: DeletionMode;
-}
-
-export interface DeletionRequestView {
-  id: string;
-  person_uuid: string;
-  deletion_type: string;
-  mode: string;
-  status: string;
-  created_at: string | null;
-  delete_verified_at: string | null;
 }
 
 /** Deletes persons (unless keepPerson) and records the requested data deletions; returns the requests. */
@@ -109,26 +99,4 @@ export async function deletePersons(
   // stay pending and the worker's reconciler enqueues them.
   await enqueueDeletions(deletionQueue, requests.filter((r) => r.mode === 'immediate').map((r) => r.id));
   return { personsDeleted, requests };
-}
-
-export async function deletionRequestsByIds(em: EntityManager, ids: string[]): Promise<DeletionRequestView[]> {
-  if (ids.length === 0) return [];
-  const rows = await em.getConnection().execute<any[]>(
-    `select id::text as id, key as person_uuid, deletion_type, mode, status, created_at, delete_verified_at
-       from async_deletion where id in (?) order by id`,
-    [ids],
-  );
-  return rows.map(deletionRequestView);
-}
-
-export function deletionRequestView(row: any): DeletionRequestView {
-  return {
-    id: String(row.id),
-    person_uuid: row.person_uuid ?? row.key,
-    deletion_type: row.deletion_type,
-    mode: row.mode,
-    status: row.status,
-    created_at: isoTimestamp(row.created_at),
-    delete_verified_at: isoTimestamp(row.delete_verified_at),
-  };
 }

@@ -1,6 +1,19 @@
-// Helpers for raw SQL through MikroORM's `em.getConnection().execute(sql, params)`.
-// Its placeholders are `?`, and an array parameter is expanded into a list (for `in (?)`);
-// to pass a PostgreSQL array, send a literal with pgArray() and cast it: `= any(?::int[])`.
+// The one way to run raw SQL: rows() and run() go through MikroORM's connection and always inside
+// the caller's transaction when there is one (em.getTransactionContext()), so a statement cannot
+// silently run outside it. Placeholders are `?`, and an array parameter is expanded into a list
+// (for `in (?)`); to pass a PostgreSQL array, send a literal with pgArray() and cast it: `= any(?::int[])`.
+import type { EntityManager } from '@mikro-orm/postgresql';
+
+/** The rows a statement returns. */
+export function rows<T = Record<string, unknown>>(em: EntityManager, sql: string, params: readonly unknown[] = []): Promise<T[]> {
+  return em.getConnection().execute<T[]>(sql, params as unknown[], 'all', em.getTransactionContext());
+}
+
+/** Runs a statement and returns how many rows it changed. */
+export async function run(em: EntityManager, sql: string, params: readonly unknown[] = []): Promise<number> {
+  const result = await em.getConnection().execute<{ affectedRows: number }>(sql, params as unknown[], 'run', em.getTransactionContext());
+  return result.affectedRows;
+}
 
 /** A PostgreSQL array literal, e.g. pgArray(['a', 'b"c']) → {"a","b\"c"}. */
 export function pgArray(values: readonly (string | number)[]): string {

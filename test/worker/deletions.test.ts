@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { upsertSchedules } from '../../worker/runtime.ts';
 import { schedules } from '../../worker/jobs/index.ts';
+import { loadConfig } from '../../shared/config.ts';
 import { sql } from '../db.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import { capture } from '../fixtures.ts';
@@ -39,7 +40,8 @@ describe('schedulers', () => {
     await upsertSchedules(worker.deps);
     await upsertSchedules(worker.deps); // a second worker starting: still one of each
     const found = await worker.deps.queues.deletions.getJobSchedulers();
-    expect(found.map((s) => s.key).sort()).toEqual(['deletion-off-peak', 'deletion-reconciler', 'deletion-weekly-batch']);
+    // The reconciler is a timer in each worker, not a Redis-held schedule (it must run when Redis lost them).
+    expect(found.map((s) => s.key).sort()).toEqual(['deletion-off-peak', 'deletion-weekly-batch']);
     const weekly = found.find((s) => s.key === 'deletion-weekly-batch')!;
     expect(weekly.pattern).toBe('0 5 * * 0');
     const next = new Date(weekly.next!);
@@ -51,7 +53,14 @@ describe('schedulers', () => {
     const offPeak = new Date(found.find((s) => s.key === 'deletion-off-peak')!.next!);
     expect(offPeak.getUTCHours()).toBe(3);
     expect(offPeak.getTime() - Date.now()).toBeLessThanOrEqual(86400_000);
-    expect(schedules({ DELETION_WEEKLY_CRON: '0 6 * * 6' })[0].pattern).toBe('0 6 * * 6');
+    process.env.DELETION_WEEKLY_CRON = '0 6 * * 6';
+    try {
+      expect(schedules(loadConfig())[0].pattern).toBe('0 6 * * 6');
+      process.env.DELETION_WEEKLY_CRON = '0 6 * * 9';
+      expect(() => loadConfig()).toThrow('DELETION_WEEKLY_CRON must be a cron pattern, got "0 6 * * 9"');
+    } finally {
+      delete process.env.DELETION_WEEKLY_CRON;
+    }
     // No surprise runs during the other tests.
     for (const queue of Object.values(worker.deps.queues)) for (const s of await queue.getJobSchedulers()) await queue.removeJobScheduler(s.key!);
   });

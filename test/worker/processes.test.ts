@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { recordDeletionRequests } from '../../shared/deletions.ts';
+import { recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import { enqueueDeletions } from '../../shared/queues.ts';
 import { sql } from '../db.ts';
@@ -25,7 +25,7 @@ function startWorkerProcess(env: Record<string, string> = {}): ChildProcess {
       LOG_LEVEL: 'silent',
       WORKER_LOCK_DURATION_MS: '2000',
       DELETION_LEASE_SECONDS: '2',
-      DELETION_RECONCILE_CRON: '* * * * * *', // every second, so takeovers are quick in the test
+      DELETION_RECONCILE_SECONDS: '1', // so takeovers are quick in the test
       ...env,
     },
     stdio: 'ignore',

@@ -10,6 +10,17 @@ import type { DeletionJobData } from '../../shared/queues.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { envInt } from '../../shared/config.ts';
+import {
+  addRowsDeleted,
+  claimCompanions,
+  claimDeletion,
+  completeDeletions,
+  dropLeases,
+  eventDeletionTargets,
+  markDeletionFailed,
+  renewLeases,
+  type ClaimedDeletion,
+} from '../../shared/deletions/store.ts';
 import { firstMonthlyPartitionStart } from './event-partitions.ts';
 
 /**
@@ -26,37 +37,11 @@ export const DELETION_BATCH_SIZE = envInt('DELETION_BATCH_SIZE', 1000);
 
 export class DeletionBusyError extends Error {}
 
-interface ClaimedRow {
-  id: string;
-  project_id: number;
-  deletion_type: 'person_events' | 'person_recordings';
-  key: string;
-  distinct_ids: string[] | null;
-  /** As PostgreSQL prints it: a JavaScript Date would drop its microseconds. */
-  cutoff: string;
-  claimed_by: string | null;
-}
-
-const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or (status = 'running' and lease_until < now()))`;
-
 export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
   const id = job.data?.deletionId;
   if (typeof id !== 'string' || !/^\d+$/.test(id)) throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork() as EntityManager;
-  const conn = em.getConnection();
-  // One round trip: claim the row, or say why it cannot be claimed (the select sees the row as it
-  // was before this statement, which is what the answer needs when the update matched nothing).
-  const [result] = await conn.execute<(ClaimedRow & { claimed: boolean; status: string })[]>(
-    `with claimed as (
-       update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
-              lease_until = now() + make_interval(secs => ?), claimed_by = id
-        where id = ? and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
-        returning id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, true as claimed, status)
-     select * from claimed
-     union all
-     select id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, false, status from async_deletion where id = ? and not exists (select 1 from claimed)`,
-    [LEASE_SECONDS, id, id],
-  );
+  const result = await claimDeletion(em, id, LEASE_SECONDS);
   if (!result) throw new UnrecoverableError(`deletion request ${id} does not exist`);
   if (!result.claimed) {
     if (result.status === 'completed') return { deleted: 0, skipped: 'already completed' };
@@ -66,10 +51,10 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
     // This request's own earlier attempt holds a live lease: retry later rather than delete twice.
     throw new DeletionBusyError(`deletion request ${id} is being processed by another worker`);
   }
-  const row: ClaimedRow = result;
+  const row = result;
   deps.logger.info({ deletionId: id, type: row.deletion_type, projectId: row.project_id, jobId: job.id }, 'deletion started');
   const started = Date.now();
-  const batch = row.deletion_type === 'person_events' ? [id, ...(await claimCompanions(em, row))] : [id];
+  const batch = row.deletion_type === 'person_events' ? [id, ...(await claimCompanions(em, row, LEASE_SECONDS, DELETION_BATCH_SIZE - 1))] : [id];
   let deleted = 0;
   let renewedAt = Date.now();
   // After every chunk: progress for the dashboard, and the batch's leases renewed every third of their length.
@@ -77,7 +62,7 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
     deleted += n;
     await job.updateProgress({ deleted, requests: batch.length });
     if (Date.now() - renewedAt > (LEASE_SECONDS * 1000) / 3) {
-      await renewLeases(conn, batch);
+      await renewLeases(em, batch, LEASE_SECONDS);
       renewedAt = Date.now();
     }
   };
@@ -97,36 +82,19 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
       const what = row.deletion_type === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
-    await conn.execute(
-      `update async_deletion set status = 'completed', delete_verified_at = now(), finished_at = now(), lease_until = null, last_error = null where id = any(?::bigint[])`,
-      [pgArray(batch)],
-    );
+    await completeDeletions(em, batch);
     deps.logger.info({ deletionId: id, requests: batch.length, deleted, ms: Date.now() - started }, 'deletion completed');
     return { deleted, requests: batch.length };
   } catch (error) {
-    // Let the retry (or, for the batch, any worker) claim the rows at once rather than after the lease.
-    await conn.execute(`update async_deletion set lease_until = now() where id = any(?::bigint[]) and delete_verified_at is null`, [pgArray(batch)]).catch(() => undefined);
+    await dropLeases(em, batch).catch(() => undefined);
     throw error;
   }
 }
 
-async function renewLeases(conn: ReturnType<EntityManager['getConnection']>, batch: string[]): Promise<void> {
-  await conn.execute(`update async_deletion set lease_until = now() + make_interval(secs => ?) where id = any(?::bigint[]) and delete_verified_at is null`, [LEASE_SECONDS, pgArray(batch)]);
-}
-
-/** Other released event-deletion requests of the same project, claimed for this job's pass. */
-async function claimCompanions(em: EntityManager, lead: ClaimedRow): Promise<string[]> {
-  if (DELETION_BATCH_SIZE <= 1) return [];
-  const rows = await em.getConnection().execute<{ id: string }[]>(
-    `update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
-            lease_until = now() + make_interval(secs => ?), claimed_by = ?
-      where id in (select id from async_deletion
-                    where project_id = ? and deletion_type = 'person_events' and id <> ? and (mode = 'immediate' or released_at is not null) and ${CLAIMABLE}
-                    order by id limit ? for update skip locked)
-      returning id::text`,
-    [LEASE_SECONDS, lead.id, lead.project_id, lead.id, DELETION_BATCH_SIZE - 1],
-  );
-  return rows.map((r) => r.id);
+/** The job's last quick retry failed: the request says so and is tried again later (never final). */
+export async function deletionJobFailed(job: Job<DeletionJobData>, error: Error, deps: WorkerDeps): Promise<void> {
+  if (typeof job.data?.deletionId !== 'string') return;
+  await markDeletionFailed(deps.orm.em.fork() as EntityManager, job.data.deletionId, error.message, deps.config.deletion);
 }
 
 /** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
@@ -137,12 +105,7 @@ interface EventDeletionGroup {
 }
 
 async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<EventDeletionGroup[]> {
-  const rows = await em
-    .getConnection()
-    .execute<{ key: string; distinct_ids: string[]; cutoff: string }[]>(
-      `select key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
-      [pgArray(batch)],
-    );
+  const rows = await eventDeletionTargets(em, batch);
   const groups = new Map<string, EventDeletionGroup>();
   for (const r of rows) {
     let group = groups.get(r.cutoff);
@@ -224,7 +187,7 @@ async function deleteGroupEvents(
           'run',
           ctx,
         );
-      if (result.affectedRows > 0) await tx.getConnection().execute(`update async_deletion set rows_deleted = rows_deleted + ? where id = ?`, [result.affectedRows, leadId], 'run', ctx);
+      await addRowsDeleted(tx as EntityManager, leadId, result.affectedRows);
       return result.affectedRows;
     });
     await chunkDone(n);
@@ -259,7 +222,7 @@ interface RecordingTarget {
   cutoff: string;
 }
 
-function targetOf(row: ClaimedRow): RecordingTarget {
+function targetOf(row: ClaimedDeletion): RecordingTarget {
   return { projectId: row.project_id, personUuid: row.key, distinctIds: pgArray(row.distinct_ids ?? []), cutoff: row.cutoff };
 }
 
@@ -287,7 +250,7 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
     );
     await c.execute(`delete from session_recording where project_id = ? and session_id = any(?::text[])`, [t.projectId, ids], 'run', ctx);
     const n = sessions.length + snapshots.length;
-    await c.execute(`update async_deletion set rows_deleted = rows_deleted + ? where id = ?`, [n, deletionId], 'run', ctx);
+    await addRowsDeleted(tx as EntityManager, deletionId, n);
     return n;
   });
 }
@@ -295,12 +258,4 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
 async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
   const [row] = await em.getConnection().execute<any[]>(`select count(*)::int as n from session_recording where ${RECORDING_MATCH}`, recordingMatchParams(t));
   return row.n;
-}
-
-/** After the last attempt: the row says failed, with the reason, and stays queryable. */
-export async function markDeletionFailed(deps: WorkerDeps, deletionId: string, reason: string): Promise<void> {
-  await deps.orm.em
-    .fork()
-    .getConnection()
-    .execute(`update async_deletion set status = 'failed', last_error = ?, lease_until = null where id = ? and delete_verified_at is null`, [reason.slice(0, 2000), deletionId]);
 }

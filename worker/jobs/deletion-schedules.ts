@@ -1,52 +1,35 @@
-// The scheduled side of deletions: the weekly batch (Sunday 05:00 UTC) and the nightly off-peak run
-// release their pending requests and enqueue one job each; the reconciler re-enqueues any due
-// request that has no live job (Redis was down when it was made, or its job was removed).
+// The scheduled side of deletions. The weekly batch (Sunday 05:00 UTC) and the nightly off-peak run
+// release their pending requests and enqueue one job each; the reconciler, run by a timer in every
+// worker process (not by a Redis-held schedule), releases any window's requests that were not
+// released in time (Redis lost its schedulers) and gives every due request a live job: made while
+// Redis was down, its job removed, or a failed request whose retry time has come.
 import type { Job } from 'bullmq';
-import { deletionJobId, enqueueDeletions } from '../../shared/queues.ts';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
+import { dueDeletionIds, releaseDeletions } from '../../shared/deletions/store.ts';
+import { enqueueDeletions, requeueDeletions } from '../../shared/queues.ts';
 import type { WorkerDeps } from '../deps.ts';
 
-export async function releaseDeletionBatch(job: Job<{ mode: 'weekly' | 'off_peak' }>, deps: WorkerDeps): Promise<{ released: number }> {
+/** The window is open now (its cron fired, or an operator ran it): every pending request of the mode goes. */
+export async function releaseDeletionBatch(job: Job<{ mode: ScheduledDeletionMode }>, deps: WorkerDeps): Promise<{ released: number }> {
   const mode = job.data?.mode;
   if (mode !== 'weekly' && mode !== 'off_peak') throw new Error(`unknown deletion batch mode ${JSON.stringify(mode)}`);
-  const rows = await deps.orm.em
-    .fork()
-    .getConnection()
-    .execute<{ id: string }[]>(
-      `update async_deletion set released_at = now()
-        where mode = ? and released_at is null and delete_verified_at is null and status = 'pending'
-        returning id::text`,
-      [mode],
-    );
-  await enqueueDeletions(deps.queues.deletions, rows.map((r) => r.id));
-  deps.logger.info({ mode, released: rows.length }, 'deletion batch released');
-  return { released: rows.length };
+  const ids = await releaseDeletions(deps.orm.em.fork() as EntityManager, mode, null);
+  await enqueueDeletions(deps.queues.deletions, ids);
+  deps.logger.info({ mode, released: ids.length }, 'deletion batch released');
+  return { released: ids.length };
 }
 
-export async function reconcileDeletions(_job: Job | null, deps: WorkerDeps): Promise<{ enqueued: number }> {
-  const due = await deps.orm.em
-    .fork()
-    .getConnection()
-    .execute<{ id: string }[]>(
-      `select id::text from async_deletion
-        where delete_verified_at is null and (mode = 'immediate' or released_at is not null)
-          and (status = 'pending' or (status = 'running' and lease_until < now()))
-        order by id limit 10000`,
-    );
-  const missing: string[] = [];
-  for (const { id } of due) {
-    const job = await deps.queues.deletions.getJob(deletionJobId(id));
-    if (!job) {
-      missing.push(id);
-      continue;
-    }
-    const state = await job.getState();
-    // A finished job for an unfinished row (e.g. removed mid-way, or failed before a retry) is replaced.
-    if (state === 'completed' || state === 'failed' || state === 'unknown') {
-      await job.remove().catch(() => undefined);
-      missing.push(id);
-    }
+export async function reconcileDeletions(_job: Job | null, deps: WorkerDeps): Promise<{ released: number; enqueued: number }> {
+  const em = deps.orm.em.fork() as EntityManager;
+  let released = 0;
+  for (const [mode, cron] of Object.entries(deletionCrons(deps.config)) as [ScheduledDeletionMode, string][]) {
+    // Requests made before the window last opened should have gone with it.
+    const overdue = await releaseDeletions(em, mode, lastWindowStart(cron));
+    if (overdue.length) deps.logger.warn({ mode, released: overdue.length }, 'released deletion requests their window missed');
+    released += overdue.length;
   }
-  await enqueueDeletions(deps.queues.deletions, missing);
-  if (missing.length) deps.logger.info({ enqueued: missing.length }, 'reconciler enqueued deletion requests without a job');
-  return { enqueued: missing.length };
+  const enqueued = await requeueDeletions(deps.queues.deletions, await dueDeletionIds(em));
+  if (enqueued.length) deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued deletion requests without a live job');
+  return { released, enqueued: enqueued.length };
 }

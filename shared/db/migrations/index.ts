@@ -13,6 +13,7 @@ import { Migration0016DeletionBatches } from './0016-deletion-batches.ts';
 import { Migration0017AuthChangeNotifications } from './0017-auth-change-notifications.ts';
 import { Migration0018PersonSearchIndexes } from './0018-person-search-indexes.ts';
 import { Migration0019EventMonthPartitions } from './0019-event-month-partitions.ts';
+import { Migration0020DeletionRetries } from './0020-deletion-retries.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -28,4 +29,5 @@ export const migrationsList = [
   { name: '0017-auth-change-notifications', class: Migration0017AuthChangeNotifications },
   { name: '0018-person-search-indexes', class: Migration0018PersonSearchIndexes },
   { name: '0019-event-month-partitions', class: Migration0019EventMonthPartitions },
+  { name: '0020-deletion-retries', class: Migration0020DeletionRetries },
 ];

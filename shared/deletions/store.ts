@@ -1,0 +1,317 @@
+// Deletion requests (async_deletion rows): every statement on the table lives here. The API records
+// requests in the same transaction as the person change; the worker releases, claims, deletes,
+// completes or fails them. A request's row is the source of truth; queue jobs carry only its id.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { pgArray, rows, run } from '../db/sql.ts';
+import { isoTimestamp } from '../time.ts';
+import type { DeletionMode, DeletionType } from './schedule.ts';
+
+/** pending → running → completed (delete_verified_at set) | failed (tried again at next_attempt_at). */
+export type DeletionStatus = 'pending' | 'running' | 'completed' | 'failed';
+
+export interface DeletionRequest {
+  projectId: number;
+  type: DeletionType;
+  mode: DeletionMode;
+  /** The person's uuid. */
+  key: string;
+  /** The person's distinct ids when asked (recordings are found by them after the person is gone). */
+  distinctIds: string[];
+  createdById: number | null;
+}
+
+/**
+ * Records the requests; returns the ids of the rows that now stand for them. A request joins a
+ * *pending* row of the same person, type and mode (no worker has read it yet): the row's cutoff
+ * moves to now and the distinct ids are united, so it covers both requests. Otherwise (nothing
+ * pending, or only running, failed or completed rows) it gets a row of its own.
+ */
+export async function recordDeletionRequests(em: EntityManager, requests: DeletionRequest[]): Promise<string[]> {
+  // One row per (type, key, mode) in a statement: ON CONFLICT cannot touch a row twice.
+  const unique = new Map<string, DeletionRequest>();
+  for (const r of requests) {
+    const id = `${r.projectId} ${r.type} ${r.mode} ${r.key}`;
+    const seen = unique.get(id);
+    unique.set(id, seen ? { ...seen, distinctIds: [...new Set([...seen.distinctIds, ...r.distinctIds])] } : r);
+  }
+  if (unique.size === 0) return [];
+  const payload = JSON.stringify(
+    [...unique.values()].map((r) => ({
+      project_id: r.projectId,
+      deletion_type: r.type,
+      mode: r.mode,
+      key: r.key,
+      distinct_ids: r.distinctIds,
+      created_by_id: r.createdById,
+    })),
+  );
+  const ids = await rows<{ id: string }>(
+    em,
+    `insert into async_deletion as a (project_id, deletion_type, mode, key, distinct_ids, created_by_id)
+     select r.project_id, r.deletion_type, r.mode, r.key, array(select jsonb_array_elements_text(r.distinct_ids)), r.created_by_id
+       from jsonb_to_recordset(?::jsonb)
+         as r(project_id int, deletion_type text, mode text, key text, distinct_ids jsonb, created_by_id int)
+     on conflict (project_id, deletion_type, key, mode) where status = 'pending' do update
+       set cutoff = greatest(a.cutoff, excluded.cutoff),
+           distinct_ids = array(select distinct unnest(coalesce(a.distinct_ids, '{}') || excluded.distinct_ids))
+     returning id::text`,
+    [payload],
+  );
+  return ids.map((r) => r.id);
+}
+
+// ---- What the API and the CLI show -------------------------------------------------------------
+
+export interface DeletionRequestView {
+  id: string;
+  project_id: number;
+  person_uuid: string;
+  deletion_type: string;
+  mode: string;
+  status: DeletionStatus;
+  created_at: string | null;
+  /** Only data that existed up to this moment is deleted (moves when a repeated request joins). */
+  cutoff: string | null;
+  /** Worker claims so far, counting BullMQ's quick retries. */
+  attempts: number;
+  /** Times the request failed finally; each is followed by an automatic retry at next_attempt_at. */
+  failures: number;
+  last_error: string | null;
+  next_attempt_at: string | null;
+  started_at: string | null;
+  delete_verified_at: string | null;
+}
+
+const VIEW_COLUMNS = `id::text, project_id, key, deletion_type, mode, status, created_at, cutoff, attempts, failures,
+  last_error, next_attempt_at, started_at, delete_verified_at`;
+
+function view(row: any): DeletionRequestView {
+  return {
+    id: String(row.id),
+    project_id: row.project_id,
+    person_uuid: row.key,
+    deletion_type: row.deletion_type,
+    mode: row.mode,
+    status: row.status,
+    created_at: isoTimestamp(row.created_at),
+    cutoff: isoTimestamp(row.cutoff),
+    attempts: row.attempts,
+    failures: row.failures,
+    last_error: row.last_error,
+    next_attempt_at: isoTimestamp(row.next_attempt_at),
+    started_at: isoTimestamp(row.started_at),
+    delete_verified_at: isoTimestamp(row.delete_verified_at),
+  };
+}
+
+export async function deletionRequestsByIds(em: EntityManager, ids: string[]): Promise<DeletionRequestView[]> {
+  if (ids.length === 0) return [];
+  return (await rows(em, `select ${VIEW_COLUMNS} from async_deletion where id = any(?::bigint[]) order by id`, [pgArray(ids)])).map(view);
+}
+
+export interface DeletionListFilter {
+  /** null: every project (the CLI). */
+  projectId: number | null;
+  /** 'pending' includes running requests (not done yet); 'all' or null: every status. */
+  status?: DeletionStatus | 'all' | null;
+  personUuid?: string | null;
+}
+
+/** A page of requests, newest first, and how many match. */
+export async function listDeletionRequests(
+  em: EntityManager,
+  filter: DeletionListFilter,
+  page: { limit: number; offset: number },
+): Promise<{ count: number; results: DeletionRequestView[] }> {
+  const where = ['true'];
+  const params: unknown[] = [];
+  if (filter.projectId !== null) {
+    where.push('project_id = ?');
+    params.push(filter.projectId);
+  }
+  if (filter.status === 'pending') where.push(`status in ('pending', 'running')`);
+  else if (filter.status && filter.status !== 'all') {
+    where.push('status = ?');
+    params.push(filter.status);
+  }
+  if (filter.personUuid) {
+    where.push('key = ?');
+    params.push(filter.personUuid.toLowerCase());
+  }
+  const [{ count }] = await rows<{ count: number }>(em, `select count(*)::int as count from async_deletion where ${where.join(' and ')}`, params);
+  const found = await rows(
+    em,
+    `select ${VIEW_COLUMNS} from async_deletion where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
+    [...params, page.limit, page.offset],
+  );
+  return { count, results: found.map(view) };
+}
+
+/** Requests by status, for the metrics. */
+export async function deletionCountsByStatus(em: EntityManager): Promise<{ status: string; n: number }[]> {
+  return rows(em, `select status, count(*)::int as n from async_deletion group by status`);
+}
+
+/**
+ * An operator's retry of a failed request: due at once. Answers the request, or why not
+ * ('not_found' in that project, or 'not_failed').
+ */
+export async function retryFailedDeletion(
+  em: EntityManager,
+  projectId: number | null,
+  id: string,
+): Promise<DeletionRequestView | 'not_found' | 'not_failed'> {
+  const [updated] = await rows(
+    em,
+    `update async_deletion set next_attempt_at = now()
+      where id = ? and (?::int is null or project_id = ?) and status = 'failed' and delete_verified_at is null
+      returning ${VIEW_COLUMNS}`,
+    [id, projectId, projectId],
+  );
+  if (updated) return view(updated);
+  const [exists] = await rows(em, `select 1 from async_deletion where id = ? and (?::int is null or project_id = ?)`, [id, projectId, projectId]);
+  return exists ? 'not_failed' : 'not_found';
+}
+
+// ---- The worker's side -------------------------------------------------------------------------
+
+/** Hands a scheduled window's pending requests to the worker; `createdBefore` null: all of them. */
+export async function releaseDeletions(em: EntityManager, mode: DeletionMode, createdBefore: Date | null): Promise<string[]> {
+  const released = await rows<{ id: string }>(
+    em,
+    `update async_deletion set released_at = now()
+      where mode = ? and released_at is null and status = 'pending' and (?::timestamptz is null or created_at < ?::timestamptz)
+      returning id::text`,
+    [mode, createdBefore?.toISOString() ?? null, createdBefore?.toISOString() ?? null],
+  );
+  return released.map((r) => r.id);
+}
+
+/** A request a worker may take: not done, and pending or left behind by a worker whose lease ran out. */
+const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or (status = 'running' and lease_until < now()))`;
+
+/**
+ * Requests that should have a live job: released (or immediate) and claimable, or failed and due
+ * for their retry. The reconciler makes sure each has one.
+ */
+export async function dueDeletionIds(em: EntityManager, limit = 10_000): Promise<string[]> {
+  const due = await rows<{ id: string }>(
+    em,
+    `select id::text from async_deletion
+      where delete_verified_at is null
+        and (((mode = 'immediate' or released_at is not null) and (status = 'pending' or (status = 'running' and lease_until < now())))
+             or (status = 'failed' and next_attempt_at <= now()))
+      order by id limit ?`,
+    [limit],
+  );
+  return due.map((r) => r.id);
+}
+
+export interface ClaimedDeletion {
+  id: string;
+  project_id: number;
+  deletion_type: DeletionType;
+  key: string;
+  distinct_ids: string[] | null;
+  /** As PostgreSQL prints it: a JavaScript Date would drop its microseconds. */
+  cutoff: string;
+  claimed_by: string | null;
+  claimed: boolean;
+  status: DeletionStatus;
+}
+
+/**
+ * Claims the request for this job (a lease of `leaseSeconds`), or says why it cannot be claimed, in
+ * one round trip (the select sees the row as it was before this statement, which is what the answer
+ * needs when the update matched nothing). A failed request may be claimed: its job is its retry.
+ */
+export async function claimDeletion(em: EntityManager, id: string, leaseSeconds: number): Promise<ClaimedDeletion | undefined> {
+  const [result] = await rows<ClaimedDeletion>(
+    em,
+    `with claimed as (
+       update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
+              lease_until = now() + make_interval(secs => ?), claimed_by = id
+        where id = ? and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
+        returning id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, true as claimed, status)
+     select * from claimed
+     union all
+     select id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, false, status
+       from async_deletion where id = ? and not exists (select 1 from claimed)`,
+    [leaseSeconds, id, id],
+  );
+  return result;
+}
+
+/** Other released event-deletion requests of the lead's project, claimed into its batch. */
+export async function claimCompanions(em: EntityManager, lead: ClaimedDeletion, leaseSeconds: number, limit: number): Promise<string[]> {
+  if (limit <= 0) return [];
+  const claimed = await rows<{ id: string }>(
+    em,
+    `update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
+            lease_until = now() + make_interval(secs => ?), claimed_by = ?
+      where id in (select id from async_deletion
+                    where project_id = ? and deletion_type = 'person_events' and id <> ?
+                      and (mode = 'immediate' or released_at is not null) and ${CLAIMABLE}
+                    order by id limit ? for update skip locked)
+      returning id::text`,
+    [leaseSeconds, lead.id, lead.project_id, lead.id, limit],
+  );
+  return claimed.map((r) => r.id);
+}
+
+/** What a batch of event-deletion requests covers, oldest cutoff first. */
+export async function eventDeletionTargets(em: EntityManager, batch: string[]): Promise<{ key: string; distinct_ids: string[]; cutoff: string }[]> {
+  return rows(
+    em,
+    `select key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
+    [pgArray(batch)],
+  );
+}
+
+export async function renewLeases(em: EntityManager, batch: string[], leaseSeconds: number): Promise<void> {
+  await run(
+    em,
+    `update async_deletion set lease_until = now() + make_interval(secs => ?) where id = any(?::bigint[]) and delete_verified_at is null`,
+    [leaseSeconds, pgArray(batch)],
+  );
+}
+
+/** Counts deleted rows on the request that did the work, in the delete's own transaction. */
+export async function addRowsDeleted(em: EntityManager, id: string, n: number): Promise<void> {
+  if (n > 0) await run(em, `update async_deletion set rows_deleted = rows_deleted + ? where id = ?`, [n, id]);
+}
+
+/** Verified: nothing the requests cover is left. */
+export async function completeDeletions(em: EntityManager, batch: string[]): Promise<void> {
+  await run(
+    em,
+    `update async_deletion set status = 'completed', delete_verified_at = now(), finished_at = now(), lease_until = null,
+            last_error = null, next_attempt_at = null
+      where id = any(?::bigint[])`,
+    [pgArray(batch)],
+  );
+}
+
+/** After an error: the retry (or, for a batch, any worker) may claim the rows at once rather than after the lease. */
+export async function dropLeases(em: EntityManager, batch: string[]): Promise<void> {
+  await run(em, `update async_deletion set lease_until = now() where id = any(?::bigint[]) and delete_verified_at is null`, [pgArray(batch)]);
+}
+
+/**
+ * After the job's last quick retry: failed, with the reason, and due again after a delay that
+ * doubles with every failure up to `maxDelaySeconds`. There is no final give-up.
+ */
+export async function markDeletionFailed(
+  em: EntityManager,
+  id: string,
+  reason: string,
+  delays: { retryFirstDelaySeconds: number; retryMaxDelaySeconds: number },
+): Promise<void> {
+  await run(
+    em,
+    `update async_deletion set status = 'failed', last_error = ?, lease_until = null, failures = failures + 1,
+            next_attempt_at = now() + make_interval(secs => least(?::float8, ?::float8 * power(2, least(failures, 40))))
+      where id = ? and delete_verified_at is null`,
+    [reason.slice(0, 2000), delays.retryMaxDelaySeconds, delays.retryFirstDelaySeconds, id],
+  );
+}
