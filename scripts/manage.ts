@@ -18,6 +18,9 @@ import {
 import { config } from '../shared/config.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
+import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
+import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
+import { createApiRedis } from '../shared/redis.ts';
 
 class UsageError extends Error {}
 
@@ -54,6 +57,27 @@ const userActiveCommand = (active: boolean): Command => ({
     return { user: user.email, active };
   },
 });
+
+/**
+ * Hands deletion requests to the worker now. Without Redis they are still due in PostgreSQL and the
+ * worker's reconciler starts them within DELETION_RECONCILE_SECONDS; the answer says which happened.
+ */
+async function handToWorker(enqueue: (queue: ReturnType<typeof createQueues>['deletions']) => Promise<unknown>): Promise<string> {
+  const redis = createApiRedis();
+  redis.on('error', () => undefined);
+  const queues = createQueues(redis, config);
+  try {
+    await enqueue(queues.deletions);
+    return 'queued';
+  } catch {
+    return `Redis unreachable: the worker's reconciler starts it within ${config.deletion.reconcileSeconds} s`;
+  } finally {
+    await Promise.allSettled(Object.values(queues).map((q) => q.close()));
+    redis.disconnect();
+  }
+}
+
+const DELETION_STATUSES = ['pending', 'running', 'completed', 'failed', 'all'];
 
 const commands: Record<string, Command> = {
   'org create': {
@@ -182,6 +206,55 @@ const commands: Record<string, Command> = {
     options: text('key'),
     required: ['key'],
     run: async (em, v) => ({ id: v.key, value: await rollPersonalApiKey(em, String(v.key)) }),
+  },
+  'deletion list': {
+    usage: '[--project PROJECT_ID] [--status pending|running|completed|failed|all] [--limit 100]',
+    options: { ...text('project'), ...text('status'), ...text('limit') },
+    run: async (em, v) => {
+      const status = String(v.status ?? 'all');
+      if (!DELETION_STATUSES.includes(status)) throw new AccountError(`Invalid status: ${status} (one of ${DELETION_STATUSES.join(', ')})`);
+      const limit = Number(v.limit ?? 100);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AccountError(`Invalid limit: ${v.limit}`);
+      const projectId = v.project === undefined ? null : projectIds(v.project)[0];
+      const { results } = await listDeletionRequests(em, { projectId, status: status as 'all' }, { limit, offset: 0 });
+      return results.map((r) => ({
+        id: r.id,
+        project: r.project_id,
+        person: r.person_uuid,
+        type: r.deletion_type,
+        mode: r.mode,
+        status: r.status,
+        created_at: r.created_at,
+        attempts: r.attempts,
+        failures: r.failures,
+        next_attempt_at: r.next_attempt_at,
+        last_error: r.last_error,
+      }));
+    },
+  },
+  'deletion retry': {
+    usage: '--id DELETION_ID',
+    options: text('id'),
+    required: ['id'],
+    run: async (em, v) => {
+      const id = String(v.id);
+      if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
+      const result = await retryFailedDeletion(em, null, id);
+      if (result === 'not_found') throw new AccountError(`No deletion request ${id}`);
+      if (result === 'not_failed') throw new AccountError(`Deletion request ${id} has not failed; only a failed request can be retried`);
+      return { id, status: result.status, failures: result.failures, worker: await handToWorker((q) => requeueDeletions(q, [id])) };
+    },
+  },
+  'deletion run-window': {
+    usage: '--mode weekly|off_peak',
+    options: text('mode'),
+    required: ['mode'],
+    run: async (em, v) => {
+      const mode = String(v.mode);
+      if (mode !== 'weekly' && mode !== 'off_peak') throw new AccountError(`Invalid mode: ${mode} (weekly or off_peak)`);
+      const ids = await releaseDeletions(em, mode, null);
+      return { mode, released: ids.length, worker: ids.length ? await handToWorker((q) => enqueueDeletions(q, ids)) : 'nothing to do' };
+    },
   },
   'key revoke': {
     usage: '--key KEY_ID',

@@ -1,7 +1,7 @@
 // Deletion requests always take effect: a repeated request covers what was captured since the
 // earlier one, a failed request is retried (automatically with a growing delay, or by an operator)
 // and never blocks a new one. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
@@ -221,6 +221,52 @@ describe('a failed request is not final', () => {
       key: await createKey(api.orm, account.userId, { scopes: ['person:read'] }),
     });
     expect(readOnly.status).toBe(403);
+  });
+});
+
+describe('from the command line (npm run manage)', () => {
+  const manage = (...args: string[]) =>
+    new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
+      const env = { ...process.env, LOG_LEVEL: 'silent', REDIS_PREFIX: prefix, JOB_ATTEMPTS: '2', JOB_BACKOFF_MS: '50' };
+      execFile(process.execPath, ['scripts/manage.ts', ...args, '--json'], { cwd: root, env }, (error, stdout, stderr) => {
+        let json: any = null;
+        try {
+          json = JSON.parse(stdout);
+        } catch {}
+        resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
+      });
+    });
+
+  it('runs a window now, lists failed requests with their error, and retries one', async () => {
+    await capture(api.baseUrl, account.projectToken, events('cli', 3));
+    const person = await personByDistinctId('cli');
+    const heal = await failDeletesOf('cli');
+    const res = await call(api.baseUrl, 'POST', `${P()}/${person.id}/delete_events/`, { key: account.apiKey });
+    const id = res.body.deletion_requests[0].id;
+    try {
+      const ran = await manage('deletion', 'run-window', '--mode', 'off_peak');
+      expect(ran.code, ran.stderr).toBe(0);
+      expect(ran.json).toMatchObject({ mode: 'off_peak', worker: 'queued' });
+      expect(ran.json.released).toBeGreaterThanOrEqual(1);
+      await eventually(async () => (await row(id)).status === 'failed');
+    } finally {
+      await heal();
+    }
+    const listed = await manage('deletion', 'list', '--project', String(account.projectId), '--status', 'failed');
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.json).toEqual([expect.objectContaining({ id, status: 'failed', failures: 1, last_error: expect.stringContaining('injected fault') })]);
+    expect(listed.json[0].next_attempt_at).toMatch(/^\d{4}-\d\d-\d\dT/);
+
+    const retried = await manage('deletion', 'retry', '--id', id);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(retried.json).toMatchObject({ id, worker: 'queued' });
+    await eventually(async () => (await row(id)).status === 'completed');
+    expect(await countEvents('cli')).toBe(0);
+
+    const again = await manage('deletion', 'retry', '--id', id);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('has not failed');
+    expect((await manage('deletion', 'list', '--status', 'sideways')).code).toBe(1);
   });
 });
 
