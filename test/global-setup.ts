@@ -1,9 +1,18 @@
-// Creates and migrates the test database once per run. Each test file then makes its own
-// organization/project/user/key, so files never see each other's data and can run in parallel.
+// Once per run: PostgreSQL and Redis answer (started when installed but stopped), Chromium is there
+// for the browser tests, and the test database exists and is migrated — so `npm ci && npm test` works
+// on a fresh machine by itself. Each test file then makes its own organization/project/user/key, so
+// files never see each other's data and can run in parallel.
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
 
+const root = fileURLToPath(new URL('..', import.meta.url));
+
 export default async function setup() {
+  for (const script of ['scripts/ensure-services.sh', 'scripts/ensure-chromium.sh']) {
+    execFileSync('bash', [script], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
+  }
   const url = process.env.DATABASE_URL!;
   await ensureDatabase(url);
   const orm = await initOrm(url);
