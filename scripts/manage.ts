@@ -300,7 +300,7 @@ async function main(argv: string[]): Promise<number> {
     console.error(`${(error as Error).message}\n\nUsage: npm run manage -- ${name} ${command.usage}`);
     return 2;
   }
-  await ensureDatabase(config.databaseUrl);
+  await ensureDatabase(config.databaseDirectUrl);
   const orm = await initOrm();
   try {
     await migrate(orm);

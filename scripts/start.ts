@@ -11,7 +11,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const services = spawnSync('bash', ['scripts/ensure-services.sh'], { cwd: root, stdio: 'inherit' });
 if (services.status !== 0) process.exit(services.status ?? 1);
 
-await ensureDatabase(config.databaseUrl);
+await ensureDatabase(config.databaseDirectUrl);
 const orm = await initOrm();
 let keyMessage: string;
 try {

@@ -33,6 +33,12 @@ export type Config = ReturnType<typeof loadConfig>;
 export function loadConfig() {
   return {
     databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics',
+    /**
+     * A connection straight to PostgreSQL, for what needs a session of its own: LISTEN (the auth
+     * cache's invalidations), the migration lock, creating the database. Behind a transaction-mode
+     * pooler (PgBouncer), DATABASE_URL points at the pooler and this at PostgreSQL.
+     */
+    databaseDirectUrl: process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/analytics',
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
     /** Prefix for every Redis key (queues, throttle counters), so several installs can share a Redis. */
     redisPrefix: process.env.REDIS_PREFIX ?? 'analytics',

@@ -10,7 +10,7 @@ import { initOrm, migrate } from '../shared/db/orm.ts';
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 export default async function setup() {
-  for (const script of ['scripts/ensure-services.sh', 'scripts/ensure-chromium.sh']) {
+  for (const script of ['scripts/ensure-services.sh', 'scripts/ensure-test-packages.sh']) {
     execFileSync('bash', [script], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   }
   const url = process.env.DATABASE_URL!;

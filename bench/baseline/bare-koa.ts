@@ -2,10 +2,9 @@
 // authentication, validation or ORM. Started as its own process, like the API, by bench/persons.ts.
 import Koa from 'koa';
 import pg from 'pg';
-import { sessionOptions } from '../../shared/db/orm.ts';
 import { envInt } from '../../shared/config.ts';
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: envInt('DATABASE_POOL_MAX', 16), options: sessionOptions() });
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: envInt('DATABASE_POOL_MAX', 16) });
 const app = new Koa();
 app.use(async (ctx) => {
   if (ctx.path === '/_health') {

@@ -1,6 +1,6 @@
 import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
-import { config, envBool, envInt } from '../config.ts';
+import { config, envInt } from '../config.ts';
 import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
 import pg from 'pg';
@@ -12,18 +12,8 @@ export function ormConfig(databaseUrl = config.databaseUrl) {
     extensions: [Migrator],
     migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
     pool: { min: 0, max: envInt('DATABASE_POOL_MAX', 10) },
-    driverOptions: { options: sessionOptions() },
     debug: process.env.ORM_DEBUG === '1',
   });
-}
-
-/**
- * Settings every session of this service starts with (pg's `options`). JIT compilation costs 50–100 ms
- * on any statement the planner thinks expensive (a thousand-key deletion check, a search over a
- * million persons), far more than it saves on ours.
- */
-export function sessionOptions(): string {
-  return `-c jit=${envBool('DATABASE_JIT', false) ? 'on' : 'off'}`;
 }
 
 export type Orm = MikroORM;
@@ -36,11 +26,13 @@ export async function initOrm(databaseUrl = config.databaseUrl): Promise<MikroOR
 const MIGRATION_LOCK_ID = 724_311_001;
 
 /**
- * Applies pending migrations. A session advisory lock, held on a connection of its own,
- * makes concurrent callers (several test workers, api + worker at start-up) take turns.
+ * Applies pending migrations. A session advisory lock, held on a direct connection of its own (a
+ * transaction-mode pooler would hand the session to others), makes concurrent callers (several test
+ * workers, api + worker at start-up) take turns; the migrations themselves run in one transaction,
+ * which a pooler keeps on one server connection.
  */
-export async function migrate(orm: MikroORM, databaseUrl = config.databaseUrl): Promise<string[]> {
-  const lock = new pg.Client({ connectionString: databaseUrl });
+export async function migrate(orm: MikroORM, directUrl = config.databaseDirectUrl): Promise<string[]> {
+  const lock = new pg.Client({ connectionString: directUrl });
   await lock.connect();
   try {
     await lock.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_ID]);

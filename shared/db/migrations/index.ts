@@ -14,6 +14,7 @@ import { Migration0017AuthChangeNotifications } from './0017-auth-change-notific
 import { Migration0018PersonSearchIndexes } from './0018-person-search-indexes.ts';
 import { Migration0019EventMonthPartitions } from './0019-event-month-partitions.ts';
 import { Migration0020DeletionRetries } from './0020-deletion-retries.ts';
+import { Migration0021DatabaseSettings } from './0021-database-settings.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -30,4 +31,5 @@ export const migrationsList = [
   { name: '0018-person-search-indexes', class: Migration0018PersonSearchIndexes },
   { name: '0019-event-month-partitions', class: Migration0019EventMonthPartitions },
   { name: '0020-deletion-retries', class: Migration0020DeletionRetries },
+  { name: '0021-database-settings', class: Migration0021DatabaseSettings },
 ];
