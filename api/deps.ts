@@ -1,5 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../shared/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
@@ -8,7 +8,7 @@ import type { Config } from '../shared/config.ts';
 export interface AppDeps {
   config: Config;
   orm: MikroORM;
-  redis: Redis;
+  redis: RedisConnection;
   /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
   queues: Queues;
   /** Authentication results cached until a change notifies `auth_changed`; null: every request reads PostgreSQL. */

@@ -40,6 +40,15 @@ export function loadConfig() {
      */
     databaseDirectUrl: process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/analytics',
     redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    /** host:port,host:port,… of a Redis Cluster; when set, REDIS_URL is not used. */
+    redisClusterNodes: (process.env.REDIS_CLUSTER_NODES ?? '')
+      .split(',')
+      .map((node) => node.trim())
+      .filter(Boolean)
+      .map((node) => {
+        if (!/^[^:\s]+:\d{1,5}$/.test(node)) throw new Error(`REDIS_CLUSTER_NODES must be host:port,host:port,…, got "${node}"`);
+        return node;
+      }),
     /** Prefix for every Redis key (queues, throttle counters), so several installs can share a Redis. */
     redisPrefix: process.env.REDIS_PREFIX ?? 'analytics',
     host: process.env.HOST ?? '127.0.0.1',

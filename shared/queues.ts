@@ -6,8 +6,12 @@ import { envInt, type Config } from './config.ts';
 import { logger } from './logger.ts';
 import { withTimeout } from './timeout.ts';
 
-/** BullMQ's key prefix: every queue of an install lives under REDIS_PREFIX. */
-export const queuePrefix = (config: Pick<Config, 'redisPrefix'>) => `${config.redisPrefix}:bull`;
+/**
+ * BullMQ's key prefix: every queue of an install lives under REDIS_PREFIX. The braces are a Redis
+ * Cluster hash tag: all of a queue's keys must sit in one slot for BullMQ's scripts (CROSSSLOT
+ * otherwise); on a single node they change nothing.
+ */
+export const queuePrefix = (config: Pick<Config, 'redisPrefix'>) => `{${config.redisPrefix}}:bull`;
 
 export const QUEUE_NAMES = {
   /** One job per async_deletion row: events (weekly / off-peak) and recordings (as soon as possible). */

@@ -1,6 +1,5 @@
 // Shared test fixtures: a real API on a random port, and isolated accounts in the real database.
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Redis } from 'ioredis';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -10,7 +9,7 @@ import { createApp, listen } from '../api/app.ts';
 import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts.ts';
 import { loadConfig, type Config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
-import { createApiRedis } from '../shared/redis.ts';
+import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from '../api/http/auth-cache.ts';
 import type { AppDeps } from '../api/deps.ts';
@@ -18,7 +17,7 @@ import type { AppDeps } from '../api/deps.ts';
 export interface TestApi {
   baseUrl: string;
   orm: MikroORM;
-  redis: Redis;
+  redis: RedisConnection;
   config: Config;
   deps: AppDeps;
   close: () => Promise<void>;
@@ -32,7 +31,7 @@ export async function startApi(overrides: (config: Config) => void = () => undef
   config.authCacheSeconds = 0;
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
-  const redis = createApiRedis(config.redisUrl);
+  const redis = createApiRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes });
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
   const authCache = await startAuthCache(config.databaseUrl, config.authCacheSeconds);
   const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache };
@@ -149,7 +148,7 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
   config.redisPrefix = redisPrefix;
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
-  const connection = createWorkerRedis(config.redisUrl);
+  const connection = createWorkerRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes });
   const deps = { config, orm, connection, logger, queues: createQueues(connection, config) };
   const running = await startWorkers(deps);
   return {

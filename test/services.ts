@@ -113,3 +113,24 @@ export async function startPgBouncer(): Promise<{ url: (database: string) => str
     },
   };
 }
+
+/** A three-node Redis Cluster (no replicas) on ports of its own, each node in its own folder. */
+export async function startRedisCluster(): Promise<{ nodes: string; stop: () => Promise<void> }> {
+  const ports = [await freePort(), await freePort(), await freePort()];
+  const children: ChildProcess[] = [];
+  for (const port of ports) {
+    const dir = mkdtempSync(join(tmpdir(), `redis-cluster-${port}-`));
+    const args = ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--save', '', '--appendonly', 'no'];
+    children.push(spawn('redis-server', args, { cwd: dir, stdio: 'ignore' }));
+  }
+  const cli = (args: string[]) => execFileSync('redis-cli', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  await eventually(async () => ports.every((port) => cli(['-p', String(port), 'ping']).trim() === 'PONG') || null, 10_000).catch(() => undefined);
+  cli(['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-yes']);
+  await eventually(async () => ports.every((port) => cli(['-p', String(port), 'cluster', 'info']).includes('cluster_state:ok')) || null, 20_000);
+  return {
+    nodes: ports.map((p) => `127.0.0.1:${p}`).join(','),
+    stop: async () => {
+      for (const child of children) child.kill('SIGKILL');
+    },
+  };
+}

@@ -1,5 +1,5 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../shared/redis.ts';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { Queues } from '../shared/queues.ts';
@@ -7,7 +7,7 @@ import type { Queues } from '../shared/queues.ts';
 export interface WorkerDeps {
   config: Config;
   orm: MikroORM;
-  connection: Redis;
+  connection: RedisConnection;
   logger: Logger;
   /** Producers, for jobs that enqueue other jobs (batches, reconciler). */
   queues: Queues;

@@ -1,7 +1,7 @@
 // PostHog's burst (per minute) and sustained (per hour) throttles for personal-API-key requests,
 // counted per key in Redis with fixed windows. If Redis does not answer, requests pass: losing
 // rate limiting for a moment is better than refusing every request.
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '../../shared/redis.ts';
 import { throttled } from './errors.ts';
 import { logger } from '../../shared/logger.ts';
 
@@ -23,13 +23,14 @@ export interface ThrottleState {
  * Counts this request against the key's minute and hour windows. Throws 429 past either limit;
  * otherwise returns the state of the tighter window, for the X-RateLimit-* headers.
  */
-export async function enforceThrottle(redis: Redis, settings: ThrottleSettings, keyId: string, now = Date.now()): Promise<ThrottleState | null> {
+export async function enforceThrottle(redis: RedisConnection, settings: ThrottleSettings, keyId: string, now = Date.now()): Promise<ThrottleState | null> {
   if (!settings.enabled) return null;
   const seconds = Math.floor(now / 1000);
   const minuteWindow = Math.floor(seconds / 60);
   const hourWindow = Math.floor(seconds / 3600);
-  const minuteKey = `${settings.prefix}:throttle:${keyId}:m:${minuteWindow}`;
-  const hourKey = `${settings.prefix}:throttle:${keyId}:h:${hourWindow}`;
+  // One hash tag per API key: on a Redis Cluster both counters sit in one slot, as MULTI needs.
+  const minuteKey = `${settings.prefix}:throttle:{${keyId}}:m:${minuteWindow}`;
+  const hourKey = `${settings.prefix}:throttle:{${keyId}}:h:${hourWindow}`;
   let results: [Error | null, unknown][] | null;
   try {
     results = await redis.multi().incr(minuteKey).expire(minuteKey, 61).incr(hourKey).expire(hourKey, 3601).exec();
