@@ -187,20 +187,29 @@ export async function releaseDeletions(em: EntityManager, mode: DeletionMode, cr
   return released.map((r) => r.id);
 }
 
-/** A request a worker may take: not done, and pending or left behind by a worker whose lease ran out. */
-const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or (status = 'running' and lease_until < now()))`;
+/**
+ * Left behind by a dead worker: running, its lease run out, and not in the batch of a lead that
+ * still holds its lease (a lead renews its batch's leases together, but between two renewals a
+ * companion's may lapse first).
+ */
+const ORPHANED = `(status = 'running' and lease_until < now()
+  and not exists (select 1 from async_deletion lead
+                   where lead.id = async_deletion.claimed_by and lead.id <> async_deletion.id
+                     and lead.status = 'running' and lead.lease_until >= now()))`;
+/** A request a worker may take: not done, and pending or orphaned. */
+const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or ${ORPHANED})`;
 
 /**
  * Requests that should have a live job: released (or immediate) and claimable, or failed and due
- * for their retry. The reconciler makes sure each has one.
+ * for their retry. The reconciler makes sure each has one. A request in a live batch is not due: its
+ * own job stepped aside, and running it again would only step aside again.
  */
 export async function dueDeletionIds(em: EntityManager, limit = 10_000): Promise<string[]> {
   const due = await rows<{ id: string }>(
     em,
     `select id::text from async_deletion
-      where delete_verified_at is null
-        and (((mode = 'immediate' or released_at is not null) and (status = 'pending' or (status = 'running' and lease_until < now())))
-             or (status = 'failed' and next_attempt_at <= now()))
+      where ((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
+         or (status = 'failed' and delete_verified_at is null and next_attempt_at <= now())
       order by id limit ?`,
     [limit],
   );
@@ -251,10 +260,12 @@ export async function claimCompanions(em: EntityManager, lead: ClaimedDeletion, 
             lease_until = now() + make_interval(secs => ?), claimed_by = ?
       where id in (select id from async_deletion
                     where project_id = ? and deletion_type = 'person_events' and id <> ?
-                      and (mode = 'immediate' or released_at is not null) and ${CLAIMABLE}
+                      and (mode = 'immediate' or released_at is not null)
+                      -- its own batch of an earlier attempt too, which no one else may take while it lives
+                      and (${CLAIMABLE} or (claimed_by = ? and status = 'running' and delete_verified_at is null))
                     order by id limit ? for update skip locked)
       returning id::text`,
-    [leaseSeconds, lead.id, lead.project_id, lead.id, limit],
+    [leaseSeconds, lead.id, lead.project_id, lead.id, lead.id, limit],
   );
   return claimed.map((r) => r.id);
 }

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileDeletions } from '../../worker/jobs/deletion-schedules.ts';
 import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
-import { call, createAccount, createKey, eventually, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+import { call, createAccount, createKey, eventually, settledJob, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
 import type { Config } from '../../shared/config.ts';
 import { createQueues, deletionJobId } from '../../shared/queues.ts';
 
@@ -309,4 +309,35 @@ describe('the schedules survive Redis losing its data', () => {
       redis.kill('SIGKILL');
     }
   }, 90_000);
+});
+
+describe('the reconciler and batches', () => {
+  it('does not re-run the job of a request that stepped aside for a live batch', async () => {
+    await capture(api.baseUrl, account.projectToken, [...events('lead', 2), ...events('companion', 2)]);
+    const lead = await personByDistinctId('lead');
+    const companion = await personByDistinctId('companion');
+    const bulk = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, { key: account.apiKey, body: { ids: [lead.uuid, companion.uuid], delete_events: true } });
+    const [leadId, companionId] = bulk.body.deletion_requests.map((r: { id: string }) => r.id);
+    // The lead's job holds both (live lease on the lead); the companion's own job ran and stepped aside.
+    await sql(
+      api.orm,
+      `update async_deletion set status = 'running', released_at = now(), claimed_by = ?, lease_until = case when id = ? then now() + interval '1 hour' else now() - interval '1 second' end
+        where id in (?, ?)`,
+      [leadId, leadId, leadId, companionId],
+    );
+    const job = await worker.deps.queues.deletions.add('delete', { deletionId: companionId }, { jobId: deletionJobId(companionId) });
+    const stepped = await settledJob(worker.deps.queues.deletions, job);
+    expect(stepped.returnvalue).toEqual({ deleted: 0, skipped: `in the batch of deletion request ${leadId}` });
+
+    await reconcileDeletions(null, worker.deps);
+    const after = (await worker.deps.queues.deletions.getJob(deletionJobId(companionId)))!;
+    expect(after.finishedOn).toBe(stepped.finishedOn); // the same finished job: not removed and run again
+    expect((await row(companionId)).attempts).toBe(0);
+
+    // The lead died (its lease ran out): both are due again, and the lead's new attempt takes its batch back.
+    await sql(api.orm, `update async_deletion set lease_until = now() - interval '1 second' where id = ?`, [leadId]);
+    await reconcileDeletions(null, worker.deps);
+    await eventually(async () => (await row(companionId)).status === 'completed');
+    expect(await countEvents('companion')).toBe(0);
+  });
 });
