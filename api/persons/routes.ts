@@ -1,7 +1,7 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
+import { actorOf, defineRoute, nullCharacterAt, type ApiContext } from '../http/routes.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
 import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
@@ -12,6 +12,32 @@ const P = '/api/projects/:project_id/persons';
 const FORMAT = { format: { enum: ['json', 'csv'], description: 'csv for a CSV export' } };
 const BOOLEAN_PARAM = { type: 'boolean', default: false } as const;
 
+
+const UNSET_KEY = { type: 'string', minLength: 1, maxLength: 400 } as const;
+
+/**
+ * A query parameter holding any value: its JSON value when it is valid JSON, else the string itself.
+ * An integer beyond 2^53 or a number beyond a double's range stays a string (as a number it would silently change).
+ */
+function queryValue(raw: string, attr: string): unknown {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+  if (typeof parsed === 'number') {
+    const lossyInteger = !Number.isSafeInteger(parsed) && /^\s*-?\d+\s*$/.test(raw);
+    if (!Number.isFinite(parsed) || lossyInteger) return raw;
+  }
+  // JSON escapes (\u0000) can make the NUL character that the raw query could not carry.
+  const nulAt = nullCharacterAt(parsed);
+  if (nulAt !== null || (typeof parsed === 'string' && parsed.includes('\u0000'))) {
+    const at = nulAt === null ? attr : `${attr}__${nulAt}`;
+    throw validationError('Null characters are not allowed.', at, 'null_characters_not_allowed');
+  }
+  return parsed;
+}
 
 /** PostHog builds these 400s by hand with code and detail swapped; clients compare them literally. */
 const swappedRequired = (attr: string) => new ApiError(400, 'validation_error', 'This field is required.', 'required', attr);
@@ -115,31 +141,53 @@ export const personRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/:id/update_property`,
-    summary: 'Set one property (acts like capturing a $set event)',
+    summary: 'Set one property (acts like capturing a $set event); key and value in the query or the body',
     tags: ['persons'],
     scopes: ['person:write'],
+    query: {
+      type: 'object',
+      properties: {
+        key: { type: 'string', description: 'The property key (a body `key` wins)' },
+        value: {
+          type: 'string',
+          description: 'The new value: parsed as JSON when it is valid JSON, else the string (a body `value` wins)',
+        },
+      },
+    },
     body: { type: 'object', properties: { key: {}, value: {} } },
     responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const body = ctx.state.body as { key?: unknown; value?: unknown };
-      if (!Object.hasOwn(body, 'value')) throw swappedRequired('value');
-      if (body.key === undefined || body.key === null) throw swappedRequired('key');
-      if (typeof body.key !== 'string' || body.key === '' || body.key.length > 400) throw validationError('Not a valid string.', 'key');
-      ctx.body = personRecord(await setPersonProperties(ctx, person, { [body.key]: body.value }));
+      const query = ctx.state.query as { key?: string; value?: string };
+      let value: unknown;
+      if (Object.hasOwn(body, 'value')) value = body.value;
+      else if (query.value !== undefined) value = queryValue(query.value, 'value');
+      else throw swappedRequired('value');
+      const key = body.key ?? query.key;
+      if (key === undefined || key === null) throw swappedRequired('key');
+      if (typeof key !== 'string' || key === '' || key.length > 400) {
+        throw validationError('Not a valid string.', 'key');
+      }
+      ctx.body = personRecord(await setPersonProperties(ctx, person, { [key]: value }));
     },
   }),
   defineRoute({
     method: 'POST',
     path: `${P}/:id/delete_property`,
-    summary: 'Remove one property (acts like capturing $delete_person_property with $unset)',
+    summary: 'Remove one property (acts like capturing $delete_person_property); $unset in the query or the body',
     tags: ['persons'],
     scopes: ['person:write'],
-    body: { type: 'object', properties: { $unset: { type: 'string', minLength: 1, maxLength: 400 } }, required: ['$unset'] },
+    query: {
+      type: 'object',
+      properties: { $unset: { ...UNSET_KEY, description: 'The property key to remove (a body `$unset` wins)' } },
+    },
+    body: { type: 'object', properties: { $unset: UNSET_KEY } },
     responses: { 200: { description: 'The updated person', schema: { ...personRecordSchema, required: [...personRecordSchema.required, 'success'] } } },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const key = ctx.state.body.$unset as string;
+      const key = (ctx.state.body.$unset ?? ctx.state.query.$unset) as string | undefined;
+      if (key === undefined) throw validationError('This field is required.', '$unset', 'required');
       const updated = await changePersonProperties(
         ctx.state.em,
         actorOf(ctx),
