@@ -297,7 +297,7 @@ export const personDeletionRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/bulk_delete`,
-    summary: 'Delete up to 1000 persons by ids (uuid or numeric) or distinct_ids',
+    summary: 'Delete the persons named by ids (uuid or numeric) and those owning distinct_ids (up to 1000 each)',
     tags: ['persons'],
     scopes: ['person:write'],
     query: {
@@ -324,27 +324,27 @@ export const personDeletionRoutes = [
     handler: async (ctx) => {
       const ids = idList(ctx, 'ids')?.map(String) ?? [];
       const distinctIds = idList(ctx, 'distinct_ids')?.map(String) ?? [];
-      if (ids.length && distinctIds.length) throw validationError('You must provide either distinct_ids or ids, not both');
       if (distinctIds.length > 1000) throw validationError('You can only pass 1000 distinct_ids in one call');
       if (ids.length > 1000) throw validationError('You can only pass 1000 ids in one call');
       if (!ids.length && !distinctIds.length) throw validationError('You need to specify either distinct_ids or ids');
       const projectId = ctx.state.project.id;
-      let persons: PersonWithIds[];
-      if (ids.length) {
-        const numeric = ids.filter((id) => /^\d{1,18}$/.test(id));
-        const uuids = ids.filter(isUuid);
-        persons = await withDistinctIds(
-          ctx.state.em,
-          `select p.* from person p where p.project_id = ? and (p.id = any(?::bigint[]) or p.uuid = any(?::uuid[]))`,
-          [projectId, pgArray(numeric), pgArray(uuids)],
-        );
-      } else {
-        persons = await withDistinctIds(
-          ctx.state.em,
-          `select p.* from person p where p.project_id = ? and p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = any(?::text[]))`,
-          [projectId, projectId, pgArray(distinctIds)],
-        );
-      }
+      // Seed rule 1: the union of both lists. One indexed branch per way of naming a person (an OR
+      // across them would scan the project); `in` counts a person named both ways once.
+      const persons = await withDistinctIds(
+        ctx.state.em,
+        `select p.* from person p where p.project_id = ? and p.id in (
+           select id from person where project_id = ? and (id = any(?::bigint[]) or uuid = any(?::uuid[]))
+           union all
+           select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = any(?::text[]))`,
+        [
+          projectId,
+          projectId,
+          pgArray(ids.filter((id) => /^\d{1,18}$/.test(id))),
+          pgArray(ids.filter(isUuid)),
+          projectId,
+          pgArray(distinctIds),
+        ],
+      );
       const options = { deleteEvents: flag(ctx, 'delete_events'), deleteRecordings: flag(ctx, 'delete_recordings'), keepPerson: flag(ctx, 'keep_person'), eventsMode: 'weekly' as const };
       const { personsDeleted, requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), persons, options);
       ctx.body = {
