@@ -16,7 +16,8 @@ describe('holdout.created_by in experiment responses', () => {
     const maker = await createUser(em, { email, firstName: 'Hold', organizationId: account.organizationId });
     const makerKey = await createKey(api.orm, maker.id);
 
-    const holdout = await req(makerKey, 'POST', '/experiment_holdouts/', { name: 'H', filters: [{ rollout_percentage: 10 }] });
+    const filters = [{ rollout_percentage: 10 }];
+    const holdout = await req(makerKey, 'POST', '/experiment_holdouts/', { name: 'H', filters });
     expect(holdout.status).toBe(201);
     const created = await req(account.apiKey, 'POST', '/experiments/', {
       name: 'E',
@@ -26,8 +27,8 @@ describe('holdout.created_by in experiment responses', () => {
     expect(created.status).toBe(201);
     expect(created.body.created_by.id).toBe(account.userId);
 
-    const [user] = await sql(api.orm, `select id, uuid, distinct_id, email from app_user where id = ?`, [maker.id]);
-    const expected = { id: user.id, uuid: user.uuid, distinct_id: user.distinct_id, first_name: 'Hold', last_name: '', email };
+    const [user] = await sql(api.orm, `select id, uuid, distinct_id from app_user where id = ?`, [maker.id]);
+    const expected = { id: user.id, uuid: user.uuid, distinct_id: user.distinct_id, first_name: 'Hold', email };
     const id = created.body.id;
     const responses = [
       created.body,
@@ -39,7 +40,8 @@ describe('holdout.created_by in experiment responses', () => {
   });
 
   it('is null when the holdout has no creator any more', async () => {
-    const holdout = await req(account.apiKey, 'POST', '/experiment_holdouts/', { name: 'H2', filters: [{ rollout_percentage: 5 }] });
+    const filters = [{ rollout_percentage: 5 }];
+    const holdout = await req(account.apiKey, 'POST', '/experiment_holdouts/', { name: 'H2', filters });
     await sql(api.orm, `update experiment_holdout set created_by_id = null where id = ?`, [holdout.body.id]);
     const body = { name: 'E2', feature_flag_key: 'holdout-creator-2', holdout_id: holdout.body.id };
     const created = await req(account.apiKey, 'POST', '/experiments/', body);
