@@ -5,19 +5,20 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 export const EXPERIMENT_SELECT = `
-  select x.*, ${userColumns('u', 'creator')},
+  select x.*, ${userColumns('u', 'creator')}, ${userColumns('hu', 'holdout_creator')},
     jsonb_build_object('id', f.id, 'team_id', f.project_id, 'name', f.name, 'key', f.key, 'filters', f.filters, 'deleted', f.deleted,
       'active', f.active, 'ensure_experience_continuity', f.ensure_experience_continuity, 'has_encrypted_payloads', f.has_encrypted_payloads,
       'version', f.version, 'evaluation_runtime', f.evaluation_runtime, 'evaluation_tags', to_jsonb(f.evaluation_tags)) as feature_flag,
     case when h.id is null then null else jsonb_build_object('id', h.id, 'name', h.name, 'description', h.description, 'filters', h.filters,
-      'created_at', h.created_at, 'updated_at', h.updated_at, 'created_by', h.created_by_id) end as holdout,
+      'created_at', h.created_at, 'updated_at', h.updated_at) end as holdout,
     coalesce((select jsonb_agg(jsonb_build_object('id', l.id, 'experiment', l.experiment_id, 'saved_metric', l.saved_metric_id,
       'metadata', l.metadata, 'created_at', l.created_at, 'query', m.query, 'name', m.name) order by l.id)
       from experiment_to_saved_metric l join experiment_saved_metric m on m.id = l.saved_metric_id where l.experiment_id = x.id), '[]'::jsonb) as saved_metrics
   from experiment x
   join feature_flag f on f.id = x.feature_flag_id
   left join experiment_holdout h on h.id = x.holdout_id
-  left join app_user u on u.id = x.created_by_id`;
+  left join app_user u on u.id = x.created_by_id
+  left join app_user hu on hu.id = h.created_by_id`;
 
 export async function experimentRows(em: EntityManager, where: string, params: unknown[], tail = ''): Promise<any[]> {
   return em.getConnection().execute<any[]>(`${EXPERIMENT_SELECT} where ${where} ${tail}`, params);
@@ -26,7 +27,12 @@ export async function experimentRows(em: EntityManager, where: string, params: u
 const iso = (v: unknown) => isoTimestamp(v as string | null);
 
 export function serializeExperiment(row: Record<string, any>) {
-  const holdout = row.holdout ? { ...row.holdout, created_at: iso(row.holdout.created_at), updated_at: iso(row.holdout.updated_at), created_by: null } : null;
+  const holdout = row.holdout && {
+    ...row.holdout,
+    created_by: userBasic(row, 'holdout_creator'),
+    created_at: iso(row.holdout.created_at),
+    updated_at: iso(row.holdout.updated_at),
+  };
   return {
     id: row.id,
     name: row.name,
@@ -82,6 +88,19 @@ export const featureFlagSchema = {
     evaluation_tags: { type: 'array', items: { type: 'string' } },
   },
 };
+const holdoutSchema = {
+  type: ['object', 'null'],
+  required: ['id', 'name', 'description', 'filters', 'created_by', 'created_at', 'updated_at'],
+  properties: {
+    id: { type: 'integer' },
+    name: { type: 'string' },
+    description: { type: ['string', 'null'] },
+    filters: {},
+    created_by: userBasicSchema,
+    created_at: { type: 'string' },
+    updated_at: { type: 'string' },
+  },
+};
 export const experimentSchema = {
   type: 'object',
   required: ['id', 'name', 'feature_flag_key', 'feature_flag', 'saved_metrics', 'archived', 'deleted', 'created_by', 'created_at', 'updated_at', 'stats_config', 'user_access_level'],
@@ -93,7 +112,7 @@ export const experimentSchema = {
     end_date: nullableDate,
     feature_flag_key: { type: 'string' },
     feature_flag: featureFlagSchema,
-    holdout: { type: ['object', 'null'] },
+    holdout: holdoutSchema,
     holdout_id: { type: ['integer', 'null'] },
     exposure_cohort: { type: ['integer', 'null'] },
     saved_metrics: { type: 'array', items: { type: 'object', required: ['id', 'experiment', 'saved_metric', 'metadata', 'created_at', 'query', 'name'] } },

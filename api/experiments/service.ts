@@ -71,15 +71,37 @@ async function holdoutFilters(tx: Tx, actor: Actor, holdoutId: unknown): Promise
   return holdout.filters;
 }
 
+interface FlagRef {
+  id: number;
+  filters: any;
+}
+
+/** The live flag with this key, if any, checked to be usable by an experiment. */
+async function eligibleFlag(tx: Tx, actor: Actor, key: string): Promise<FlagRef | null> {
+  const [existing] = await run(
+    tx,
+    `select id, filters from feature_flag where project_id = ? and key = ? and not deleted`,
+    [actor.projectId, key],
+  );
+  if (!existing) return null;
+  const variants = existing.filters?.multivariate?.variants ?? [];
+  if (variants.length < 2) throw validationError('Feature flag is not eligible for experiments.');
+  if (variants[0]?.key !== 'control') throw validationError('Feature flag must have control as the first variant.');
+  return existing;
+}
+
 /** The experiment's flag: an existing one with this key (reused unchanged) or a new one. */
-async function resolveFlag(tx: Tx, actor: Actor, key: string, name: string, parameters: any, draft: boolean, holdoutGroups: unknown): Promise<number> {
-  const [existing] = await run(tx, `select id, filters from feature_flag where project_id = ? and key = ? and not deleted`, [actor.projectId, key]);
-  if (existing) {
-    const variants = existing.filters?.multivariate?.variants ?? [];
-    if (variants.length < 2) throw validationError('Feature flag is not eligible for experiments.');
-    if (variants[0]?.key !== 'control') throw validationError('Feature flag must have control as the first variant.');
-    return existing.id;
-  }
+async function resolveFlag(
+  tx: Tx,
+  actor: Actor,
+  key: string,
+  name: string,
+  parameters: any,
+  draft: boolean,
+  holdoutGroups: unknown,
+): Promise<FlagRef> {
+  const existing = await eligibleFlag(tx, actor, key);
+  if (existing) return existing;
   if (!FLAG_KEY.test(key) || key.length > 400) throw validationError('Only letters, numbers, hyphens (-) & underscores (_) are allowed.', 'key', 'invalid_key');
   const variants = variantsOf(parameters);
   const filters = {
@@ -89,12 +111,18 @@ async function resolveFlag(tx: Tx, actor: Actor, key: string, name: string, para
     holdout_groups: holdoutGroups ?? null,
     ...(holdoutGroups ? { holdout: holdoutOf(holdoutGroups) } : {}),
   };
+  // A concurrent request may make a flag with this key after the lookup: then that flag is the one,
+  // as if it had been there (not a unique-violation 500).
   const [flag] = await run(
     tx,
-    `insert into feature_flag (project_id, key, name, filters, active, ensure_experience_continuity, created_by_id) values (?, ?, ?, ?::jsonb, ?, ?, ?) returning id`,
+    `insert into feature_flag (project_id, key, name, filters, active, ensure_experience_continuity, created_by_id)
+       values (?, ?, ?, ?::jsonb, ?, ?, ?)
+       on conflict (project_id, key) where not deleted do nothing returning id, filters`,
     [actor.projectId, key, `Feature Flag for Experiment ${name}`, JSON.stringify(filters), !draft, parameters?.ensure_experience_continuity === true, actor.userId],
   );
-  return flag.id;
+  const resolved = flag ?? (await eligibleFlag(tx, actor, key));
+  if (!resolved) throw validationError('The feature flag key changed while saving; try again.', 'feature_flag_key');
+  return resolved;
 }
 
 /** The holdout as the flag evaluator reads it: {id, exclusion_percentage} from holdout filters. */
@@ -114,7 +142,8 @@ export async function createExperiment(em: EntityManager, actor: Actor, body: Re
   let id = 0;
   await em.fork().transactional(async (tx) => {
     const holdout = await holdoutFilters(tx as Tx, actor, body.holdout_id);
-    const flagId = await resolveFlag(tx as Tx, actor, body.feature_flag_key, body.name, body.parameters, draft, holdout);
+    const flag = await resolveFlag(tx as Tx, actor, body.feature_flag_key, body.name, body.parameters, draft, holdout);
+    const flagId = flag.id;
     const metrics = withFingerprints(body.metrics ?? [], body.start_date, statsConfig, body.exposure_criteria);
     const secondary = withFingerprints(body.metrics_secondary ?? [], body.start_date, statsConfig, body.exposure_criteria);
     const [row] = await run(
@@ -143,14 +172,13 @@ export async function createExperiment(em: EntityManager, actor: Actor, body: Re
 const UPDATABLE = new Set([
   'name', 'description', 'start_date', 'end_date', 'filters', 'parameters', 'archived', 'deleted', 'secondary_metrics', 'holdout', 'holdout_id',
   'exposure_criteria', 'metrics', 'metrics_secondary', 'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids',
-  'secondary_metrics_ordered_uuids', 'saved_metrics_ids', '_create_in_folder',
+  'secondary_metrics_ordered_uuids', 'saved_metrics_ids', '_create_in_folder', 'type', 'feature_flag_key',
 ]);
 
 export async function updateExperiment(em: EntityManager, actor: Actor, current: Record<string, any>, body: Record<string, any>): Promise<void> {
   const flagKey = current.feature_flag.key;
   const rejected = Object.keys(body)
-    .filter((k) => !UPDATABLE.has(k) && !(k === 'feature_flag_key' && body[k] === flagKey))
-    .map((k) => (k === 'feature_flag_key' ? 'get_feature_flag_key' : k))
+    .filter((k) => !UPDATABLE.has(k))
     .sort();
   if (rejected.length) throw validationError(`Can't update keys: ${rejected.join(', ')} on Experiment`);
   if (body.filters?.properties && Array.isArray(body.filters.properties) && body.filters.properties.length)
@@ -170,6 +198,21 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
   }
   const holdoutChanged = body.holdout_id !== undefined && body.holdout_id !== current.holdout_id;
   if (launched && holdoutChanged) throw validationError("Can't update holdout on running Experiment");
+  // A draft may still pick its flag and type; once launched, users are bucketed by that flag.
+  const keyChanged = body.feature_flag_key !== undefined && body.feature_flag_key !== flagKey;
+  if (launched && keyChanged) {
+    throw validationError(
+      "Can't update feature_flag_key on a launched Experiment: its users are already assigned variants " +
+        'by the current flag. Change it while the experiment is a draft (no start_date), or create a new experiment.',
+      'feature_flag_key',
+    );
+  }
+  if (launched && body.type !== undefined && body.type !== current.type) {
+    throw validationError(
+      "Can't update type on a launched Experiment: it is fixed once the experiment has a start_date.",
+      'type',
+    );
+  }
   const statsConfig = body.stats_config !== undefined ? { method: 'bayesian', ...body.stats_config } : current.stats_config;
   const exposure = body.exposure_criteria !== undefined ? body.exposure_criteria : current.exposure_criteria;
   const metrics = withFingerprints(body.metrics ?? current.metrics, startDate, statsConfig, exposure);
@@ -178,7 +221,17 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
   await em.fork().transactional(async (tx) => {
     const t = tx as Tx;
     const holdoutGroups = holdoutChanged ? await holdoutFilters(t, actor, body.holdout_id) : undefined;
+    // A new key: as create does, reuse a live flag with that key or make one from the experiment's
+    // variants and holdout.
+    let flag: FlagRef = { id: current.feature_flag.id, filters: current.feature_flag.filters };
+    if (keyChanged) {
+      const parameters = body.parameters !== undefined ? body.parameters : current.parameters;
+      const holdout = holdoutChanged ? holdoutGroups : await holdoutFilters(t, actor, current.holdout_id);
+      flag = await resolveFlag(t, actor, body.feature_flag_key, body.name ?? current.name, parameters, true, holdout);
+    }
     const fields: Record<string, unknown> = {};
+    if (keyChanged) fields.feature_flag_id = flag.id;
+    if (body.type !== undefined) fields.type = body.type;
     for (const key of ['name', 'description', 'start_date', 'end_date', 'archived', 'deleted', 'conclusion', 'conclusion_comment'] as const)
       if (body[key] !== undefined) fields[key] = body[key];
     for (const key of ['filters', 'parameters', 'secondary_metrics', 'exposure_criteria', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids'] as const)
@@ -195,7 +248,7 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
     if (body.saved_metrics_ids !== undefined) await savedMetricLinks(t, actor, current.id, body.saved_metrics_ids);
 
     // The flag: variants follow a draft's parameters; the holdout follows holdout_id; launch activates it.
-    const filters = { ...current.feature_flag.filters };
+    const filters = { ...flag.filters };
     let flagChanged = false;
     if (!launched && body.parameters) {
       const variants = variantsOf(body.parameters);
@@ -210,14 +263,28 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
     }
     const launching = !launched && !!body.start_date;
     if (flagChanged || launching) {
-      await run(t, `update feature_flag set filters = ?::jsonb, active = active or ?, version = version + 1, updated_at = now() where id = ?`, [JSON.stringify(filters), launching, current.feature_flag.id]);
+      await run(
+        t,
+        `update feature_flag set filters = ?::jsonb, active = active or ?, version = version + 1, updated_at = now()
+          where id = ?`,
+        [JSON.stringify(filters), launching, flag.id],
+      );
     }
     await recordActivity(t, {
       ...actor,
       scope: 'Experiment',
       itemId: String(current.id),
       activity: body.deleted === true ? 'deleted' : 'updated',
-      detail: { name: body.name ?? current.name, changes: Object.keys(body).map((field) => ({ type: 'Experiment', action: 'changed', field, before: current[field] ?? null, after: body[field] })) },
+      detail: {
+        name: body.name ?? current.name,
+        changes: Object.keys(body).map((field) => ({
+          type: 'Experiment',
+          action: 'changed',
+          field,
+          before: (field === 'feature_flag_key' ? flagKey : current[field]) ?? null,
+          after: body[field],
+        })),
+      },
     });
   });
 }

@@ -69,7 +69,7 @@ async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
 }
 
 /** The path (`a__b__0`) of the first string holding a NUL character, which PostgreSQL cannot store. */
-function nullCharacterAt(value: unknown, path: string[] = []): string | null {
+export function nullCharacterAt(value: unknown, path: string[] = []): string | null {
   if (typeof value === 'string') return value.includes('\u0000') ? path.join('__') || null : null;
   if (value && typeof value === 'object') {
     for (const [key, inner] of Object.entries(value)) {

@@ -4,7 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import { NEWEST_FIRST, withDistinctIds } from './queries.ts';
-import { personListItem, type PersonWithIds } from './serializers.ts';
+import { personListRow, type PersonWithIds } from './serializers.ts';
 
 export const CSV_EXPORT_LIMIT = 100_000;
 const PAGE = 1000;
@@ -27,7 +27,7 @@ function flatten(value: unknown, prefix: string, out: Record<string, unknown>) {
 
 function flatRow(person: PersonWithIds): Record<string, unknown> {
   const flat: Record<string, unknown> = {};
-  flatten(personListItem(person), '', flat);
+  flatten(personListRow(person), '', flat);
   return flat;
 }
 

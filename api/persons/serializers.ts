@@ -1,4 +1,5 @@
-// PostHog's two person shapes: the detail record (numeric id) and the list item (id = uuid).
+// Person shapes: the detail record and the seed's list row (both with the integer id), and
+// PostHog's actor item (id = uuid) that the analysis views (funnel, lifecycle people) answer.
 import { isoTimestamp } from '../../shared/time.ts';
 
 export interface PersonWithIds {
@@ -39,6 +40,7 @@ export function personRecord(person: PersonWithIds) {
   };
 }
 
+/** PostHog's actor shape (id = uuid), as the analysis views list people. */
 export function personListItem(person: PersonWithIds) {
   return {
     type: 'person',
@@ -85,4 +87,14 @@ export const personListItemSchema = {
     matched_recordings: { type: 'array' },
     value_at_data_point: {},
   },
+};
+
+/** An item of the persons list and its CSV: the actor shape with the seed's integer `id` (as retrieve). */
+export function personListRow(person: PersonWithIds) {
+  return { ...personListItem(person), id: Number(person.id) };
+}
+
+export const personListRowSchema = {
+  ...personListItemSchema,
+  properties: { ...personListItemSchema.properties, id: { type: 'integer' } },
 };

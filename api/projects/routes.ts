@@ -25,9 +25,10 @@ export const projectRoutes = [
   defineRoute({
     method: 'GET',
     path: '/api/projects',
-    summary: 'List the projects the key can reach',
+    summary: 'List the projects the key can reach (how a client finds its project id)',
     tags: ['projects'],
-    scopes: ['project:read'],
+    // The seed finds project ids here, yet grants no project:read: any valid key lists what it reaches.
+    scopes: [],
     query: { type: 'object', properties: PAGE_QUERY_PROPERTIES },
     responses: { 200: { description: 'A page of projects', schema: paginatedSchema(projectBasicSchema) } },
     // Unlike PostHog (403 for project-scoped keys, which broke clients), every key lists what it can reach.
