@@ -265,8 +265,8 @@ export const personDeletionRoutes = [
     body: {
       type: 'object',
       properties: {
-        ids: { type: 'array', items: { type: ['string', 'integer'], maxLength: 100 } },
-        distinct_ids: { type: 'array', items: { type: ['string', 'integer'], maxLength: 400 } },
+        ids: { type: 'array', items: { type: ['string', 'integer'], format: 'int64', maxLength: 100 } },
+        distinct_ids: { type: 'array', items: { type: ['string', 'integer'], format: 'int64', maxLength: 400 } },
         delete_events: { type: 'boolean' },
         delete_recordings: { type: 'boolean' },
         keep_person: { type: 'boolean' },

@@ -44,7 +44,9 @@ describe('person properties filter items', () => {
     [{ key: 'd', operator: 'is_date_after', value: '+010000-01-01T00:00:00Z' }],
     [{ key: 'email', operator: 'exact', value: [] }],
     [{ key: 'email', operator: 'icontains', value: { a: 1 } }],
-    [{ key: 'email', operator: 'regex', value: ['a', 'b'] }],
+    [{ key: 'email', operator: 'regex', value: [['a']] }],
+    [{ key: 'email', operator: 'exact', value: ['a', null] }],
+    [{ key: 'email', operator: 'in', value: Array.from({ length: 1001 }, (_, i) => i) }],
     [{ key: ['email'], operator: 'exact', value: 'x' }],
   ])('%j is a 400 on properties', async (item) => {
     const res = await list([item]);
@@ -69,6 +71,21 @@ describe('the SQL of a filter', () => {
       expect(sql.split('?').length - 1, sql).toBe(params.length);
       for (const p of params) expect(typeof p === 'string' || (typeof p === 'number' && Number.isFinite(p)), `${JSON.stringify(item)} → ${String(p)}`).toBe(true);
     }
+  });
+
+  it('reads a list value of a one-value operator as PostHog does: any of them, or none of them when negated', async () => {
+    const conn = api.orm.em.fork().getConnection();
+    const matches = async (item: Record<string, unknown>, properties: Record<string, unknown>) => {
+      const { sql, params } = propertyConditionSql(item, 'p.properties');
+      const [row] = await conn.execute<{ m: boolean }[]>(`select ${sql} as m from (select ?::jsonb as properties) p`, [...params, JSON.stringify(properties)]);
+      return row.m;
+    };
+    expect(await matches({ key: 'email', operator: 'icontains', value: ['@a.', '@b.'] }, { email: 'x@b.com' })).toBe(true);
+    expect(await matches({ key: 'email', operator: 'icontains', value: ['@a.', '@c.'] }, { email: 'x@b.com' })).toBe(false);
+    expect(await matches({ key: 'email', operator: 'not_icontains', value: ['@a.', '@b.'] }, { email: 'x@b.com' })).toBe(false);
+    expect(await matches({ key: 'email', operator: 'not_icontains', value: ['@a.', '@c.'] }, { email: 'x@b.com' })).toBe(true);
+    expect(await matches({ key: 'n', operator: 'gt', value: ['10', 2] }, { n: 5 })).toBe(true);
+    expect(await matches({ key: 'n', operator: 'is_set', value: 'is_set' }, { n: 5 })).toBe(true);
   });
 
   it('refuses a value-less item before building any SQL', () => {
