@@ -52,9 +52,14 @@ function valuesOf(item: PropertyFilterItem, operator: string): Scalar[] {
   for (const v of values) {
     const scalar = typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
     if (!scalar) throw new FilterError(`"${operator}" values must be strings, numbers or booleans.`);
+    if (typeof v === 'string' && !storableText(v)) throw new FilterError(UNSTORABLE_TEXT);
   }
   return values as Scalar[];
 }
+
+// PostgreSQL text and jsonb hold neither NUL nor half of a surrogate pair: such a filter could match nothing.
+const storableText = (text: string) => text.isWellFormed() && !text.includes('\u0000');
+const UNSTORABLE_TEXT = 'Property filter keys and values may not contain null characters or lone surrogates.';
 
 function numberOf(value: Scalar, operator: string): number {
   const n = typeof value === 'boolean' || value === '' ? NaN : Number(value);
@@ -69,6 +74,7 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
   if (item.type !== undefined && item.type !== null && item.type !== 'person' && item.type !== 'event')
     throw new FilterError(`Unsupported property filter type "${asText(item.type)}".`);
   if (typeof item.key !== 'string' || item.key === '') throw new FilterError('Each property filter needs a "key".');
+  if (!storableText(item.key)) throw new FilterError(UNSTORABLE_TEXT);
   const operator = item.operator === undefined || item.operator === null ? 'exact' : item.operator;
   if (typeof operator !== 'string' || !OPERATORS.has(operator)) throw new FilterError(`Unknown property filter operator "${asText(operator)}".`);
   const values = valuesOf(item, operator);

@@ -48,6 +48,9 @@ describe('person properties filter items', () => {
     [{ key: 'email', operator: 'exact', value: ['a', null] }],
     [{ key: 'email', operator: 'in', value: Array.from({ length: 1001 }, (_, i) => i) }],
     [{ key: ['email'], operator: 'exact', value: 'x' }],
+    [{ key: 'email', operator: 'exact', value: 'a\ud800' }],
+    [{ key: 'email', operator: 'icontains', value: ['ok', 'a\u0000'] }],
+    [{ key: 'e\udc00', operator: 'is_set' }],
   ])('%j is a 400 on properties', async (item) => {
     const res = await list([item]);
     expect(res.status, res.text).toBe(400);
