@@ -58,7 +58,7 @@ function valuesOf(item: PropertyFilterItem, operator: string): Scalar[] {
 }
 
 // PostgreSQL text and jsonb hold neither NUL nor half of a surrogate pair: such a filter could match nothing.
-const storableText = (text: string) => text.isWellFormed() && !text.includes('\u0000');
+export const storableText = (text: string) => text.isWellFormed() && !text.includes('\u0000');
 const UNSTORABLE_TEXT = 'Property filter keys and values may not contain null characters or lone surrogates.';
 
 function numberOf(value: Scalar, operator: string): number {

@@ -32,6 +32,17 @@ describe('person properties filter items', () => {
     expect(res.body.attr).toBe('properties');
   });
 
+  it.each([
+    '[{"type":"behavioral","key":"signed up","value":"performed_event","explicit_datetime":"0000-01-01"}]',
+    '[{"type":"behavioral","key":"signed up","value":"performed_event","time_value":1e300,"time_interval":"year"}]',
+    '[{"type":"behavioral","key":"signed up","value":"performed_event_multiple","operator_value":1e309}]',
+    '[{"type":"behavioral","key":"a\\u0000","value":"performed_event"}]',
+  ])('behavioral item %s is a 400 on properties', async (raw) => {
+    const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?properties=${encodeURIComponent(raw)}`, { key: account.apiKey });
+    expect(res.status, res.text).toBe(400);
+    expect(res.body.attr).toBe('properties');
+  });
+
   it.each(['is_set', 'is_not_set'])('operator %s needs no value', async (operator) => {
     const res = await list([{ key: 'email', operator }]);
     expect(res.status, res.text).toBe(200);
