@@ -1,5 +1,6 @@
 // JSON request bodies: nesting depth checked on the raw bytes before parsing, and values PostgreSQL
-// or JSON cannot hold (NUL, lone surrogates, numbers past a double) found after it.
+// or JSON cannot hold (NUL, lone surrogates, numbers past a double) found after it. Query parameters
+// that carry JSON (`properties`, `ids`, `events`, …) get the same depth check before a handler parses them.
 import { parseError, validationError } from './errors.ts';
 
 /** Deeper than any body the API takes (filters nest a handful of levels); PostHog's own parser gives up near 1000. */
@@ -40,6 +41,28 @@ export function parseJsonBody(raw: Buffer): unknown {
     return JSON.parse(raw.toString('utf8'));
   } catch (error) {
     throw parseError(`JSON parse error - ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Throws 400 on the first query parameter holding JSON nested deeper than MAX_JSON_DEPTH: handlers
+ * parse and walk such parameters, and 7,000 levels fit in a URL. Text that is not JSON is left alone.
+ */
+export function rejectDeepJsonParameters(query: Record<string, unknown>): void {
+  for (const [name, value] of Object.entries(query)) {
+    for (const text of Array.isArray(value) ? value : [value]) {
+      if (typeof text !== 'string' || !/^\s*[[{]/.test(text) || !nestedDeeperThan(Buffer.from(text), MAX_JSON_DEPTH)) continue;
+      if (isJson(text)) throw validationError(`JSON nested deeper than ${MAX_JSON_DEPTH} levels.`, name, 'parse_error');
+    }
+  }
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -6,7 +6,7 @@ import { Router } from '@koa/router';
 import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, type ProjectRow } from './auth.ts';
 import { readRawBody } from './body.ts';
 import { ApiError, permissionDenied, unsupportedMediaType } from './errors.ts';
-import { parseJsonBody, rejectUnstorableValues } from './json.ts';
+import { parseJsonBody, rejectDeepJsonParameters, rejectUnstorableValues } from './json.ts';
 import { enforceThrottle } from './throttle.ts';
 import { responseMismatch, validate, type JsonSchema } from './validation.ts';
 import type { AppDeps } from '../deps.ts';
@@ -92,6 +92,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     delete query.personal_api_key;
     if (!route.rawBody) {
       rejectUnstorableValues(query);
+      rejectDeepJsonParameters(query);
       rejectUnstorableValues(body);
     }
     // DRF ignores an unusable limit/offset (falls back to the defaults) rather than refusing the request.

@@ -47,6 +47,24 @@ describe('JSON nesting depth', () => {
   });
 });
 
+describe('JSON nesting depth in query parameters', () => {
+  // Brackets stay unencoded in a query: 7,000 levels fit in Node's 16 KB request head.
+  const deep = '['.repeat(7000) + ']'.repeat(7000);
+  it.each([
+    ['GET', 'persons/?properties='],
+    ['GET', 'event_definitions/?excluded_properties='],
+    ['POST', 'persons/bulk_delete/?ids='],
+  ])('%s %s<7,000 deep> is a 400 on that parameter', async (method, pathAndParam) => {
+    const res = await call(api.baseUrl, method, `${P()}/${pathAndParam}${deep}`, { key: account.apiKey });
+    expect400(res, pathAndParam.split('?')[1].slice(0, -1));
+  });
+
+  it('leaves text that merely starts with a bracket alone', async () => {
+    const res = await call(api.baseUrl, 'GET', `${P()}/persons/?search=${encodeURIComponent('['.repeat(100) + 'x')}`, { key: account.apiKey });
+    expect(res.status, res.text).toBe(200);
+  });
+});
+
 describe('numbers out of range', () => {
   it.each(['1e309', '-1e309', '9999999999999999999', String(2 ** 63), '2147483648', '-2147483649'])(
     'created_by_id=%s in a query is a 400 on created_by_id',
