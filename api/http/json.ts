@@ -36,7 +36,8 @@ export function nestedDeeperThan(raw: Uint8Array, limit: number): boolean {
 
 /** Parses a JSON body, refusing (400 parse_error) one nested deeper than MAX_JSON_DEPTH. */
 export function parseJsonBody(raw: Buffer): unknown {
-  if (nestedDeeperThan(raw, MAX_JSON_DEPTH)) throw parseError(`JSON parse error - nested deeper than ${MAX_JSON_DEPTH} levels.`);
+  if (nestedDeeperThan(raw, MAX_JSON_DEPTH))
+    throw parseError(`JSON parse error - nested deeper than ${MAX_JSON_DEPTH} levels.`);
   try {
     return JSON.parse(raw.toString('utf8'));
   } catch (error) {
@@ -51,7 +52,8 @@ export function parseJsonBody(raw: Buffer): unknown {
 export function rejectDeepJsonParameters(query: Record<string, unknown>): void {
   for (const [name, value] of Object.entries(query)) {
     for (const text of Array.isArray(value) ? value : [value]) {
-      if (typeof text !== 'string' || !/^\s*[[{]/.test(text) || !nestedDeeperThan(Buffer.from(text), MAX_JSON_DEPTH)) continue;
+      if (typeof text !== 'string' || !/^\s*[[{]/.test(text)) continue;
+      if (!nestedDeeperThan(Buffer.from(text), MAX_JSON_DEPTH)) continue;
       if (isJson(text)) throw validationError(`JSON nested deeper than ${MAX_JSON_DEPTH} levels.`, name, 'parse_error');
     }
   }
@@ -70,7 +72,8 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 
 /** DRF's CharField refusals, in its words: NUL and surrogate code points cannot be stored as text. */
 function stringProblem(text: string): { detail: string; code: string } | null {
-  if (text.includes('\u0000')) return { detail: 'Null characters are not allowed.', code: 'null_characters_not_allowed' };
+  if (text.includes('\u0000'))
+    return { detail: 'Null characters are not allowed.', code: 'null_characters_not_allowed' };
   if (text.isWellFormed()) return null;
   const codePoint = LONE_SURROGATE.exec(text)![0].charCodeAt(0).toString(16).toUpperCase();
   return { detail: `Surrogate characters are not allowed: U+${codePoint}.`, code: 'surrogate_characters_not_allowed' };

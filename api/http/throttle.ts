@@ -40,7 +40,8 @@ export async function enforceThrottle(redis: Redis, settings: ThrottleSettings, 
   if (!results) return null;
   const minuteCount = Number(results[0][1]);
   const hourCount = Number(results[2][1]);
-  if (minuteCount > settings.perMinute) throw throttled(Math.max(1, (minuteWindow + 1) * 60 - seconds), settings.perMinute);
+  if (minuteCount > settings.perMinute)
+    throw throttled(Math.max(1, (minuteWindow + 1) * 60 - seconds), settings.perMinute);
   if (hourCount > settings.perHour) throw throttled(Math.max(1, (hourWindow + 1) * 3600 - seconds), settings.perHour);
   const minuteLeft = settings.perMinute - minuteCount;
   const hourLeft = settings.perHour - hourCount;

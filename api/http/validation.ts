@@ -17,7 +17,9 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 function withStorableDates(ajv: Ajv): Ajv {
   for (const name of ['date-time', 'date']) {
     const original = ajv.formats[name] as FormatDefinition<string>;
-    ajv.addFormat(name, { ...original, validate: (text: string) => (original.validate as (t: string) => boolean)(text) && isStorableInstant(Date.parse(text)) });
+    const wellFormed = original.validate as (text: string) => boolean;
+    const validate = (text: string) => wellFormed(text) && isStorableInstant(Date.parse(text));
+    ajv.addFormat(name, { ...original, validate });
   }
   return ajv;
 }
@@ -42,7 +44,9 @@ export function withIntegerBounds(schema: unknown): any {
   if (Array.isArray(schema)) return schema.map(withIntegerBounds);
   if (!schema || typeof schema !== 'object') return schema;
   const copy: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(schema)) copy[key] = DATA_KEYWORDS.has(key) ? value : withIntegerBounds(value);
+  for (const [key, value] of Object.entries(schema)) {
+    copy[key] = DATA_KEYWORDS.has(key) ? value : withIntegerBounds(value);
+  }
   const type = copy.type;
   const integer = type === 'integer' || (Array.isArray(type) && type.includes('integer'));
   if (integer) {
@@ -54,7 +58,11 @@ export function withIntegerBounds(schema: unknown): any {
 }
 
 type Use = 'body' | 'query' | 'response';
-const caches: Record<Use, WeakMap<JsonSchema, ValidateFunction>> = { body: new WeakMap(), query: new WeakMap(), response: new WeakMap() };
+const caches: Record<Use, WeakMap<JsonSchema, ValidateFunction>> = {
+  body: new WeakMap(),
+  query: new WeakMap(),
+  response: new WeakMap(),
+};
 
 function compiled(schema: JsonSchema, use: Use): ValidateFunction {
   let fn = caches[use].get(schema);

@@ -29,7 +29,8 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
     if (ctx.path !== ADMIN_BASE_PATH && !ctx.path.startsWith(`${ADMIN_BASE_PATH}/`)) return next();
     const given = basicCredential(ctx.get('authorization'));
     // No credential is no guess (a browser asks first without one): 401 without counting.
-    const right = given !== null && (await guardCredentialCheck(deps.redis, guard, 'admin', ctx.ip, sameSecret(given, `${user}:${deps.config.adminPassword}`)));
+    const matches = given !== null && sameSecret(given, `${user}:${deps.config.adminPassword}`);
+    const right = given !== null && (await guardCredentialCheck(deps.redis, guard, 'admin', ctx.ip, matches));
     if (!right) {
       ctx.status = 401;
       ctx.set('WWW-Authenticate', 'Basic realm="queues"');

@@ -23,7 +23,7 @@ export const opsRoutes = [
   defineRoute({
     method: 'GET',
     path: '/metrics',
-    summary: 'Prometheus metrics: HTTP durations, queue job counts per state, deletion requests by status (Bearer METRICS_TOKEN)',
+    summary: 'Prometheus metrics (Bearer METRICS_TOKEN): HTTP durations, queue job counts, deletion requests by status',
     tags: ['ops'],
     scopes: null,
     responses: {

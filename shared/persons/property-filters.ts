@@ -47,7 +47,8 @@ export type SpecialFilter = (item: PropertyFilterItem) => SqlFragment | undefine
 function valuesOf(item: PropertyFilterItem, operator: string): Scalar[] {
   if (VALUELESS.has(operator)) return [];
   const values = Array.isArray(item.value) ? item.value : [item.value];
-  if (item.value === undefined || item.value === null || values.length === 0) throw new FilterError(`"${operator}" needs a value.`);
+  if (item.value === undefined || item.value === null || values.length === 0)
+    throw new FilterError(`"${operator}" needs a value.`);
   if (values.length > MAX_VALUES) throw new FilterError(`At most ${MAX_VALUES} values in one property filter.`);
   for (const v of values) {
     const scalar = typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));

@@ -6,6 +6,9 @@ import { apiWithAccount, call } from '../../helpers.ts';
 
 const { api, account } = await apiWithAccount();
 const P = () => `/api/projects/${account.projectId}`;
+/** A request with the account's key to a path under its project. */
+const req = (method: string, path: string, body?: unknown) =>
+  call(api.baseUrl, method, `${P()}${path}`, { key: account.apiKey, body });
 
 function expect400(res: { status: number; body: any; text: string }, attr?: string | null) {
   expect(res.status, res.text.slice(0, 300)).toBe(400);
@@ -34,14 +37,14 @@ describe('JSON nesting depth', () => {
   it('counts only brackets outside strings', async () => {
     // 200 brackets (and escaped quotes) inside a string are text, not nesting.
     const name = '["\\'.repeat(100);
-    const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, { key: account.apiKey, body: { name, feature_flag_key: 'k-brackets' } });
+    const res = await req('POST', '/experiments/', { name, feature_flag_key: 'k-brackets' });
     expect(res.status, res.text).toBe(201);
     expect(res.body.name).toBe(name);
   });
 
-  it('lets ordinary nesting through to the schema (a 30-deep value is a validation error, not a parse error)', async () => {
+  it('lets ordinary nesting through to the schema (30 deep: a validation error, not a parse error)', async () => {
     const body = `{"name": ${deep(30)}, "feature_flag_key": "k-deep"}`;
-    const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, { key: account.apiKey, body });
+    const res = await req('POST', '/experiments/', body);
     expect400(res, 'name');
     expect(res.body.type).toBe('validation_error');
   });
@@ -55,12 +58,12 @@ describe('JSON nesting depth in query parameters', () => {
     ['GET', 'event_definitions/?excluded_properties='],
     ['POST', 'persons/bulk_delete/?ids='],
   ])('%s %s<7,000 deep> is a 400 on that parameter', async (method, pathAndParam) => {
-    const res = await call(api.baseUrl, method, `${P()}/${pathAndParam}${deep}`, { key: account.apiKey });
+    const res = await req(method, `/${pathAndParam}${deep}`);
     expect400(res, pathAndParam.split('?')[1].slice(0, -1));
   });
 
   it('leaves text that merely starts with a bracket alone', async () => {
-    const res = await call(api.baseUrl, 'GET', `${P()}/persons/?search=${encodeURIComponent('['.repeat(100) + 'x')}`, { key: account.apiKey });
+    const res = await req('GET', `/persons/?search=${encodeURIComponent('['.repeat(100) + 'x')}`);
     expect(res.status, res.text).toBe(200);
   });
 });
@@ -69,13 +72,13 @@ describe('numbers out of range', () => {
   it.each(['1e309', '-1e309', '9999999999999999999', String(2 ** 63), '2147483648', '-2147483649'])(
     'created_by_id=%s in a query is a 400 on created_by_id',
     async (value) => {
-      const res = await call(api.baseUrl, 'GET', `${P()}/experiments/?created_by_id=${encodeURIComponent(value)}`, { key: account.apiKey });
+      const res = await req('GET', `/experiments/?created_by_id=${encodeURIComponent(value)}`);
       expect400(res, 'created_by_id');
     },
   );
 
   it('keeps in-range values working', async () => {
-    const res = await call(api.baseUrl, 'GET', `${P()}/experiments/?created_by_id=2147483647`, { key: account.apiKey });
+    const res = await req('GET', '/experiments/?created_by_id=2147483647');
     expect(res.status, res.text).toBe(200);
     expect(res.body.results).toEqual([]);
   });
@@ -84,15 +87,15 @@ describe('numbers out of range', () => {
     'an integer body field of %s is a 400 on that field',
     async (value) => {
       const body = `{"name": "x", "feature_flag_key": "k-bounds", "holdout_id": ${value}}`;
-      const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, { key: account.apiKey, body });
+      const res = await req('POST', '/experiments/', body);
       expect400(res, 'holdout_id');
     },
   );
 
   it('person ids (bigint) take integers up to the largest exact one, and refuse larger', async () => {
-    const ok = await call(api.baseUrl, 'POST', `${P()}/persons/bulk_delete/`, { key: account.apiKey, body: { ids: [2 ** 53 - 1] } });
+    const ok = await req('POST', '/persons/bulk_delete/', { ids: [2 ** 53 - 1] });
     expect(ok.status, ok.text).toBeLessThan(300);
-    const tooBig = await call(api.baseUrl, 'POST', `${P()}/persons/bulk_delete/`, { key: account.apiKey, body: `{"ids": [1e309]}` });
+    const tooBig = await req('POST', '/persons/bulk_delete/', '{"ids": [1e309]}');
     expect400(tooBig);
   });
 });
@@ -101,9 +104,8 @@ describe('dates out of range', () => {
   it.each(['0000-01-01', '0000-12-31T23:59:59Z', '-000001-01-01T00:00:00Z', '+010000-01-01T00:00:00Z'])(
     'date_to=%s is a 400 on date_to',
     async (value) => {
-      const person = await call(api.baseUrl, 'GET', `${P()}/persons/funnel/?events=${encodeURIComponent('[{"id":"a"}]')}&date_to=${encodeURIComponent(value)}`, {
-        key: account.apiKey,
-      });
+      const events = encodeURIComponent('[{"id":"a"}]');
+      const person = await req('GET', `/persons/funnel/?events=${events}&date_to=${encodeURIComponent(value)}`);
       expect400(person, 'date_to');
     },
   );
@@ -111,17 +113,14 @@ describe('dates out of range', () => {
   it.each(['0000-01-01T00:00:00Z', '0001-01-01T00:00:00+01:00', '9999-12-31T23:59:59-01:00'])(
     'an experiment start_date of %s (outside years 1–9999 in UTC) is a 400 on start_date',
     async (value) => {
-      const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, {
-        key: account.apiKey,
-        body: { name: 'dated', feature_flag_key: 'k-dated', start_date: value },
-      });
+      const res = await req('POST', '/experiments/', { name: 'dated', feature_flag_key: 'k-dated', start_date: value });
       expect400(res, 'start_date');
     },
   );
 
   it('takes the first and last representable days', async () => {
     for (const [key, start] of [['k-first', '0001-01-01T00:00:00Z'], ['k-last', '9999-12-31T23:59:59Z']]) {
-      const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, { key: account.apiKey, body: { name: key, feature_flag_key: key, start_date: start } });
+      const res = await req('POST', '/experiments/', { name: key, feature_flag_key: key, start_date: start });
       expect(res.status, res.text).toBe(201);
     }
   });
@@ -130,18 +129,16 @@ describe('dates out of range', () => {
 describe('strings that are not valid Unicode', () => {
   it('refuses a lone surrogate in a body string or key with a 400 naming the field', async () => {
     const body = '{"name": "a\\ud800b", "feature_flag_key": "k-sur1"}';
-    const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, { key: account.apiKey, body });
+    const res = await req('POST', '/experiments/', body);
     expect400(res, 'name');
-    const inKey = await call(api.baseUrl, 'POST', `${P()}/experiments/`, {
-      key: account.apiKey,
-      body: '{"name": "x", "feature_flag_key": "k-sur", "parameters": {"\\udc00": 1}}',
-    });
+    const inKeyBody = '{"name": "x", "feature_flag_key": "k-sur", "parameters": {"\\udc00": 1}}';
+    const inKey = await req('POST', '/experiments/', inKeyBody);
     expect400(inKey, 'parameters__\udc00');
   });
 
   it('still takes a correctly paired surrogate (an emoji)', async () => {
     const body = '{"name": "ok \\ud83d\\ude00", "feature_flag_key": "k-emoji"}';
-    const res = await call(api.baseUrl, 'POST', `${P()}/experiments/`, { key: account.apiKey, body });
+    const res = await req('POST', '/experiments/', body);
     expect(res.status, res.text).toBe(201);
     expect(res.body.name).toBe('ok 😀');
   });

@@ -45,9 +45,13 @@ afterAll(async () => {
 /** Every project table's row count and content hash, in one statement (one round trip per request checked). */
 async function fingerprint(): Promise<string> {
   const parts = projectTables.map(
-    (table) => `select '${table}:' || count(*) || ':' || md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as part from "${table}" t where project_id = ?`,
+    (table) =>
+      `select '${table}:' || count(*) || ':' || md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as part
+         from "${table}" t where project_id = ?`,
   );
-  const rows = await api.orm.em.fork().getConnection().execute<{ part: string }[]>(parts.join(' union all '), projectTables.map(() => account.projectId));
+  const conn = api.orm.em.fork().getConnection();
+  const params = projectTables.map(() => account.projectId);
+  const rows = await conn.execute<{ part: string }[]>(parts.join(' union all '), params);
   return rows.map((r) => r.part).join(',');
 }
 
@@ -104,7 +108,7 @@ describe.each(authenticated.map((r) => [`${r.method} ${r.path}`, r] as const))('
     );
   });
 
-  it('answers every hostile value class, in every field it can reach, with a 4xx or a success, and stays up', async () => {
+  it('answers each hostile value class, in every field it can reach, with a 4xx or a success; stays up', async () => {
     const check = await checker(route, name);
     const path = pathWith(route, fixtureIdFor(route));
     // Refused before any schema (parsing, NUL, lone surrogates, the request head's size): once per route.
@@ -128,7 +132,9 @@ describe.each(authenticated.map((r) => [`${r.method} ${r.path}`, r] as const))('
     };
     const fields = (route.body?.properties as Record<string, JsonSchema>) ?? {};
     const first = Object.keys(fields)[0] ?? 'name';
-    for (const raw of [DEEP_JSON, '"a\\u0000b"', '"a\\ud800b"', '{"\\udc00": 1}']) await check(path, withField(first, raw));
+    for (const raw of [DEEP_JSON, '"a\\u0000b"', '"a\\ud800b"', '{"\\udc00": 1}']) {
+      await check(path, withField(first, raw));
+    }
     await check(path, DEEP_JSON);
     for (const [field, schema] of Object.entries(fields)) {
       if (accepts(schema, 'number')) for (const raw of HUGE_NUMBERS) await check(path, withField(field, raw));
@@ -163,10 +169,12 @@ async function checker(route: RouteDefinition, name: string) {
   return async (pathAndQuery: string, body?: string) => {
     casesRun[name] = (casesRun[name] ?? 0) + 1;
     const res = await call(api.baseUrl, route.method, pathAndQuery, { key: account.apiKey, body });
-    const what = `${route.method} ${pathAndQuery.slice(0, 200)} ${body?.slice(0, 200) ?? ''} → ${res.status} ${res.text.slice(0, 300)}`;
+    const sent = `${route.method} ${pathAndQuery.slice(0, 200)} ${body?.slice(0, 200) ?? ''}`;
+    const what = `${sent} → ${res.status} ${res.text.slice(0, 300)}`;
     expect(res.status, what).toBeLessThan(500);
     if (res.status >= 400) {
-      if (!(route.method === 'DELETE' && res.status === 405)) expect(Object.keys(res.body ?? {}).sort(), what).toEqual(['attr', 'code', 'detail', 'type']);
+      if (!(route.method === 'DELETE' && res.status === 405))
+        expect(Object.keys(res.body ?? {}).sort(), what).toEqual(['attr', 'code', 'detail', 'type']);
       expect(await fingerprint(), what).toBe(known);
     } else {
       known = await fingerprint();
@@ -204,6 +212,8 @@ const MALFORMED_FILTERS = [
   '[',
 ];
 
+const MEAN_METRIC = { kind: 'ExperimentMetric', metric_type: 'mean' };
+
 interface Fixtures {
   person: string;
   eventDefinition: string;
@@ -221,15 +231,16 @@ async function createFixtures(): Promise<Fixtures> {
     expect(res.status, res.text).toBe(201);
     return String(res.body.id);
   };
-  await capture(api.baseUrl, account.projectToken, [{ event: 'signed up', distinct_id: 'robust-1', properties: { $set: { email: 'r@example.com' } } }]);
+  const signup = { event: 'signed up', distinct_id: 'robust-1', properties: { $set: { email: 'r@example.com' } } };
+  await capture(api.baseUrl, account.projectToken, [signup]);
   const persons = await call(api.baseUrl, 'GET', `${P}/persons/`, { key: account.apiKey });
   const definitions = await call(api.baseUrl, 'GET', `${P}/event_definitions/`, { key: account.apiKey });
   return {
     person: persons.body.results[0].uuid,
     eventDefinition: definitions.body.results[0].id,
     experiment: await post('/experiments/', { name: 'Robust', feature_flag_key: 'robust' }),
-    holdout: await post('/experiment_holdouts/', { name: 'Robust', filters: [{ properties: [], rollout_percentage: 10 }] }),
-    savedMetric: await post('/experiment_saved_metrics/', { name: 'Robust', query: { kind: 'ExperimentMetric', metric_type: 'mean' } }),
+    holdout: await post('/experiment_holdouts/', { name: 'Robust', filters: [{ rollout_percentage: 10 }] }),
+    savedMetric: await post('/experiment_saved_metrics/', { name: 'Robust', query: MEAN_METRIC }),
   };
 }
 
@@ -250,7 +261,7 @@ function fixtureIdFor(route: RouteDefinition): string {
 /** Bodies that pass validation, so a hostile value in one field meets the handler, not "field required". */
 const VALID_BODIES: Record<string, Record<string, unknown>> = {
   'POST /api/projects/:project_id/experiments': { name: 'Hostile', feature_flag_key: 'hostile' },
-  'POST /api/projects/:project_id/experiment_holdouts': { name: 'Hostile', filters: [{ properties: [], rollout_percentage: 5 }] },
-  'POST /api/projects/:project_id/experiment_saved_metrics': { name: 'Hostile', query: { kind: 'ExperimentMetric', metric_type: 'mean' } },
+  'POST /api/projects/:project_id/experiment_holdouts': { name: 'Hostile', filters: [{ rollout_percentage: 5 }] },
+  'POST /api/projects/:project_id/experiment_saved_metrics': { name: 'Hostile', query: MEAN_METRIC },
   'POST /api/projects/:project_id/persons/:id/update_property': { key: 'k', value: 'v' },
 };

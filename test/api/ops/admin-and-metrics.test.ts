@@ -28,10 +28,13 @@ afterAll(async () => {
 });
 
 const basic = (credential: string) => `Basic ${Buffer.from(credential).toString('base64')}`;
+const from = (client: string, authorization?: string) => ({
+  headers: { 'x-forwarded-for': client, ...(authorization ? { authorization } : {}) },
+});
 const admin = (client: string, authorization?: string, path = '/admin/queues') =>
-  call(api.baseUrl, 'GET', path, { headers: { 'x-forwarded-for': client, ...(authorization ? { authorization } : {}) } });
+  call(api.baseUrl, 'GET', path, from(client, authorization));
 const metrics = (baseUrl: string, client: string, authorization?: string) =>
-  call(baseUrl, 'GET', '/metrics', { headers: { 'x-forwarded-for': client, ...(authorization ? { authorization } : {}) } });
+  call(baseUrl, 'GET', '/metrics', from(client, authorization));
 
 function expectThrottled(res: CallResult) {
   expect(res.status, res.text.slice(0, 200)).toBe(429);
@@ -54,12 +57,15 @@ describe('queue dashboard', () => {
     expect(ok.status).toBe(200);
     expect(ok.text).toContain('<html');
     const queues = await admin('10.0.0.1', basic('admin:s3cret'), '/admin/queues/api/queues');
-    expect(queues.body.queues.map((q: any) => q.name).sort()).toEqual(['deletions', 'experiment-results', 'maintenance']);
+    const names = queues.body.queues.map((q: any) => q.name).sort();
+    expect(names).toEqual(['deletions', 'experiment-results', 'maintenance']);
   });
 
-  it('answers 429 with Retry-After after a few wrong passwords from one address, even to the right one, and only there', async () => {
+  it('answers 429 after a few wrong passwords from one address, even to the right one, and only there', async () => {
     const guesser = '10.0.0.2';
-    for (let i = 0; i < FAILURES_PER_MINUTE; i++) expect((await admin(guesser, basic(`admin:guess-${i}`))).status).toBe(401);
+    for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
+      expect((await admin(guesser, basic(`admin:guess-${i}`))).status).toBe(401);
+    }
     expectThrottled(await admin(guesser, basic('admin:guess-more')));
     // The right password is not told apart from a wrong one while throttled: no oracle for the guesser.
     expectThrottled(await admin(guesser, basic('admin:s3cret')));
@@ -70,7 +76,8 @@ describe('queue dashboard', () => {
 
   it('lets many requests with the right credential through (a dashboard page loads many at once)', async () => {
     const client = '10.0.0.4';
-    const results = await Promise.all(Array.from({ length: 3 * FAILURES_PER_MINUTE }, () => admin(client, basic('admin:s3cret'), '/admin/queues/api/queues')));
+    const page = () => admin(client, basic('admin:s3cret'), '/admin/queues/api/queues');
+    const results = await Promise.all(Array.from({ length: 3 * FAILURES_PER_MINUTE }, page));
     expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
   });
 
@@ -80,7 +87,7 @@ describe('queue dashboard', () => {
 });
 
 describe('GET /metrics', () => {
-  it('exposes request durations by route, queue job counts per state and deletion requests by status to the token', async () => {
+  it('exposes request durations, queue job counts per state and deletion requests by status to the token', async () => {
     const account = await createAccount(api.orm);
     await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/`, { key: account.apiKey });
     await api.deps.queues.deletions.add('reconcile', {}, { delay: 60_000 });
@@ -98,7 +105,12 @@ describe('GET /metrics', () => {
   it('answers 401 with PostHog error body without the token or with a wrong one', async () => {
     const anonymous = await metrics(api.baseUrl, '10.0.1.2');
     expect(anonymous.status).toBe(401);
-    expect(anonymous.body).toEqual({ type: 'authentication_error', code: 'not_authenticated', detail: 'Authentication credentials were not provided.', attr: null });
+    expect(anonymous.body).toEqual({
+      type: 'authentication_error',
+      code: 'not_authenticated',
+      detail: 'Authentication credentials were not provided.',
+      attr: null,
+    });
     expect(anonymous.headers.get('www-authenticate')).toBe('Bearer');
     const wrong = await metrics(api.baseUrl, '10.0.1.2', 'Bearer not-the-token');
     expect(wrong.status).toBe(401);
@@ -108,7 +120,9 @@ describe('GET /metrics', () => {
 
   it('throttles token guessing per address like the dashboard', async () => {
     const guesser = '10.0.1.3';
-    for (let i = 0; i < FAILURES_PER_MINUTE; i++) expect((await metrics(api.baseUrl, guesser, `Bearer guess-${i}`)).status).toBe(401);
+    for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
+      expect((await metrics(api.baseUrl, guesser, `Bearer guess-${i}`)).status).toBe(401);
+    }
     expectThrottled(await metrics(api.baseUrl, guesser, `Bearer ${METRICS_TOKEN}`));
     expect((await metrics(api.baseUrl, '10.0.1.4', `Bearer ${METRICS_TOKEN}`)).status).toBe(200);
   });
