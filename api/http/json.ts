@@ -3,7 +3,7 @@
 // that carry JSON (`properties`, `ids`, `events`, …) get the same depth check before a handler parses them.
 import { parseError, validationError } from './errors.ts';
 
-/** Deeper than any body the API takes (filters nest a handful of levels); PostHog's own parser gives up near 1000. */
+/** Far deeper than any body the API takes: filters and metrics nest a handful of levels. */
 export const MAX_JSON_DEPTH = 64;
 
 const OPEN_ARRAY = 0x5b;

@@ -95,8 +95,13 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       rejectDeepJsonParameters(query);
       rejectUnstorableValues(body);
     }
-    // DRF ignores an unusable limit/offset (falls back to the defaults) rather than refusing the request.
-    for (const name of ['limit', 'offset']) if (query[name] !== undefined && !/^\d+$/.test(String(query[name]))) delete query[name];
+    // DRF ignores an unusable limit/offset (falls back to the defaults) and takes a huge one as the
+    // largest page, rather than refusing the request.
+    for (const name of ['limit', 'offset']) {
+      if (query[name] === undefined) continue;
+      if (!/^\d+$/.test(String(query[name]))) delete query[name];
+      else if (Number(query[name]) > Number.MAX_SAFE_INTEGER) query[name] = String(Number.MAX_SAFE_INTEGER);
+    }
     apiCtx.state.query = route.query ? validate(route.query, query, { query: true }) : query;
     if (hasBody && body !== undefined) {
       if (body && typeof body === 'object' && !Array.isArray(body)) delete (body as any).personal_api_key;
