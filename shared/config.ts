@@ -95,6 +95,10 @@ export function loadConfig() {
     },
     /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
     adminPassword: process.env.ADMIN_PASSWORD ?? '',
+    /** Bearer token Prometheus sends to scrape /metrics; while unset /metrics answers 404. */
+    metricsToken: process.env.METRICS_TOKEN ?? '',
+    /** Wrong dashboard passwords or metrics tokens one client address may try per minute before 429. */
+    opsAuthFailuresPerMinute: envInt('OPS_AUTH_FAILURES_PER_MINUTE', 5),
     /** Check every JSON response against the route's documented schema (tests turn this on). */
     validateResponses: envBool('VALIDATE_RESPONSES', false),
   };

@@ -2,6 +2,7 @@
 // credentials (401) → scope (403) → project exists (404) → key's project/org scoping (403) → membership (403).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Context } from 'koa';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { AuthCache } from './auth-cache.ts';
 import { hashPersonalApiKey } from '../../shared/auth/tokens.ts';
 import { scopesGrant } from '../../shared/auth/scopes.ts';
@@ -145,4 +146,10 @@ async function firstAccessibleProjectId(em: EntityManager, key: AuthenticatedKey
     [key.userId],
   );
   return rows[0]?.id ?? null;
+}
+
+/** Compares a secret sent by a client with the configured one in constant time (lengths included). */
+export function sameSecret(given: string, expected: string): boolean {
+  const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
+  return timingSafeEqual(digest(given), digest(expected));
 }

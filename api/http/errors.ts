@@ -56,7 +56,11 @@ export const payloadTooLarge = (limitBytes: number) =>
 export const unsupportedMediaType = (contentType: string) =>
   new ApiError(415, 'invalid_request', 'unsupported_media_type', `Unsupported media type "${contentType}" in request.`);
 
-export const throttled = (waitSeconds: number) =>
+/** 429 with Retry-After and, like every throttled answer, the X-RateLimit-* headers of the limit passed. */
+export const throttled = (waitSeconds: number, limit: number) =>
   new ApiError(429, 'throttled_error', 'throttled', `Request was throttled. Expected available in ${waitSeconds} second${waitSeconds === 1 ? '' : 's'}.`, null, {
     'Retry-After': String(waitSeconds),
+    'X-RateLimit-Limit': String(limit),
+    'X-RateLimit-Remaining': '0',
+    'X-RateLimit-Reset': String(waitSeconds),
   });

@@ -4,8 +4,8 @@ export const DEFAULT_PAGE_SIZE = 100;
 
 /** Query-schema properties of a paginated list (the route layer drops unusable values, as DRF does). */
 export const PAGE_QUERY_PROPERTIES = {
-  limit: { type: 'integer', description: 'Number of results per page (default 100).' },
-  offset: { type: 'integer', description: 'Index of the first result.' },
+  limit: { type: 'integer', format: 'int64', description: 'Number of results per page (default 100).' },
+  offset: { type: 'integer', format: 'int64', description: 'Index of the first result.' },
 } as const;
 
 export interface Page {

@@ -5,7 +5,8 @@ import type { Context, Middleware } from 'koa';
 import { Router } from '@koa/router';
 import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, type ProjectRow } from './auth.ts';
 import { readRawBody } from './body.ts';
-import { ApiError, parseError, permissionDenied, unsupportedMediaType, validationError } from './errors.ts';
+import { ApiError, permissionDenied, unsupportedMediaType } from './errors.ts';
+import { parseJsonBody, rejectDeepJsonParameters, rejectUnstorableValues } from './json.ts';
 import { enforceThrottle } from './throttle.ts';
 import { responseMismatch, validate, type JsonSchema } from './validation.ts';
 import type { AppDeps } from '../deps.ts';
@@ -61,30 +62,7 @@ async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
   const type = (ctx.get('content-type') || 'application/json').split(';')[0].trim().toLowerCase();
   if (type !== 'application/json' && !type.endsWith('+json') && type !== 'text/plain')
     throw unsupportedMediaType(ctx.get('content-type'));
-  try {
-    return JSON.parse(raw.toString('utf8'));
-  } catch (error) {
-    throw parseError(`JSON parse error - ${(error as Error).message}`);
-  }
-}
-
-/** The path (`a__b__0`) of the first string holding a NUL character, which PostgreSQL cannot store. */
-export function nullCharacterAt(value: unknown, path: string[] = []): string | null {
-  if (typeof value === 'string') return value.includes('\u0000') ? path.join('__') || null : null;
-  if (value && typeof value === 'object') {
-    for (const [key, inner] of Object.entries(value)) {
-      if (key.includes('\u0000')) return [...path, key].join('__');
-      const found = nullCharacterAt(inner, [...path, key]);
-      if (found !== null) return found;
-    }
-  }
-  return null;
-}
-
-function rejectNullCharacters(value: unknown): void {
-  const at = nullCharacterAt(value);
-  if (at !== null || (typeof value === 'string' && value.includes('\u0000')))
-    throw validationError('Null characters are not allowed.', at, 'null_characters_not_allowed');
+  return parseJsonBody(raw);
 }
 
 function routeMiddleware(route: RouteDefinition): Middleware {
@@ -113,11 +91,17 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     const query = { ...ctx.query } as Record<string, unknown>;
     delete query.personal_api_key;
     if (!route.rawBody) {
-      rejectNullCharacters(query);
-      rejectNullCharacters(body);
+      rejectUnstorableValues(query);
+      rejectDeepJsonParameters(query);
+      rejectUnstorableValues(body);
     }
-    // DRF ignores an unusable limit/offset (falls back to the defaults) rather than refusing the request.
-    for (const name of ['limit', 'offset']) if (query[name] !== undefined && !/^\d+$/.test(String(query[name]))) delete query[name];
+    // DRF ignores an unusable limit/offset (falls back to the defaults) and takes a huge one as the
+    // largest page, rather than refusing the request.
+    for (const name of ['limit', 'offset']) {
+      if (query[name] === undefined) continue;
+      if (!/^\d+$/.test(String(query[name]))) delete query[name];
+      else if (Number(query[name]) > Number.MAX_SAFE_INTEGER) query[name] = String(Number.MAX_SAFE_INTEGER);
+    }
     apiCtx.state.query = route.query ? validate(route.query, query, { query: true }) : query;
     if (hasBody && body !== undefined) {
       if (body && typeof body === 'object' && !Array.isArray(body)) delete (body as any).personal_api_key;

@@ -1,36 +1,112 @@
 // ajv validation with errors reported the way DRF reports them: only the first error, its
 // DRF code (required, null, blank, invalid_choice, invalid_input, max_length, …) and `attr`
 // as the JSON path joined with `__`.
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { Ajv, type ErrorObject, type FormatDefinition, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { validationError, type ApiError } from './errors.ts';
+import { isStorableInstant } from '../../shared/time.ts';
 
 export type JsonSchema = Record<string, unknown>;
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
-// Bodies are validated as sent; query strings arrive as strings, so they are coerced.
-const bodyAjv = addFormats(new Ajv({ allErrors: false, strict: false, useDefaults: false }));
-const queryAjv = addFormats(new Ajv({ allErrors: false, strict: false, coerceTypes: 'array', useDefaults: true }));
+/**
+ * Dates (`date-time`, `date`) must also fall within years 1–9999 UTC: ajv-formats takes year 0000 and
+ * any offset, which PostgreSQL refuses or JavaScript prints as `+010000-…`.
+ */
+function withStorableDates(ajv: Ajv): Ajv {
+  for (const name of ['date-time', 'date']) {
+    const original = ajv.formats[name] as FormatDefinition<string>;
+    const wellFormed = original.validate as (text: string) => boolean;
+    const validate = (text: string) => wellFormed(text) && isStorableInstant(Date.parse(text));
+    ajv.addFormat(name, { ...original, validate });
+  }
+  return ajv;
+}
 
-const cache = new WeakMap<JsonSchema, ValidateFunction>();
-const queryCache = new WeakMap<JsonSchema, ValidateFunction>();
+// Bodies are validated as sent; query strings arrive as strings, so they are coerced. strictNumbers:
+// Infinity (what JSON.parse makes of 1e309) and NaN are not numbers.
+const options = { allErrors: false, strict: false, strictNumbers: true } as const;
+const requestAjv = withStorableDates(addFormats(new Ajv({ ...options, useDefaults: false })));
+const queryAjv = withStorableDates(addFormats(new Ajv({ ...options, coerceTypes: 'array', useDefaults: true })));
+// Responses are checked against their schemas as documented, without the request bounds below.
+const responseAjv = addFormats(new Ajv({ ...options, useDefaults: false }));
 
-function compiled(schema: JsonSchema, forQuery: boolean): ValidateFunction {
-  const store = forQuery ? queryCache : cache;
-  let fn = store.get(schema);
+// An integer goes into a PostgreSQL int4 column unless its schema says `format: 'int64'` (bigint ids);
+// those stay within the integers a JavaScript number holds exactly.
+const INT4 = { minimum: -(2 ** 31), maximum: 2 ** 31 - 1 };
+const INT64 = { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTEGER };
+// Keywords whose values are data, not subschemas.
+const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'example']);
+
+/** A copy of a request schema where every integer without explicit bounds gets its column type's range. */
+export function withIntegerBounds(schema: unknown): any {
+  if (Array.isArray(schema)) return schema.map(withIntegerBounds);
+  if (!schema || typeof schema !== 'object') return schema;
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    copy[key] = DATA_KEYWORDS.has(key) ? value : withIntegerBounds(value);
+  }
+  const type = copy.type;
+  const integer = type === 'integer' || (Array.isArray(type) && type.includes('integer'));
+  if (integer) {
+    const range = copy.format === 'int64' ? INT64 : INT4;
+    copy.minimum ??= range.minimum;
+    copy.maximum ??= range.maximum;
+  }
+  return copy;
+}
+
+type Use = 'body' | 'query' | 'response';
+const caches: Record<Use, WeakMap<JsonSchema, ValidateFunction>> = {
+  body: new WeakMap(),
+  query: new WeakMap(),
+  response: new WeakMap(),
+};
+
+function compiled(schema: JsonSchema, use: Use): ValidateFunction {
+  let fn = caches[use].get(schema);
   if (!fn) {
-    fn = (forQuery ? queryAjv : bodyAjv).compile(schema);
-    store.set(schema, fn);
+    if (use === 'response') fn = responseAjv.compile(schema);
+    else fn = (use === 'query' ? queryAjv : requestAjv).compile(withIntegerBounds(schema));
+    caches[use].set(schema, fn);
   }
   return fn;
 }
 
 /** Validates `data` against `schema`; throws PostHog's 400 for the first problem found. */
 export function validate<T>(schema: JsonSchema, data: unknown, options: { query?: boolean } = {}): T {
-  const fn = compiled(schema, options.query ?? false);
+  const fn = compiled(schema, options.query ? 'query' : 'body');
   if (!fn(data)) throw toApiError(fn.errors?.[0], data);
+  if (options.query) {
+    const error = nonFiniteNumberError(schema, data, []);
+    if (error) throw error;
+  }
   return data as T;
+}
+
+/**
+ * ajv coerces the query strings "1e309" and "Infinity" to Infinity and then skips its number checks
+ * (strictNumbers does not cover coerced values), so the coerced query is checked once more here.
+ */
+function nonFiniteNumberError(schema: any, value: unknown, path: string[]): ApiError | null {
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    const type = schema?.type;
+    const integer = type === 'integer' || (Array.isArray(type) && type.includes('integer'));
+    return validationError(integer ? TYPE_MESSAGES.integer : TYPE_MESSAGES.number, path.join('__') || null);
+  }
+  if (Array.isArray(value)) {
+    for (const [i, inner] of value.entries()) {
+      const error = nonFiniteNumberError(schema?.items, inner, [...path, String(i)]);
+      if (error) return error;
+    }
+  } else if (value && typeof value === 'object') {
+    for (const [key, inner] of Object.entries(value)) {
+      const error = nonFiniteNumberError(schema?.properties?.[key], inner, [...path, key]);
+      if (error) return error;
+    }
+  }
+  return null;
 }
 
 const TYPE_MESSAGES: Record<string, string> = {
@@ -119,7 +195,7 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
  * mismatch, or null. Used in tests (VALIDATE_RESPONSES=1) so every request checks the OpenAPI document.
  */
 export function responseMismatch(schema: JsonSchema, body: unknown): string | null {
-  const fn = compiled(schema, false);
+  const fn = compiled(schema, 'response');
   if (fn(body)) return null;
   const error = fn.errors?.[0];
   return `${error?.instancePath || '/'} ${error?.message ?? 'does not match'}`;

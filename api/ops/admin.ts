@@ -1,20 +1,19 @@
-// The queue dashboard (bull-board) at /admin/queues, behind HTTP basic auth with ADMIN_PASSWORD.
-// Without a password configured the dashboard is not mounted at all.
+// The queue dashboard (bull-board) at /admin/queues, behind HTTP basic auth with ADMIN_PASSWORD, with
+// password guessing throttled per client address. Without a password configured it is not mounted at all.
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
 import type { Middleware } from 'koa';
-import { timingSafeEqual } from 'node:crypto';
 import type { AppDeps } from '../deps.ts';
+import { sameSecret } from '../http/auth.ts';
+import { guardCredentialCheck } from '../http/throttle.ts';
 
 export const ADMIN_BASE_PATH = '/admin/queues';
 
-function credentialsMatch(header: string, user: string, password: string): boolean {
+/** The `user:password` of a Basic Authorization header, or null when there is none. */
+function basicCredential(header: string): string | null {
   const match = /^Basic\s+(.+)$/i.exec(header);
-  if (!match) return false;
-  const given = Buffer.from(Buffer.from(match[1], 'base64').toString('utf8'));
-  const expected = Buffer.from(`${user}:${password}`);
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  return match ? Buffer.from(match[1], 'base64').toString('utf8') : null;
 }
 
 export function queueDashboard(deps: AppDeps): Middleware | null {
@@ -25,9 +24,14 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
   // The adapter ships its own copy of the Koa types; the middleware is the same at run time.
   const board = adapter.registerPlugin() as unknown as Middleware;
   const user = process.env.ADMIN_USER ?? 'admin';
+  const guard = { prefix: deps.config.redisPrefix, failuresPerMinute: deps.config.opsAuthFailuresPerMinute };
   return async (ctx, next) => {
     if (ctx.path !== ADMIN_BASE_PATH && !ctx.path.startsWith(`${ADMIN_BASE_PATH}/`)) return next();
-    if (!credentialsMatch(ctx.get('authorization'), user, deps.config.adminPassword)) {
+    const given = basicCredential(ctx.get('authorization'));
+    // No credential is no guess (a browser asks first without one): 401 without counting.
+    const matches = given !== null && sameSecret(given, `${user}:${deps.config.adminPassword}`);
+    const right = given !== null && (await guardCredentialCheck(deps.redis, guard, 'admin', ctx.ip, matches));
+    if (!right) {
       ctx.status = 401;
       ctx.set('WWW-Authenticate', 'Basic realm="queues"');
       ctx.body = { type: 'authentication_error', code: 'not_authenticated', detail: 'Authentication credentials were not provided.', attr: null };

@@ -1,15 +1,39 @@
 import { withTimeout } from '../../shared/timeout.ts';
-import { defineRoute } from '../http/routes.ts';
+import { sameSecret } from '../http/auth.ts';
+import { authenticationFailed, notAuthenticated, notFound } from '../http/errors.ts';
+import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { guardCredentialCheck } from '../http/throttle.ts';
+
+/**
+ * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
+ * `authorization` scrape setting does): the API port may face the internet, and metrics name routes
+ * and queue sizes. Without a token configured the route does not exist (404).
+ */
+async function requireMetricsToken(ctx: ApiContext): Promise<void> {
+  const { metricsToken, redisPrefix, opsAuthFailuresPerMinute } = ctx.deps.config;
+  if (!metricsToken) throw notFound();
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
+  if (!match) throw notAuthenticated();
+  const guard = { prefix: redisPrefix, failuresPerMinute: opsAuthFailuresPerMinute };
+  if (!(await guardCredentialCheck(ctx.deps.redis, guard, 'metrics', ctx.ip, sameSecret(match[1], metricsToken))))
+    throw authenticationFailed('Invalid metrics token.');
+}
 
 export const opsRoutes = [
   defineRoute({
     method: 'GET',
     path: '/metrics',
-    summary: 'Prometheus metrics: HTTP durations, queue job counts per state, deletion requests by status',
+    summary: 'Prometheus metrics (Bearer METRICS_TOKEN): HTTP durations, queue job counts, deletion requests by status',
     tags: ['ops'],
     scopes: null,
-    responses: { 200: { description: 'Prometheus text format', contentType: 'text/plain' } },
+    responses: {
+      200: { description: 'Prometheus text format', contentType: 'text/plain' },
+      401: { description: 'Missing or wrong metrics token' },
+      404: { description: 'METRICS_TOKEN is not set: metrics are not served' },
+      429: { description: 'Too many wrong tokens from this address' },
+    },
     handler: async (ctx) => {
+      await requireMetricsToken(ctx);
       const parts = [await ctx.metrics.registry.metrics()];
       // Each queue's export repeats # HELP / # TYPE; Prometheus accepts them once per metric.
       const described = new Set<string>();

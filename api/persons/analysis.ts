@@ -4,6 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import { validationError } from '../http/errors.ts';
+import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
 
 export interface FunnelParams {
   steps: string[];
@@ -19,20 +20,22 @@ export function parseDate(value: unknown, fallback: Date, attr: string): Date {
   if (value === undefined || value === null || value === '') return fallback;
   const text = String(value);
   const relative = /^-(\d{1,4})([hdwmy])$/.exec(text);
+  if (text === 'all') return new Date(0);
+  let date: Date | null;
   if (relative) {
     const n = Number(relative[1]);
-    const at = new Date();
-    if (relative[2] === 'h') at.setUTCHours(at.getUTCHours() - n);
-    if (relative[2] === 'd') at.setUTCDate(at.getUTCDate() - n);
-    if (relative[2] === 'w') at.setUTCDate(at.getUTCDate() - 7 * n);
-    if (relative[2] === 'm') at.setUTCMonth(at.getUTCMonth() - n);
-    if (relative[2] === 'y') at.setUTCFullYear(at.getUTCFullYear() - n);
-    return at;
+    date = new Date();
+    if (relative[2] === 'h') date.setUTCHours(date.getUTCHours() - n);
+    if (relative[2] === 'd') date.setUTCDate(date.getUTCDate() - n);
+    if (relative[2] === 'w') date.setUTCDate(date.getUTCDate() - 7 * n);
+    if (relative[2] === 'm') date.setUTCMonth(date.getUTCMonth() - n);
+    if (relative[2] === 'y') date.setUTCFullYear(date.getUTCFullYear() - n);
+  } else {
+    date = parseStorableDate(text);
   }
-  if (text === 'all') return new Date(0);
-  const ms = Date.parse(text);
-  if (Number.isNaN(ms)) throw validationError(`Invalid date "${text.slice(0, 50)}".`, attr);
-  return new Date(ms);
+  // Unreadable, or outside years 1–9999 (`0000-01-01`, `-9999y`): PostgreSQL could not compare it.
+  if (!date || !isStorableInstant(date.getTime())) throw validationError(`Invalid date "${text.slice(0, 50)}".`, attr);
+  return date;
 }
 
 /** `events` as PostHog sends it: a JSON array (string in a query) of `{id: <event name>, order?}`. */

@@ -1,7 +1,8 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { actorOf, defineRoute, nullCharacterAt, type ApiContext } from '../http/routes.ts';
+import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
+import { rejectUnstorableValues } from '../http/json.ts';
 import { personsCsv, personsToCsv } from './csv.ts';
 import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
@@ -35,12 +36,8 @@ function queryValue(raw: string, attr: string): unknown {
     const lossyInteger = !Number.isSafeInteger(parsed) && /^\s*-?\d+\s*$/.test(raw);
     if (!Number.isFinite(parsed) || lossyInteger) return raw;
   }
-  // JSON escapes (\u0000) can make the NUL character that the raw query could not carry.
-  const nulAt = nullCharacterAt(parsed);
-  if (nulAt !== null || (typeof parsed === 'string' && parsed.includes('\u0000'))) {
-    const at = nulAt === null ? attr : `${attr}__${nulAt}`;
-    throw validationError('Null characters are not allowed.', at, 'null_characters_not_allowed');
-  }
+  // JSON escapes (\u0000, \ud800) can make characters that the raw query could not carry.
+  rejectUnstorableValues(parsed, [attr]);
   return parsed;
 }
 
@@ -368,8 +365,8 @@ export const personDeletionRoutes = [
     body: {
       type: 'object',
       properties: {
-        ids: { type: 'array', items: { type: ['string', 'integer'], maxLength: 100 } },
-        distinct_ids: { type: 'array', items: { type: ['string', 'integer'], maxLength: 400 } },
+        ids: { type: 'array', items: { type: ['string', 'integer'], format: 'int64', maxLength: 100 } },
+        distinct_ids: { type: 'array', items: { type: ['string', 'integer'], format: 'int64', maxLength: 400 } },
         delete_events: { type: 'boolean' },
         delete_recordings: { type: 'boolean' },
         keep_person: { type: 'boolean' },

@@ -3,7 +3,15 @@
 // "performed_event" filters (used by experiment exposure cohorts). Used by person lists (cohort
 // filters) and the persons `cohorts` endpoint.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { FilterError, propertyFiltersSql, type PropertyFilterItem, type SpecialFilter, type SqlFragment } from '../persons/property-filters.ts';
+import {
+  FilterError,
+  propertyFiltersSql,
+  storableText,
+  type PropertyFilterItem,
+  type SpecialFilter,
+  type SqlFragment,
+} from '../persons/property-filters.ts';
+import { isStorableInstant } from '../time.ts';
 
 interface CohortRow {
   id: number;
@@ -83,9 +91,13 @@ interface BehavioralItem extends PropertyFilterItem {
 function behavioralSql(projectId: number, item: BehavioralItem): SqlFragment {
   if (item.value !== 'performed_event' && item.value !== 'performed_event_multiple')
     throw new FilterError(`Unsupported behavioral cohort filter "${asText(item.value)}".`);
-  if (typeof item.key !== 'string') throw new FilterError('A behavioral filter needs the event name as key.');
+  if (typeof item.key !== 'string' || !storableText(item.key))
+    throw new FilterError('A behavioral filter needs the event name as key.');
   let since: string;
   if (item.explicit_datetime && !Number.isNaN(Date.parse(item.explicit_datetime))) {
+    // PostgreSQL holds years 1–9999 here; an explicit date outside them is a malformed filter (400).
+    if (!isStorableInstant(Date.parse(item.explicit_datetime)))
+      throw new FilterError('"explicit_datetime" must fall within years 1 to 9999.');
     since = new Date(item.explicit_datetime).toISOString();
   } else if (Number.isFinite(Number(item.time_value)) && INTERVALS[item.time_interval ?? 'day']) {
     const unit = INTERVALS[item.time_interval ?? 'day'];
@@ -96,12 +108,15 @@ function behavioralSql(projectId: number, item: BehavioralItem): SqlFragment {
     else if (unit === 'weeks') at.setUTCDate(at.getUTCDate() - 7 * n);
     else if (unit === 'months') at.setUTCMonth(at.getUTCMonth() - n);
     else at.setUTCFullYear(at.getUTCFullYear() - n);
+    if (!isStorableInstant(at.getTime())) throw new FilterError('"time_value" reaches outside years 1 to 9999.');
     since = at.toISOString();
   } else {
     since = new Date(0).toISOString();
   }
   const eventFilter = propertyFiltersSql(item.event_filters ?? [], 'e.properties');
   const times = item.value === 'performed_event_multiple' ? Math.max(1, Number(item.operator_value) || 1) : 1;
+  // Infinity would reach the SQL text as a bare word.
+  if (!Number.isFinite(times)) throw new FilterError('"operator_value" must be a number.');
   const sql = `(select count(*) from event e
       where e.project_id = ? and e.event = ? and e.timestamp >= ?::timestamptz and ${eventFilter.sql}
         and e.distinct_id in (select d.distinct_id from person_distinct_id d where d.person_id = p.id)) >= ?`;

@@ -4,6 +4,7 @@
 // pattern is "no match", never a database error.
 
 import { containsPattern } from '../db/sql.ts';
+import { parseStorableDate } from '../time.ts';
 
 export interface SqlFragment {
   sql: string;
@@ -23,13 +24,49 @@ const OPERATORS = new Set([
   'exact', 'is_not', 'icontains', 'not_icontains', 'regex', 'not_regex', 'gt', 'gte', 'lt', 'lte',
   'is_set', 'is_not_set', 'is_date_exact', 'is_date_before', 'is_date_after', 'between', 'not_between', 'in', 'not_in',
 ]);
+/** The only operators that take no value (PostHog ignores one if sent). */
+const VALUELESS = new Set(['is_set', 'is_not_set']);
+/** Operators whose value may be a list by their own meaning; for the others a list means "any of" (all of, negated). */
+const LIST_OPERATORS = new Set(['exact', 'is_not', 'in', 'not_in', 'between', 'not_between']);
+const NEGATED = new Set(['is_not', 'not_in', 'not_icontains', 'not_regex', 'not_between']);
 const MAX_DEPTH = 5;
 const MAX_FILTERS = 100;
+const MAX_VALUES = 1000;
+
+type Scalar = string | number | boolean;
 
 const asText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** Resolves filter items that are not plain property conditions (cohorts, behavioral); undefined = not special. */
 export type SpecialFilter = (item: PropertyFilterItem) => SqlFragment | undefined;
+
+/**
+ * The item's values, checked for its operator's shape: none for is_set / is_not_set, otherwise one or
+ * more (at most MAX_VALUES) strings, finite numbers or booleans. Every value becomes a bound parameter.
+ */
+function valuesOf(item: PropertyFilterItem, operator: string): Scalar[] {
+  if (VALUELESS.has(operator)) return [];
+  const values = Array.isArray(item.value) ? item.value : [item.value];
+  if (item.value === undefined || item.value === null || values.length === 0)
+    throw new FilterError(`"${operator}" needs a value.`);
+  if (values.length > MAX_VALUES) throw new FilterError(`At most ${MAX_VALUES} values in one property filter.`);
+  for (const v of values) {
+    const scalar = typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v));
+    if (!scalar) throw new FilterError(`"${operator}" values must be strings, numbers or booleans.`);
+    if (typeof v === 'string' && !storableText(v)) throw new FilterError(UNSTORABLE_TEXT);
+  }
+  return values as Scalar[];
+}
+
+// PostgreSQL text and jsonb hold neither NUL nor half of a surrogate pair: such a filter could match nothing.
+export const storableText = (text: string) => text.isWellFormed() && !text.includes('\u0000');
+const UNSTORABLE_TEXT = 'Property filter keys and values may not contain null characters or lone surrogates.';
+
+function numberOf(value: Scalar, operator: string): number {
+  const n = typeof value === 'boolean' || value === '' ? NaN : Number(value);
+  if (!Number.isFinite(n)) throw new FilterError(`"${operator}" needs a number.`);
+  return n;
+}
 
 /** One condition on a jsonb column (`column` is trusted SQL such as `p.properties`). */
 export function propertyConditionSql(item: PropertyFilterItem, column: string, special?: SpecialFilter): SqlFragment {
@@ -38,17 +75,26 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
   if (item.type !== undefined && item.type !== null && item.type !== 'person' && item.type !== 'event')
     throw new FilterError(`Unsupported property filter type "${asText(item.type)}".`);
   if (typeof item.key !== 'string' || item.key === '') throw new FilterError('Each property filter needs a "key".');
+  if (!storableText(item.key)) throw new FilterError(UNSTORABLE_TEXT);
   const operator = item.operator === undefined || item.operator === null ? 'exact' : item.operator;
   if (typeof operator !== 'string' || !OPERATORS.has(operator)) throw new FilterError(`Unknown property filter operator "${asText(operator)}".`);
-  const key = item.key;
+  const values = valuesOf(item, operator);
+  if (values.length > 1 && !LIST_OPERATORS.has(operator)) {
+    const parts = values.map((value) => scalarConditionSql(item.key as string, operator, [value], column));
+    return combine(parts, NEGATED.has(operator) ? 'and' : 'or');
+  }
+  return scalarConditionSql(item.key, operator, values, column);
+}
+
+/** The SQL of one operator over checked values (one value unless the operator takes a list). */
+function scalarConditionSql(key: string, operator: string, values: Scalar[], column: string): SqlFragment {
   const text = `(${column}->>?)`;
-  const values = Array.isArray(item.value) ? item.value : [item.value];
+  const [value] = values;
   switch (operator) {
     case 'exact':
     case 'in':
     case 'is_not':
     case 'not_in': {
-      if (values.length === 0) throw new FilterError(`"${operator}" needs a value.`);
       // Containment ({"key": value}) can use the GIN index; the text form also matches numbers sent as strings.
       const parts = values.map(() => `${column} @> ?::jsonb or ${text} = ?`).join(' or ');
       const params = values.flatMap((v) => [JSON.stringify({ [key]: v }), key, asText(v)]);
@@ -56,26 +102,24 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
       return operator === 'exact' || operator === 'in' ? { sql, params } : { sql: `not coalesce(${sql}, false)`, params };
     }
     case 'icontains':
-      return { sql: `coalesce(${text} ilike ?, false)`, params: [key, containsPattern(asText(item.value))] };
+      return { sql: `coalesce(${text} ilike ?, false)`, params: [key, containsPattern(asText(value))] };
     case 'not_icontains':
-      return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, containsPattern(asText(item.value))] };
+      return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, containsPattern(asText(value))] };
     case 'regex':
-      return { sql: `coalesce(regex_matches(${text}, ?), false)`, params: [key, asText(item.value)] };
+      return { sql: `coalesce(regex_matches(${text}, ?), false)`, params: [key, asText(value)] };
     case 'not_regex':
-      return { sql: `coalesce(not regex_matches(${text}, ?), true)`, params: [key, asText(item.value)] };
+      return { sql: `coalesce(not regex_matches(${text}, ?), true)`, params: [key, asText(value)] };
     case 'gt':
     case 'gte':
     case 'lt':
     case 'lte': {
       const sign = { gt: '>', gte: '>=', lt: '<', lte: '<=' }[operator];
-      const n = Number(item.value);
-      if (item.value === null || item.value === '' || !Number.isFinite(n)) throw new FilterError(`"${operator}" needs a number.`);
-      return { sql: `coalesce(try_numeric(${text}) ${sign} ?, false)`, params: [key, n] };
+      return { sql: `coalesce(try_numeric(${text}) ${sign} ?, false)`, params: [key, numberOf(value, operator)] };
     }
     case 'between':
     case 'not_between': {
-      const [low, high] = values.map(Number);
-      if (values.length !== 2 || !Number.isFinite(low) || !Number.isFinite(high)) throw new FilterError(`"${operator}" needs two numbers.`);
+      if (values.length !== 2) throw new FilterError(`"${operator}" needs two numbers.`);
+      const [low, high] = values.map((v) => numberOf(v, operator));
       const sql = `coalesce(try_numeric(${text}) between ? and ?, false)`;
       return operator === 'between' ? { sql, params: [key, low, high] } : { sql: `not ${sql}`, params: [key, low, high] };
     }
@@ -86,13 +130,14 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
     case 'is_date_exact':
     case 'is_date_before':
     case 'is_date_after': {
-      const date = Date.parse(asText(item.value));
-      if (Number.isNaN(date)) throw new FilterError(`"${operator}" needs a date.`);
+      // Outside years 1–9999 PostgreSQL refuses the date, so such a filter is malformed, not "no match".
+      const date = parseStorableDate(asText(value));
+      if (!date) throw new FilterError(`"${operator}" needs a date between years 1 and 9999.`);
       const sql =
         operator === 'is_date_exact'
           ? `coalesce(try_timestamptz(${text})::date = ?::date, false)`
           : `coalesce(try_timestamptz(${text}) ${operator === 'is_date_before' ? '<' : '>'} ?::timestamptz, false)`;
-      return { sql, params: [key, new Date(date).toISOString()] };
+      return { sql, params: [key, date.toISOString()] };
     }
     default:
       throw new FilterError(`Unknown property filter operator "${operator}".`);

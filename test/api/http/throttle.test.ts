@@ -31,6 +31,10 @@ describe('rate limiting of personal API keys', () => {
     const retryAfter = Number(throttled.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(60);
+    // The 429 tells the same budget as a success does: the limit passed, none left, when it resets.
+    expect(throttled.headers.get('x-ratelimit-limit')).toBe('3');
+    expect(throttled.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(throttled.headers.get('x-ratelimit-reset')).toBe(String(retryAfter));
   });
 
   it('counts per key: another key of the same user is not throttled, and sees its budget in headers', async () => {

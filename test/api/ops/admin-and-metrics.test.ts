@@ -1,5 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, createAccount, startApi, uniqueRedisPrefix, type TestApi } from '../../helpers.ts';
+import { call, createAccount, startApi, uniqueRedisPrefix, type CallResult, type TestApi } from '../../helpers.ts';
+
+// Client addresses come from X-Forwarded-For here, so one test can play several clients.
+process.env.TRUST_PROXY = '1';
+
+const METRICS_TOKEN = 'metrics-token-for-tests';
+const FAILURES_PER_MINUTE = 3;
 
 let api: TestApi;
 let noDashboard: TestApi;
@@ -8,27 +14,71 @@ beforeAll(async () => {
   const prefix = uniqueRedisPrefix();
   api = await startApi((config) => {
     config.adminPassword = 's3cret';
+    config.metricsToken = METRICS_TOKEN;
+    config.opsAuthFailuresPerMinute = FAILURES_PER_MINUTE;
     config.redisPrefix = prefix;
   });
-  noDashboard = await startApi();
+  noDashboard = await startApi((config) => {
+    config.redisPrefix = uniqueRedisPrefix();
+  });
 });
 afterAll(async () => {
   await api.close();
   await noDashboard.close();
 });
 
+const basic = (credential: string) => `Basic ${Buffer.from(credential).toString('base64')}`;
+const from = (client: string, authorization?: string) => ({
+  headers: { 'x-forwarded-for': client, ...(authorization ? { authorization } : {}) },
+});
+const admin = (client: string, authorization?: string, path = '/admin/queues') =>
+  call(api.baseUrl, 'GET', path, from(client, authorization));
+const metrics = (baseUrl: string, client: string, authorization?: string) =>
+  call(baseUrl, 'GET', '/metrics', from(client, authorization));
+
+function expectThrottled(res: CallResult) {
+  expect(res.status, res.text.slice(0, 200)).toBe(429);
+  expect(res.body).toMatchObject({ type: 'throttled_error', code: 'throttled', attr: null });
+  const retryAfter = Number(res.headers.get('retry-after'));
+  expect(retryAfter).toBeGreaterThanOrEqual(1);
+  expect(retryAfter).toBeLessThanOrEqual(60);
+  expect(res.headers.get('x-ratelimit-limit')).toBe(String(FAILURES_PER_MINUTE));
+  expect(res.headers.get('x-ratelimit-remaining')).toBe('0');
+}
+
 describe('queue dashboard', () => {
   it('requires the admin credential', async () => {
-    const anonymous = await fetch(`${api.baseUrl}/admin/queues`);
+    const anonymous = await admin('10.0.0.1');
     expect(anonymous.status).toBe(401);
     expect(anonymous.headers.get('www-authenticate')).toContain('Basic');
-    const wrong = await fetch(`${api.baseUrl}/admin/queues`, { headers: { authorization: `Basic ${Buffer.from('admin:nope').toString('base64')}` } });
+    const wrong = await admin('10.0.0.1', basic('admin:nope'));
     expect(wrong.status).toBe(401);
-    const ok = await fetch(`${api.baseUrl}/admin/queues`, { headers: { authorization: `Basic ${Buffer.from('admin:s3cret').toString('base64')}` } });
+    const ok = await admin('10.0.0.1', basic('admin:s3cret'));
     expect(ok.status).toBe(200);
-    expect(await ok.text()).toContain('<html');
-    const queues = await fetch(`${api.baseUrl}/admin/queues/api/queues`, { headers: { authorization: `Basic ${Buffer.from('admin:s3cret').toString('base64')}` } });
-    expect((await queues.json()).queues.map((q: any) => q.name).sort()).toEqual(['deletions', 'experiment-results', 'maintenance']);
+    expect(ok.text).toContain('<html');
+    const queues = await admin('10.0.0.1', basic('admin:s3cret'), '/admin/queues/api/queues');
+    const names = queues.body.queues.map((q: any) => q.name).sort();
+    expect(names).toEqual(['deletions', 'experiment-results', 'maintenance']);
+  });
+
+  it('answers 429 after a few wrong passwords from one address, even to the right one, and only there', async () => {
+    const guesser = '10.0.0.2';
+    for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
+      expect((await admin(guesser, basic(`admin:guess-${i}`))).status).toBe(401);
+    }
+    expectThrottled(await admin(guesser, basic('admin:guess-more')));
+    // The right password is not told apart from a wrong one while throttled: no oracle for the guesser.
+    expectThrottled(await admin(guesser, basic('admin:s3cret')));
+    // Requests without credentials are no guesses and are not counted; another address is not affected.
+    expect((await admin('10.0.0.3')).status).toBe(401);
+    expect((await admin('10.0.0.3', basic('admin:s3cret'))).status).toBe(200);
+  });
+
+  it('lets many requests with the right credential through (a dashboard page loads many at once)', async () => {
+    const client = '10.0.0.4';
+    const page = () => admin(client, basic('admin:s3cret'), '/admin/queues/api/queues');
+    const results = await Promise.all(Array.from({ length: 3 * FAILURES_PER_MINUTE }, page));
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 200));
   });
 
   it('is not mounted without ADMIN_PASSWORD', async () => {
@@ -37,17 +87,51 @@ describe('queue dashboard', () => {
 });
 
 describe('GET /metrics', () => {
-  it('exposes request durations by route, queue job counts per state and deletion requests by status', async () => {
+  it('exposes request durations, queue job counts per state and deletion requests by status to the token', async () => {
     const account = await createAccount(api.orm);
     await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/`, { key: account.apiKey });
     await api.deps.queues.deletions.add('reconcile', {}, { delay: 60_000 });
-    const res = await fetch(`${api.baseUrl}/metrics`);
+    const res = await metrics(api.baseUrl, '10.0.1.1', `Bearer ${METRICS_TOKEN}`);
     expect(res.status).toBe(200);
-    const text = await res.text();
+    expect(res.headers.get('content-type')).toContain('text/plain');
+    const text = res.text;
     expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/api\/projects\/:project_id\/persons",status="200"\} \d+/);
     expect(text).toMatch(/bullmq_job_count\{queue="deletions", ?state="delayed"\} 1/);
     expect(text).toMatch(/bullmq_job_count\{queue="experiment-results", ?state="waiting"\} 0/);
     expect(text.match(/^# TYPE bullmq_job_count gauge$/gm)).toHaveLength(1);
     expect(text).toMatch(/deletion_requests\{status="pending"\} \d+/);
+  });
+
+  it('answers 401 with PostHog error body without the token or with a wrong one', async () => {
+    const anonymous = await metrics(api.baseUrl, '10.0.1.2');
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.body).toEqual({
+      type: 'authentication_error',
+      code: 'not_authenticated',
+      detail: 'Authentication credentials were not provided.',
+      attr: null,
+    });
+    expect(anonymous.headers.get('www-authenticate')).toBe('Bearer');
+    const wrong = await metrics(api.baseUrl, '10.0.1.2', 'Bearer not-the-token');
+    expect(wrong.status).toBe(401);
+    expect(wrong.body).toMatchObject({ type: 'authentication_error', code: 'authentication_failed', attr: null });
+    expect(wrong.text).not.toContain('http_request_duration_seconds');
+  });
+
+  it('throttles token guessing per address like the dashboard', async () => {
+    const guesser = '10.0.1.3';
+    for (let i = 0; i < FAILURES_PER_MINUTE; i++) {
+      expect((await metrics(api.baseUrl, guesser, `Bearer guess-${i}`)).status).toBe(401);
+    }
+    expectThrottled(await metrics(api.baseUrl, guesser, `Bearer ${METRICS_TOKEN}`));
+    expect((await metrics(api.baseUrl, '10.0.1.4', `Bearer ${METRICS_TOKEN}`)).status).toBe(200);
+  });
+
+  it('is not served at all without METRICS_TOKEN: 404 with PostHog error body, whatever is sent', async () => {
+    for (const authorization of [undefined, 'Bearer ', `Bearer ${METRICS_TOKEN}`]) {
+      const res = await metrics(noDashboard.baseUrl, '10.0.1.5', authorization);
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ type: 'invalid_request', code: 'not_found', detail: 'Not found.', attr: null });
+    }
   });
 });
