@@ -21,6 +21,7 @@ import { initOrm, migrate } from '../shared/db/orm.ts';
 import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
 import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis } from '../shared/redis.ts';
+import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 
 class UsageError extends Error {}
 
@@ -254,6 +255,27 @@ const commands: Record<string, Command> = {
       if (mode !== 'weekly' && mode !== 'off_peak') throw new AccountError(`Invalid mode: ${mode} (weekly or off_peak)`);
       const ids = await releaseDeletions(em, mode, null);
       return { mode, released: ids.length, worker: ids.length ? await handToWorker((q) => enqueueDeletions(q, ids)) : 'nothing to do' };
+    },
+  },
+  'schedule list': {
+    usage: '',
+    options: {},
+    run: async (em) => {
+      const { schedules } = await recordedSchedules(em, defaultSchedules(config));
+      return schedules.map((s) => ({ id: s.schedulerId, cron: s.pattern, queue: s.queue, job: s.jobName, setting: s.setting }));
+    },
+  },
+  'schedule set': {
+    usage: '--id SCHEDULE_ID --cron "0 5 * * 0"',
+    options: { ...text('id'), ...text('cron') },
+    required: ['id', 'cron'],
+    run: async (em, v) => {
+      try {
+        await setSchedule(em, String(v.id), String(v.cron), defaultSchedules(config));
+      } catch (error) {
+        throw new AccountError((error as Error).message);
+      }
+      return { id: v.id, cron: v.cron, applied: `by every worker within ${config.deletion.reconcileSeconds} s` };
     },
   },
   'key revoke': {

@@ -7,22 +7,27 @@ import { QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
-import { processors, schedules, type Schedule } from './jobs/index.ts';
+import { processors } from './jobs/index.ts';
+import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
+import type { EntityManager } from '@mikro-orm/postgresql';
 
 const queueOf = (deps: WorkerDeps, name: string) =>
   deps.queues[(Object.keys(QUEUE_NAMES) as (keyof typeof QUEUE_NAMES)[]).find((key) => QUEUE_NAMES[key] === name)!];
 
-/** Upserting is idempotent by scheduler id: however many workers start, one scheduler per id results. */
-export async function upsertSchedules(deps: WorkerDeps, list: Schedule[] = schedules(deps.config)): Promise<void> {
+/**
+ * Makes Redis hold a scheduler for each recorded schedule, with its pattern: missing ones (Redis
+ * lost them) and changed ones (`manage schedule set`) are upserted. Idempotent by scheduler id:
+ * however many workers do it, one scheduler per id results. Returns how many it upserted.
+ */
+export async function syncSchedulers(deps: WorkerDeps, list: Schedule[]): Promise<number> {
+  let upserted = 0;
   for (const s of list) {
-    await queueOf(deps, s.queue).upsertJobScheduler(s.schedulerId, { pattern: s.pattern, tz: 'UTC' }, { name: s.jobName, data: s.data ?? {} });
+    const queue = queueOf(deps, s.queue);
+    if ((await queue.getJobScheduler(s.schedulerId))?.pattern === s.pattern) continue;
+    await queue.upsertJobScheduler(s.schedulerId, { pattern: s.pattern, tz: 'UTC' }, { name: s.jobName, data: s.data ?? {} });
+    upserted++;
   }
-}
-
-/** Whether every scheduler this worker would upsert is in Redis. */
-async function schedulesPresent(deps: WorkerDeps, list: Schedule[]): Promise<boolean> {
-  for (const s of list) if (!(await queueOf(deps, s.queue).getJobScheduler(s.schedulerId))) return false;
-  return true;
+  return upserted;
 }
 
 export interface RunningWorker {
@@ -80,14 +85,24 @@ export async function startWorkers(
     return worker;
   });
 
-  const list = schedules(deps.config);
+  let first = true;
   const keepSchedules = async () => {
-    if (options.schedules && !(await schedulesPresent(deps, list))) {
-      await upsertSchedules(deps, list);
-      deps.logger.warn('schedulers were missing in Redis; re-created');
+    const { schedules, disagreements } = await recordedSchedules(deps.orm.em.fork() as EntityManager, defaultSchedules(deps.config));
+    if (first) {
+      first = false;
+      for (const d of disagreements) {
+        deps.logger.warn(
+          { setting: d.setting, here: d.mine, recorded: d.recorded },
+          `${d.setting} here is "${d.mine}", but the recorded schedule is "${d.recorded}", which this worker follows; ` +
+            `change it for every worker with: npm run manage -- schedule set --id ${d.schedulerId} --cron "…"`,
+        );
+      }
     }
+    if (!options.schedules) return;
+    const upserted = await syncSchedulers(deps, schedules);
+    if (upserted) deps.logger.warn({ upserted }, 'schedulers missing in Redis or changed; upserted');
   };
-  // One pass: schedulers present, overdue windows released, every due request with a live job.
+  // One pass: schedulers as recorded, overdue windows released, every due request with a live job.
   const reconcile = async () => {
     try {
       await keepSchedules();
@@ -96,7 +111,6 @@ export async function startWorkers(
       deps.logger.warn({ err: (error as Error).message }, 'reconcile failed; next pass in a moment');
     }
   };
-  if (options.schedules) await upsertSchedules(deps, list);
   // An empty Redis after a reconnect has no schedulers: put them back at once.
   const onReady = () => void reconcile();
   deps.connection.on('ready', onReady);

@@ -2,7 +2,7 @@
 // window last opened (from its cron), so a worker can release overdue requests from PostgreSQL
 // alone, whether or not Redis still holds the schedulers.
 import { CronExpressionParser } from 'cron-parser';
-import type { Config } from '../config.ts';
+import type { Schedule } from '../schedules.ts';
 
 export type DeletionType = 'person_events' | 'person_recordings';
 /**
@@ -12,11 +12,11 @@ export type DeletionType = 'person_events' | 'person_recordings';
 export type DeletionMode = 'weekly' | 'off_peak' | 'immediate';
 export type ScheduledDeletionMode = Exclude<DeletionMode, 'immediate'>;
 
-/** The release cron of each scheduled mode. */
-export const deletionCrons = (config: Pick<Config, 'deletion'>): Record<ScheduledDeletionMode, string> => ({
-  weekly: config.deletion.weeklyCron,
-  off_peak: config.deletion.offPeakCron,
-});
+/** The release cron of each scheduled mode, from the schedules the workers follow. */
+export function deletionCrons(schedules: Schedule[]): Record<ScheduledDeletionMode, string> {
+  const pattern = (id: string) => schedules.find((s) => s.schedulerId === id)!.pattern;
+  return { weekly: pattern('deletion-weekly-batch'), off_peak: pattern('deletion-off-peak') };
+}
 
 /** When the mode's window last opened, at or before `now`. */
 export function lastWindowStart(cron: string, now = new Date()): Date {

@@ -2,8 +2,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
-import { upsertSchedules } from '../../worker/runtime.ts';
-import { schedules } from '../../worker/jobs/index.ts';
+import { syncSchedulers } from '../../worker/runtime.ts';
+import { defaultSchedules } from '../../shared/schedules.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { sql } from '../db.ts';
 import { pgArray } from '../../shared/db/sql.ts';
@@ -37,8 +37,8 @@ const row = async (id: string) => (await sql(api.orm, `select * from async_delet
 
 describe('schedulers', () => {
   it('upserts the weekly (Sunday 05:00 UTC), off-peak and reconciler schedulers once, with the right next runs', async () => {
-    await upsertSchedules(worker.deps);
-    await upsertSchedules(worker.deps); // a second worker starting: still one of each
+    await syncSchedulers(worker.deps, defaultSchedules(worker.deps.config));
+    await syncSchedulers(worker.deps, defaultSchedules(worker.deps.config)); // a second worker starting: still one of each
     const found = await worker.deps.queues.deletions.getJobSchedulers();
     // The reconciler is a timer in each worker, not a Redis-held schedule (it must run when Redis lost them).
     expect(found.map((s) => s.key).sort()).toEqual(['deletion-off-peak', 'deletion-weekly-batch']);
@@ -55,7 +55,7 @@ describe('schedulers', () => {
     expect(offPeak.getTime() - Date.now()).toBeLessThanOrEqual(86400_000);
     process.env.DELETION_WEEKLY_CRON = '0 6 * * 6';
     try {
-      expect(schedules(loadConfig())[0].pattern).toBe('0 6 * * 6');
+      expect(defaultSchedules(loadConfig())[0].pattern).toBe('0 6 * * 6');
       process.env.DELETION_WEEKLY_CRON = '0 6 * * 9';
       expect(() => loadConfig()).toThrow('DELETION_WEEKLY_CRON must be a cron pattern, got "0 6 * * 9"');
     } finally {

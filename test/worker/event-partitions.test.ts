@@ -2,7 +2,7 @@
 // adds months ahead and moves rows the default partition already holds for a new month.
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { schedules } from '../../worker/jobs/index.ts';
+import { defaultSchedules } from '../../shared/schedules.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { firstMonthlyPartitionStart } from '../../worker/jobs/event-partitions.ts';
 import { sql } from '../db.ts';
@@ -25,7 +25,7 @@ const runJob = async (data: Record<string, unknown>) =>
 
 describe('event partitions', () => {
   it('is scheduled daily at 01:00 UTC by default', () => {
-    expect(schedules(loadConfig()).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({ queue: 'maintenance', jobName: 'ensure-event-partitions', pattern: '0 1 * * *' });
+    expect(defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({ queue: 'maintenance', jobName: 'ensure-event-partitions', pattern: '0 1 * * *' });
   });
 
   it('stores an event of this month in this month’s partition, and an old one in the default partition', async () => {

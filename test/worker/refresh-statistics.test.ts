@@ -1,6 +1,6 @@
 // The statistics job: tables that changed since their last ANALYZE get one, through the queue.
 import { describe, expect, it } from 'vitest';
-import { schedules } from '../../worker/jobs/index.ts';
+import { defaultSchedules } from '../../shared/schedules.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { sql } from '../db.ts';
 import { settledJob, workerWithAccount } from '../helpers.ts';
@@ -15,7 +15,7 @@ const lastAnalyze = async (table: string) =>
 
 describe('statistics refresh job', () => {
   it('is scheduled every five minutes by default', () => {
-    const schedule = schedules(loadConfig()).find((s) => s.schedulerId === 'statistics-refresh')!;
+    const schedule = defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'statistics-refresh')!;
     expect(schedule).toMatchObject({ queue: 'maintenance', jobName: 'refresh-statistics', pattern: '*/5 * * * *' });
   });
 

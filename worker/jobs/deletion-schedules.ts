@@ -8,6 +8,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
 import { dueDeletionIds, releaseDeletions } from '../../shared/deletions/store.ts';
 import { enqueueDeletions, requeueDeletions } from '../../shared/queues.ts';
+import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 /** The window is open now (its cron fired, or an operator ran it): every pending request of the mode goes. */
@@ -23,7 +24,8 @@ export async function releaseDeletionBatch(job: Job<{ mode: ScheduledDeletionMod
 export async function reconcileDeletions(_job: Job | null, deps: WorkerDeps): Promise<{ released: number; enqueued: number }> {
   const em = deps.orm.em.fork() as EntityManager;
   let released = 0;
-  for (const [mode, cron] of Object.entries(deletionCrons(deps.config)) as [ScheduledDeletionMode, string][]) {
+  const { schedules } = await recordedSchedules(em, defaultSchedules(deps.config));
+  for (const [mode, cron] of Object.entries(deletionCrons(schedules)) as [ScheduledDeletionMode, string][]) {
     // Requests made before the window last opened should have gone with it.
     const overdue = await releaseDeletions(em, mode, lastWindowStart(cron));
     if (overdue.length) deps.logger.warn({ mode, released: overdue.length }, 'released deletion requests their window missed');

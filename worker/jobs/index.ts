@@ -1,8 +1,7 @@
 // The worker's job registry: each queue's jobs (by job name), with what to do when a job has failed
-// for the last time, and the schedulers upserted at start-up and whenever Redis comes back.
-// Add a job in worker/jobs/<job>.ts and list it here.
+// for the last time. Add a job in worker/jobs/<job>.ts and list it here; when it runs on a schedule,
+// in shared/schedules.ts.
 import type { Job } from 'bullmq';
-import type { Config } from '../../shared/config.ts';
 import { QUEUE_NAMES } from '../../shared/queues.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { deletePersonData, deletionJobFailed } from './delete-person-data.ts';
@@ -22,14 +21,6 @@ export interface QueueProcessor {
   jobs: Record<string, JobDefinition>;
 }
 
-export interface Schedule {
-  queue: string;
-  schedulerId: string;
-  pattern: string;
-  jobName: string;
-  data?: Record<string, unknown>;
-}
-
 export const processors: QueueProcessor[] = [
   {
     queue: QUEUE_NAMES.deletions,
@@ -44,41 +35,5 @@ export const processors: QueueProcessor[] = [
   {
     queue: QUEUE_NAMES.maintenance,
     jobs: { 'refresh-statistics': { run: refreshStatistics }, 'ensure-event-partitions': { run: ensureEventPartitions } },
-  },
-];
-
-/** Cron patterns are UTC and configurable; defaults: weekly batch Sunday 05:00, off-peak 03:00 nightly. */
-export const schedules = (config: Pick<Config, 'deletion' | 'schedules'>): Schedule[] => [
-  {
-    queue: QUEUE_NAMES.deletions,
-    schedulerId: 'deletion-weekly-batch',
-    pattern: config.deletion.weeklyCron,
-    jobName: 'release-batch',
-    data: { mode: 'weekly' },
-  },
-  {
-    queue: QUEUE_NAMES.deletions,
-    schedulerId: 'deletion-off-peak',
-    pattern: config.deletion.offPeakCron,
-    jobName: 'release-batch',
-    data: { mode: 'off_peak' },
-  },
-  {
-    queue: QUEUE_NAMES.experimentResults,
-    schedulerId: 'experiment-results-daily',
-    pattern: config.schedules.experimentResultsCron,
-    jobName: 'compute',
-  },
-  {
-    queue: QUEUE_NAMES.maintenance,
-    schedulerId: 'statistics-refresh',
-    pattern: config.schedules.statisticsRefreshCron,
-    jobName: 'refresh-statistics',
-  },
-  {
-    queue: QUEUE_NAMES.maintenance,
-    schedulerId: 'event-partitions',
-    pattern: config.schedules.eventPartitionsCron,
-    jobName: 'ensure-event-partitions',
   },
 ];

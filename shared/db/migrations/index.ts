@@ -15,6 +15,7 @@ import { Migration0018PersonSearchIndexes } from './0018-person-search-indexes.t
 import { Migration0019EventMonthPartitions } from './0019-event-month-partitions.ts';
 import { Migration0020DeletionRetries } from './0020-deletion-retries.ts';
 import { Migration0021DatabaseSettings } from './0021-database-settings.ts';
+import { Migration0022JobSchedules } from './0022-job-schedules.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -32,4 +33,5 @@ export const migrationsList = [
   { name: '0019-event-month-partitions', class: Migration0019EventMonthPartitions },
   { name: '0020-deletion-retries', class: Migration0020DeletionRetries },
   { name: '0021-database-settings', class: Migration0021DatabaseSettings },
+  { name: '0022-job-schedules', class: Migration0022JobSchedules },
 ];

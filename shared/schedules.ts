@@ -1,0 +1,110 @@
+// The workers' scheduled jobs: what runs when (defaults from the settings), and the recorded
+// schedule in PostgreSQL (job_schedule), which every worker follows. Redis only holds BullMQ's
+// schedulers made from it, so losing Redis loses nothing here.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { CronExpressionParser } from 'cron-parser';
+import type { Config } from './config.ts';
+import { rows, run } from './db/sql.ts';
+import { QUEUE_NAMES } from './queues.ts';
+
+export interface Schedule {
+  /** BullMQ scheduler id, and the row's id in job_schedule. */
+  schedulerId: string;
+  queue: string;
+  jobName: string;
+  /** UTC cron pattern. */
+  pattern: string;
+  data?: Record<string, unknown>;
+  /** The setting a worker takes its default pattern from. */
+  setting: string;
+}
+
+/** Every schedule, with the patterns this process's settings give (used only to seed the record). */
+export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>): Schedule[] => [
+  {
+    schedulerId: 'deletion-weekly-batch',
+    queue: QUEUE_NAMES.deletions,
+    jobName: 'release-batch',
+    data: { mode: 'weekly' },
+    pattern: config.deletion.weeklyCron,
+    setting: 'DELETION_WEEKLY_CRON',
+  },
+  {
+    schedulerId: 'deletion-off-peak',
+    queue: QUEUE_NAMES.deletions,
+    jobName: 'release-batch',
+    data: { mode: 'off_peak' },
+    pattern: config.deletion.offPeakCron,
+    setting: 'DELETION_OFF_PEAK_CRON',
+  },
+  {
+    schedulerId: 'experiment-results-daily',
+    queue: QUEUE_NAMES.experimentResults,
+    jobName: 'compute',
+    pattern: config.schedules.experimentResultsCron,
+    setting: 'EXPERIMENT_RESULTS_CRON',
+  },
+  {
+    schedulerId: 'statistics-refresh',
+    queue: QUEUE_NAMES.maintenance,
+    jobName: 'refresh-statistics',
+    pattern: config.schedules.statisticsRefreshCron,
+    setting: 'STATISTICS_REFRESH_CRON',
+  },
+  {
+    schedulerId: 'event-partitions',
+    queue: QUEUE_NAMES.maintenance,
+    jobName: 'ensure-event-partitions',
+    pattern: config.schedules.eventPartitionsCron,
+    setting: 'EVENT_PARTITIONS_CRON',
+  },
+];
+
+export interface ScheduleDisagreement {
+  schedulerId: string;
+  setting: string;
+  mine: string;
+  recorded: string;
+}
+
+/**
+ * The schedules as recorded, after recording any that are not yet (with this process's patterns),
+ * and where this process's settings disagree with the record.
+ */
+export async function recordedSchedules(
+  em: EntityManager,
+  defaults: Schedule[],
+): Promise<{ schedules: Schedule[]; disagreements: ScheduleDisagreement[] }> {
+  const payload = JSON.stringify(defaults.map((s) => ({ id: s.schedulerId, pattern: s.pattern })));
+  await run(
+    em,
+    `insert into job_schedule (id, pattern) select id, pattern from jsonb_to_recordset(?::jsonb) as r(id text, pattern text)
+     on conflict (id) do nothing`,
+    [payload],
+  );
+  const recorded = new Map(
+    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [r.id, r.pattern]),
+  );
+  const schedules = defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
+  const disagreements = defaults
+    .filter((s) => recorded.has(s.schedulerId) && recorded.get(s.schedulerId) !== s.pattern)
+    .map((s) => ({ schedulerId: s.schedulerId, setting: s.setting, mine: s.pattern, recorded: recorded.get(s.schedulerId)! }));
+  return { schedules, disagreements };
+}
+
+/** Changes a recorded schedule (the workers apply it on their next reconcile). */
+export async function setSchedule(em: EntityManager, id: string, pattern: string, known: Schedule[]): Promise<void> {
+  if (!known.some((s) => s.schedulerId === id)) {
+    throw new Error(`Unknown schedule ${id} (one of ${known.map((s) => s.schedulerId).join(', ')})`);
+  }
+  try {
+    CronExpressionParser.parse(pattern, { tz: 'UTC' });
+  } catch (error) {
+    throw new Error(`Invalid cron pattern "${pattern}": ${(error as Error).message}`);
+  }
+  await run(
+    em,
+    `insert into job_schedule (id, pattern) values (?, ?) on conflict (id) do update set pattern = excluded.pattern, updated_at = now()`,
+    [id, pattern],
+  );
+}
