@@ -20,7 +20,7 @@ export function sdkCors(ctx: Context): void {
 async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: boolean; engage: boolean }) {
   sdkCors(ctx);
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, options.limitBytes) : Buffer.alloc(0);
-  const payload = decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
+  const payload = await decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
   const request = eventsOf(payload, { engagePath: options.engage, querySentAt: ctx.query._ as string | undefined });
   const project = await projectByApiToken(ctx.state.em, request.token);
   await ingestEvents(ctx.state.em, project.id, request.events);
