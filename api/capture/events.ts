@@ -1,13 +1,24 @@
 // From a decoded payload to validated events (spec §8.1 shapes, §8.2 rules, §8.3 timestamps).
-// One bad event rejects the whole request: nothing of it is stored.
+// A request PostHog refuses whole (no usable token, an event without a name or distinct id) stores
+// nothing. One event PostgreSQL could not store is repaired as PostHog's capture does (timestamps
+// out of range), and the reasons are returned.
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
 import { captureError } from './decode.ts';
 
-export interface CapturedRequest {
+/** The request's token and its events, before the events are checked. */
+export interface SdkRequest {
   token: string;
-  events: IngestEvent[];
+  rawEvents: unknown[];
+  sentAtValue: unknown;
+}
+
+/** Why an event was changed or dropped (PostHog's ingestion warning types), by position in the request. */
+export interface CaptureWarning {
+  index: number;
+  type: 'ignored_invalid_timestamp' | 'event_timestamp_in_future';
+  detail: string;
 }
 
 const isObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);
@@ -20,37 +31,11 @@ function tokenProblem(token: string): string | null {
   return null;
 }
 
-function distinctIdOf(raw: Record<string, any>): string | null {
-  const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
-  if (value === undefined || value === null || value === '') return null;
-  const text = (typeof value === 'string' ? value : JSON.stringify(value)).replace(/\u0000/g, '\uFFFD').slice(0, 200);
-  return text.trim() === '' ? null : text;
-}
-
-function timestampOf(raw: Record<string, any>, sentAt: Date | null, now: Date): Date {
-  const properties = isObject(raw.properties) ? raw.properties : {};
-  if (typeof raw.timestamp === 'string') {
-    const ts = Date.parse(raw.timestamp);
-    if (!Number.isNaN(ts)) {
-      // Clock-skew correction: trust the client's intervals, not its clock.
-      if (sentAt && properties.$ignore_sent_at !== true) return new Date(now.getTime() + (ts - sentAt.getTime()));
-      return new Date(ts);
-    }
-  }
-  if (typeof raw.offset === 'number' && Number.isFinite(raw.offset)) return new Date(now.getTime() - raw.offset);
-  return now;
-}
-
-/** PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD. */
-function withoutNulls(value: unknown): unknown {
-  if (typeof value === 'string') return value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
-  if (Array.isArray(value)) return value.map(withoutNulls);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNulls(k) as string, withoutNulls(v)]));
-  return value;
-}
-
-export function eventsOf(payload: unknown, options: { engagePath: boolean; querySentAt?: string }): CapturedRequest {
-  const now = new Date();
+/**
+ * The shape of the payload and its token (spec §8.1, §8.2): cheap, so the project can be checked
+ * before any event is looked at.
+ */
+export function requestOf(payload: unknown, options: { engagePath: boolean }): SdkRequest {
   let rawEvents: unknown[];
   let batchToken: unknown;
   let sentAtValue: unknown;
@@ -74,20 +59,77 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
   }
   if (rawEvents.length === 0) throw captureError('request holds no event');
 
+  let token: string;
+  if (typeof batchToken === 'string') {
+    token = batchToken.trim();
+  } else {
+    const tokens = new Set<string>();
+    for (const raw of rawEvents) {
+      if (!isObject(raw)) continue;
+      const value = raw.token ?? raw.$token ?? raw.api_key ?? (isObject(raw.properties) ? raw.properties.token : undefined);
+      if (typeof value === 'string') tokens.add(value.trim());
+    }
+    if (tokens.size > 1) throw captureError('batch submitted with inconsistent api_key values', 401);
+    if (tokens.size === 0) throw captureError('event submitted without an api_key', 401);
+    token = [...tokens][0];
+  }
+  const problem = tokenProblem(token);
+  if (problem) throw captureError(`API key is not valid: ${problem}`, 401);
+  return { token, rawEvents, sentAtValue };
+}
+
+/** PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD. */
+function withoutNulls(value: unknown): unknown {
+  if (typeof value === 'string') return value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
+  if (Array.isArray(value)) return value.map(withoutNulls);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNulls(k) as string, withoutNulls(v)]));
+  return value;
+}
+
+function distinctIdOf(raw: Record<string, any>): string | null {
+  const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
+  if (value === undefined || value === null || value === '') return null;
+  const text = (typeof value === 'string' ? value : JSON.stringify(value)).replace(/\u0000/g, '\uFFFD').slice(0, 200);
+  return text.trim() === '' ? null : text;
+}
+
+const FUTURE_CUTOFF_MS = 23 * 3600 * 1000;
+const FIRST_MS = Date.parse('0001-01-01T00:00:00Z');
+const LAST_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** Spec §8.3, then PostHog's bounds: over 23 h ahead → now; outside years 1–9999 → the Unix epoch. */
+function timestampOf(raw: Record<string, any>, properties: Record<string, unknown>, sentAt: Date | null, now: Date) {
+  let ms = now.getTime();
+  const parsed = typeof raw.timestamp === 'string' ? Date.parse(raw.timestamp) : NaN;
+  if (!Number.isNaN(parsed)) {
+    // Clock-skew correction: trust the client's intervals, not its clock.
+    ms = sentAt && properties.$ignore_sent_at !== true ? now.getTime() + (parsed - sentAt.getTime()) : parsed;
+  } else if (typeof raw.offset === 'number' && Number.isFinite(raw.offset)) {
+    ms = now.getTime() - raw.offset;
+  }
+  if (ms - now.getTime() > FUTURE_CUTOFF_MS)
+    return { timestamp: now, warning: { type: 'event_timestamp_in_future', detail: 'timestamp more than 23 hours ahead; the server time is used' } as const };
+  if (!(ms >= FIRST_MS && ms <= LAST_MS))
+    return { timestamp: new Date(0), warning: { type: 'ignored_invalid_timestamp', detail: 'timestamp before year 1 or after 9999; the Unix epoch is used' } as const };
+  return { timestamp: new Date(ms), warning: null };
+}
+
+/** The request's events, checked and repaired; `warnings` says which were changed or dropped, and why. */
+export function eventsOf(request: SdkRequest, options: { querySentAt?: string }): { events: IngestEvent[]; warnings: CaptureWarning[] } {
+  const now = new Date();
+  const { sentAtValue } = request;
   let sentAt: Date | null = typeof sentAtValue === 'string' && !Number.isNaN(Date.parse(sentAtValue)) ? new Date(sentAtValue) : null;
   if (!sentAt && options.querySentAt && /^\d+$/.test(options.querySentAt)) {
     const ms = Number(options.querySentAt);
     if (new Date(ms).getUTCFullYear() > 2020) sentAt = new Date(ms);
   }
 
-  const tokens = new Set<string>();
   const events: IngestEvent[] = [];
-  for (const raw of rawEvents) {
+  const warnings: CaptureWarning[] = [];
+  for (const [index, raw] of request.rawEvents.entries()) {
     if (!isObject(raw)) throw captureError('event submitted with an invalid body');
-    const properties = isObject(raw.properties) ? ({ ...(withoutNulls(raw.properties) as Record<string, unknown>) }) : {};
-    const token = raw.token ?? raw.$token ?? raw.api_key ?? properties.token;
-    if (typeof token === 'string') tokens.add(token.trim());
     if (raw.event === '$performance_event') continue;
+    const properties: Record<string, any> = isObject(raw.properties) ? { ...(withoutNulls(raw.properties) as Record<string, unknown>) } : {};
     if (typeof raw.event !== 'string' || raw.event.trim() === '') throw captureError('event submitted with an empty event name');
     const distinctId = distinctIdOf(raw);
     if (distinctId === null) throw captureError('event submitted without a distinct_id');
@@ -99,15 +141,9 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
-    events.push({ uuid, event: (withoutNulls(raw.event) as string).slice(0, 400), distinctId, properties, timestamp: timestampOf(raw, sentAt, now) });
+    const { timestamp, warning } = timestampOf(raw, properties, sentAt, now);
+    if (warning) warnings.push({ index, ...warning });
+    events.push({ uuid, event: (withoutNulls(raw.event) as string).slice(0, 400), distinctId, properties, timestamp });
   }
-
-  let token: string;
-  if (typeof batchToken === 'string') token = batchToken.trim();
-  else if (tokens.size > 1) throw captureError('batch submitted with inconsistent api_key values', 401);
-  else if (tokens.size === 1) token = [...tokens][0];
-  else throw captureError('event submitted without an api_key', 401);
-  const problem = tokenProblem(token);
-  if (problem) throw captureError(`API key is not valid: ${problem}`, 401);
-  return { token, events };
+  return { events, warnings };
 }

@@ -1,0 +1,68 @@
+// One bad event in a batch never fails the batch: it is repaired (timestamps) as PostHog's capture
+// does, the rest is stored, and the answer is 200.
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { eventsOf, requestOf } from '../../../api/capture/events.ts';
+import { sql } from '../../db.ts';
+import { apiWithAccount } from '../../helpers.ts';
+
+const { api, account } = await apiWithAccount();
+
+async function sendBatch(events: unknown[], extra: Record<string, unknown> = {}) {
+  const body = typeof events === 'string' ? events : JSON.stringify({ api_key: account.projectToken, batch: events, ...extra });
+  const res = await fetch(`${api.baseUrl}/batch/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  return { status: res.status, body: await res.json() };
+}
+const stored = (event: string) =>
+  sql(api.orm, `select distinct_id, properties, timestamp from event where project_id = ? and event = ? order by timestamp`, [account.projectId, event]);
+const good = (event: string) => ({ event, distinct_id: 'good-user', properties: { ok: true } });
+const EPOCH = new Date(0).getTime();
+
+describe('timestamps PostgreSQL cannot store', () => {
+  it('year 0, a negative year and year 10000 fall back as in PostHog; the batch is stored', async () => {
+    const res = await sendBatch([
+      good('ts-good'),
+      { event: 'ts-year-0', distinct_id: 'u', timestamp: '0000-06-01T00:00:00Z' },
+      { event: 'ts-negative-year', distinct_id: 'u', timestamp: '-000050-01-01T00:00:00Z' },
+      { event: 'ts-year-10000', distinct_id: 'u', timestamp: '+010000-01-01T00:00:00Z' },
+    ]);
+    expect(res).toEqual({ status: 200, body: { status: 1 } });
+    expect(await stored('ts-good')).toHaveLength(1);
+    // Before year 1: the Unix epoch (PostHog's out-of-bounds fallback).
+    expect(new Date((await stored('ts-year-0'))[0].timestamp).getTime()).toBe(EPOCH);
+    expect(new Date((await stored('ts-negative-year'))[0].timestamp).getTime()).toBe(EPOCH);
+    // More than 23 hours ahead: the server's time.
+    expect(Math.abs(new Date((await stored('ts-year-10000'))[0].timestamp).getTime() - Date.now())).toBeLessThan(60_000);
+  });
+
+  it('a huge offset, either way, and a sent_at that skews the timestamp out of range', async () => {
+    const res = await sendBatch(
+      [
+        good('offset-good'),
+        { event: 'offset-past', distinct_id: 'u', offset: 1e15 },
+        { event: 'offset-far-past', distinct_id: 'u', offset: 1e300 },
+        { event: 'offset-future', distinct_id: 'u', offset: -1e15 },
+        { event: 'skewed-out', distinct_id: 'u', timestamp: '2026-01-01T00:00:00Z' },
+      ],
+      { sent_at: '+200000-01-01T00:00:00Z' },
+    );
+    expect(res).toEqual({ status: 200, body: { status: 1 } });
+    expect(await stored('offset-good')).toHaveLength(1);
+    expect(new Date((await stored('offset-past'))[0].timestamp).getTime()).toBe(EPOCH);
+    expect(new Date((await stored('offset-far-past'))[0].timestamp).getTime()).toBe(EPOCH);
+    expect(Math.abs(new Date((await stored('offset-future'))[0].timestamp).getTime() - Date.now())).toBeLessThan(60_000);
+    expect(new Date((await stored('skewed-out'))[0].timestamp).getTime()).toBe(EPOCH);
+  });
+});
+
+describe('the reasons, as logged', () => {
+  it('lists each dropped event and each replaced timestamp with its index', () => {
+    const request = requestOf({ api_key: 'phc_x', batch: [{ event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' }, { event: 'b', distinct_id: 'u', offset: -1e15 }] }, { engagePath: false });
+    const { events, warnings } = eventsOf(request, {});
+    expect(events.map((e) => e.event)).toEqual(['a', 'b']);
+    expect(warnings).toEqual([
+      { index: 0, type: 'ignored_invalid_timestamp', detail: 'timestamp before year 1 or after 9999; the Unix epoch is used' },
+      { index: 1, type: 'event_timestamp_in_future', detail: 'timestamp more than 23 hours ahead; the server time is used' },
+    ]);
+  });
+});
