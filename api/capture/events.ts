@@ -1,7 +1,7 @@
 // From a decoded payload to validated events (spec §8.1 shapes, §8.2 rules, §8.3 timestamps).
 // A request PostHog refuses whole (no usable token, an event without a name or distinct id) stores
-// nothing. One event PostgreSQL could not store is repaired as PostHog's capture does (timestamps
-// out of range), and the reasons are returned.
+// nothing. One event PostgreSQL could not store is repaired or dropped as PostHog's capture does
+// (timestamps out of range, NUL characters, nesting too deep), and the reasons are returned.
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
@@ -17,7 +17,7 @@ export interface SdkRequest {
 /** Why an event was changed or dropped (PostHog's ingestion warning types), by position in the request. */
 export interface CaptureWarning {
   index: number;
-  type: 'ignored_invalid_timestamp' | 'event_timestamp_in_future';
+  type: 'ignored_invalid_timestamp' | 'event_timestamp_in_future' | 'event_dropped';
   detail: string;
 }
 
@@ -78,18 +78,42 @@ export function requestOf(payload: unknown, options: { engagePath: boolean }): S
   return { token, rawEvents, sentAtValue };
 }
 
-/** PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD. */
-function withoutNulls(value: unknown): unknown {
-  if (typeof value === 'string') return value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
-  if (Array.isArray(value)) return value.map(withoutNulls);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNulls(k) as string, withoutNulls(v)]));
-  return value;
+// PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD.
+const repairedString = (text: string) => (text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text);
+
+/** Deeper than PostHog's capture can parse (its JSON parser stops at 128 levels for the whole payload). */
+const MAX_EVENT_DEPTH = 128;
+const TOO_DEEP = new Error('event nested too deep');
+
+/**
+ * Repairs every string of a freshly parsed event in place; throws TOO_DEEP past MAX_EVENT_DEPTH
+ * levels (the depth bound also keeps every later walk of the event off the stack limit).
+ */
+function repairedInPlace(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return repairedString(value);
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > MAX_EVENT_DEPTH) throw TOO_DEEP;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = repairedInPlace(value[i], depth + 1);
+    return value;
+  }
+  const object = value as Record<string, unknown>;
+  for (const key of Object.keys(object)) {
+    const inner = object[key];
+    const repaired = repairedInPlace(inner, depth + 1);
+    const repairedKey = repairedString(key);
+    if (repairedKey !== key) delete object[key];
+    // defineProperty, not assignment: a key named "__proto__" must stay a plain property.
+    if (repairedKey !== key || repaired !== inner)
+      Object.defineProperty(object, repairedKey, { value: repaired, enumerable: true, writable: true, configurable: true });
+  }
+  return object;
 }
 
 function distinctIdOf(raw: Record<string, any>): string | null {
   const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
   if (value === undefined || value === null || value === '') return null;
-  const text = (typeof value === 'string' ? value : JSON.stringify(value)).replace(/\u0000/g, '\uFFFD').slice(0, 200);
+  const text = (typeof value === 'string' ? value : JSON.stringify(value)).slice(0, 200);
   return text.trim() === '' ? null : text;
 }
 
@@ -129,7 +153,14 @@ export function eventsOf(request: SdkRequest, options: { querySentAt?: string })
   for (const [index, raw] of request.rawEvents.entries()) {
     if (!isObject(raw)) throw captureError('event submitted with an invalid body');
     if (raw.event === '$performance_event') continue;
-    const properties: Record<string, any> = isObject(raw.properties) ? { ...(withoutNulls(raw.properties) as Record<string, unknown>) } : {};
+    try {
+      repairedInPlace(raw, 1);
+    } catch (error) {
+      if (error !== TOO_DEEP) throw error;
+      warnings.push({ index, type: 'event_dropped', detail: `event nested more than ${MAX_EVENT_DEPTH} levels deep` });
+      continue;
+    }
+    const properties: Record<string, any> = isObject(raw.properties) ? { ...raw.properties } : {};
     if (typeof raw.event !== 'string' || raw.event.trim() === '') throw captureError('event submitted with an empty event name');
     const distinctId = distinctIdOf(raw);
     if (distinctId === null) throw captureError('event submitted without a distinct_id');
@@ -137,13 +168,13 @@ export function eventsOf(request: SdkRequest, options: { querySentAt?: string })
       throw captureError('event submitted with an invalid $cookieless_mode');
     // Top-level $set / $set_once join the properties ones (top level wins).
     for (const key of ['$set', '$set_once'] as const) {
-      if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...(withoutNulls(raw[key]) as object) };
+      if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...raw[key] };
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
     const { timestamp, warning } = timestampOf(raw, properties, sentAt, now);
     if (warning) warnings.push({ index, ...warning });
-    events.push({ uuid, event: (withoutNulls(raw.event) as string).slice(0, 400), distinctId, properties, timestamp });
+    events.push({ uuid, event: raw.event.slice(0, 400), distinctId, properties, timestamp });
   }
   return { events, warnings };
 }

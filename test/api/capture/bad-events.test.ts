@@ -1,5 +1,5 @@
-// One bad event in a batch never fails the batch: it is repaired (timestamps) as PostHog's capture
-// does, the rest is stored, and the answer is 200.
+// One bad event in a batch never fails the batch: it is repaired (timestamps) or
+// dropped (nested too deep) as PostHog's capture does, the rest is stored, and the answer is 200.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventsOf, requestOf } from '../../../api/capture/events.ts';
@@ -55,14 +55,35 @@ describe('timestamps PostgreSQL cannot store', () => {
   });
 });
 
+describe('properties nested too deep', () => {
+  it('drop that event only; the rest of the batch is stored', async () => {
+    const deep = '{"a":'.repeat(10_000) + '1' + '}'.repeat(10_000);
+    const body = `{"api_key":${JSON.stringify(account.projectToken)},"batch":[${JSON.stringify(good('deep-good'))},` +
+      `{"event":"deep-bad","distinct_id":"u","properties":${deep}},{"event":"deep-set","distinct_id":"u","$set":${deep}}]}`;
+    const res = await sendBatch(body as unknown as unknown[]);
+    expect(res).toEqual({ status: 200, body: { status: 1 } });
+    expect(await stored('deep-good')).toHaveLength(1);
+    expect(await stored('deep-bad')).toHaveLength(0);
+    expect(await stored('deep-set')).toHaveLength(0);
+  });
+
+  it('keeps an event nested as deep as PostHog accepts (100 levels)', async () => {
+    let properties: Record<string, unknown> = { leaf: true };
+    for (let i = 0; i < 100; i++) properties = { a: properties };
+    expect((await sendBatch([{ event: 'deep-ok', distinct_id: 'u', properties }])).status).toBe(200);
+    expect(await stored('deep-ok')).toHaveLength(1);
+  });
+});
+
 describe('the reasons, as logged', () => {
   it('lists each dropped event and each replaced timestamp with its index', () => {
-    const request = requestOf({ api_key: 'phc_x', batch: [{ event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' }, { event: 'b', distinct_id: 'u', offset: -1e15 }] }, { engagePath: false });
+    const deep = JSON.parse('{"a":'.repeat(200) + '1' + '}'.repeat(200));
+    const request = requestOf({ api_key: 'phc_x', batch: [{ event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' }, { event: 'b', distinct_id: 'u', properties: deep }] }, { engagePath: false });
     const { events, warnings } = eventsOf(request, {});
-    expect(events.map((e) => e.event)).toEqual(['a', 'b']);
+    expect(events.map((e) => e.event)).toEqual(['a']);
     expect(warnings).toEqual([
       { index: 0, type: 'ignored_invalid_timestamp', detail: 'timestamp before year 1 or after 9999; the Unix epoch is used' },
-      { index: 1, type: 'event_timestamp_in_future', detail: 'timestamp more than 23 hours ahead; the server time is used' },
+      { index: 1, type: 'event_dropped', detail: 'event nested more than 128 levels deep' },
     ]);
   });
 });
