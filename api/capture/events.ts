@@ -1,7 +1,7 @@
 // From a decoded payload to validated events (spec §8.1 shapes, §8.2 rules, §8.3 timestamps).
 // A request PostHog refuses whole (no usable token, an event without a name or distinct id) stores
 // nothing. One event PostgreSQL could not store is repaired or dropped as PostHog's capture does
-// (timestamps out of range, NUL characters, nesting too deep), and the reasons are returned.
+// (timestamps out of range, NUL and lone surrogates, nesting too deep), and the reasons are returned.
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
@@ -78,8 +78,12 @@ export function requestOf(payload: unknown, options: { engagePath: boolean }): S
   return { token, rawEvents, sentAtValue };
 }
 
-// PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD.
-const repairedString = (text: string) => (text.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text);
+// PostgreSQL stores neither NUL nor a lone surrogate (jsonb refuses the escape, text the byte):
+// PostHog's capture turns both into U+FFFD, in keys and values alike.
+function repairedString(text: string): string {
+  const wellFormed = text.isWellFormed() ? text : text.toWellFormed();
+  return wellFormed.includes('\u0000') ? wellFormed.replaceAll('\u0000', '\uFFFD') : wellFormed;
+}
 
 /** Deeper than PostHog's capture can parse (its JSON parser stops at 128 levels for the whole payload). */
 const MAX_EVENT_DEPTH = 128;
@@ -110,10 +114,18 @@ function repairedInPlace(value: unknown, depth: number): unknown {
   return object;
 }
 
+/** The first `max` characters (code points: a surrogate pair is never split), as PostHog truncates. */
+function truncated(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = 0;
+  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
+  return text.slice(0, end);
+}
+
 function distinctIdOf(raw: Record<string, any>): string | null {
   const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
   if (value === undefined || value === null || value === '') return null;
-  const text = (typeof value === 'string' ? value : JSON.stringify(value)).slice(0, 200);
+  const text = truncated(typeof value === 'string' ? value : JSON.stringify(value), 200);
   return text.trim() === '' ? null : text;
 }
 
@@ -174,7 +186,7 @@ export function eventsOf(request: SdkRequest, options: { querySentAt?: string })
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
     const { timestamp, warning } = timestampOf(raw, properties, sentAt, now);
     if (warning) warnings.push({ index, ...warning });
-    events.push({ uuid, event: raw.event.slice(0, 400), distinctId, properties, timestamp });
+    events.push({ uuid, event: truncated(raw.event, 400), distinctId, properties, timestamp });
   }
   return { events, warnings };
 }

@@ -1,6 +1,5 @@
-// One bad event in a batch never fails the batch: it is repaired (timestamps) or
+// One bad event in a batch never fails the batch: it is repaired (timestamps, lone surrogates) or
 // dropped (nested too deep) as PostHog's capture does, the rest is stored, and the answer is 200.
-import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventsOf, requestOf } from '../../../api/capture/events.ts';
 import { sql } from '../../db.ts';
@@ -72,6 +71,45 @@ describe('properties nested too deep', () => {
     for (let i = 0; i < 100; i++) properties = { a: properties };
     expect((await sendBatch([{ event: 'deep-ok', distinct_id: 'u', properties }])).status).toBe(200);
     expect(await stored('deep-ok')).toHaveLength(1);
+  });
+});
+
+describe('lone surrogates (PostgreSQL jsonb refuses them)', () => {
+  it('in a distinct id become U+FFFD', async () => {
+    const res = await sendBatch([good('sur-good'), { event: 'sur-distinct', distinct_id: 'user-\ud800-x', properties: {} }]);
+    expect(res).toEqual({ status: 200, body: { status: 1 } });
+    expect(await stored('sur-good')).toHaveLength(1);
+    expect((await stored('sur-distinct'))[0].distinct_id).toBe('user-\ufffd-x');
+    const [person] = await sql(api.orm, `select distinct_id from person_distinct_id where project_id = ? and distinct_id like 'user-%-x'`, [account.projectId]);
+    expect(person.distinct_id).toBe('user-\ufffd-x');
+  });
+
+  it('in property keys and values, $set and the event name become U+FFFD; valid pairs are kept', async () => {
+    const res = await sendBatch([
+      good('sur-good-2'),
+      {
+        event: 'sur-props',
+        distinct_id: 'sur-person',
+        properties: { 'k\udc00': 'v\ud83d', pair: '\ud83d\ude00', nested: [{ 'x\ud800': '\udfff' }], $set: { 'name\ud800': 'a\udc00' } },
+      },
+      { event: 'sur-name-\ud800', distinct_id: 'u' },
+    ]);
+    expect(res).toEqual({ status: 200, body: { status: 1 } });
+    const [row] = await stored('sur-props');
+    expect(row.properties).toMatchObject({ 'k\ufffd': 'v\ufffd', pair: '😀', nested: [{ 'x\ufffd': '\ufffd' }] });
+    expect(await stored('sur-name-\ufffd')).toHaveLength(1);
+    const [person] = await sql(
+      api.orm,
+      `select p.properties from person p join person_distinct_id d on d.person_id = p.id where d.project_id = ? and d.distinct_id = 'sur-person'`,
+      [account.projectId],
+    );
+    expect(person.properties['name\ufffd']).toBe('a\ufffd');
+  });
+
+  it('a long distinct id is cut to 200 characters without splitting a surrogate pair', async () => {
+    const id = 'x'.repeat(199) + '😀' + 'tail';
+    expect((await sendBatch([{ event: 'sur-cut', distinct_id: id }])).status).toBe(200);
+    expect((await stored('sur-cut'))[0].distinct_id).toBe('x'.repeat(199) + '😀');
   });
 });
 
