@@ -1,5 +1,6 @@
 // One bad event in a batch never fails the batch: it is repaired (timestamps, lone surrogates) or
 // dropped (nested too deep) as PostHog's capture does, the rest is stored, and the answer is 200.
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventsOf, requestOf } from '../../../api/capture/events.ts';
 import { sql } from '../../db.ts';
@@ -110,6 +111,27 @@ describe('lone surrogates (PostgreSQL jsonb refuses them)', () => {
     const id = 'x'.repeat(199) + '😀' + 'tail';
     expect((await sendBatch([{ event: 'sur-cut', distinct_id: id }])).status).toBe(200);
     expect((await stored('sur-cut'))[0].distinct_id).toBe('x'.repeat(199) + '😀');
+  });
+});
+
+describe('an alias over 400 characters', () => {
+  it('is no merge; the event is kept and so is the rest of the batch', async () => {
+    const user = `alias-user-${randomUUID()}`;
+    const alias = 'a'.repeat(500);
+    const res = await sendBatch([
+      good('alias-good'),
+      { event: '$create_alias', distinct_id: user, properties: { alias } },
+      { event: '$identify', distinct_id: user, properties: { $anon_distinct_id: 'b'.repeat(401) } },
+    ]);
+    expect(res).toEqual({ status: 200, body: { status: 1 } });
+    expect(await stored('alias-good')).toHaveLength(1);
+    expect(await stored('$create_alias')).toHaveLength(1);
+    const ids = await sql(
+      api.orm,
+      `select d2.distinct_id from person_distinct_id d join person_distinct_id d2 on d2.person_id = d.person_id where d.project_id = ? and d.distinct_id = ?`,
+      [account.projectId, user],
+    );
+    expect(ids.map((r) => r.distinct_id)).toEqual([user]);
   });
 });
 
