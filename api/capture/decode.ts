@@ -5,6 +5,7 @@ import type { Context } from 'koa';
 import { promisify } from 'node:util';
 import { gunzip } from 'node:zlib';
 import { ApiError, payloadTooLarge } from '../http/errors.ts';
+import { JsonTooDeep, parseJsonYielding } from './json.ts';
 import { decompressLz64, Lz64TooLarge } from './lz64.ts';
 
 export const captureError = (detail: string, status = 400) =>
@@ -83,8 +84,9 @@ export async function decodeSdkPayload(ctx: Context, rawBody: Buffer, limitBytes
   if (Buffer.byteLength(text) > limitBytes) throw payloadTooLarge(limitBytes);
   if (legacyPath && looksBase64(text.trim())) text = Buffer.from(text.trim(), 'base64').toString('utf8');
   try {
-    return JSON.parse(text);
-  } catch {
+    return await parseJsonYielding(text);
+  } catch (error) {
+    if (error instanceof JsonTooDeep) throw captureError(`failed to decode request body: ${error.message}`);
     throw captureError('failed to decode request body: invalid JSON');
   }
 }
