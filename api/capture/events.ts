@@ -1,13 +1,24 @@
 // From a decoded payload to validated events (spec §8.1 shapes, §8.2 rules, §8.3 timestamps).
-// One bad event rejects the whole request: nothing of it is stored.
+// A request PostHog refuses whole (no usable token, an event without a name or distinct id) stores
+// nothing. One event PostgreSQL could not store is repaired or dropped as PostHog's capture does
+// (timestamps out of range, NUL and lone surrogates, nesting too deep), and the reasons are returned.
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
 import { captureError } from './decode.ts';
 
-export interface CapturedRequest {
+/** The request's token and its events, before the events are checked. */
+export interface SdkRequest {
   token: string;
-  events: IngestEvent[];
+  rawEvents: unknown[];
+  sentAtValue: unknown;
+}
+
+/** Why an event was changed or dropped (PostHog's ingestion warning types), by position in the request. */
+export interface CaptureWarning {
+  index: number;
+  type: 'ignored_invalid_timestamp' | 'event_timestamp_in_future' | 'event_dropped';
+  detail: string;
 }
 
 const isObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);
@@ -20,37 +31,11 @@ function tokenProblem(token: string): string | null {
   return null;
 }
 
-function distinctIdOf(raw: Record<string, any>): string | null {
-  const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
-  if (value === undefined || value === null || value === '') return null;
-  const text = (typeof value === 'string' ? value : JSON.stringify(value)).replace(/\u0000/g, '\uFFFD').slice(0, 200);
-  return text.trim() === '' ? null : text;
-}
-
-function timestampOf(raw: Record<string, any>, sentAt: Date | null, now: Date): Date {
-  const properties = isObject(raw.properties) ? raw.properties : {};
-  if (typeof raw.timestamp === 'string') {
-    const ts = Date.parse(raw.timestamp);
-    if (!Number.isNaN(ts)) {
-      // Clock-skew correction: trust the client's intervals, not its clock.
-      if (sentAt && properties.$ignore_sent_at !== true) return new Date(now.getTime() + (ts - sentAt.getTime()));
-      return new Date(ts);
-    }
-  }
-  if (typeof raw.offset === 'number' && Number.isFinite(raw.offset)) return new Date(now.getTime() - raw.offset);
-  return now;
-}
-
-/** PostgreSQL cannot store NUL characters: PostHog's capture replaces them with U+FFFD. */
-function withoutNulls(value: unknown): unknown {
-  if (typeof value === 'string') return value.includes('\u0000') ? value.replace(/\u0000/g, '\uFFFD') : value;
-  if (Array.isArray(value)) return value.map(withoutNulls);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNulls(k) as string, withoutNulls(v)]));
-  return value;
-}
-
-export function eventsOf(payload: unknown, options: { engagePath: boolean; querySentAt?: string }): CapturedRequest {
-  const now = new Date();
+/**
+ * The shape of the payload and its token (spec §8.1, §8.2): cheap, so the project can be checked
+ * before any event is looked at.
+ */
+export function requestOf(payload: unknown, options: { engagePath: boolean }): SdkRequest {
   let rawEvents: unknown[];
   let batchToken: unknown;
   let sentAtValue: unknown;
@@ -74,20 +59,120 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
   }
   if (rawEvents.length === 0) throw captureError('request holds no event');
 
+  let token: string;
+  if (typeof batchToken === 'string') {
+    token = batchToken.trim();
+  } else {
+    const tokens = new Set<string>();
+    for (const raw of rawEvents) {
+      if (!isObject(raw)) continue;
+      const value = raw.token ?? raw.$token ?? raw.api_key ?? (isObject(raw.properties) ? raw.properties.token : undefined);
+      if (typeof value === 'string') tokens.add(value.trim());
+    }
+    if (tokens.size > 1) throw captureError('batch submitted with inconsistent api_key values', 401);
+    if (tokens.size === 0) throw captureError('event submitted without an api_key', 401);
+    token = [...tokens][0];
+  }
+  const problem = tokenProblem(token);
+  if (problem) throw captureError(`API key is not valid: ${problem}`, 401);
+  return { token, rawEvents, sentAtValue };
+}
+
+// PostgreSQL stores neither NUL nor a lone surrogate (jsonb refuses the escape, text the byte):
+// PostHog's capture turns both into U+FFFD, in keys and values alike.
+function repairedString(text: string): string {
+  const wellFormed = text.isWellFormed() ? text : text.toWellFormed();
+  return wellFormed.includes('\u0000') ? wellFormed.replaceAll('\u0000', '\uFFFD') : wellFormed;
+}
+
+/** Deeper than PostHog's capture can parse (its JSON parser stops at 128 levels for the whole payload). */
+const MAX_EVENT_DEPTH = 128;
+const TOO_DEEP = new Error('event nested too deep');
+
+/**
+ * Repairs every string of a freshly parsed event in place; throws TOO_DEEP past MAX_EVENT_DEPTH
+ * levels (the depth bound also keeps every later walk of the event off the stack limit).
+ */
+function repairedInPlace(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return repairedString(value);
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > MAX_EVENT_DEPTH) throw TOO_DEEP;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = repairedInPlace(value[i], depth + 1);
+    return value;
+  }
+  const object = value as Record<string, unknown>;
+  for (const key of Object.keys(object)) {
+    const inner = object[key];
+    const repaired = repairedInPlace(inner, depth + 1);
+    const repairedKey = repairedString(key);
+    if (repairedKey !== key) delete object[key];
+    // defineProperty, not assignment: a key named "__proto__" must stay a plain property.
+    if (repairedKey !== key || repaired !== inner)
+      Object.defineProperty(object, repairedKey, { value: repaired, enumerable: true, writable: true, configurable: true });
+  }
+  return object;
+}
+
+/** The first `max` characters (code points: a surrogate pair is never split), as PostHog truncates. */
+function truncated(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = 0;
+  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
+  return text.slice(0, end);
+}
+
+function distinctIdOf(raw: Record<string, any>): string | null {
+  const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
+  if (value === undefined || value === null || value === '') return null;
+  const text = truncated(typeof value === 'string' ? value : JSON.stringify(value), 200);
+  return text.trim() === '' ? null : text;
+}
+
+const FUTURE_CUTOFF_MS = 23 * 3600 * 1000;
+const FIRST_MS = Date.parse('0001-01-01T00:00:00Z');
+const LAST_MS = Date.parse('9999-12-31T23:59:59.999Z');
+
+/** Spec §8.3, then PostHog's bounds: over 23 h ahead → now; outside years 1–9999 → the Unix epoch. */
+function timestampOf(raw: Record<string, any>, properties: Record<string, unknown>, sentAt: Date | null, now: Date) {
+  let ms = now.getTime();
+  const parsed = typeof raw.timestamp === 'string' ? Date.parse(raw.timestamp) : NaN;
+  if (!Number.isNaN(parsed)) {
+    // Clock-skew correction: trust the client's intervals, not its clock.
+    ms = sentAt && properties.$ignore_sent_at !== true ? now.getTime() + (parsed - sentAt.getTime()) : parsed;
+  } else if (typeof raw.offset === 'number' && Number.isFinite(raw.offset)) {
+    ms = now.getTime() - raw.offset;
+  }
+  if (ms - now.getTime() > FUTURE_CUTOFF_MS)
+    return { timestamp: now, warning: { type: 'event_timestamp_in_future', detail: 'timestamp more than 23 hours ahead; the server time is used' } as const };
+  if (!(ms >= FIRST_MS && ms <= LAST_MS))
+    return { timestamp: new Date(0), warning: { type: 'ignored_invalid_timestamp', detail: 'timestamp before year 1 or after 9999; the Unix epoch is used' } as const };
+  return { timestamp: new Date(ms), warning: null };
+}
+
+/** The request's events, checked and repaired; `warnings` says which were changed or dropped, and why. */
+export function eventsOf(request: SdkRequest, options: { querySentAt?: string }): { events: IngestEvent[]; warnings: CaptureWarning[] } {
+  const now = new Date();
+  const { sentAtValue } = request;
   let sentAt: Date | null = typeof sentAtValue === 'string' && !Number.isNaN(Date.parse(sentAtValue)) ? new Date(sentAtValue) : null;
   if (!sentAt && options.querySentAt && /^\d+$/.test(options.querySentAt)) {
     const ms = Number(options.querySentAt);
     if (new Date(ms).getUTCFullYear() > 2020) sentAt = new Date(ms);
   }
 
-  const tokens = new Set<string>();
   const events: IngestEvent[] = [];
-  for (const raw of rawEvents) {
+  const warnings: CaptureWarning[] = [];
+  for (const [index, raw] of request.rawEvents.entries()) {
     if (!isObject(raw)) throw captureError('event submitted with an invalid body');
-    const properties = isObject(raw.properties) ? ({ ...(withoutNulls(raw.properties) as Record<string, unknown>) }) : {};
-    const token = raw.token ?? raw.$token ?? raw.api_key ?? properties.token;
-    if (typeof token === 'string') tokens.add(token.trim());
     if (raw.event === '$performance_event') continue;
+    try {
+      repairedInPlace(raw, 1);
+    } catch (error) {
+      if (error !== TOO_DEEP) throw error;
+      warnings.push({ index, type: 'event_dropped', detail: `event nested more than ${MAX_EVENT_DEPTH} levels deep` });
+      continue;
+    }
+    const properties: Record<string, any> = isObject(raw.properties) ? { ...raw.properties } : {};
     if (typeof raw.event !== 'string' || raw.event.trim() === '') throw captureError('event submitted with an empty event name');
     const distinctId = distinctIdOf(raw);
     if (distinctId === null) throw captureError('event submitted without a distinct_id');
@@ -95,19 +180,13 @@ export function eventsOf(payload: unknown, options: { engagePath: boolean; query
       throw captureError('event submitted with an invalid $cookieless_mode');
     // Top-level $set / $set_once join the properties ones (top level wins).
     for (const key of ['$set', '$set_once'] as const) {
-      if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...(withoutNulls(raw[key]) as object) };
+      if (isObject(raw[key])) properties[key] = { ...(isObject(properties[key]) ? properties[key] : {}), ...raw[key] };
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
-    events.push({ uuid, event: (withoutNulls(raw.event) as string).slice(0, 400), distinctId, properties, timestamp: timestampOf(raw, sentAt, now) });
+    const { timestamp, warning } = timestampOf(raw, properties, sentAt, now);
+    if (warning) warnings.push({ index, ...warning });
+    events.push({ uuid, event: truncated(raw.event, 400), distinctId, properties, timestamp });
   }
-
-  let token: string;
-  if (typeof batchToken === 'string') token = batchToken.trim();
-  else if (tokens.size > 1) throw captureError('batch submitted with inconsistent api_key values', 401);
-  else if (tokens.size === 1) token = [...tokens][0];
-  else throw captureError('event submitted without an api_key', 401);
-  const problem = tokenProblem(token);
-  if (problem) throw captureError(`API key is not valid: ${problem}`, 401);
-  return { token, events };
+  return { events, warnings };
 }

@@ -5,8 +5,9 @@ import { readRawBody } from '../http/body.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
+import { logger } from '../../shared/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
-import { eventsOf } from './events.ts';
+import { eventsOf, requestOf } from './events.ts';
 
 const MB = 1024 * 1024;
 
@@ -20,10 +21,13 @@ export function sdkCors(ctx: Context): void {
 async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: boolean; engage: boolean }) {
   sdkCors(ctx);
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, options.limitBytes) : Buffer.alloc(0);
-  const payload = decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
-  const request = eventsOf(payload, { engagePath: options.engage, querySentAt: ctx.query._ as string | undefined });
+  const payload = await decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
+  const request = requestOf(payload, { engagePath: options.engage });
   const project = await projectByApiToken(ctx.state.em, request.token);
-  await ingestEvents(ctx.state.em, project.id, request.events);
+  const { events, warnings } = eventsOf(request, { querySentAt: ctx.query._ as string | undefined });
+  if (warnings.length > 0)
+    logger.warn({ requestId: ctx.state.requestId, projectId: project.id, path: ctx.path, warnings: warnings.slice(0, 50), count: warnings.length }, 'capture repaired or dropped events');
+  await ingestEvents(ctx.state.em, project.id, events);
   if (ctx.query.beacon === '1') {
     ctx.status = 204;
     return;

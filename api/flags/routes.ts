@@ -16,7 +16,7 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   sdkCors(ctx);
   const query = ctx.query as Record<string, string | undefined>;
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
-  const body = (raw.length || query.data ? decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
+  const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError('Request body must be a JSON object.');
   const project = await projectByApiToken(ctx.state.em, body.token ?? body.api_key ?? query.token ?? query.api_key);
   const distinctId = body.distinct_id ?? query.distinct_id;

@@ -4,6 +4,7 @@
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pgArray } from '../db/sql.ts';
+import { logger } from '../logger.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
@@ -36,6 +37,9 @@ function mergePartner(event: IngestEvent): string | null {
   return null;
 }
 
+/** person_distinct_id.distinct_id is varchar(400): PostgreSQL counts characters, so code points. */
+const storableDistinctId = (id: string) => id.length <= 400 || [...id].length <= 400;
+
 export const processesPerson = (event: IngestEvent) => event.properties.$process_person_profile !== false;
 
 /**
@@ -59,6 +63,11 @@ export async function processPersons(em: EntityManager, projectId: number, event
       continue;
     }
     const partner = mergePartner(event);
+    if (partner !== null && !storableDistinctId(partner)) {
+      logger.warn({ projectId, eventUuid: event.uuid, event: event.event, length: partner.length }, 'merge refused: the other distinct id is over 400 characters');
+      run.push(index);
+      continue;
+    }
     if (partner === null || partner === event.distinctId || isIllegalDistinctId(partner) || isIllegalDistinctId(event.distinctId)) {
       run.push(index);
       continue;

@@ -1,0 +1,86 @@
+// Decompression bombs sent to a real API process (node api/main.ts), with no credentials: each is
+// refused with 413 while the process keeps answering /_health, and the process is alive after.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gzipBomb, lz64Bomb } from './bombs.ts';
+
+const root = fileURLToPath(new URL('../../..', import.meta.url));
+let child: ChildProcess;
+let baseUrl: string;
+
+beforeAll(async () => {
+  const port = 20_000 + Math.floor(Math.random() * 10_000);
+  baseUrl = `http://127.0.0.1:${port}`;
+  // A small heap, as a container would give it: an unbounded decoder dies quickly instead of
+  // swapping the shared machine.
+  child = spawn(process.execPath, ['--max-old-space-size=384', 'api/main.ts'], {
+    cwd: root,
+    env: { ...process.env, PORT: String(port), LOG_LEVEL: 'silent', RATE_LIMIT_ENABLED: '0' },
+    stdio: 'ignore',
+  });
+  for (let i = 0; ; i++) {
+    const up = await fetch(`${baseUrl}/_health`).then((r) => r.ok, () => false);
+    if (up) break;
+    if (i > 100 || child.exitCode !== null) throw new Error('API process did not start');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+});
+afterAll(() => {
+  child?.kill('SIGKILL');
+});
+
+/** Sends `request` while probing /_health every 20 ms; returns the answer, its time and the slowest probe. */
+async function whileProbingHealth(request: () => Promise<Response>) {
+  let done = false;
+  let slowestProbeMs = 0;
+  let probes = 0;
+  const prober = (async () => {
+    while (!done) {
+      const started = performance.now();
+      const ok = await fetch(`${baseUrl}/_health`, { signal: AbortSignal.timeout(5000) }).then((r) => r.ok, () => false);
+      const ms = performance.now() - started;
+      slowestProbeMs = Math.max(slowestProbeMs, ok ? ms : Infinity);
+      probes++;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  const started = performance.now();
+  let response: Response | null = null;
+  let body: any = null;
+  try {
+    response = await request();
+    body = await response.json();
+  } catch {
+    // a killed or frozen process: asserted below
+  }
+  const ms = performance.now() - started;
+  done = true;
+  await prober;
+  return { status: response?.status ?? 0, body, ms, slowestProbeMs, probes };
+}
+
+const post = (path: string, body: string | Buffer, headers: Record<string, string> = {}) => () =>
+  fetch(baseUrl + path, { method: 'POST', body: body as BodyInit, headers: { 'content-type': 'text/plain', ...headers }, signal: AbortSignal.timeout(15_000) });
+
+describe('decompression bombs', () => {
+  const cases: [string, () => () => Promise<Response>][] = [
+    ['261 KB lz64 to /e (2 MB limit)', () => post('/e/?compression=lz64', lz64Bomb(261 * 1024))],
+    ['70 KB lz64 to /e', () => post('/e/?compression=lz64', lz64Bomb(70 * 1024))],
+    ['261 KB lz64 to /batch (20 MB limit)', () => post('/batch/?compression=lz64', lz64Bomb(261 * 1024))],
+    ['lz64 in a form field', () => post('/e/', `compression=lz64&data=${encodeURIComponent(lz64Bomb(261 * 1024))}`, { 'content-type': 'application/x-www-form-urlencoded' })],
+    ['gzip of 64 MB to /batch (20 MB limit)', () => post('/batch/', gzipBomb(64 * 1024 * 1024), { 'content-encoding': 'gzip' })],
+    ['gzip sniffed, 64 MB to /i/v0/e', () => post('/i/v0/e/', gzipBomb(64 * 1024 * 1024))],
+    ['lz64 to /flags', () => post('/flags/?v=2&compression=lz64', lz64Bomb(261 * 1024))],
+  ];
+  it.each(cases)('%s: 413 quickly, /_health keeps answering, the process lives', async (_name, request) => {
+    const result = await whileProbingHealth(request());
+    expect(result.status).toBe(413);
+    expect(result.body).toMatchObject({ type: 'invalid_request', code: 'payload_too_large', attr: null });
+    expect(result.ms).toBeLessThan(3000);
+    expect(result.probes).toBeGreaterThan(0);
+    expect(result.slowestProbeMs).toBeLessThan(200);
+    expect(child.exitCode).toBeNull();
+    expect((await fetch(`${baseUrl}/_health`)).status).toBe(200);
+  });
+});
