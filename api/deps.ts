@@ -13,4 +13,6 @@ export interface AppDeps {
   queues: Queues;
   /** Authentication results cached until a change notifies `auth_changed`; null: every request reads PostgreSQL. */
   authCache?: AuthCache | null;
+  /** The time in epoch milliseconds, for the throttle's windows (tests fix it; Date.now otherwise). */
+  clock?: () => number;
 }

@@ -24,7 +24,10 @@ export interface TestApi {
 }
 
 /** Starts the real app against the test database and Redis. Throttling is off unless asked for. */
-export async function startApi(overrides: (config: Config) => void = () => undefined): Promise<TestApi> {
+export async function startApi(
+  overrides: (config: Config) => void = () => undefined,
+  options: { clock?: () => number } = {},
+): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
   // Tests change keys and memberships and ask again at once; the cache's own tests turn it on.
@@ -34,7 +37,7 @@ export async function startApi(overrides: (config: Config) => void = () => undef
   const redis = createApiRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes });
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
   const authCache = await startAuthCache(config.databaseUrl, config.authCacheSeconds);
-  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache };
+  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache, clock: options.clock };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));

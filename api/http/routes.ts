@@ -78,7 +78,8 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       const projectRoute = route.path.includes(':project_id');
       const { key, project } = await authenticate(ctx, em, body, projectRoute ? apiCtx.state.params.project_id : undefined, deps.authCache);
       apiCtx.state.auth = key;
-      const throttle = await enforceThrottle(deps.redis, { ...deps.config.rateLimit, prefix: deps.config.redisPrefix }, key.keyId);
+      const throttleSettings = { ...deps.config.rateLimit, prefix: deps.config.redisPrefix };
+      const throttle = await enforceThrottle(deps.redis, throttleSettings, key.keyId, deps.clock?.() ?? Date.now());
       if (throttle) {
         ctx.set('X-RateLimit-Limit', String(throttle.limit));
         ctx.set('X-RateLimit-Remaining', String(throttle.remaining));

@@ -7,8 +7,9 @@ import { defaultSchedules } from '../../shared/schedules.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { sql } from '../db.ts';
 import { pgArray } from '../../shared/db/sql.ts';
+import { deletionJobId } from '../../shared/queues.ts';
 import { capture } from '../fixtures.ts';
-import { call, createAccount, eventually, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+import { call, createAccount, eventually, settledJob, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
 
 const prefix = uniqueRedisPrefix();
 let api: TestApi;
@@ -81,8 +82,9 @@ describe('event deletion', () => {
     // An event after the request (the same distinct id, re-used): not part of the deletion.
     await capture(api.baseUrl, account.projectToken, [{ event: 'after', distinct_id: 'victim' }]);
 
-    await new Promise((r) => setTimeout(r, 300));
-    expect((await row(request.id)).status).toBe('pending'); // weekly: waits for its batch
+    // Weekly: waits for its batch. The API queued no job for it (it answered after enqueueing what runs at once).
+    expect((await row(request.id)).status).toBe('pending');
+    expect(await worker.deps.queues.deletions.getJob(deletionJobId(request.id))).toBeUndefined();
 
     await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
     const done = await eventually(async () => ((await row(request.id)).status === 'completed' ? row(request.id) : null));
@@ -195,9 +197,11 @@ describe('event deletion', () => {
     const person = await personByDistinctId('night');
     const res = await call(api.baseUrl, 'POST', `${P()}/${person.id}/delete_events/`, { key: account.apiKey });
     const id = res.body.deletion_requests[0].id;
-    await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
-    await new Promise((r) => setTimeout(r, 500));
+    // The weekly batch, run to its end, leaves the off-peak request alone.
+    const weekly = await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
+    expect((await settledJob(worker.deps.queues.deletions, weekly)).finishedOn).toBeTruthy();
     expect((await row(id)).status).toBe('pending');
+    expect((await row(id)).released_at).toBeNull();
     await worker.deps.queues.deletions.add('release-batch', { mode: 'off_peak' });
     await eventually(async () => (await row(id)).status === 'completed');
     expect(await countEvents(account.projectId, 'night')).toBe(0);

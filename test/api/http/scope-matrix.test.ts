@@ -28,36 +28,49 @@ const request = (route: RouteDefinition, key: string | undefined, projectId = ac
 /** A scope the route does not need (so a key holding only it lacks the route's scopes). */
 const unrelatedScope = (route: RouteDefinition) => (route.scopes!.some((s) => s.startsWith('cohort:')) ? 'experiment:read' : 'cohort:read');
 
-describe.each(authenticated.map((r) => [`${r.method} ${r.path}`, r] as const))('%s', (_name, route) => {
+// Each case exists only for the routes it applies to, so every generated test asserts something.
+const cases = (routes: RouteDefinition[]) => routes.map((r) => [`${r.method} ${r.path}`, r] as const);
+const scoped = authenticated.filter((r) => r.scopes!.length > 0);
+const writing = authenticated.filter((r) => r.scopes!.some((s) => s.endsWith(':write')));
+const personalKeyRoutes = authenticated.filter((r) => r.personalApiKeyAccess !== false);
+const sessionOnlyRoutes = authenticated.filter((r) => r.personalApiKeyAccess === false);
+const projectRoutes = authenticated.filter((r) => r.path.includes(':project_id'));
+
+describe.each(cases(authenticated))('%s', (_name, route) => {
   it('answers 401 without a key', async () => {
     const res = await request(route, undefined);
     expect(res.status).toBe(401);
     expect(res.body.code).toBe('not_authenticated');
   });
+});
 
+describe.each(cases(scoped))('%s', (_name, route) => {
   it('answers 403 naming a missing scope', async () => {
-    if (route.scopes!.length === 0) return; // the seed lists no scope: any valid key
     const key = await createKey(api.orm, account.userId, { scopes: [unrelatedScope(route)] });
     const res = await request(route, key);
     expect(res.status).toBe(403);
     expect(res.body.detail).toMatch(/^API key missing required scope '[a-z_]+:(read|write)'$/);
   });
+});
 
+describe.each(cases(writing))('%s', (_name, route) => {
   it('refuses a read-only key on a route that needs a write scope', async () => {
     const writes = route.scopes!.filter((s) => s.endsWith(':write'));
-    if (writes.length === 0) return;
     const key = await createKey(api.orm, account.userId, { scopes: route.scopes!.map((s) => s.replace(':write', ':read')) });
     const res = await request(route, key);
     expect(res.status).toBe(403);
     expect(res.body.detail).toBe(`API key missing required scope '${writes[0]}'`);
   });
+});
 
-  it('lets exactly the required scopes and `*` through (no 401/403, no 500)', async () => {
-    if (route.personalApiKeyAccess === false) {
-      const res = await request(route, account.apiKey);
-      expect(res.status).toBe(403);
-      expect(res.body.detail).toBe('This action does not support Personal API Key access');
-      return;
+describe.each(cases(personalKeyRoutes))('%s', (_name, route) => {
+  it('lets exactly the required scopes and `*` through, where a key without them is stopped', async () => {
+    // The same path is guarded (401 without a key; 403 with an unrelated scope where the route needs
+    // one), so what the right keys get below is the route's own answer, not "no such route".
+    expect((await request(route, undefined)).status).toBe(401);
+    if (route.scopes!.length > 0) {
+      const unrelated = await createKey(api.orm, account.userId, { scopes: [unrelatedScope(route)] });
+      expect((await request(route, unrelated)).status).toBe(403);
     }
     for (const scopes of [route.scopes!.length ? route.scopes! : ['experiment:read'], ['*']]) {
       const key = await createKey(api.orm, account.userId, { scopes });
@@ -65,15 +78,29 @@ describe.each(authenticated.map((r) => [`${r.method} ${r.path}`, r] as const))('
       expect([401, 403, 500], `${scopes} → ${res.status} ${res.text}`).not.toContain(res.status);
     }
   });
+});
 
+describe.each(cases(sessionOnlyRoutes))('%s', (_name, route) => {
+  it('refuses personal API keys, as PostHog does', async () => {
+    const res = await request(route, account.apiKey);
+    expect(res.status).toBe(403);
+    expect(res.body.detail).toBe('This action does not support Personal API Key access');
+  });
+});
+
+describe.each(cases(projectRoutes))('%s', (_name, route) => {
   it("refuses another organization's project, and a key scoped to another project", async () => {
-    if (!route.path.includes(':project_id')) return;
     const res = await request(route, account.apiKey, other.projectId);
     expect(res.status).toBe(403);
     expect(res.body.detail).toBe("You don't have access to the project.");
-    const scoped = await createKey(api.orm, other.userId, { scopedTeams: [other.projectId + 1_000_000] });
-    const scopedRes = await request(route, scoped, other.projectId);
+    const scopedKey = await createKey(api.orm, other.userId, { scopedTeams: [other.projectId + 1_000_000] });
+    const scopedRes = await request(route, scopedKey, other.projectId);
     expect(scopedRes.status).toBe(403);
     expect(scopedRes.body.detail).toBe(`API key does not have access to the requested project: ID ${other.projectId}.`);
   });
+});
+
+it('covers every authenticated route', () => {
+  expect(authenticated.length).toBeGreaterThan(50);
+  expect(personalKeyRoutes.length + sessionOnlyRoutes.length).toBe(authenticated.length);
 });
