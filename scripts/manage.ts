@@ -22,6 +22,7 @@ import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../
 import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis } from '../shared/redis.ts';
 import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
+import { JOBS } from '../shared/jobs.ts';
 
 class UsageError extends Error {}
 
@@ -262,7 +263,7 @@ const commands: Record<string, Command> = {
     options: {},
     run: async (em) => {
       const { schedules } = await recordedSchedules(em, defaultSchedules(config));
-      return schedules.map((s) => ({ id: s.schedulerId, cron: s.pattern, queue: s.queue, job: s.jobName, setting: s.setting }));
+      return schedules.map((s) => ({ id: s.schedulerId, cron: s.pattern, queue: JOBS[s.job].queue, job: JOBS[s.job].name, setting: s.setting }));
     },
   },
   'schedule set': {

@@ -5,6 +5,7 @@ import { Queue, type ConnectionOptions } from 'bullmq';
 import { envInt, type Config } from './config.ts';
 import { logger } from './logger.ts';
 import { withTimeout } from './timeout.ts';
+import { JOBS, type JobData } from './jobs.ts';
 
 /**
  * BullMQ's key prefix: every queue of an install lives under REDIS_PREFIX. The braces are a Redis
@@ -21,11 +22,6 @@ export const QUEUE_NAMES = {
   /** Database upkeep: planner statistics of fast-growing tables, monthly event partitions. */
   maintenance: 'maintenance',
 } as const;
-
-export interface DeletionJobData {
-  /** async_deletion.id (bigint, as a string). */
-  deletionId: string;
-}
 
 /** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
 export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
@@ -67,7 +63,13 @@ export async function enqueueDeletions(queue: Queue, deletionIds: (string | numb
   if (deletionIds.length === 0) return true;
   try {
     await withTimeout(
-      queue.addBulk(deletionIds.map((id) => ({ name: 'delete', data: { deletionId: String(id) } satisfies DeletionJobData, opts: { jobId: deletionJobId(id) } }))),
+      queue.addBulk(
+        deletionIds.map((id) => ({
+          name: JOBS.deletion.name,
+          data: { deletionId: String(id) } satisfies JobData['deletion'],
+          opts: { jobId: deletionJobId(id) },
+        })),
+      ),
       ENQUEUE_TIMEOUT_MS,
       'Redis',
     );

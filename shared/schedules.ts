@@ -5,13 +5,12 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { CronExpressionParser } from 'cron-parser';
 import type { Config } from './config.ts';
 import { rows, run } from './db/sql.ts';
-import { QUEUE_NAMES } from './queues.ts';
+import { JOBS, type JobKind } from './jobs.ts';
 
 export interface Schedule {
   /** BullMQ scheduler id, and the row's id in job_schedule. */
   schedulerId: string;
-  queue: string;
-  jobName: string;
+  job: JobKind;
   /** UTC cron pattern. */
   pattern: string;
   data?: Record<string, unknown>;
@@ -23,38 +22,33 @@ export interface Schedule {
 export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>): Schedule[] => [
   {
     schedulerId: 'deletion-weekly-batch',
-    queue: QUEUE_NAMES.deletions,
-    jobName: 'release-batch',
+    job: 'releaseDeletions',
     data: { mode: 'weekly' },
     pattern: config.deletion.weeklyCron,
     setting: 'DELETION_WEEKLY_CRON',
   },
   {
     schedulerId: 'deletion-off-peak',
-    queue: QUEUE_NAMES.deletions,
-    jobName: 'release-batch',
+    job: 'releaseDeletions',
     data: { mode: 'off_peak' },
     pattern: config.deletion.offPeakCron,
     setting: 'DELETION_OFF_PEAK_CRON',
   },
   {
     schedulerId: 'experiment-results-daily',
-    queue: QUEUE_NAMES.experimentResults,
-    jobName: 'compute',
+    job: 'experimentResults',
     pattern: config.schedules.experimentResultsCron,
     setting: 'EXPERIMENT_RESULTS_CRON',
   },
   {
     schedulerId: 'statistics-refresh',
-    queue: QUEUE_NAMES.maintenance,
-    jobName: 'refresh-statistics',
+    job: 'refreshStatistics',
     pattern: config.schedules.statisticsRefreshCron,
     setting: 'STATISTICS_REFRESH_CRON',
   },
   {
     schedulerId: 'event-partitions',
-    queue: QUEUE_NAMES.maintenance,
-    jobName: 'ensure-event-partitions',
+    job: 'ensureEventPartitions',
     pattern: config.schedules.eventPartitionsCron,
     setting: 'EVENT_PARTITIONS_CRON',
   },

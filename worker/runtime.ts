@@ -3,16 +3,18 @@
 // re-creates the schedulers whenever its Redis connection comes back (an empty Redis after a restart
 // without persistence, or a failover) or a reconcile finds one missing.
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import { QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
+import { QUEUE_NAMES, queuePrefix, type Queues } from '../shared/queues.ts';
+import { JOBS, type JobKind } from '../shared/jobs.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
-import { processors } from './jobs/index.ts';
+import { processors, type Processor } from './jobs/index.ts';
 import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 
-const queueOf = (deps: WorkerDeps, name: string) =>
-  deps.queues[(Object.keys(QUEUE_NAMES) as (keyof typeof QUEUE_NAMES)[]).find((key) => QUEUE_NAMES[key] === name)!];
+/** The job kind of a queue's job name. */
+const kindOf = (queue: keyof Queues, name: string) =>
+  (Object.keys(JOBS) as JobKind[]).find((kind) => JOBS[kind].queue === queue && JOBS[kind].name === name);
 
 /**
  * Makes Redis hold a scheduler for each recorded schedule, with its pattern: missing ones (Redis
@@ -22,9 +24,9 @@ const queueOf = (deps: WorkerDeps, name: string) =>
 export async function syncSchedulers(deps: WorkerDeps, list: Schedule[]): Promise<number> {
   let upserted = 0;
   for (const s of list) {
-    const queue = queueOf(deps, s.queue);
+    const queue = deps.queues[JOBS[s.job].queue];
     if ((await queue.getJobScheduler(s.schedulerId))?.pattern === s.pattern) continue;
-    await queue.upsertJobScheduler(s.schedulerId, { pattern: s.pattern, tz: 'UTC' }, { name: s.jobName, data: s.data ?? {} });
+    await queue.upsertJobScheduler(s.schedulerId, { pattern: s.pattern, tz: 'UTC' }, { name: JOBS[s.job].name, data: s.data ?? {} });
     upserted++;
   }
   return upserted;
@@ -45,11 +47,16 @@ export async function startWorkers(
   } = {},
 ): Promise<RunningWorker> {
   const prefix = queuePrefix(deps.config);
-  const workers = processors.map((entry) => {
+  const workers = (Object.keys(QUEUE_NAMES) as (keyof Queues)[]).map((queueKey) => {
+    const entry = { queue: QUEUE_NAMES[queueKey] };
+    const processorOf = (name: string) => {
+      const kind = kindOf(queueKey, name);
+      return kind ? (processors[kind] as Processor<JobKind>) : undefined;
+    };
     const worker = new Worker(
       entry.queue,
       async (job: Job) => {
-        const definition = entry.jobs[job.name];
+        const definition = processorOf(job.name);
         if (!definition) throw new UnrecoverableError(`no handler for job "${job.name}" on queue ${entry.queue}`);
         const started = Date.now();
         deps.logger.info({ queue: entry.queue, job: job.name, jobId: job.id, attempt: job.attemptsMade + 1, data: job.data }, 'job started');
@@ -74,7 +81,7 @@ export async function startWorkers(
     worker.on('failed', (job, error) => {
       const final = !job || error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
       deps.logger.error({ queue: entry.queue, job: job?.name, jobId: job?.id, err: error.message, final }, 'job failed');
-      const onFinalFailure = job && final ? entry.jobs[job.name]?.onFinalFailure : undefined;
+      const onFinalFailure = job && final ? processorOf(job.name)?.onFinalFailure : undefined;
       if (onFinalFailure) {
         void onFinalFailure(job!, error, deps).catch((hookError) =>
           deps.logger.error({ queue: entry.queue, jobId: job!.id, err: (hookError as Error).message }, 'final-failure hook failed'),

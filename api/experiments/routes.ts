@@ -7,6 +7,7 @@ import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
 import { createExperiment, updateExperiment } from './service.ts';
+import { enqueue } from '../../shared/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';
 
@@ -225,7 +226,7 @@ async function recalculate(ctx: ApiContext) {
   const experiment = await findExperiment(ctx);
   if (!experiment.start_date) throw validationError('Experiment has not been started yet');
   const job = await withTimeout(
-    ctx.deps.queues.experimentResults.add('compute', { experimentId: experiment.id }, { deduplication: { id: `experiment-${experiment.id}` } }),
+    enqueue(ctx.deps.queues, 'experimentResults', { experimentId: experiment.id }, { deduplication: { id: `experiment-${experiment.id}` } }),
     1000,
     'Redis',
   ).catch(() => null);

@@ -267,7 +267,7 @@ describe('from the command line (npm run manage)', () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('has not failed');
     expect((await manage('deletion', 'list', '--status', 'sideways')).code).toBe(1);
-  });
+  }, 120_000); // five runs of the command, each a process start
 });
 
 describe('the schedules survive Redis losing its data', () => {

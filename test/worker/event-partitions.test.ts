@@ -25,7 +25,7 @@ const runJob = async (data: Record<string, unknown>) =>
 
 describe('event partitions', () => {
   it('is scheduled daily at 01:00 UTC by default', () => {
-    expect(defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({ queue: 'maintenance', jobName: 'ensure-event-partitions', pattern: '0 1 * * *' });
+    expect(defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({ job: 'ensureEventPartitions', pattern: '0 1 * * *' });
   });
 
   it('stores an event of this month in this month’s partition, and an old one in the default partition', async () => {

@@ -16,7 +16,7 @@ const lastAnalyze = async (table: string) =>
 describe('statistics refresh job', () => {
   it('is scheduled every five minutes by default', () => {
     const schedule = defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'statistics-refresh')!;
-    expect(schedule).toMatchObject({ queue: 'maintenance', jobName: 'refresh-statistics', pattern: '*/5 * * * *' });
+    expect(schedule).toMatchObject({ job: 'refreshStatistics', pattern: '*/5 * * * *' });
   });
 
   it('analyzes the tables that changed, and skips them below the threshold', async () => {

@@ -6,7 +6,7 @@
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { DeletionJobData } from '../../shared/queues.ts';
+import type { JobData } from '../../shared/jobs.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { envInt } from '../../shared/config.ts';
@@ -37,7 +37,7 @@ export const DELETION_BATCH_SIZE = envInt('DELETION_BATCH_SIZE', 1000);
 
 export class DeletionBusyError extends Error {}
 
-export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
+export async function deletePersonData(job: Job<JobData['deletion']>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
   const id = job.data?.deletionId;
   if (typeof id !== 'string' || !/^\d+$/.test(id)) throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork() as EntityManager;
@@ -92,7 +92,7 @@ export async function deletePersonData(job: Job<DeletionJobData>, deps: WorkerDe
 }
 
 /** The job's last quick retry failed: the request says so and is tried again later (never final). */
-export async function deletionJobFailed(job: Job<DeletionJobData>, error: Error, deps: WorkerDeps): Promise<void> {
+export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Error, deps: WorkerDeps): Promise<void> {
   if (typeof job.data?.deletionId !== 'string') return;
   await markDeletionFailed(deps.orm.em.fork() as EntityManager, job.data.deletionId, error.message, deps.config.deletion);
 }

@@ -1,8 +1,8 @@
-// The worker's job registry: each queue's jobs (by job name), with what to do when a job has failed
-// for the last time. Add a job in worker/jobs/<job>.ts and list it here; when it runs on a schedule,
-// in shared/schedules.ts.
+// The worker's processors: one per job of shared/jobs.ts, with what to do when a job has failed for
+// the last time. Add a job there, write worker/jobs/<job>.ts and list it here; when it runs on a
+// schedule, in shared/schedules.ts.
 import type { Job } from 'bullmq';
-import { QUEUE_NAMES } from '../../shared/queues.ts';
+import type { JobData, JobKind } from '../../shared/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { deletePersonData, deletionJobFailed } from './delete-person-data.ts';
 import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';
@@ -10,30 +10,17 @@ import { computeExperimentResults } from './experiment-results.ts';
 import { ensureEventPartitions } from './event-partitions.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
 
-export interface JobDefinition {
-  run: (job: Job<any>, deps: WorkerDeps) => Promise<unknown>;
+export interface Processor<K extends JobKind> {
+  run: (job: Job<JobData[K]>, deps: WorkerDeps) => Promise<unknown>;
   /** Called once the job has failed for the last time (its attempts spent, or unrecoverable). */
-  onFinalFailure?: (job: Job<any>, error: Error, deps: WorkerDeps) => Promise<void>;
+  onFinalFailure?: (job: Job<JobData[K]>, error: Error, deps: WorkerDeps) => Promise<void>;
 }
 
-export interface QueueProcessor {
-  queue: string;
-  jobs: Record<string, JobDefinition>;
-}
-
-export const processors: QueueProcessor[] = [
-  {
-    queue: QUEUE_NAMES.deletions,
-    jobs: {
-      delete: { run: deletePersonData, onFinalFailure: deletionJobFailed },
-      'release-batch': { run: releaseDeletionBatch },
-      // Run by each worker's timer (worker/runtime.ts); as a job, on demand.
-      reconcile: { run: reconcileDeletions },
-    },
-  },
-  { queue: QUEUE_NAMES.experimentResults, jobs: { compute: { run: computeExperimentResults } } },
-  {
-    queue: QUEUE_NAMES.maintenance,
-    jobs: { 'refresh-statistics': { run: refreshStatistics }, 'ensure-event-partitions': { run: ensureEventPartitions } },
-  },
-];
+export const processors: { [K in JobKind]: Processor<K> } = {
+  deletion: { run: deletePersonData, onFinalFailure: deletionJobFailed },
+  releaseDeletions: { run: releaseDeletionBatch },
+  reconcileDeletions: { run: reconcileDeletions },
+  experimentResults: { run: computeExperimentResults },
+  refreshStatistics: { run: refreshStatistics },
+  ensureEventPartitions: { run: ensureEventPartitions },
+};

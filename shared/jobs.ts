@@ -1,0 +1,35 @@
+// Every job, declared once: its queue, its name and the data it carries. The worker registers a
+// processor per job (worker/jobs/index.ts), schedules name jobs from here (shared/schedules.ts), and
+// producers enqueue through enqueue(), so a job's name and data type cannot drift between them.
+import type { JobsOptions } from 'bullmq';
+import type { Queues } from './queues.ts';
+import type { ScheduledDeletionMode } from './deletions/schedule.ts';
+
+export const JOBS = {
+  /** One deletion request (an async_deletion row); jobId deletion-<id>. */
+  deletion: { queue: 'deletions', name: 'delete' },
+  /** A deletion window opens: its pending requests are released. */
+  releaseDeletions: { queue: 'deletions', name: 'release-batch' },
+  /** On demand; each worker also reconciles on its own timer. */
+  reconcileDeletions: { queue: 'deletions', name: 'reconcile' },
+  experimentResults: { queue: 'experimentResults', name: 'compute' },
+  refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
+  ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
+} as const satisfies Record<string, { queue: keyof Queues; name: string }>;
+
+export type JobKind = keyof typeof JOBS;
+
+/** The data each job carries: ids and options only; the source of truth is in PostgreSQL. */
+export interface JobData {
+  deletion: { deletionId: string };
+  releaseDeletions: { mode: ScheduledDeletionMode };
+  reconcileDeletions: Record<string, never>;
+  /** No id: every running experiment. */
+  experimentResults: { experimentId?: number };
+  refreshStatistics: { minChangedRows?: number };
+  ensureEventPartitions: { monthsAhead?: number };
+}
+
+export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {
+  return queues[JOBS[kind].queue].add(JOBS[kind].name, data, opts);
+}
