@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { initOrm } from '../../shared/db/orm.ts';
 import { createQueues } from '../../shared/queues.ts';
-import { createApiRedis, type RedisConnection } from '../../shared/redis.ts';
+import { createWorkerRedis, type RedisConnection } from '../../shared/redis.ts';
 import { sql } from '../db.ts';
 import { call, createAccount, eventually, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
 import { startApiProcess, startRedisCluster, startWorkerProcess, type ServiceProcess } from '../services.ts';
@@ -25,7 +25,7 @@ beforeAll(async () => {
   worker = startWorkerProcess({ ...env, DELETION_RECONCILE_SECONDS: '1' });
   orm = await initOrm(process.env.DATABASE_URL!);
   account = await createAccount(orm);
-  client = createApiRedis({ url: 'redis://127.0.0.1:1', clusterNodes: cluster.nodes.split(',') });
+  client = createWorkerRedis({ url: 'redis://127.0.0.1:1', clusterNodes: cluster.nodes.split(',') });
   client.on('error', () => undefined);
 }, 60_000);
 afterAll(async () => {
