@@ -24,6 +24,7 @@ async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: b
   const request = eventsOf(payload, { engagePath: options.engage, querySentAt: ctx.query._ as string | undefined });
   const project = await projectByApiToken(ctx.state.em, request.token);
   await ingestEvents(ctx.state.em, project.id, request.events);
+  ctx.metrics.eventsIngested.inc(request.events.length);
   if (ctx.query.beacon === '1') {
     ctx.status = 204;
     return;
