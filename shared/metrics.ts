@@ -19,7 +19,10 @@ export function processRegistry(): Registry {
 }
 
 /** This process's PostgreSQL pool and Redis connection, read at each scrape. */
-export function registerConnectionMetrics(registry: Registry, sources: { orm: MikroORM; redis: RedisConnection }): void {
+export function registerConnectionMetrics(
+  registry: Registry,
+  sources: { orm: MikroORM; redis: RedisConnection },
+): void {
   // MikroORM 7 runs `pg` through Kysely; the pool is pg's own.
   const pool = async () => sources.orm.em.getConnection().getNativeClient();
   const poolGauge = (name: string, help: string, read: (p: Awaited<ReturnType<typeof pool>>) => number) =>
@@ -31,10 +34,12 @@ export function registerConnectionMetrics(registry: Registry, sources: { orm: Mi
         this.set(read(await pool()));
       },
     });
-  poolGauge('db_pool_connections_in_use', 'PostgreSQL connections of this process checked out of its pool', (p) => p.totalCount - p.idleCount);
-  poolGauge('db_pool_connections_idle', 'PostgreSQL connections of this process idle in its pool', (p) => p.idleCount);
+  poolGauge('db_pool_connections_in_use', 'PostgreSQL connections checked out of this process\'s pool', (p) =>
+    p.totalCount - p.idleCount);
+  poolGauge('db_pool_connections_idle', 'PostgreSQL connections idle in this process\'s pool', (p) => p.idleCount);
   poolGauge('db_pool_waiting_requests', 'Queries of this process waiting for a pool connection', (p) => p.waitingCount);
-  poolGauge('db_pool_connections_max', 'Size limit of this process\'s pool (DATABASE_POOL_MAX)', (p) => p.options.max ?? 10);
+  poolGauge('db_pool_connections_max', 'Size limit of this process\'s pool (DATABASE_POOL_MAX)', (p) =>
+    p.options.max ?? 10);
   new Gauge({
     name: 'redis_connection_up',
     help: '1 while this process\'s Redis connection is ready for commands, 0 while it is down or reconnecting',
@@ -54,7 +59,13 @@ export function registerConnectionMetrics(registry: Registry, sources: { orm: Mi
 export const workerMetricsKey = (prefix: string) => `{${prefix}}:worker-metrics`;
 
 /** Stores this worker's exposition, valid until `expiresAt` (ms); a worker that stops pushing drops out. */
-export async function pushWorkerMetrics(redis: RedisConnection, prefix: string, workerId: string, text: string, expiresAt: number) {
+export async function pushWorkerMetrics(
+  redis: RedisConnection,
+  prefix: string,
+  workerId: string,
+  text: string,
+  expiresAt: number,
+): Promise<void> {
   await redis.hset(workerMetricsKey(prefix), workerId, JSON.stringify({ expiresAt, text }));
 }
 
@@ -63,7 +74,11 @@ export async function removeWorkerMetrics(redis: RedisConnection, prefix: string
 }
 
 /** The live workers' expositions, by worker id; expired snapshots are deleted as they are found. */
-export async function readWorkerMetrics(redis: RedisConnection, prefix: string, now = Date.now()): Promise<Map<string, string>> {
+export async function readWorkerMetrics(
+  redis: RedisConnection,
+  prefix: string,
+  now = Date.now(),
+): Promise<Map<string, string>> {
   const all = await redis.hgetall(workerMetricsKey(prefix));
   const live = new Map<string, string>();
   const expired: string[] = [];

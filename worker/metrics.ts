@@ -13,7 +13,12 @@ import { hostname } from 'node:os';
 import { Histogram, type Registry } from 'prom-client';
 import type { WorkerDeps } from './deps.ts';
 import { envInt } from '../shared/config.ts';
-import { processRegistry, pushWorkerMetrics, registerConnectionMetrics, removeWorkerMetrics } from '../shared/metrics.ts';
+import {
+  processRegistry,
+  pushWorkerMetrics,
+  registerConnectionMetrics,
+  removeWorkerMetrics,
+} from '../shared/metrics.ts';
 
 export interface WorkerMetricsOptions {
   /** 0: no HTTP server (the default). */
@@ -62,7 +67,8 @@ export function startWorkerMetrics(
     if (closed) return;
     try {
       // Valid for a few intervals, so one slow push does not make the worker vanish.
-      await pushWorkerMetrics(deps.connection, prefix, workerId, await registry.metrics(), Date.now() + 4 * pushSeconds * 1000);
+      const expiresAt = Date.now() + 4 * pushSeconds * 1000;
+      await pushWorkerMetrics(deps.connection, prefix, workerId, await registry.metrics(), expiresAt);
       if (pushFailing) deps.logger.info('worker metrics pushed to Redis again');
       pushFailing = false;
     } catch (error) {

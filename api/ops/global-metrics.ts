@@ -42,8 +42,13 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
   const registry = new Registry();
   const gauge = (name: string, help: string, labelNames: string[] = []) =>
     new Gauge({ name, help, labelNames, registers: [registry] });
-  const counter = (name: string, help: string) => new Counter({ name, help, labelNames: ['queue'], registers: [registry] });
-  const sourceUp = gauge('metrics_source_up', '1 when the store was read for this scrape; 0: its figures are missing', ['source']);
+  const counter = (name: string, help: string) =>
+    new Counter({ name, help, labelNames: ['queue'], registers: [registry] });
+  const sourceUp = gauge(
+    'metrics_source_up',
+    '1 when the store was read for this scrape; 0: its figures are missing',
+    ['source'],
+  );
 
   const now = Date.now();
   const redis = Promise.all([
@@ -66,7 +71,8 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
   ]);
   for (const [source, read] of [['redis', redisRead], ['postgres', postgresRead]] as const) {
     sourceUp.set({ source }, read.status === 'fulfilled' ? 1 : 0);
-    if (read.status === 'rejected') logger.warn({ source, err: (read.reason as Error).message }, 'global metrics: store not read');
+    if (read.status === 'rejected')
+      logger.warn({ source, err: (read.reason as Error).message }, 'global metrics: store not read');
   }
 
   let workerText = '';
@@ -74,7 +80,10 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     const [figures, workers] = redisRead.value;
     const jobs = gauge('bullmq_jobs', 'Jobs in the queue by state', ['queue', 'state']);
     const completed = counter('bullmq_job_completed_total', 'Jobs completed, counted by the workers in Redis');
-    const failed = counter('bullmq_job_failed_total', 'Jobs failed for the last time (retries spent), counted by the workers in Redis');
+    const failed = counter(
+      'bullmq_job_failed_total',
+      'Jobs failed for the last time (retries spent), counted by the workers in Redis',
+    );
     const age = gauge(
       'bullmq_oldest_waiting_job_age_seconds',
       'Seconds the longest-waiting runnable job (waiting, or delayed past its due time) has waited; 0: none',
@@ -96,11 +105,11 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     for (const status of STATUSES) byStatus.set({ status }, found.get(status) ?? 0);
     gauge(
       'deletion_oldest_open_request_age_seconds',
-      'Seconds since the oldest deletion request not yet done was made (scheduled ones wait for their window); 0: none',
+      'Seconds since the oldest deletion request not yet done was made (scheduled ones wait for their window)',
     ).set(ages.oldestOpenSeconds ?? 0);
     gauge(
       'deletion_oldest_due_request_age_seconds',
-      'Seconds the longest-due deletion request (released, immediate, retry time come, lease lapsed) has waited; 0: none',
+      'Seconds the longest-due deletion request (immediate, released, retry time come, lease lapsed) has waited',
     ).set(ages.oldestDueSeconds ?? 0);
   }
   const text = await registry.metrics();

@@ -31,7 +31,8 @@ let throttleWasUsable = true;
 export async function throttleUsable(deps: AppDeps): Promise<boolean | null> {
   const { rateLimit, redisPrefix } = deps.config;
   if (!rateLimit.enabled) return null;
-  const settings = { enabled: true, perMinute: Number.MAX_SAFE_INTEGER, perHour: Number.MAX_SAFE_INTEGER, prefix: redisPrefix };
+  const unlimited = Number.MAX_SAFE_INTEGER;
+  const settings = { enabled: true, perMinute: unlimited, perHour: unlimited, prefix: redisPrefix };
   const usable = await withTimeout(enforceThrottle(deps.redis, settings, 'ops-probe'), PROBE_TIMEOUT_MS, 'Redis').then(
     (state) => state !== null,
     () => false,
@@ -74,8 +75,10 @@ export function createApiMetrics(): ApiMetrics {
   return {
     registry,
     // The declared route (not the raw path), so ids do not explode the label set.
-    observeRequest: (ctx, ms) =>
-      requests.observe({ method: ctx.method, route: (ctx as any)._matchedRoute ?? 'unmatched', status: String(ctx.status) }, ms / 1000),
+    observeRequest: (ctx, ms) => {
+      const route = (ctx as any)._matchedRoute ?? 'unmatched';
+      requests.observe({ method: ctx.method, route, status: String(ctx.status) }, ms / 1000);
+    },
     eventsIngested,
     render: async (deps) => {
       if (!connected) {

@@ -60,7 +60,7 @@ export const opsRoutes = [
   defineRoute({
     method: 'GET',
     path: '/metrics',
-    summary: 'Prometheus metrics of this API process (Bearer METRICS_TOKEN): HTTP durations, events ingested, pool, Redis',
+    summary: 'Prometheus metrics of this API process (Bearer METRICS_TOKEN): requests, events ingested, pool, Redis',
     tags: ['ops'],
     scopes: null,
     responses: metricsResponses,
@@ -101,7 +101,9 @@ export const opsRoutes = [
     scopes: null,
     handler: async (ctx) => {
       const { deps } = ctx;
-      const throttle = throttleUsable(deps).then((usable): Check => (usable === null ? 'disabled' : usable ? 'ok' : 'unavailable'));
+      const throttle = throttleUsable(deps).then((usable): Check =>
+        usable === null ? 'disabled' : usable ? 'ok' : 'unavailable',
+      );
       const [postgres, redis, queues, throttleCheck] = await Promise.all([
         check('postgres', () => ctx.state.em.getConnection().execute('select 1')),
         check('redis', () => deps.redis.ping()),

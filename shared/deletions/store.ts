@@ -343,14 +343,16 @@ export interface DeletionAges {
 export async function deletionAges(em: EntityManager): Promise<DeletionAges> {
   const [ages] = await rows<{ open: number | null; due: number | null }>(
     em,
-    `select extract(epoch from now() - min(created_at) filter (where status in ('pending', 'running', 'failed')))::float8 as open,
+    `select extract(epoch from now() - min(created_at)
+                    filter (where status in ('pending', 'running', 'failed')))::float8 as open,
             extract(epoch from now() - min(case when status = 'failed' then next_attempt_at
                                                 when status = 'running' then lease_until
                                                 when mode = 'immediate' then created_at
                                                 else released_at end)
                     filter (where ((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
-                               or (status = 'failed' and delete_verified_at is null and next_attempt_at <= now())))::float8 as due
+                               or (status = 'failed' and next_attempt_at <= now())))::float8 as due
        from async_deletion where delete_verified_at is null`,
   );
-  return { oldestOpenSeconds: ages.open === null ? null : Number(ages.open), oldestDueSeconds: ages.due === null ? null : Number(ages.due) };
+  const seconds = (value: number | null) => (value === null ? null : Number(value));
+  return { oldestOpenSeconds: seconds(ages.open), oldestDueSeconds: seconds(ages.due) };
 }

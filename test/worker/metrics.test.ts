@@ -38,11 +38,11 @@ describe('BullMQ job totals', () => {
     const worker = await startTestWorker(prefix);
     try {
       const { maintenance, experimentResults } = api.deps.queues;
-      const completed = await Promise.all(Array.from({ length: 5 }, () => maintenance.add('ensure-event-partitions', { monthsAhead: 0 })));
+      const partitions = (monthsAhead: number, attempts = 1) =>
+        maintenance.add('ensure-event-partitions', { monthsAhead }, { attempts });
+      const completed = await Promise.all(Array.from({ length: 5 }, () => partitions(0)));
       // Refused at once (UnrecoverableError), whatever attempts remain.
-      const refused = await Promise.all(
-        Array.from({ length: 2 }, () => maintenance.add('ensure-event-partitions', { monthsAhead: -1 }, { attempts: 3 })),
-      );
+      const refused = await Promise.all(Array.from({ length: 2 }, () => partitions(-1, 3)));
       // Fails twice (a database error), so it is retried once, then counts as one failure.
       const retried = await experimentResults.add(
         'compute',
@@ -88,7 +88,8 @@ describe('worker process metrics', () => {
     );
     for (const job of jobs) await settledJob(api.deps.queues.maintenance, job);
     const job = { queue: 'maintenance', job: 'ensure-event-partitions', outcome: 'completed' };
-    const done = (text: string) => matching(text, 'worker_job_duration_seconds_count', job).reduce((sum, s) => sum + s.value, 0);
+    const done = (text: string) =>
+      matching(text, 'worker_job_duration_seconds_count', job).reduce((sum, s) => sum + s.value, 0);
     const text = await eventually(async () => {
       const current = await global();
       return done(current) === 6 ? current : null;
@@ -110,8 +111,9 @@ describe('worker process metrics', () => {
   }, 90_000);
 
   it('drops a worker that stopped pushing once its figures expire', async () => {
-    await pushWorkerMetrics(api.redis, prefix, 'gone:1', '# HELP x x\n# TYPE x gauge\nx{worker="gone:1"} 1\n', Date.now() - 1);
-    await pushWorkerMetrics(api.redis, prefix, 'here:2', '# HELP x x\n# TYPE x gauge\nx{worker="here:2"} 1\n', Date.now() + 60_000);
+    const text = (worker: string) => `# HELP x x\n# TYPE x gauge\nx{worker="${worker}"} 1\n`;
+    await pushWorkerMetrics(api.redis, prefix, 'gone:1', text('gone:1'), Date.now() - 1);
+    await pushWorkerMetrics(api.redis, prefix, 'here:2', text('here:2'), Date.now() + 60_000);
     try {
       expect([...(await readWorkerMetrics(api.redis, prefix)).keys()]).toContain('here:2');
       const left = await api.redis.hkeys(workerMetricsKey(prefix));
@@ -122,7 +124,7 @@ describe('worker process metrics', () => {
     }
   });
 
-  it('serves HTTP on WORKER_METRICS_PORT at 127.0.0.1 unless told otherwise; a taken port costs only the server', async () => {
+  it('serves HTTP on WORKER_METRICS_PORT at 127.0.0.1 by default; a taken port costs only the server', async () => {
     const worker = await startTestWorker(uniqueRedisPrefix());
     const port = 19_000 + Math.floor(Math.random() * 1000);
     const errors: unknown[] = [];

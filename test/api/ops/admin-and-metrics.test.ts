@@ -97,7 +97,8 @@ describe('GET /metrics', () => {
     const text = res.text;
     expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/api\/projects\/:project_id\/persons",status="200"\} \d+/);
     // Queue and deletion figures are the install's, on /metrics/global (metrics.test.ts).
-    const global = (await call(api.baseUrl, 'GET', '/metrics/global', from('10.0.1.1', `Bearer ${METRICS_TOKEN}`))).text;
+    const bearer = from('10.0.1.1', `Bearer ${METRICS_TOKEN}`);
+    const global = (await call(api.baseUrl, 'GET', '/metrics/global', bearer)).text;
     expect(global).toMatch(/bullmq_jobs\{queue="deletions",state="delayed"\} 1/);
     expect(global).toMatch(/bullmq_jobs\{queue="experiment-results",state="waiting"\} 0/);
     expect(global.match(/^# TYPE bullmq_jobs gauge$/gm)).toHaveLength(1);

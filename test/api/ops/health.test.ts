@@ -18,7 +18,13 @@ describe('health and readiness', () => {
     expect((await call(api.baseUrl, 'GET', '/_health')).body).toEqual({ status: 'ok' });
     const ready = await call(api.baseUrl, 'GET', '/_ready/');
     expect(ready.status).toBe(200);
-    expect(ready.body.checks).toEqual({ postgres: 'ok', redis: 'ok', queues: 'ok', throttle: 'disabled', auth_cache: 'disabled' });
+    expect(ready.body.checks).toEqual({
+      postgres: 'ok',
+      redis: 'ok',
+      queues: 'ok',
+      throttle: 'disabled',
+      auth_cache: 'disabled',
+    });
   });
 
   it('fails readiness with 503 when its Redis is stopped', async () => {
@@ -42,7 +48,13 @@ describe('health and readiness', () => {
       expect(down.status).toBe(503);
       expect(down.body).toMatchObject({
         status: 'unavailable',
-        checks: { postgres: 'ok', redis: 'unavailable', queues: 'unavailable', throttle: 'disabled', auth_cache: 'disabled' },
+        checks: {
+          postgres: 'ok',
+          redis: 'unavailable',
+          queues: 'unavailable',
+          throttle: 'disabled',
+          auth_cache: 'disabled',
+        },
       });
     } finally {
       await app.close();

@@ -5,7 +5,15 @@ import { recordDeletionRequests } from '../../../shared/deletions/store.ts';
 import { ensureDatabase } from '../../../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../../../shared/db/orm.ts';
 import { sql } from '../../db.ts';
-import { call, createAccount, eventually, startApi, uniqueRedisPrefix, type TestAccount, type TestApi } from '../../helpers.ts';
+import {
+  call,
+  createAccount,
+  eventually,
+  startApi,
+  uniqueRedisPrefix,
+  type TestAccount,
+  type TestApi,
+} from '../../helpers.ts';
 import { matching, metricValue, promtool, samples, scrape } from './exposition.ts';
 
 const TOKEN = 'metrics-test-token';
@@ -55,7 +63,7 @@ async function metricsOf(target: TestApi, path = '/metrics'): Promise<string> {
 describe('GET /metrics: this process', () => {
   it('counts events ingested, shows pool use, Redis, throttle and auth cache health, and passes promtool', async () => {
     const before = metricValue(await metricsOf(api), 'events_ingested_total');
-    const batch = ['a', 'b', 'c'].map((name) => ({ event: `metrics-${name}`, distinct_id: 'metrics-user', properties: {} }));
+    const batch = ['a', 'b', 'c'].map((name) => ({ event: `metrics-${name}`, distinct_id: 'user', properties: {} }));
     const sent = await call(api.baseUrl, 'POST', '/batch/', { body: { api_key: account.projectToken, batch } });
     expect(sent.status).toBe(200);
 
@@ -143,12 +151,14 @@ describe('GET /metrics/global: the install', () => {
     const retryDue = await request('immediate', uuid(3));
     const running = await request('immediate', uuid(4));
     const done = await request('immediate', uuid(5));
-    const set = (id: string, assignments: string) => sql(api.orm, `update async_deletion set ${assignments} where id = ?`, [id]);
-    await set(due, `created_at = now() - interval '600 seconds'`);
-    await set(waitingForWindow, `created_at = now() - interval '3000 seconds'`);
-    await set(retryDue, `status = 'failed', created_at = now() - interval '900 seconds', next_attempt_at = now() - interval '50 seconds'`);
-    await set(running, `status = 'running', created_at = now() - interval '1200 seconds', lease_until = now() + interval '60 seconds'`);
-    await set(done, `status = 'completed', delete_verified_at = now(), created_at = now() - interval '5000 seconds'`);
+    const set = (id: string, assignments: string) =>
+      sql(api.orm, `update async_deletion set ${assignments} where id = ?`, [id]);
+    const ago = (seconds: number) => `now() - make_interval(secs => ${seconds})`;
+    await set(due, `created_at = ${ago(600)}`);
+    await set(waitingForWindow, `created_at = ${ago(3000)}`);
+    await set(retryDue, `status = 'failed', created_at = ${ago(900)}, next_attempt_at = ${ago(50)}`);
+    await set(running, `status = 'running', created_at = ${ago(1200)}, lease_until = ${ago(-60)}`);
+    await set(done, `status = 'completed', delete_verified_at = now(), created_at = ${ago(5000)}`);
 
     const text = await metricsOf(api, '/metrics/global');
     const byStatus = (status: string) => metricValue(text, 'deletion_requests', { status });
@@ -176,7 +186,7 @@ describe('GET /metrics/global: the install', () => {
     }
     // The replica's own figures stay its own.
     const sent = await call(replica.baseUrl, 'POST', '/batch/', {
-      body: { api_key: account.projectToken, batch: [{ event: 'metrics-replica', distinct_id: 'metrics-user', properties: {} }] },
+      body: { api_key: account.projectToken, batch: [{ event: 'replica', distinct_id: 'user', properties: {} }] },
     });
     expect(sent.status).toBe(200);
     const apiBefore = metricValue(await metricsOf(api), 'events_ingested_total');

@@ -21,7 +21,8 @@ afterAll(async () => {
 
 async function ownRedis(): Promise<{ port: number; server: ChildProcess; admin: Redis }> {
   const port = 16_000 + Math.floor(Math.random() * 2000);
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+  const server = spawn('redis-server', args, { stdio: 'ignore' });
   servers.push(server);
   const admin = await eventually(async () => {
     const client = new Redis({ port, lazyConnect: true, retryStrategy: () => null });
@@ -67,10 +68,16 @@ describe('GET /_ready', () => {
     });
     const plain = await api();
     await eventually(async () => (await ready(plain)).status === 200);
-    expect((await ready(plain)).body.checks).toEqual({ postgres: 'ok', redis: 'ok', queues: 'ok', throttle: 'disabled', auth_cache: 'disabled' });
+    expect((await ready(plain)).body.checks).toEqual({
+      postgres: 'ok',
+      redis: 'ok',
+      queues: 'ok',
+      throttle: 'disabled',
+      auth_cache: 'disabled',
+    });
   });
 
-  it('shows a Redis the throttle cannot use: readiness detail, a metric and one log line, while it stays ready', async () => {
+  it('shows a Redis the throttle cannot use (readiness detail, metric, one log line), staying ready', async () => {
     const { port, admin } = await ownRedis();
     // A user that may run everything but INCR: PING and the queues work, the throttle's counters do not.
     await admin.call('ACL', 'SETUSER', 'app', 'on', '>app-secret', '~*', '&*', '+@all', '-incr');
@@ -101,7 +108,7 @@ describe('GET /_ready', () => {
     admin.disconnect();
   });
 
-  it('answers 503 when Redis is stopped, while /metrics and /metrics/global still answer with what they have', async () => {
+  it('answers 503 when Redis is stopped; /metrics and /metrics/global still answer with what they have', async () => {
     const { port, server, admin } = await ownRedis();
     admin.disconnect();
     const target = await api((config) => {
@@ -116,7 +123,13 @@ describe('GET /_ready', () => {
     expect(down.status).toBe(503);
     expect(down.body).toMatchObject({
       status: 'unavailable',
-      checks: { postgres: 'ok', redis: 'unavailable', queues: 'unavailable', throttle: 'unavailable', auth_cache: 'disabled' },
+      checks: {
+        postgres: 'ok',
+        redis: 'unavailable',
+        queues: 'unavailable',
+        throttle: 'unavailable',
+        auth_cache: 'disabled',
+      },
     });
     expect(Object.keys(down.body.details).sort()).toEqual(['queues', 'redis', 'throttle']);
 
@@ -148,7 +161,10 @@ describe('GET /_ready', () => {
     try {
       const down = await ready(target);
       expect(down.status).toBe(503);
-      expect(down.body).toMatchObject({ status: 'unavailable', checks: { postgres: 'unavailable', redis: 'ok', queues: 'ok' } });
+      expect(down.body).toMatchObject({
+        status: 'unavailable',
+        checks: { postgres: 'unavailable', redis: 'ok', queues: 'ok' },
+      });
       expect(down.body.details).toEqual({ postgres: 'PostgreSQL does not answer: requests cannot be served.' });
       const text = await metrics(target);
       expect(metricValue(text, 'db_pool_connections_in_use')).toBe(1);
@@ -178,7 +194,10 @@ describe('GET /_ready', () => {
       return current.body.checks.auth_cache === 'unavailable' ? current : null;
     }, 5000, 20);
     expect(off.status).toBe(200);
-    expect(off.body).toMatchObject({ status: 'degraded', details: { auth_cache: expect.stringContaining('auth_changed') } });
+    expect(off.body).toMatchObject({
+      status: 'degraded',
+      details: { auth_cache: expect.stringContaining('auth_changed') },
+    });
     await eventually(async () => (await ready(target)).body.checks.auth_cache === 'ok');
     expect(metricValue(await metrics(target), 'auth_cache_listening')).toBe(1);
   });
