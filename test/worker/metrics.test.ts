@@ -81,7 +81,8 @@ describe('worker process metrics', () => {
     const first = startWorkerProcess();
     const second = startWorkerProcess();
     const label = (child: ChildProcess) => ({ worker: expect.stringMatching(new RegExp(`:${child.pid}$`)) });
-    await eventually(async () => metricValue(await global(), 'workers_reporting') === 2, 30_000);
+    // (Absent until the API's own Redis connection is up: metrics_source_up says so meanwhile.)
+    await eventually(async () => matching(await global(), 'workers_reporting')[0]?.value === 2, 60_000);
 
     const jobs = await Promise.all(
       Array.from({ length: 6 }, () => api.deps.queues.maintenance.add('ensure-event-partitions', { monthsAhead: 0 })),
