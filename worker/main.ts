@@ -16,7 +16,10 @@ const deps: WorkerDeps = { config, orm, connection, logger, queues: createQueues
 
 const metrics = startWorkerMetrics(deps);
 const running = await startWorkers(deps, { onJobDuration: metrics.observe, schedules: true });
-logger.info({ concurrency: config.worker.concurrency, metricsPort: metrics.port }, 'worker started');
+logger.info(
+  { concurrency: config.worker.concurrency, workerId: metrics.workerId, metricsHttp: metrics.address() },
+  'worker started',
+);
 
 let stopping = false;
 async function shutdown(signal: string) {

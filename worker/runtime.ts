@@ -2,7 +2,7 @@
 // Nothing a deletion needs lives only in Redis: each worker reconciles on a timer of its own, and
 // re-creates the schedulers whenever its Redis connection comes back (an empty Redis after a restart
 // without persistence, or a failover) or a reconcile finds one missing.
-import { UnrecoverableError, Worker, type Job } from 'bullmq';
+import { MetricsTime, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { QUEUE_NAMES, queuePrefix, type Queues } from '../shared/queues.ts';
 import { JOBS, type JobKind } from '../shared/jobs.ts';
 import { withTimeout } from '../shared/timeout.ts';
@@ -76,6 +76,9 @@ export async function startWorkers(
         concurrency: options.concurrency ?? deps.config.worker.concurrency,
         lockDuration: deps.config.worker.lockDurationMs,
         stalledInterval: deps.config.worker.lockDurationMs,
+        // BullMQ counts completed and finally failed jobs in Redis only when asked: the API's
+        // bullmq_job_{completed,failed}_total read these counts (plus a week of per-minute points).
+        metrics: { maxDataPoints: MetricsTime.ONE_WEEK },
       },
     );
     worker.on('failed', (job, error) => {

@@ -28,6 +28,7 @@ async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: b
   if (warnings.length > 0)
     logger.warn({ requestId: ctx.state.requestId, projectId: project.id, path: ctx.path, warnings: warnings.slice(0, 50), count: warnings.length }, 'capture repaired or dropped events');
   await ingestEvents(ctx.state.em, project.id, events);
+  ctx.metrics.eventsIngested.inc(events.length);
   if (ctx.query.beacon === '1') {
     ctx.status = 204;
     return;

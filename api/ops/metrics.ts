@@ -1,16 +1,52 @@
-// Prometheus metrics of the API: request durations by route, queue job counts per state (the same
-// for every process, read from Redis), and deletion requests by status (read from PostgreSQL).
+// Prometheus metrics of one API process (GET /metrics): request durations by route, events
+// ingested, the database pool, the Redis connection, whether the throttle can use Redis and whether
+// the auth cache is listening. Figures read from the shared stores, the same whichever process
+// serves them, are on /metrics/global (global-metrics.ts), so that scraping N replicas does not
+// count them N times.
 import type { Context } from 'koa';
-import { Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { logger } from '../../shared/logger.ts';
+import { processRegistry, registerConnectionMetrics } from '../../shared/metrics.ts';
+import { withTimeout } from '../../shared/timeout.ts';
+import type { AppDeps } from '../deps.ts';
+import { enforceThrottle } from '../http/throttle.ts';
 
 export interface ApiMetrics {
   registry: Registry;
   observeRequest: (ctx: Context, ms: number) => void;
+  /** Events stored by the capture endpoints. */
+  eventsIngested: Counter;
+  /** This process's figures in the text format, read now from `deps`. */
+  render: (deps: AppDeps) => Promise<string>;
+}
+
+const PROBE_TIMEOUT_MS = 1000;
+let throttleWasUsable = true;
+
+/**
+ * Whether the throttle can use Redis, by running its own commands for a probe key (they fail open:
+ * enforceThrottle answers null when Redis refused them, as it does for a real request). A change is
+ * logged once, not at every probe. null: rate limiting is off, so nothing needs Redis.
+ */
+export async function throttleUsable(deps: AppDeps): Promise<boolean | null> {
+  const { rateLimit, redisPrefix } = deps.config;
+  if (!rateLimit.enabled) return null;
+  const unlimited = Number.MAX_SAFE_INTEGER;
+  const settings = { enabled: true, perMinute: unlimited, perHour: unlimited, prefix: redisPrefix };
+  const usable = await withTimeout(enforceThrottle(deps.redis, settings, 'ops-probe'), PROBE_TIMEOUT_MS, 'Redis').then(
+    (state) => state !== null,
+    () => false,
+  );
+  if (usable !== throttleWasUsable) {
+    if (usable) logger.info('throttle can use Redis again: requests are rate limited');
+    else logger.warn('throttle cannot use Redis: requests pass without rate limiting');
+  }
+  throttleWasUsable = usable;
+  return usable;
 }
 
 export function createApiMetrics(): ApiMetrics {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  const registry = processRegistry();
   const requests = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'Duration of HTTP requests',
@@ -18,9 +54,44 @@ export function createApiMetrics(): ApiMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
+  const eventsIngested = new Counter({
+    name: 'events_ingested_total',
+    help: 'Events stored by this process\'s capture endpoints',
+    registers: [registry],
+  });
+  // Read at each scrape by render(): the gauges need the process's deps, which the app gets later.
+  const authCacheListening = new Gauge({
+    name: 'auth_cache_listening',
+    help: '1 while the auth cache listens for auth_changed; 0 while it is off and every request reads PostgreSQL',
+    registers: [],
+  });
+  const throttleRedisUsable = new Gauge({
+    name: 'throttle_redis_usable',
+    help: '1 when the rate limiter\'s Redis commands succeed; 0 while requests pass unthrottled',
+    registers: [],
+  });
+  let connected = false;
+
   return {
     registry,
     // The declared route (not the raw path), so ids do not explode the label set.
-    observeRequest: (ctx, ms) => requests.observe({ method: ctx.method, route: (ctx as any)._matchedRoute ?? 'unmatched', status: String(ctx.status) }, ms / 1000),
+    observeRequest: (ctx, ms) => {
+      const route = (ctx as any)._matchedRoute ?? 'unmatched';
+      requests.observe({ method: ctx.method, route, status: String(ctx.status) }, ms / 1000);
+    },
+    eventsIngested,
+    render: async (deps) => {
+      if (!connected) {
+        connected = true; // an app has one deps for its life
+        registerConnectionMetrics(registry, { orm: deps.orm, redis: deps.redis });
+        // Only what this process has: no auth cache configured, no series to page on.
+        if (deps.authCache) registry.registerMetric(authCacheListening);
+        if (deps.config.rateLimit.enabled) registry.registerMetric(throttleRedisUsable);
+      }
+      if (deps.authCache) authCacheListening.set(deps.authCache.active ? 1 : 0);
+      const usable = await throttleUsable(deps);
+      if (usable !== null) throttleRedisUsable.set(usable ? 1 : 0);
+      return registry.metrics();
+    },
   };
 }

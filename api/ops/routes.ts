@@ -1,13 +1,16 @@
+import { logger } from '../../shared/logger.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { sameSecret } from '../http/auth.ts';
 import { authenticationFailed, notAuthenticated, notFound } from '../http/errors.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { guardCredentialCheck } from '../http/throttle.ts';
+import { renderGlobalMetrics } from './global-metrics.ts';
+import { throttleUsable } from './metrics.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
  * `authorization` scrape setting does): the API port may face the internet, and metrics name routes
- * and queue sizes. Without a token configured the route does not exist (404).
+ * and queue sizes. Without a token configured the routes do not exist (404).
  */
 async function requireMetricsToken(ctx: ApiContext): Promise<void> {
   const { metricsToken, redisPrefix, opsAuthFailuresPerMinute } = ctx.deps.config;
@@ -19,38 +22,65 @@ async function requireMetricsToken(ctx: ApiContext): Promise<void> {
     throw authenticationFailed('Invalid metrics token.');
 }
 
+const TEXT_FORMAT = 'text/plain; version=0.0.4; charset=utf-8';
+const metricsResponses = {
+  200: { description: 'Prometheus text format', contentType: 'text/plain' },
+  401: { description: 'Missing or wrong metrics token' },
+  404: { description: 'METRICS_TOKEN is not set: metrics are not served' },
+  429: { description: 'Too many wrong tokens from this address' },
+};
+
+const CHECK_TIMEOUT_MS = 1500;
+
+type Check = 'ok' | 'unavailable' | 'disabled';
+
+/** Runs a readiness check within the time limit; a failure is logged with its reason, answered without it. */
+async function check(name: string, probe: () => Promise<unknown>): Promise<Check> {
+  try {
+    await withTimeout(probe(), CHECK_TIMEOUT_MS, name);
+    return 'ok';
+  } catch (error) {
+    logger.warn({ check: name, err: (error as Error).message }, 'readiness check failed');
+    return 'unavailable';
+  }
+}
+
+/** What a part being down means, for the readiness body (the error itself goes to the log). */
+const CONSEQUENCES: Record<string, string> = {
+  postgres: 'PostgreSQL does not answer: requests cannot be served.',
+  redis: 'Redis does not answer a command: queues, throttling and credential guards do not work.',
+  queues: 'A queue operation failed: jobs cannot be enqueued now (deletion requests wait in PostgreSQL).',
+  throttle: 'The rate limiter cannot use Redis: requests pass without rate limiting.',
+  auth_cache: 'The auth cache is not listening for auth_changed: it is off, every request reads PostgreSQL.',
+};
+/** Without these the API cannot serve requests as it should: 503. The others only degrade it. */
+const NEEDED = new Set(['postgres', 'redis', 'queues']);
+
 export const opsRoutes = [
   defineRoute({
     method: 'GET',
     path: '/metrics',
-    summary: 'Prometheus metrics (Bearer METRICS_TOKEN): HTTP durations, queue job counts, deletion requests by status',
+    summary: 'Prometheus metrics of this API process (Bearer METRICS_TOKEN): requests, events ingested, pool, Redis',
     tags: ['ops'],
     scopes: null,
-    responses: {
-      200: { description: 'Prometheus text format', contentType: 'text/plain' },
-      401: { description: 'Missing or wrong metrics token' },
-      404: { description: 'METRICS_TOKEN is not set: metrics are not served' },
-      429: { description: 'Too many wrong tokens from this address' },
-    },
+    responses: metricsResponses,
     handler: async (ctx) => {
       await requireMetricsToken(ctx);
-      const parts = [await ctx.metrics.registry.metrics()];
-      // Each queue's export repeats # HELP / # TYPE; Prometheus accepts them once per metric.
-      const described = new Set<string>();
-      for (const queue of Object.values(ctx.deps.queues)) {
-        const text = await queue.exportPrometheusMetrics().catch(() => `# queue ${queue.name}: Redis unavailable`);
-        parts.push(text.split('\n').filter((line) => !/^# (HELP|TYPE) /.test(line) || (!described.has(line) && described.add(line))).join('\n'));
-      }
-      const rows = await ctx.state.em
-        .getConnection()
-        .execute<{ status: string; n: number }[]>(`select status, count(*)::int as n from async_deletion group by status`);
-      const counts = new Map(rows.map((r) => [r.status, r.n]));
-      parts.push(
-        '# HELP deletion_requests Deletion requests by status\n# TYPE deletion_requests gauge\n' +
-          ['pending', 'running', 'completed', 'failed'].map((s) => `deletion_requests{status="${s}"} ${counts.get(s) ?? 0}`).join('\n'),
-      );
-      ctx.type = 'text/plain; version=0.0.4';
-      ctx.body = parts.join('\n') + '\n';
+      ctx.type = TEXT_FORMAT;
+      ctx.body = await ctx.metrics.render(ctx.deps);
+    },
+  }),
+  defineRoute({
+    method: 'GET',
+    path: '/metrics/global',
+    summary: 'Prometheus metrics of the install (Bearer METRICS_TOKEN): queues, deletion requests, workers',
+    tags: ['ops'],
+    scopes: null,
+    responses: metricsResponses,
+    handler: async (ctx) => {
+      await requireMetricsToken(ctx);
+      ctx.type = TEXT_FORMAT;
+      ctx.body = await renderGlobalMetrics(ctx.deps, ctx.state.em);
     },
   }),
   defineRoute({
@@ -66,18 +96,31 @@ export const opsRoutes = [
   defineRoute({
     method: 'GET',
     path: '/_ready',
-    summary: 'Readiness: PostgreSQL and Redis answer',
+    summary: 'Readiness: PostgreSQL, Redis and a queue answer (503 otherwise); throttle and auth cache reported',
     tags: ['ops'],
     scopes: null,
     handler: async (ctx) => {
-      const [postgres, redis] = await Promise.allSettled([
-        withTimeout(ctx.state.em.getConnection().execute('select 1'), 1500, 'PostgreSQL'),
-        withTimeout(ctx.deps.redis.ping(), 1500, 'Redis'),
+      const { deps } = ctx;
+      const throttle = throttleUsable(deps).then((usable): Check =>
+        usable === null ? 'disabled' : usable ? 'ok' : 'unavailable',
+      );
+      const [postgres, redis, queues, throttleCheck] = await Promise.all([
+        check('postgres', () => ctx.state.em.getConnection().execute('select 1')),
+        check('redis', () => deps.redis.ping()),
+        // A BullMQ script on the deletions queue's keys: what enqueueing a request needs.
+        check('queues', () => deps.queues.deletions.getJobCounts('wait')),
+        throttle,
       ]);
-      const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unavailable', redis: redis.status === 'fulfilled' ? 'ok' : 'unavailable' };
-      const ready = Object.values(checks).every((v) => v === 'ok');
+      const authCache: Check = !deps.authCache ? 'disabled' : deps.authCache.active ? 'ok' : 'unavailable';
+      const checks: Record<string, Check> = { postgres, redis, queues, throttle: throttleCheck, auth_cache: authCache };
+      const down = Object.keys(checks).filter((name) => checks[name] === 'unavailable');
+      const ready = !down.some((name) => NEEDED.has(name));
       ctx.status = ready ? 200 : 503;
-      ctx.body = { status: ready ? 'ok' : 'unavailable', checks };
+      ctx.body = {
+        status: down.length === 0 ? 'ok' : ready ? 'degraded' : 'unavailable',
+        checks,
+        ...(down.length > 0 ? { details: Object.fromEntries(down.map((name) => [name, CONSEQUENCES[name]])) } : {}),
+      };
     },
   }),
 ];

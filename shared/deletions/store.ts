@@ -326,3 +326,33 @@ export async function markDeletionFailed(
     [reason.slice(0, 2000), delays.retryMaxDelaySeconds, delays.retryFirstDelaySeconds, id],
   );
 }
+
+// ---- What an operator pages on -------------------------------------------------------------------
+
+export interface DeletionAges {
+  /** Seconds since the oldest request not yet done (pending, running or failed) was made; null: none. */
+  oldestOpenSeconds: number | null;
+  /**
+   * Seconds the longest-waiting due request has been due (see dueDeletionIds): since it was made
+   * (immediate), released (scheduled), its retry time came (failed) or its lease ran out (orphaned).
+   * A scheduled request waiting for its window is not due, so this stays low while all is well.
+   */
+  oldestDueSeconds: number | null;
+}
+
+export async function deletionAges(em: EntityManager): Promise<DeletionAges> {
+  const [ages] = await rows<{ open: number | null; due: number | null }>(
+    em,
+    `select extract(epoch from now() - min(created_at)
+                    filter (where status in ('pending', 'running', 'failed')))::float8 as open,
+            extract(epoch from now() - min(case when status = 'failed' then next_attempt_at
+                                                when status = 'running' then lease_until
+                                                when mode = 'immediate' then created_at
+                                                else released_at end)
+                    filter (where ((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
+                               or (status = 'failed' and next_attempt_at <= now())))::float8 as due
+       from async_deletion where delete_verified_at is null`,
+  );
+  const seconds = (value: number | null) => (value === null ? null : Number(value));
+  return { oldestOpenSeconds: seconds(ages.open), oldestDueSeconds: seconds(ages.due) };
+}

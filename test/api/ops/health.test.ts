@@ -18,7 +18,13 @@ describe('health and readiness', () => {
     expect((await call(api.baseUrl, 'GET', '/_health')).body).toEqual({ status: 'ok' });
     const ready = await call(api.baseUrl, 'GET', '/_ready/');
     expect(ready.status).toBe(200);
-    expect(ready.body.checks).toEqual({ postgres: 'ok', redis: 'ok' });
+    expect(ready.body.checks).toEqual({
+      postgres: 'ok',
+      redis: 'ok',
+      queues: 'ok',
+      throttle: 'disabled',
+      auth_cache: 'disabled',
+    });
   });
 
   it('fails readiness with 503 when its Redis is stopped', async () => {
@@ -40,7 +46,16 @@ describe('health and readiness', () => {
       await new Promise((r) => ownRedis!.once('exit', r));
       const down = await call(app.baseUrl, 'GET', '/_ready');
       expect(down.status).toBe(503);
-      expect(down.body).toEqual({ status: 'unavailable', checks: { postgres: 'ok', redis: 'unavailable' } });
+      expect(down.body).toMatchObject({
+        status: 'unavailable',
+        checks: {
+          postgres: 'ok',
+          redis: 'unavailable',
+          queues: 'unavailable',
+          throttle: 'disabled',
+          auth_cache: 'disabled',
+        },
+      });
     } finally {
       await app.close();
     }
