@@ -223,6 +223,21 @@ describe('format=csv on the nineteen person endpoints', () => {
   });
 });
 
+describe('pages', () => {
+  it('a CSV page keeps its next page in a Link header, a CSV URL that answers the next rows', async () => {
+    const res = await csv('GET', `${P()}/activity/?limit=1`);
+    const next = /^<([^>]+)>; rel="next"$/.exec(res.headers.get('link') ?? '')?.[1];
+    expect(next).toBeDefined();
+    expect(new URL(next!).searchParams.get('format')).toBe('csv');
+    const page2 = await call(api.baseUrl, 'GET', new URL(next!).pathname + new URL(next!).search, { key: account.apiKey });
+    expectCsvOf(page2, rowsOf(await json('GET', `${P()}/activity/?limit=1&page=2`)));
+    const funnel = await csv('GET', `${P()}/funnel/?${funnelQuery}&funnel_step=1&limit=1`);
+    expect(parseCsv(funnel.text)).toHaveLength(2);
+    expect(funnel.headers.get('link')).toMatch(/offset=1.*; rel="next"$/);
+    expect((await csv('GET', `${P()}/cohorts/?person_id=${ada.uuid}`)).headers.get('link')).toBeNull();
+  });
+});
+
 describe('formula guard', () => {
   it('leaves numbers and number-looking strings alone, guards strings a spreadsheet would run', async () => {
     for (const path of [`${P()}/?distinct_id=ada`, `${P()}/${ada.id}/update_property/?key=k&value=1`]) {
