@@ -22,7 +22,14 @@ const P = '/api/projects/:project_id/persons';
 const CSV = csvOfAnswer();
 
 // ---- activity ----
-const activityQuery = { type: 'object', properties: { ...FORMAT, page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 } } };
+const activityQuery = {
+  type: 'object',
+  properties: {
+    ...FORMAT,
+    page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 },
+    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 },
+  },
+};
 const activitySchema = {
   type: 'object',
   required: ['results', 'next', 'previous', 'total_count'],
@@ -293,7 +300,17 @@ const funnelQuery = {
 const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10 } } };
 
 export const personAnalysisRoutes = [
-  defineRoute({ method: 'GET', path: `${P}/activity`, summary: 'Activity log of all persons', tags: ['persons'], scopes: ['activity_log:read'], query: activityQuery, responses: { 200: { description: 'Activity page', schema: activitySchema } }, csv: CSV, handler: (ctx) => activityPage(ctx, null) }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/activity`,
+    summary: 'Activity log of all persons',
+    tags: ['persons'],
+    scopes: ['activity_log:read'],
+    query: activityQuery,
+    responses: { 200: { description: 'Activity page', schema: activitySchema } },
+    csv: CSV,
+    handler: (ctx) => activityPage(ctx, null),
+  }),
   defineRoute({
     method: 'GET',
     path: `${P}/:id/activity`,
@@ -323,7 +340,16 @@ export const personAnalysisRoutes = [
     summary: "Timeline of the person's properties, rebuilt from its events",
     tags: ['persons'],
     scopes: [],
-    query: { type: 'object', properties: { ...FORMAT, properties: { type: 'string', maxLength: 10_000 }, breakdown: { type: 'string', maxLength: 400 }, date_from: { type: 'string', maxLength: 40 }, date_to: { type: 'string', maxLength: 40 } } },
+    query: {
+      type: 'object',
+      properties: {
+        ...FORMAT,
+        properties: { type: 'string', maxLength: 10_000 },
+        breakdown: { type: 'string', maxLength: 400 },
+        date_from: { type: 'string', maxLength: 40 },
+        date_to: { type: 'string', maxLength: 40 },
+      },
+    },
     responses: { 200: { description: 'Timeline', schema: { type: 'object', required: ['points', 'crucial_property_keys'], properties: { points: { type: 'array' }, crucial_property_keys: { type: 'array' } } } } },
     csv: csvOfAnswer((answer) => answer.points), // one row per point in time
     handler: propertiesTimeline,
@@ -340,7 +366,18 @@ export const personAnalysisRoutes = [
     handler: personCohorts,
   }),
   ...(['GET', 'POST'] as const).map((method) =>
-    defineRoute({ method, path: `${P}/funnel`, summary: 'Persons at a funnel step', tags: ['persons'], scopes: [], query: funnelQuery, ...(method === 'POST' ? { body: funnelBody } : {}), responses: { 200: { description: 'Persons', schema: actorsSchema } }, csv: ACTORS_CSV, handler: funnelPersons }),
+    defineRoute({
+      method,
+      path: `${P}/funnel`,
+      summary: 'Persons at a funnel step',
+      tags: ['persons'],
+      scopes: [],
+      query: funnelQuery,
+      ...(method === 'POST' ? { body: funnelBody } : {}),
+      responses: { 200: { description: 'Persons', schema: actorsSchema } },
+      csv: ACTORS_CSV,
+      handler: funnelPersons,
+    }),
   ),
   ...(['GET', 'POST'] as const).map((method) =>
     defineRoute({
@@ -362,7 +399,16 @@ export const personAnalysisRoutes = [
     summary: 'Persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day',
     tags: ['persons'],
     scopes: [],
-    query: { type: 'object', properties: { ...PAGE_QUERY_PROPERTIES, ...FORMAT, target_date: { type: 'string', maxLength: 40 }, lifecycle_type: { type: 'string', maxLength: 20 }, events: { type: 'string', maxLength: 10_000 } } },
+    query: {
+      type: 'object',
+      properties: {
+        ...PAGE_QUERY_PROPERTIES,
+        ...FORMAT,
+        target_date: { type: 'string', maxLength: 40 },
+        lifecycle_type: { type: 'string', maxLength: 20 },
+        events: { type: 'string', maxLength: 10_000 },
+      },
+    },
     responses: { 200: { description: 'Persons', schema: actorsSchema } },
     csv: ACTORS_CSV,
     handler: lifecyclePersons,

@@ -229,7 +229,10 @@ export const personRoutes = [
     scopes: ['person:write'],
     query: {
       type: 'object',
-      properties: { ...FORMAT, $unset: { ...UNSET_KEY, description: 'The property key to remove (a body `$unset` wins)' } },
+      properties: {
+        ...FORMAT,
+        $unset: { ...UNSET_KEY, description: 'The property key to remove (a body `$unset` wins)' },
+      },
     },
     body: { type: 'object', properties: { $unset: UNSET_KEY } },
     responses: { 200: { description: 'The updated person', schema: { ...personRecordSchema, required: [...personRecordSchema.required, 'success'] } } },
@@ -338,7 +341,12 @@ export const personDeletionRoutes = [
     query: {
       type: 'object',
       // format is accepted as on every person endpoint; a 204 has no data to render.
-      properties: { ...FORMAT, delete_events: BOOLEAN_PARAM, delete_recordings: BOOLEAN_PARAM, keep_person: BOOLEAN_PARAM },
+      properties: {
+        ...FORMAT,
+        delete_events: BOOLEAN_PARAM,
+        delete_recordings: BOOLEAN_PARAM,
+        keep_person: BOOLEAN_PARAM,
+      },
     },
     responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
     handler: async (ctx) => {

@@ -16,10 +16,16 @@ const tricky = { balance: -5, ratio: 0.25, code: '-7', note: '=HYPERLINK("x")', 
 // ada completes signup → activate → pay; bob only signs up and asks for help; the sp* persons are merged
 // (two distinct ids each) for split; the del* persons are deleted.
 await capture(api.baseUrl, account.projectToken, [
-  { event: 'signup', distinct_id: 'ada', timestamp: day(2), properties: { $set: { email: 'ada@x.com', ...tricky, nested: { a: { b: 1 } } } } },
+  {
+    event: 'signup',
+    distinct_id: 'ada',
+    timestamp: day(2),
+    properties: { $set: { email: 'ada@x.com', ...tricky, nested: { a: { b: 1 } }, tags: ['x', 'y'] } },
+  },
   { event: 'activate', distinct_id: 'ada', timestamp: day(3) },
   { event: 'pay', distinct_id: 'ada', timestamp: day(4), properties: { $set: { plan: 'pro' } } },
-  { event: 'signup', distinct_id: 'bob', timestamp: day(2), properties: { $set: { email: 'bob@x.com' } } },
+  // `nested` is an object for ada, a string for bob: the export has both columns.
+  { event: 'signup', distinct_id: 'bob', timestamp: day(2), properties: { $set: { email: 'bob@x.com', nested: 'flat' } } },
   { event: 'help', distinct_id: 'bob', timestamp: day(3) },
   ...['sp1', 'sp2'].flatMap((id) => [
     { event: 'e', distinct_id: id, timestamp: day(1) },
@@ -31,9 +37,11 @@ await capture(api.baseUrl, account.projectToken, [
 const personOf = async (distinctId: string) =>
   (await call(api.baseUrl, 'GET', `${P()}/?distinct_id=${distinctId}`, { key: account.apiKey })).body.results[0];
 const ada = await personOf('ada');
-const cohortId = (
-  await sql(api.orm, `insert into cohort (project_id, name, is_static, count) values (?, 'static', true, 1) returning id`, [account.projectId])
-)[0].id;
+const [{ id: cohortId }] = await sql(
+  api.orm,
+  `insert into cohort (project_id, name, is_static, count) values (?, 'static', true, 1) returning id`,
+  [account.projectId],
+);
 await sql(api.orm, `insert into cohort_person (cohort_id, person_id) values (?, ?)`, [cohortId, ada.id]);
 
 /** RFC 4180: quoted fields hold commas, doubled quotes and line breaks; records end with CRLF. */
@@ -120,14 +128,16 @@ async function sameRead(method: string, path: string, body?: unknown, rows = row
 }
 
 const funnelEvents = [{ id: 'signup', order: 0 }, { id: 'activate', order: 1 }, { id: 'pay', order: 2 }];
-const funnelQuery = `events=${encodeURIComponent(JSON.stringify(funnelEvents))}&date_from=2026-03-01&date_to=2026-03-10`;
+const funnelQuery =
+  `events=${encodeURIComponent(JSON.stringify(funnelEvents))}&date_from=2026-03-01&date_to=2026-03-10`;
 const correlationQuery =
   `${funnelQuery}&funnel_correlation_person_entity=${encodeURIComponent('{"id":"help","type":"events"}')}` +
   '&funnel_correlation_person_converted=false';
 
 describe('format=csv on the nineteen person endpoints', () => {
-  it('list: the export holds the rows of the JSON list', async () => {
-    await sameRead('GET', `${P()}/`);
+  it('list: the export holds the rows of the JSON list, nested properties in columns of their own', async () => {
+    const { header } = await sameRead('GET', `${P()}/`);
+    expect(header).toEqual(expect.arrayContaining(['properties.nested', 'properties.nested.a.b', 'properties.tags.1']));
   });
 
   it('retrieve: the JSON answer’s columns and values, plus the list export’s person columns', async () => {
@@ -136,7 +146,9 @@ describe('format=csv on the nineteen person endpoints', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/csv/);
     const [header, record, ...rest] = parseCsv(res.text);
     expect(rest).toEqual([]);
-    for (const [column, value] of Object.entries(flat(answer))) expect(record[header.indexOf(column)], column).toBe(cell(value));
+    for (const [column, value] of Object.entries(flat(answer))) {
+      expect(record[header.indexOf(column)], column).toBe(cell(value));
+    }
   });
 
   it('PATCH', async () => {
@@ -229,7 +241,8 @@ describe('pages', () => {
     const next = /^<([^>]+)>; rel="next"$/.exec(res.headers.get('link') ?? '')?.[1];
     expect(next).toBeDefined();
     expect(new URL(next!).searchParams.get('format')).toBe('csv');
-    const page2 = await call(api.baseUrl, 'GET', new URL(next!).pathname + new URL(next!).search, { key: account.apiKey });
+    const { pathname, search } = new URL(next!);
+    const page2 = await call(api.baseUrl, 'GET', pathname + search, { key: account.apiKey });
     expectCsvOf(page2, rowsOf(await json('GET', `${P()}/activity/?limit=1&page=2`)));
     const funnel = await csv('GET', `${P()}/funnel/?${funnelQuery}&funnel_step=1&limit=1`);
     expect(parseCsv(funnel.text)).toHaveLength(2);
@@ -257,20 +270,22 @@ describe('formula guard', () => {
 
 describe('format is declared where it is honoured', () => {
   const document = buildOpenApiDocument(allRoutes) as any;
-  const personPaths = Object.keys(document.paths).filter((p) => p.includes('/persons') && !p.includes('deletion_status'));
+  const personPaths = Object.keys(document.paths)
+    .filter((p) => p.includes('/persons') && !p.includes('/deletion_status'));
 
   it('documents format on each of the nineteen person operations', () => {
     const operations = personPaths.flatMap((p) =>
       Object.entries(document.paths[p])
         .filter(([method]) => !(p.endsWith('/persons/') && method === 'post')) // creating a person: 405 by design
-        .map(([method, op]: [string, any]) => [`${method} ${p}`, op.parameters.find((q: any) => q.name === 'format')]),
+        .map(([method, op]: [string, any]) => [`${method} ${p}`, op.parameters.find((q: any) => q.name === 'format')])
     );
     expect(operations).toHaveLength(19);
     for (const [name, format] of operations) expect(format?.schema?.enum, name).toEqual(['json', 'csv']);
   });
 
   it('refuses an unknown format, and routes beyond the nineteen still answer JSON', async () => {
-    const bad = await call(api.baseUrl, 'PATCH', `${P()}/${ada.id}/?format=xml`, { key: account.apiKey, body: { properties: {} } });
+    const body = { properties: {} };
+    const bad = await call(api.baseUrl, 'PATCH', `${P()}/${ada.id}/?format=xml`, { key: account.apiKey, body });
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ code: 'invalid_choice', attr: 'format' });
     const status = await call(api.baseUrl, 'GET', `${P()}/deletion_status/?format=csv`, { key: account.apiKey });
