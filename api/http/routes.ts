@@ -47,6 +47,11 @@ export interface RouteDefinition<Q = any, B = any> {
   responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string }>;
   /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
   rawBody?: boolean;
+  /**
+   * With `?format=csv`, the handler's JSON answer is rendered by this as CSV (the query schema must declare
+   * `format`). A handler that answers CSV itself (a stream or a string) is left alone.
+   */
+  csv?: (answer: unknown) => string;
   handler: (ctx: ApiContext<Q, B>) => Promise<void> | void;
 }
 
@@ -110,14 +115,34 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     }
     await route.handler(apiCtx);
     if (deps.config.validateResponses) checkResponseContract(route, ctx);
+    if (route.csv && apiCtx.state.query.format === 'csv') answerCsv(ctx, route);
   };
+}
+
+const isJsonAnswer = (body: unknown): body is object =>
+  body !== null && typeof body === 'object' && !Buffer.isBuffer(body) && typeof (body as any).pipe !== 'function';
+
+/** The JSON answer as CSV; the next page, which CSV cannot carry, goes in a Link header as a CSV URL. */
+function answerCsv(ctx: Context, route: RouteDefinition): void {
+  const answer = ctx.body;
+  if (!isJsonAnswer(answer) || ctx.status < 200 || ctx.status >= 300) return;
+  const next = (answer as { next?: unknown }).next;
+  ctx.body = route.csv!(answer);
+  ctx.type = 'text/csv';
+  const name = route.path.split('/').filter((s) => s && !s.startsWith(':')).at(-1);
+  ctx.set('Content-Disposition', `attachment; filename="${name}.csv"`);
+  if (typeof next === 'string' && URL.canParse(next)) {
+    const url = new URL(next);
+    url.searchParams.set('format', 'csv');
+    ctx.set('Link', `<${url}>; rel="next"`);
+  }
 }
 
 /** In tests: a response that contradicts the route's documented schema is a failure, not a silent drift. */
 function checkResponseContract(route: RouteDefinition, ctx: Context): void {
   const documented = route.responses?.[ctx.status];
   if (!documented?.schema || (documented.contentType && documented.contentType !== 'application/json')) return;
-  if (ctx.body === null || ctx.body === undefined || typeof ctx.body !== 'object' || Buffer.isBuffer(ctx.body) || typeof (ctx.body as any).pipe === 'function') return;
+  if (!isJsonAnswer(ctx.body)) return;
   const mismatch = responseMismatch(documented.schema, ctx.body);
   if (mismatch) {
     throw new ApiError(500, 'server_error', 'response_contract', `${route.method} ${route.path} ${ctx.status}: response does not match its documented schema: ${mismatch}`);
@@ -129,6 +154,9 @@ export function buildRouter(routes: RouteDefinition[]): Router {
   // Fixed paths are registered before parameterised ones so `/persons/bulk_delete` never reads as `/persons/:id`.
   const ordered = [...routes].sort((a, b) => paramCount(a.path) - paramCount(b.path));
   for (const route of ordered) {
+    // format=csv must show in validation and the OpenAPI document wherever it is honoured.
+    if (route.csv && !(route.query?.properties as Record<string, unknown> | undefined)?.format)
+      throw new Error(`${route.method} ${route.path} renders CSV but its query schema does not declare format`);
     router.register(route.path, [route.method], routeMiddleware(route));
   }
   return router;

@@ -12,14 +12,24 @@ import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { countOf, funnelPersonIdsSql, funnelStepsSql, lifecyclePersonIdsSql, parseDate, parseEventSteps, type FunnelParams } from './analysis.ts';
+import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, NEWEST_FIRST, withDistinctIds } from './queries.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 
 const P = '/api/projects/:project_id/persons';
+// format=csv: a {results} envelope's results (activity, cohorts), else the answer itself (split), one row each.
+const CSV = csvOfAnswer();
 
 // ---- activity ----
-const activityQuery = { type: 'object', properties: { page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 } } };
+const activityQuery = {
+  type: 'object',
+  properties: {
+    ...FORMAT,
+    page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 },
+    limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 },
+  },
+};
 const activitySchema = {
   type: 'object',
   required: ['results', 'next', 'previous', 'total_count'],
@@ -269,10 +279,13 @@ const actorsSchema = {
     next: { type: ['string', 'null'] },
   },
 };
+// The persons of {results: [{people, count}]} are the CSV rows: the same columns as the list export.
+const ACTORS_CSV = csvOfAnswer((answer) => answer.results.flatMap((r: { people: unknown[] }) => r.people));
 const funnelQuery = {
   type: 'object',
   properties: {
     ...PAGE_QUERY_PROPERTIES,
+    ...FORMAT,
     events: { type: 'string', maxLength: 10_000, description: 'JSON array of steps: [{"id": "<event>", "order": 0}, …]' },
     funnel_step: { type: 'integer', description: 'N: persons who reached step N; -N: dropped off before step N' },
     funnel_window_days: { type: 'integer' },
@@ -287,7 +300,17 @@ const funnelQuery = {
 const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10 } } };
 
 export const personAnalysisRoutes = [
-  defineRoute({ method: 'GET', path: `${P}/activity`, summary: 'Activity log of all persons', tags: ['persons'], scopes: ['activity_log:read'], query: activityQuery, responses: { 200: { description: 'Activity page', schema: activitySchema } }, handler: (ctx) => activityPage(ctx, null) }),
+  defineRoute({
+    method: 'GET',
+    path: `${P}/activity`,
+    summary: 'Activity log of all persons',
+    tags: ['persons'],
+    scopes: ['activity_log:read'],
+    query: activityQuery,
+    responses: { 200: { description: 'Activity page', schema: activitySchema } },
+    csv: CSV,
+    handler: (ctx) => activityPage(ctx, null),
+  }),
   defineRoute({
     method: 'GET',
     path: `${P}/:id/activity`,
@@ -296,6 +319,7 @@ export const personAnalysisRoutes = [
     scopes: ['activity_log:read'],
     query: activityQuery,
     responses: { 200: { description: 'Activity page', schema: activitySchema } },
+    csv: CSV,
     handler: async (ctx) => activityPage(ctx, (await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)).id),
   }),
   defineRoute({
@@ -304,7 +328,9 @@ export const personAnalysisRoutes = [
     summary: 'Split distinct ids off a merged person into persons of their own',
     tags: ['persons'],
     scopes: ['person:write'],
+    query: { type: 'object', properties: FORMAT },
     body: { type: 'object', properties: { main_distinct_id: {}, distinct_ids_to_split: {} } },
+    csv: CSV,
     responses: { 200: { description: 'Split done', schema: { type: 'object', required: ['success'], properties: { success: { const: true }, split_distinct_ids: { type: 'array', items: { type: 'string' } } } } } },
     handler: splitPerson,
   }),
@@ -314,8 +340,18 @@ export const personAnalysisRoutes = [
     summary: "Timeline of the person's properties, rebuilt from its events",
     tags: ['persons'],
     scopes: [],
-    query: { type: 'object', properties: { properties: { type: 'string', maxLength: 10_000 }, breakdown: { type: 'string', maxLength: 400 }, date_from: { type: 'string', maxLength: 40 }, date_to: { type: 'string', maxLength: 40 } } },
+    query: {
+      type: 'object',
+      properties: {
+        ...FORMAT,
+        properties: { type: 'string', maxLength: 10_000 },
+        breakdown: { type: 'string', maxLength: 400 },
+        date_from: { type: 'string', maxLength: 40 },
+        date_to: { type: 'string', maxLength: 40 },
+      },
+    },
     responses: { 200: { description: 'Timeline', schema: { type: 'object', required: ['points', 'crucial_property_keys'], properties: { points: { type: 'array' }, crucial_property_keys: { type: 'array' } } } } },
+    csv: csvOfAnswer((answer) => answer.points), // one row per point in time
     handler: propertiesTimeline,
   }),
   defineRoute({
@@ -324,12 +360,24 @@ export const personAnalysisRoutes = [
     summary: 'Cohorts a person belongs to',
     tags: ['persons'],
     scopes: ['person:read', 'cohort:read'],
-    query: { type: 'object', properties: { person_id: { type: 'string', maxLength: 100 } } },
+    query: { type: 'object', properties: { ...FORMAT, person_id: { type: 'string', maxLength: 100 } } },
     responses: { 200: { description: 'Cohorts', schema: { type: 'object', required: ['results'], properties: { results: { type: 'array', items: { type: 'object', required: ['id', 'name', 'count'] } } } } } },
+    csv: CSV,
     handler: personCohorts,
   }),
   ...(['GET', 'POST'] as const).map((method) =>
-    defineRoute({ method, path: `${P}/funnel`, summary: 'Persons at a funnel step', tags: ['persons'], scopes: [], query: funnelQuery, ...(method === 'POST' ? { body: funnelBody } : {}), responses: { 200: { description: 'Persons', schema: actorsSchema } }, handler: funnelPersons }),
+    defineRoute({
+      method,
+      path: `${P}/funnel`,
+      summary: 'Persons at a funnel step',
+      tags: ['persons'],
+      scopes: [],
+      query: funnelQuery,
+      ...(method === 'POST' ? { body: funnelBody } : {}),
+      responses: { 200: { description: 'Persons', schema: actorsSchema } },
+      csv: ACTORS_CSV,
+      handler: funnelPersons,
+    }),
   ),
   ...(['GET', 'POST'] as const).map((method) =>
     defineRoute({
@@ -341,6 +389,7 @@ export const personAnalysisRoutes = [
       query: funnelQuery,
       ...(method === 'POST' ? { body: funnelBody } : {}),
       responses: { 200: { description: 'Persons', schema: actorsSchema } },
+      csv: ACTORS_CSV,
       handler: funnelCorrelationPersons,
     }),
   ),
@@ -350,8 +399,18 @@ export const personAnalysisRoutes = [
     summary: 'Persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day',
     tags: ['persons'],
     scopes: [],
-    query: { type: 'object', properties: { ...PAGE_QUERY_PROPERTIES, target_date: { type: 'string', maxLength: 40 }, lifecycle_type: { type: 'string', maxLength: 20 }, events: { type: 'string', maxLength: 10_000 } } },
+    query: {
+      type: 'object',
+      properties: {
+        ...PAGE_QUERY_PROPERTIES,
+        ...FORMAT,
+        target_date: { type: 'string', maxLength: 40 },
+        lifecycle_type: { type: 'string', maxLength: 20 },
+        events: { type: 'string', maxLength: 10_000 },
+      },
+    },
     responses: { 200: { description: 'Persons', schema: actorsSchema } },
+    csv: ACTORS_CSV,
     handler: lifecyclePersons,
   }),
 ];

@@ -1,7 +1,10 @@
-// CSV export of person lists: PostHog's flattened columns (`properties.<key>`, `distinct_ids.<n>`),
-// sorted, streamed page by page so a large export never sits in memory.
+// CSV answers of the person endpoints, one implementation: PostHog's flattened columns (`properties.<key>`,
+// `distinct_ids.<n>`, nested keys joined with `.`), sorted. The list export streams page by page so a large
+// export never sits in memory; any other endpoint's JSON answer becomes rows through `csvOfAnswer`, which
+// the route middleware applies when the query says format=csv.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
+import { pgArray } from '../../shared/db/sql.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import { NEWEST_FIRST, withDistinctIds } from './queries.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
@@ -9,53 +12,118 @@ import { personListRow, type PersonWithIds } from './serializers.ts';
 export const CSV_EXPORT_LIMIT = 100_000;
 const PAGE = 1000;
 
-/** A cell, quoted, with formula-looking values (=, +, -, @) neutralised against spreadsheet injection. */
+/** The `format` query parameter of every person endpoint (seed: allowed values csv and json). */
+export const FORMAT_QUERY = {
+  format: { enum: ['json', 'csv'], description: 'csv: the answer as CSV, nested keys flattened to `a.b` columns' },
+} as const;
+
+// OWASP's formula-injection guard: a string a spreadsheet would run as a formula gets a leading `'`.
+const FORMULA_START = /^[=+\-@\t\r]/;
+// A string that is just a decimal number ("-5", "+1.5e3") is read by a spreadsheet as that constant: it
+// cannot call a function or reference a cell, so it is left as is rather than turned into the text "'-5".
+const PLAIN_NUMBER = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
+
+/** A cell, quoted where needed, with formula-looking strings neutralised. Numbers and booleans are data. */
 export function csvCell(value: unknown): string {
   if (value === null || value === undefined) return '';
   let text = typeof value === 'object' ? JSON.stringify(value) : String(value);
-  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  if (typeof value === 'string' && FORMULA_START.test(text) && !PLAIN_NUMBER.test(text)) text = `'${text}`;
   return /[",\n\r']/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
+const csvLine = (cells: unknown[]) => cells.map(csvCell).join(',') + '\r\n';
+
+/** Nested objects and lists flattened to `a.b.0` keys; an empty object or list has no column. */
 function flatten(value: unknown, prefix: string, out: Record<string, unknown>) {
-  if (value && typeof value === 'object' && !(Array.isArray(value) && value.length === 0)) {
+  if (value && typeof value === 'object') {
     for (const [key, inner] of Object.entries(value)) flatten(inner, prefix ? `${prefix}.${key}` : key, out);
-  } else if (!Array.isArray(value)) {
+  } else {
     out[prefix] = value;
   }
 }
 
-function flatRow(person: PersonWithIds): Record<string, unknown> {
+function flatRecord(row: unknown): Record<string, unknown> {
   const flat: Record<string, unknown> = {};
-  flatten(personListRow(person), '', flat);
+  flatten(row, '', flat);
   return flat;
 }
 
+/** Rows as CSV: the header is the sorted union of every row's flattened keys; no rows, no CSV. */
+export function rowsToCsv(rows: unknown[]): string {
+  const flat = rows.map(flatRecord);
+  const columns = [...new Set(flat.flatMap((row) => Object.keys(row)))].sort();
+  if (!columns.length) return '';
+  return csvLine(columns) + flat.map((row) => csvLine(columns.map((c) => row[c]))).join('');
+}
+
+/** The rows of a JSON answer: a list, a `{results}` envelope's results, or the one object. */
+const answerRows = (answer: any): unknown[] =>
+  Array.isArray(answer) ? answer : Array.isArray(answer?.results) ? answer.results : [answer];
+
+/**
+ * A route's CSV rendering of its JSON answer (`RouteDefinition.csv`): the rows `rowsOf` picks, flattened.
+ * The answer goes through JSON first, so the CSV holds exactly what the JSON answer would (dates as strings).
+ */
+export const csvOfAnswer =
+  (rowsOf: (answer: any) => unknown[] = answerRows) =>
+  (answer: unknown): string =>
+    rowsToCsv(rowsOf(JSON.parse(JSON.stringify(answer))));
+
 /** A few persons (a retrieve with format=csv) as CSV, with the same columns as the list export. */
-export function personsToCsv(persons: PersonWithIds[]): string {
-  const rows = persons.map(flatRow);
-  const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))].sort();
-  return [columns, ...rows.map((r) => columns.map((c) => r[c]))].map((cells) => cells.map(csvCell).join(',')).join('\r\n') + '\r\n';
+export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(persons.map(personListRow));
+
+const CONTAINER = `('object', 'array')`;
+
+/**
+ * Every leaf path of the matching persons' properties (`plan`, `address.city`, `tags.0`), as `flatten` names
+ * them: the header is the sorted union of every row's columns, so it is known before streaming. Top-level
+ * keys are typed with `->` (a quarter of jsonb_each's cost at 100,000 persons); only the keys that hold an
+ * object or a list somewhere are walked.
+ */
+async function propertyPaths(em: EntityManager, filter: SqlFragment): Promise<string[]> {
+  const conn = em.getConnection();
+  const keys = await conn.execute<{ key: string; scalar: boolean; nested: boolean }[]>(
+    `select k as key, bool_or(jsonb_typeof(p.properties -> k) not in ${CONTAINER}) as scalar,
+            bool_or(jsonb_typeof(p.properties -> k) in ${CONTAINER}) as nested
+       from person p cross join lateral jsonb_object_keys(p.properties) k where ${filter.sql} group by k`,
+    filter.params,
+  );
+  const nestedKeys = keys.filter((k) => k.nested).map((k) => k.key);
+  const nested = !nestedKeys.length
+    ? []
+    : await conn.execute<{ path: string }[]>(
+        `with recursive leaf(path, value) as (
+           select k, p.properties -> k from person p cross join lateral unnest(?::text[]) k
+            where ${filter.sql} and jsonb_typeof(p.properties -> k) in ${CONTAINER}
+           union all
+           select l.path || '.' || c.key, c.value from leaf l cross join lateral (
+             select key, value from jsonb_each(case jsonb_typeof(l.value) when 'object' then l.value else '{}' end)
+             union all
+             select (i - 1)::text, value
+               from jsonb_array_elements(case jsonb_typeof(l.value) when 'array' then l.value else '[]' end)
+               with ordinality a(value, i)
+           ) c where jsonb_typeof(l.value) in ${CONTAINER})
+         select distinct path from leaf where jsonb_typeof(value) not in ${CONTAINER}`,
+        [pgArray(nestedKeys), ...filter.params],
+      );
+  // A key `a.b` and a key `a` holding {b} share one column, as `flatten` merges them.
+  return [...new Set([...keys.filter((k) => k.scalar).map((k) => k.key), ...nested.map((n) => n.path)])];
 }
 
 /** Streams the persons matching `filter` (newest first) as CSV. */
 export async function personsCsv(em: EntityManager, filter: SqlFragment, limit = CSV_EXPORT_LIMIT): Promise<Readable> {
   const conn = em.getConnection();
-  // The header is the sorted union of every row's columns, so it is computed before streaming.
-  const keys = await conn.execute<{ key: string }[]>(
-    `select distinct jsonb_object_keys(p.properties) as key from person p where ${filter.sql}`,
-    filter.params,
-  );
+  const paths = await propertyPaths(em, filter);
   const [{ max_ids }] = await conn.execute<{ max_ids: number }[]>(
     `select coalesce(max(n), 0)::int as max_ids from (select count(*) as n from person_distinct_id d join person p on p.id = d.person_id where ${filter.sql} group by d.person_id) c`,
     filter.params,
   );
   const columns = [
     'created_at', ...Array.from({ length: Math.min(max_ids, 1000) }, (_, i) => `distinct_ids.${i}`), 'id', 'is_identified', 'last_seen_at', 'name',
-    ...keys.map((k) => `properties.${k.key}`), 'type', 'uuid', 'value_at_data_point',
+    ...paths.map((path) => `properties.${path}`), 'type', 'uuid', 'value_at_data_point',
   ].sort();
   async function* rows() {
-    yield columns.map(csvCell).join(',') + '\r\n';
+    yield csvLine(columns);
     for (let offset = 0; offset < limit; offset += PAGE) {
       const page = await withDistinctIds(
         em,
@@ -64,8 +132,8 @@ export async function personsCsv(em: EntityManager, filter: SqlFragment, limit =
         NEWEST_FIRST,
       );
       for (const person of page) {
-        const flat = flatRow(person);
-        yield columns.map((c) => csvCell(flat[c])).join(',') + '\r\n';
+        const flat = flatRecord(personListRow(person));
+        yield csvLine(columns.map((c) => flat[c]));
       }
       if (page.length < PAGE) return;
     }

@@ -3,7 +3,7 @@ import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { rejectUnstorableValues } from '../http/json.ts';
-import { personsCsv, personsToCsv } from './csv.ts';
+import { csvOfAnswer, FORMAT_QUERY as FORMAT, personsCsv, personsToCsv } from './csv.ts';
 import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
@@ -15,7 +15,8 @@ import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletion
 import { requeueDeletions } from '../../shared/queues.ts';
 
 const P = '/api/projects/:project_id/persons';
-const FORMAT = { format: { enum: ['json', 'csv'], description: 'csv for a CSV export' } };
+// The JSON answer as one CSV row per object (a person, a deletion result).
+const CSV = csvOfAnswer();
 const BOOLEAN_PARAM = { type: 'boolean', default: false } as const;
 
 
@@ -172,8 +173,10 @@ export const personRoutes = [
     summary: 'Update person properties (acts like capturing a $set event)',
     tags: ['persons'],
     scopes: ['person:write'],
+    query: { type: 'object', properties: FORMAT },
     body: { type: 'object', properties: { properties: {} } },
     responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
+    csv: CSV,
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const properties = ctx.state.body.properties;
@@ -191,6 +194,7 @@ export const personRoutes = [
     query: {
       type: 'object',
       properties: {
+        ...FORMAT,
         key: { type: 'string', description: 'The property key (a body `key` wins)' },
         value: {
           type: 'string',
@@ -200,6 +204,7 @@ export const personRoutes = [
     },
     body: { type: 'object', properties: { key: {}, value: {} } },
     responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
+    csv: CSV,
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const body = ctx.state.body as { key?: unknown; value?: unknown };
@@ -224,10 +229,14 @@ export const personRoutes = [
     scopes: ['person:write'],
     query: {
       type: 'object',
-      properties: { $unset: { ...UNSET_KEY, description: 'The property key to remove (a body `$unset` wins)' } },
+      properties: {
+        ...FORMAT,
+        $unset: { ...UNSET_KEY, description: 'The property key to remove (a body `$unset` wins)' },
+      },
     },
     body: { type: 'object', properties: { $unset: UNSET_KEY } },
     responses: { 200: { description: 'The updated person', schema: { ...personRecordSchema, required: [...personRecordSchema.required, 'success'] } } },
+    csv: CSV,
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const key = (ctx.state.body.$unset ?? ctx.state.query.$unset) as string | undefined;
@@ -311,6 +320,8 @@ function deletionRequestRoute(action: string, summary: string, what: { deleteEve
     summary,
     tags: ['persons'],
     scopes: ['person:write'],
+    query: { type: 'object', properties: FORMAT },
+    csv: CSV,
     responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
@@ -329,7 +340,13 @@ export const personDeletionRoutes = [
     scopes: ['person:write'],
     query: {
       type: 'object',
-      properties: { delete_events: BOOLEAN_PARAM, delete_recordings: BOOLEAN_PARAM, keep_person: BOOLEAN_PARAM },
+      // format is accepted as on every person endpoint; a 204 has no data to render.
+      properties: {
+        ...FORMAT,
+        delete_events: BOOLEAN_PARAM,
+        delete_recordings: BOOLEAN_PARAM,
+        keep_person: BOOLEAN_PARAM,
+      },
     },
     responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
     handler: async (ctx) => {
@@ -355,6 +372,7 @@ export const personDeletionRoutes = [
     query: {
       type: 'object',
       properties: {
+        ...FORMAT,
         delete_events: { type: 'string' },
         delete_recordings: { type: 'string' },
         keep_person: { type: 'string' },
@@ -373,6 +391,7 @@ export const personDeletionRoutes = [
       },
     },
     responses: { 200: { description: 'What was found, deleted and queued', schema: bulkDeleteResultSchema } },
+    csv: CSV,
     handler: async (ctx) => {
       const ids = idList(ctx, 'ids')?.map(String) ?? [];
       const distinctIds = idList(ctx, 'distinct_ids')?.map(String) ?? [];
