@@ -39,7 +39,8 @@ async function remoteConfig(em: EntityManager, token: string): Promise<Record<st
     sessionRecording: false,
     heatmaps: false,
     conversations: false,
-    surveys: false,
+    // No `surveys` key, not even false: given one, posthog-js fetches its surveys bundle from the
+    // API host's /static/, which this service does not serve (a 404 and a console error per page).
     productTours: false,
     defaultIdentifiedOnly: true,
     siteApps: [],
