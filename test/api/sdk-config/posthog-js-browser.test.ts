@@ -112,8 +112,8 @@ describe('posthog-js in a browser', () => {
     expect(persons[0].distinct_ids.sort()).toEqual([checkout.distinct_id, USER].sort()); // the anonymous id merged in
 
     // The SDK asked for its remote config and got it; nothing failed and nothing logged an error.
-    expect(apiAnswers).toContain(`200 /array/${account.projectToken}/config.js`);
     expect(problems).toEqual([]);
+    expect(apiAnswers).toContain(`200 /array/${account.projectToken}/config.js`);
     await page.close();
   }, 60_000);
 });
