@@ -1,5 +1,5 @@
 // The Koa application, built without listening so tests can drive it on any port.
-// Request path: request id + log → errors → path normalisation → routes → 404/405.
+// Request path: request id + log → errors → path normalisation → SDK CORS → routes → 404/405.
 import Koa from 'koa';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
@@ -8,6 +8,7 @@ import type { AppDeps } from './deps.ts';
 import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
 import { buildRouter, type RouteDefinition } from './http/routes.ts';
 import { allRoutes } from './routes.ts';
+import { sdkCorsOnEveryAnswer } from './capture/routes.ts';
 import { queueDashboard } from './ops/admin.ts';
 import { createApiMetrics, type ApiMetrics } from './ops/metrics.ts';
 
@@ -58,6 +59,8 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
     if (path !== ctx.path) ctx.path = path;
     await next();
   });
+
+  app.use(sdkCorsOnEveryAnswer);
 
   const dashboard = queueDashboard(deps);
   if (dashboard) app.use(dashboard);

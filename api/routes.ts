@@ -10,8 +10,9 @@ import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
+import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...organizationRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes, ...introspectionRoutes];
+export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...organizationRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes, ...sdkConfigRoutes, ...introspectionRoutes];
 allRoutes.push(...openApiRoutes(() => allRoutes));

@@ -1,6 +1,6 @@
 // The endpoints SDKs send events to: /e, /i/v0/e, /capture, /track, /engage, /batch, /s.
 // Authenticated by the project API token in the payload; CORS open, as PostHog's are.
-import type { Context } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { readRawBody } from '../http/body.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
@@ -16,10 +16,24 @@ export function sdkCors(ctx: Context): void {
   ctx.set('Access-Control-Allow-Credentials', 'true');
   ctx.set('Access-Control-Allow-Headers', ctx.get('access-control-request-headers') || 'Content-Type');
   ctx.set('Access-Control-Allow-Methods', 'GET, POST, OPTIONS');
+  ctx.vary('Origin'); // the allowed origin is the caller's: a shared cache must not serve it to another
 }
 
+/** Paths browsers' SDKs call: capture, flags, and the remote config under /array/. */
+export function isSdkPath(path: string): boolean {
+  return SDK_PATHS.has(path) || path.startsWith('/array/');
+}
+
+/**
+ * Sets SDK CORS before routing, so every answer of an SDK path carries it: errors thrown before or
+ * in a handler, 404 and 405 included. Without it the browser hides the error from the SDK.
+ */
+export const sdkCorsOnEveryAnswer: Middleware = async (ctx, next) => {
+  if (isSdkPath(ctx.path)) sdkCors(ctx);
+  await next();
+};
+
 async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: boolean; engage: boolean }) {
-  sdkCors(ctx);
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, options.limitBytes) : Buffer.alloc(0);
   const payload = await decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
   const request = requestOf(payload, { engagePath: options.engage });
@@ -48,6 +62,8 @@ const ENDPOINTS: { path: string; limitBytes: number; legacy: boolean; engage: bo
   { path: '/s', limitBytes: 20 * MB, legacy: false, engage: false, summary: 'Capture session recording snapshots' },
 ];
 
+const SDK_PATHS = new Set([...ENDPOINTS.map((e) => e.path), '/flags', '/decide']);
+
 /** CORS preflight for an SDK endpoint (browsers ask before posting JSON). */
 export const sdkPreflight = (path: string) =>
   defineRoute({
@@ -59,8 +75,7 @@ export const sdkPreflight = (path: string) =>
     rawBody: true,
     responses: { 204: { description: 'CORS headers' } },
     handler: (ctx) => {
-      sdkCors(ctx);
-      ctx.status = 204;
+      ctx.status = 204; // the CORS headers come from sdkCorsOnEveryAnswer
     },
   });
 

@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { readRawBody } from '../http/body.ts';
 import { validationError } from '../http/errors.ts';
 import { decodeSdkPayload } from '../capture/decode.ts';
-import { sdkCors, sdkPreflight } from '../capture/routes.ts';
+import { sdkPreflight } from '../capture/routes.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
@@ -13,7 +13,6 @@ import { activeFlags, evaluateFlagsForPerson } from './service.ts';
 const MAX_FLAGS_BODY = 1024 * 1024;
 
 async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
-  sdkCors(ctx);
   const query = ctx.query as Record<string, string | undefined>;
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
   const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
