@@ -4,9 +4,9 @@
 import { createServer, type Server } from 'node:http';
 import { collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 import type { WorkerDeps } from './deps.ts';
-import { envInt } from '../shared/config.ts';
+import { config } from '../shared/config.ts';
 
-export function startWorkerMetrics(deps: Pick<WorkerDeps, 'logger'>, port = envInt('WORKER_METRICS_PORT', 0)) {
+export function startWorkerMetrics(deps: Pick<WorkerDeps, 'logger'>, port = config.worker.metricsPort) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const durations = new Histogram({
