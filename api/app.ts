@@ -20,7 +20,7 @@ declare module 'koa' {
 }
 
 export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) {
-  const app = new Koa({ proxy: process.env.TRUST_PROXY === '1' });
+  const app = new Koa({ proxy: deps.config.trustProxy });
   app.context.deps = deps;
   const metrics = createApiMetrics();
   app.context.metrics = metrics;

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Makes sure the Debian packages the tests start are installed: Chromium (browser tests),
-# PgBouncer (tests behind a transaction-mode pooler) and promtool of package prometheus (checks the
-# metrics exposition). `npm test` runs this first, so a fresh machine needs no other step.
-# Installing needs root; otherwise it says what to run.
+# Makes sure the Debian packages the tests start are installed: Chromium (browser tests), PgBouncer
+# (tests behind a transaction-mode pooler), promtool of package prometheus (checks the metrics
+# exposition) and docker-compose (validates docker-compose.yml without a Docker engine). `npm test`
+# runs this first, so a fresh machine needs no other step. Installing needs root; otherwise it says
+# what to run.
 set -euo pipefail
 missing=()
 [ -x "${CHROMIUM_PATH:-/usr/bin/chromium}" ] || missing+=(chromium)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "The tests need these Debian packages: ${missing[*]}. Run: sudo apt-get install -y ${missing[*]}" >&2

@@ -1,7 +1,11 @@
-// `npm run manage -- <object> <action> [options]`: organizations, projects, users and personal API
-// keys from the command line. Bad input exits 1 with the reason; a malformed command exits 2 with usage.
+// `npm run manage -- <object> <action> [options]`: organizations, projects, users, personal API
+// keys, deletions, schedules, queues and migrations from the command line. Bad input, a database
+// that does not exist or is not migrated, and an unreachable PostgreSQL or Redis exit 1 with one
+// line on stderr; a malformed command exits 2 with usage; `help` exits 0 with usage on stdout.
+// No command creates or migrates a database: `npm run migrate` and `npm start` do.
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import pg from 'pg';
 import {
   AccountError,
   createOrganization,
@@ -16,25 +20,134 @@ import {
   setUserActive,
 } from '../shared/accounts.ts';
 import { config } from '../shared/config.ts';
-import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { migrationsList } from '../shared/db/migrations/index.ts';
+import { initOrm } from '../shared/db/orm.ts';
 import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
-import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
-import { createApiRedis } from '../shared/redis.ts';
+import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
+import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
+import { isoTimestamp } from '../shared/time.ts';
 import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 import { JOBS } from '../shared/jobs.ts';
 
 class UsageError extends Error {}
+/** Something the operator must fix (an unreachable service, a database to migrate): one line, exit 1. */
+class OperatorError extends Error {}
 
 type Values = Record<string, string | boolean | undefined>;
 interface Command {
   usage: string;
   options: ParseArgsOptionsConfig;
   required?: string[];
+  /** What the command needs: a migrated database (the default), a database in any state, or only Redis. */
+  needs?: 'migrated' | 'database' | 'redis';
   run: (em: EntityManager, values: Values) => Promise<unknown>;
 }
 
+/** host:port of a connection URL, for messages (never its password). */
+const where = (url: string) => {
+  try {
+    return new URL(url).host;
+  } catch {
+    return 'the configured address';
+  }
+};
+/** The reason of a connection error; Node's AggregateError (IPv4 and IPv6 tried) has no message of its own. */
+const reason = (error: any): string => error?.message || error?.code || error?.errors?.map(reason).join(', ') || String(error);
+
+interface MigrationState {
+  name: string;
+  status: 'applied' | 'pending';
+  applied_at: string | null;
+}
+
+/**
+ * Checks the database without changing it: it must exist, and unless the command only reads the
+ * migration state, every migration of this version must be applied.
+ */
+async function migrationState(databaseUrl: string): Promise<MigrationState[]> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5000 });
+  client.on('error', () => undefined);
+  const name = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
+  try {
+    await client.connect();
+  } catch (error: any) {
+    if (error?.code === '3D000')
+      throw new OperatorError(`database "${name}" does not exist at ${where(databaseUrl)}; check DATABASE_URL, or create and migrate it with \`npm run migrate\``);
+    throw new OperatorError(`cannot reach PostgreSQL at ${where(databaseUrl)} (${reason(error)})`);
+  }
+  try {
+    const { rows } = await client.query<{ name: string; executed_at: Date }>(
+      `select name, executed_at from mikro_orm_migrations order by id`,
+    ).catch((error) => {
+      if (error?.code === '42P01') return { rows: [] }; // no migration ever ran here
+      throw error;
+    });
+    const applied = new Map(rows.map((r) => [r.name, isoTimestamp(r.executed_at)!]));
+    const known = migrationsList.map((m) => m.name);
+    return [
+      ...known.map((name) => ({ name, status: applied.has(name) ? ('applied' as const) : ('pending' as const), applied_at: applied.get(name) ?? null })),
+      // Applied by a newer version of the service.
+      ...rows.filter((r) => !known.includes(r.name)).map((r) => ({ name: r.name, status: 'applied' as const, applied_at: applied.get(r.name)! })),
+    ];
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function connectRedis(): Promise<RedisConnection> {
+  const redis = createApiRedis();
+  const target = config.redisClusterNodes.length ? config.redisClusterNodes.join(',') : where(config.redisUrl);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no answer within 5 s')), 5000);
+      redis.once('ready', () => (clearTimeout(timer), resolve()));
+      redis.once('error', (error) => (clearTimeout(timer), reject(error)));
+    });
+  } catch (error) {
+    redis.disconnect();
+    throw new OperatorError(`cannot reach Redis at ${target} (${reason(error)})`);
+  }
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+/** Job counts per state of every queue, and how long its oldest waiting job has waited. */
+async function queueStatus() {
+  const redis = await connectRedis();
+  const queues = createQueues(redis, config);
+  try {
+    const now = Date.now();
+    return await Promise.all(
+      Object.values(queues).map(async (queue) => {
+        const counts = await queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'waiting-children', 'completed', 'failed');
+        // The wait list is in order of arrival; a job that was delayed has waited since its delay ended.
+        const [oldest] = await queue.getJobs(['waiting'], 0, 0, true);
+        const since = oldest ? oldest.timestamp + (oldest.delay ?? 0) : null;
+        return {
+          queue: queue.name,
+          waiting: counts.waiting,
+          prioritized: counts.prioritized,
+          active: counts.active,
+          delayed: counts.delayed,
+          waiting_children: counts['waiting-children'],
+          paused: await queue.isPaused(),
+          completed: counts.completed,
+          failed: counts.failed,
+          oldest_waiting_since: since === null ? null : new Date(since).toISOString(),
+          oldest_waiting_seconds: since === null ? null : Math.max(0, Math.round((now - since) / 1000)),
+        };
+      }),
+    );
+  } finally {
+    await Promise.allSettled(Object.values(queues).map((q) => q.close()));
+    redis.disconnect();
+  }
+}
+
 const text = (o: string) => ({ [o]: { type: 'string' as const } });
+/** Rows with their time columns as ISO strings (the ORM's raw queries give PostgreSQL's text form). */
+const withTimes = (rows: any[], columns: string[]) =>
+  rows.map((row) => ({ ...row, ...Object.fromEntries(columns.map((c) => [c, isoTimestamp(row[c])])) }));
 const list = (value: unknown) => (typeof value === 'string' ? value.split(',').map((v) => v.trim()).filter(Boolean) : []);
 const projectIds = (value: unknown) =>
   list(value).map((v) => {
@@ -94,12 +207,12 @@ const commands: Record<string, Command> = {
   'org list': {
     usage: '',
     options: {},
-    run: (em) =>
-      em.getConnection().execute(
+    run: async (em) =>
+      withTimes(await em.getConnection().execute(
         `select o.id, o.name, (select count(*)::int from organization_membership m where m.organization_id = o.id) as members,
-                (select count(*)::int from project p where p.organization_id = o.id) as projects
+                (select count(*)::int from project p where p.organization_id = o.id) as projects, o.created_at
            from organization o order by o.created_at, o.id`,
-      ),
+      ), ['created_at']),
   },
   'org add-member': {
     usage: '--org ORG_ID --user EMAIL [--level member|admin|owner]',
@@ -107,9 +220,8 @@ const commands: Record<string, Command> = {
     required: ['org', 'user'],
     run: async (em, v) => {
       const user = await userByEmail(em, String(v.user));
-      const level = membershipLevel(String(v.level ?? 'member'));
-      await setMembership(em, String(v.org), user.id, level);
-      return { organization: v.org, user: user.email, level };
+      await setMembership(em, String(v.org), user.id, membershipLevel(String(v.level ?? 'member')));
+      return { organization: v.org, user: user.email, level: String(v.level ?? 'member') };
     },
   },
   'project create': {
@@ -163,7 +275,7 @@ const commands: Record<string, Command> = {
     run: (em) =>
       em.getConnection().execute(
         `select u.id, u.email, u.is_active as active, (select count(*)::int from personal_api_key k where k.user_id = u.id) as keys,
-                coalesce((select string_agg(m.organization_id::text, ',') from organization_membership m where m.user_id = u.id), '') as organizations
+                array(select m.organization_id::text from organization_membership m where m.user_id = u.id order by m.organization_id) as organizations
            from app_user u order by u.id`,
       ),
   },
@@ -194,13 +306,14 @@ const commands: Record<string, Command> = {
     options: text('user'),
     run: async (em, v) => {
       const userId = v.user ? (await userByEmail(em, String(v.user))).id : null;
-      return em.getConnection().execute(
-        `select k.id, u.email as user, k.label, k.mask_value, coalesce(array_to_string(k.scopes, ','), '*') as scopes,
-                coalesce(array_to_string(k.scoped_teams, ','), '') as projects, coalesce(array_to_string(k.scoped_organizations, ','), '') as organizations,
+      const rows = await em.getConnection().execute(
+        `select k.id, u.email as user, k.label, k.mask_value, coalesce(k.scopes, array['*']) as scopes,
+                coalesce(k.scoped_teams, '{}') as projects, coalesce(k.scoped_organizations, '{}') as organizations,
                 k.created_at, k.last_used_at, k.last_rolled_at
            from personal_api_key k join app_user u on u.id = k.user_id where (?::int is null or k.user_id = ?) order by k.created_at, k.id`,
         [userId, userId],
       );
+      return withTimes(rows, ['created_at', 'last_used_at', 'last_rolled_at']);
     },
   },
   'key roll': {
@@ -258,6 +371,18 @@ const commands: Record<string, Command> = {
       return { mode, released: ids.length, worker: ids.length ? await handToWorker((q) => enqueueDeletions(q, ids)) : 'nothing to do' };
     },
   },
+  'queue status': {
+    usage: '',
+    options: {},
+    needs: 'redis',
+    run: () => queueStatus(),
+  },
+  'migration status': {
+    usage: '',
+    options: {},
+    needs: 'database',
+    run: () => migrationState(config.databaseUrl),
+  },
   'schedule list': {
     usage: '',
     options: {},
@@ -291,51 +416,76 @@ const commands: Record<string, Command> = {
 };
 
 function usage(): string {
-  return ['Usage: npm run manage -- <command> [options] [--json]', '', ...Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}`)].join('\n');
+  const lines = Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}`.trimEnd());
+  return ['Usage: npm run manage -- <command> [options] [--json]', '', ...lines, '', 'help: this list; <command> --help: its options'].join('\n');
 }
 
 function print(result: unknown, json: boolean) {
   if (json) return console.log(JSON.stringify(result, null, 2));
+  const cell = (v: unknown) => (v === null || v === undefined ? '' : Array.isArray(v) ? v.join(',') : String(v));
   if (Array.isArray(result)) {
     if (result.length === 0) return console.log('(none)');
-    const cell = (v: unknown) => (v instanceof Date ? v.toISOString() : v === null || v === undefined ? '' : String(v));
     const columns = Object.keys(result[0]);
     const rows = [columns, ...result.map((row) => columns.map((c) => cell(row[c])))];
     const widths = columns.map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows) console.log(r.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd());
   } else {
-    for (const [k, v] of Object.entries(result as object)) console.log(`${k}: ${Array.isArray(v) ? v.join(',') : v}`);
+    for (const [k, v] of Object.entries(result as object)) console.log(`${k}: ${cell(v)}`);
   }
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (['help', '--help', '-h'].includes(argv[0])) {
+    console.log(usage());
+    return 0;
+  }
   const name = argv.slice(0, 2).join(' ');
   const command = commands[name];
   if (!command) {
     console.error(argv.length && !argv[0].startsWith('-') ? `Unknown command: ${name}\n\n${usage()}` : usage());
     return 2;
   }
+  const commandUsage = `Usage: npm run manage -- ${name} ${command.usage}`.trimEnd();
   let values: Values;
   try {
-    values = parseArgs({ args: argv.slice(2), options: { ...command.options, json: { type: 'boolean' } }, strict: true }).values as Values;
+    const options = { ...command.options, json: { type: 'boolean' as const }, help: { type: 'boolean' as const, short: 'h' } };
+    values = parseArgs({ args: argv.slice(2), options, strict: true }).values as Values;
+    if (values.help) {
+      console.log(commandUsage);
+      return 0;
+    }
     for (const option of command.required ?? []) if (!values[option]) throw new UsageError(`--${option} is required`);
   } catch (error) {
-    console.error(`${(error as Error).message}\n\nUsage: npm run manage -- ${name} ${command.usage}`);
+    console.error(`${(error as Error).message}\n\n${commandUsage}`);
     return 2;
   }
-  await ensureDatabase(config.databaseDirectUrl);
-  const orm = await initOrm();
+  let orm: Awaited<ReturnType<typeof initOrm>> | null = null;
   try {
-    await migrate(orm);
-    print(await command.run(orm.em.fork() as EntityManager, values), values.json === true);
+    const needs = command.needs ?? 'migrated';
+    if (needs === 'migrated') {
+      const pending = (await migrationState(config.databaseUrl)).filter((m) => m.status === 'pending');
+      const database = decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1));
+      if (pending.length) throw new OperatorError(`database "${database}" is not migrated (${pending.length} pending migrations); run \`npm run migrate\``);
+    }
+    if (needs === 'migrated') orm = await initOrm();
+    print(await command.run(orm?.em.fork() as EntityManager, values), values.json === true);
     return 0;
   } catch (error) {
-    if (!(error instanceof AccountError)) throw error;
-    console.error(`Error: ${error.message}`);
+    // Whatever went wrong, the operator gets one line: bad input, a service away, a database to migrate.
+    const known = error instanceof AccountError || error instanceof OperatorError;
+    console.error(`Error: ${known ? (error as Error).message : describeFailure(error)}`);
     return 1;
   } finally {
-    await orm.close();
+    await orm?.close().catch(() => undefined);
   }
+}
+
+/** An unexpected failure, such as PostgreSQL going away mid-command, in one line. */
+function describeFailure(error: unknown): string {
+  const code = (error as { code?: string })?.code;
+  if (code && /^(ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENOTFOUND|EHOSTUNREACH|57P0[1-3]|08\w{3})$/.test(code))
+    return `lost PostgreSQL at ${where(config.databaseUrl)} (${reason(error)})`;
+  return reason(error);
 }
 
 process.exitCode = await main(process.argv.slice(2));

@@ -19,7 +19,7 @@ try {
   const em = orm.em.fork();
   const [{ count }] = await em.getConnection().execute<any[]>('select count(*)::int as count from app_user');
   if (count === 0) {
-    const install = await bootstrapInstall(em as any, { email: process.env.ADMIN_EMAIL ?? 'admin@example.com' });
+    const install = await bootstrapInstall(em as any, { email: config.adminEmail });
     keyMessage =
       `Personal API key (all scopes, shown only now — keep it): ${install.apiKey}\n` +
       `Project ${install.project.id}, project API token for SDKs: ${install.project.apiToken}`;

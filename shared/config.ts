@@ -1,107 +1,269 @@
-// All configuration comes from the environment; defaults run everything on this machine.
-// envInt/envBool are the one way to read a setting: a malformed value stops the process at start-up.
+// All configuration comes from the environment, read here and nowhere else, through one JSON schema
+// (SETTINGS_SCHEMA, validated with ajv): a malformed value stops the process at start-up naming the
+// variable. Defaults run everything on this machine. README's Configuration table lists the same
+// variables (a test compares the two).
+import { Ajv, type ErrorObject } from 'ajv';
 import { CronExpressionParser } from 'cron-parser';
 
-export function envInt(name: string, fallback: number): number {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value)) throw new Error(`${name} must be an integer, got "${raw}"`);
-  return value;
-}
+const int = (fallback: number, minimum: number, maximum = Number.MAX_SAFE_INTEGER) =>
+  ({ type: 'integer', default: fallback, minimum, maximum }) as const;
+const bool = (fallback: boolean) => ({ type: 'boolean', default: fallback }) as const;
+const cron = (fallback: string) => ({ type: 'string', format: 'cron', default: fallback }) as const;
+const text = (fallback: string) => ({ type: 'string', default: fallback }) as const;
+const unset = { type: 'string' } as const;
+const LOCAL_DATABASE = 'postgres://postgres@127.0.0.1:5432/analytics';
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-export function envBool(name: string, fallback: boolean): boolean {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
-  return ['1', 'true', 'yes', 'on'].includes(raw.toLowerCase());
-}
+/** Every environment variable the service reads. Without a default, a variable is unset unless given. */
+export const SETTINGS_SCHEMA = {
+  type: 'object',
+  properties: {
+    DATABASE_URL: { type: 'string', format: 'postgres-url', default: LOCAL_DATABASE },
+    /** Defaults to DATABASE_URL. */
+    DATABASE_DIRECT_URL: { type: 'string', format: 'postgres-url' },
+    DATABASE_POOL_MAX: int(10, 1),
+    ORM_DEBUG: bool(false),
+    REDIS_URL: { type: 'string', format: 'redis-url', default: 'redis://127.0.0.1:6379' },
+    REDIS_CLUSTER_NODES: { type: 'string', format: 'host-port-list' },
+    REDIS_PREFIX: text('analytics'),
+    HOST: text('127.0.0.1'),
+    PORT: int(8000, 0, 65535),
+    TRUST_PROXY: bool(false),
+    /** `silent` under NODE_ENV=test while unset. */
+    LOG_LEVEL: { type: 'string', enum: LOG_LEVELS, default: 'info' },
+    NODE_ENV: unset,
+    SERVICE_NAME: text('analytics'),
+    RATE_LIMIT_ENABLED: bool(true),
+    RATE_LIMIT_PER_MINUTE: int(480, 1),
+    RATE_LIMIT_PER_HOUR: int(4800, 1),
+    AUTH_CACHE_SECONDS: int(60, 0),
+    MAX_JSON_BODY_BYTES: int(1024 * 1024, 1),
+    VALIDATE_RESPONSES: bool(false),
+    ADMIN_USER: text('admin'),
+    ADMIN_PASSWORD: unset,
+    ADMIN_EMAIL: text('admin@example.com'),
+    METRICS_TOKEN: unset,
+    OPS_AUTH_FAILURES_PER_MINUTE: int(5, 1),
+    WORKER_CONCURRENCY: int(2, 1),
+    WORKER_SHUTDOWN_TIMEOUT_MS: int(30_000, 0),
+    WORKER_LOCK_DURATION_MS: int(30_000, 1),
+    WORKER_METRICS_PORT: int(0, 0, 65535),
+    WORKER_METRICS_HOST: text('127.0.0.1'),
+    WORKER_METRICS_PUSH_SECONDS: int(15, 1),
+    JOB_ATTEMPTS: int(8, 1),
+    JOB_BACKOFF_MS: int(5_000, 0),
+    ENQUEUE_TIMEOUT_MS: int(1000, 1),
+    DELETION_WEEKLY_CRON: cron('0 5 * * 0'),
+    DELETION_OFF_PEAK_CRON: cron('0 3 * * *'),
+    DELETION_RECONCILE_SECONDS: int(60, 1),
+    DELETION_RETRY_FIRST_DELAY_SECONDS: int(900, 1),
+    DELETION_RETRY_MAX_DELAY_SECONDS: int(6 * 3600, 1),
+    DELETION_CHUNK_SIZE: int(100_000, 1),
+    DELETION_LEASE_SECONDS: int(30, 1),
+    DELETION_BATCH_SIZE: int(1000, 1),
+    EXPERIMENT_RESULTS_CRON: cron('0 2 * * *'),
+    STATISTICS_REFRESH_CRON: cron('*/5 * * * *'),
+    STATISTICS_REFRESH_ROWS: int(10_000, 0),
+    EVENT_PARTITIONS_CRON: cron('0 1 * * *'),
+    EVENT_PARTITIONS_AHEAD: int(2, 0, 120),
+  },
+} as const;
 
-/** A cron pattern (UTC), checked at start-up: a typo stops the process naming the variable. */
-export function envCron(name: string, fallback: string): string {
-  const raw = process.env[name];
-  if (raw === undefined || raw === '') return fallback;
+type Properties = typeof SETTINGS_SCHEMA.properties;
+type Setting = keyof Properties;
+type Value<K extends Setting> = Properties[K]['type'] extends 'integer' ? number : Properties[K]['type'] extends 'boolean' ? boolean : string;
+type WithDefault = { [K in Setting]: Properties[K] extends { default: unknown } ? K : never }[Setting];
+/** Settings after validation: those with a default always have a value. */
+export type Settings = { [K in WithDefault]: Value<K> } & { [K in Exclude<Setting, WithDefault>]?: Value<K> };
+
+const cronError = (value: string): string | null => {
   try {
-    CronExpressionParser.parse(raw, { tz: 'UTC' });
+    CronExpressionParser.parse(value, { tz: 'UTC' });
+    return null;
   } catch (error) {
-    throw new Error(`${name} must be a cron pattern, got "${raw}": ${(error as Error).message}`);
+    return (error as Error).message;
   }
-  return raw;
+};
+const CLUSTER_NODE = /^[^:\s]+:\d{1,5}$/;
+const clusterNodes = (value: string) => value.split(',').map((node) => node.trim()).filter(Boolean);
+const hasProtocol = (value: string, protocols: string[]) => {
+  try {
+    return protocols.includes(new URL(value).protocol);
+  } catch {
+    return false;
+  }
+};
+
+const ajv = new Ajv({ allErrors: true, useDefaults: true });
+ajv.addFormat('cron', (value: string) => cronError(value) === null);
+ajv.addFormat('postgres-url', (value: string) => hasProtocol(value, ['postgres:', 'postgresql:']));
+ajv.addFormat('redis-url', (value: string) => hasProtocol(value, ['redis:', 'rediss:']));
+ajv.addFormat('host-port-list', (value: string) => clusterNodes(value).every((node) => CLUSTER_NODE.test(node)));
+const validate = ajv.compile(SETTINGS_SCHEMA);
+
+const TRUE = ['1', 'true', 'yes', 'on'];
+const FALSE = ['0', 'false', 'no', 'off'];
+
+/** The raw string as typed, for messages; a URL's password is masked. */
+const shown = (raw: string) => JSON.stringify(raw.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@'));
+
+function describeError(error: ErrorObject, raw: Record<string, string>): string {
+  const name = error.instancePath.slice(1);
+  const got = `got ${shown(raw[name] ?? '')}`;
+  switch (`${error.keyword}:${error.params.type ?? error.params.format ?? ''}`) {
+    case 'type:integer':
+      return `${name} must be an integer, ${got}`;
+    case 'type:boolean':
+      return `${name} must be true or false (1/0, yes/no, on/off), ${got}`;
+    case 'format:cron':
+      return `${name} must be a cron pattern, ${got}: ${cronError(raw[name])}`;
+    case 'format:postgres-url':
+      return `${name} must be a postgres:// URL, ${got}`;
+    case 'format:redis-url':
+      return `${name} must be a redis:// URL, ${got}`;
+    case 'format:host-port-list':
+      return `${name} must be host:port,host:port,…, got ${shown(clusterNodes(raw[name]).find((n) => !CLUSTER_NODE.test(n))!)}`;
+    case 'minimum:':
+      return `${name} must be at least ${error.params.limit}, ${got}`;
+    case 'maximum:':
+      return `${name} must be at most ${error.params.limit}, ${got}`;
+    case 'enum:':
+      return `${name} must be one of ${(error.params.allowedValues as string[]).join(', ')}, ${got}`;
+    default:
+      return `${name} ${error.message}, ${got}`;
+  }
+}
+
+export class ConfigError extends Error {}
+
+/** The environment's settings, typed and validated; an empty value counts as unset. */
+export function readSettings(env: Record<string, string | undefined> = process.env): Settings {
+  const raw: Record<string, string> = {};
+  const input: Record<string, unknown> = {};
+  for (const [name, schema] of Object.entries(SETTINGS_SCHEMA.properties)) {
+    const value = env[name]?.trim();
+    if (value === undefined || value === '') continue;
+    raw[name] = value;
+    // Typed here rather than by ajv's coercion, which reads "" and " " as 0 and knows only true/false.
+    if (schema.type === 'integer') input[name] = /^-?\d+$/.test(value) ? Number(value) : value;
+    else if (schema.type === 'boolean') {
+      const word = value.toLowerCase();
+      input[name] = TRUE.includes(word) ? true : FALSE.includes(word) ? false : value;
+    } else input[name] = value;
+  }
+  if (!validate(input)) throw new ConfigError(validate.errors!.map((error) => describeError(error, raw)).join('; '));
+  return input as Settings;
 }
 
 export type Config = ReturnType<typeof loadConfig>;
 
-export function loadConfig() {
+export function loadConfig(env: Record<string, string | undefined> = process.env) {
+  const s = readSettings(env);
   return {
-    databaseUrl: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics',
+    databaseUrl: s.DATABASE_URL,
     /**
      * A connection straight to PostgreSQL, for what needs a session of its own: LISTEN (the auth
      * cache's invalidations), the migration lock, creating the database. Behind a transaction-mode
      * pooler (PgBouncer), DATABASE_URL points at the pooler and this at PostgreSQL.
      */
-    databaseDirectUrl: process.env.DATABASE_DIRECT_URL || process.env.DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/analytics',
-    redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    databaseDirectUrl: s.DATABASE_DIRECT_URL ?? s.DATABASE_URL,
+    databasePoolMax: s.DATABASE_POOL_MAX,
+    /** Log every SQL statement MikroORM sends. */
+    ormDebug: s.ORM_DEBUG,
+    redisUrl: s.REDIS_URL,
     /** host:port,host:port,… of a Redis Cluster; when set, REDIS_URL is not used. */
-    redisClusterNodes: (process.env.REDIS_CLUSTER_NODES ?? '')
-      .split(',')
-      .map((node) => node.trim())
-      .filter(Boolean)
-      .map((node) => {
-        if (!/^[^:\s]+:\d{1,5}$/.test(node)) throw new Error(`REDIS_CLUSTER_NODES must be host:port,host:port,…, got "${node}"`);
-        return node;
-      }),
+    redisClusterNodes: clusterNodes(s.REDIS_CLUSTER_NODES ?? ''),
     /** Prefix for every Redis key (queues, throttle counters), so several installs can share a Redis. */
-    redisPrefix: process.env.REDIS_PREFIX ?? 'analytics',
-    host: process.env.HOST ?? '127.0.0.1',
-    port: envInt('PORT', 8000),
-    logLevel: process.env.LOG_LEVEL ?? 'info',
+    redisPrefix: s.REDIS_PREFIX,
+    host: s.HOST,
+    port: s.PORT,
+    /** Trust X-Forwarded-* (client address, absolute URLs) from a proxy in front. */
+    trustProxy: s.TRUST_PROXY,
+    // Tests run quiet unless asked for logs.
+    logLevel: s.NODE_ENV === 'test' && !env.LOG_LEVEL?.trim() ? 'silent' : s.LOG_LEVEL,
+    /** The `service` field of every log line. */
+    serviceName: s.SERVICE_NAME,
     rateLimit: {
-      enabled: envBool('RATE_LIMIT_ENABLED', true),
-      perMinute: envInt('RATE_LIMIT_PER_MINUTE', 480),
-      perHour: envInt('RATE_LIMIT_PER_HOUR', 4800),
+      enabled: s.RATE_LIMIT_ENABLED,
+      perMinute: s.RATE_LIMIT_PER_MINUTE,
+      perHour: s.RATE_LIMIT_PER_HOUR,
     },
     /** How long an API process may reuse an authentication result; changes drop it at once (0: off). */
-    authCacheSeconds: envInt('AUTH_CACHE_SECONDS', 60),
+    authCacheSeconds: s.AUTH_CACHE_SECONDS,
     /** JSON request bodies of the management API. */
-    maxJsonBodyBytes: envInt('MAX_JSON_BODY_BYTES', 1024 * 1024),
+    maxJsonBodyBytes: s.MAX_JSON_BODY_BYTES,
+    /** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
+    enqueueTimeoutMs: s.ENQUEUE_TIMEOUT_MS,
     worker: {
-      concurrency: envInt('WORKER_CONCURRENCY', 2),
-      shutdownTimeoutMs: envInt('WORKER_SHUTDOWN_TIMEOUT_MS', 30_000),
+      concurrency: s.WORKER_CONCURRENCY,
+      shutdownTimeoutMs: s.WORKER_SHUTDOWN_TIMEOUT_MS,
       /** How long a job stays claimed without renewal; a dead worker's job is taken over after about this long. */
-      lockDurationMs: envInt('WORKER_LOCK_DURATION_MS', 30_000),
+      lockDurationMs: s.WORKER_LOCK_DURATION_MS,
+      /** Optional HTTP port of the worker's Prometheus metrics (0: not served), and where it listens. */
+      metricsPort: s.WORKER_METRICS_PORT,
+      metricsHost: s.WORKER_METRICS_HOST,
+      /** How often the worker pushes its figures into Redis for the API's /metrics/global. */
+      metricsPushSeconds: s.WORKER_METRICS_PUSH_SECONDS,
     },
     /** BullMQ's own retries of a failed job (quick, for passing faults) before the job counts as failed. */
     jobs: {
-      attempts: envInt('JOB_ATTEMPTS', 8),
-      backoffMs: envInt('JOB_BACKOFF_MS', 5_000),
+      attempts: s.JOB_ATTEMPTS,
+      backoffMs: s.JOB_BACKOFF_MS,
     },
     deletion: {
       /** When scheduled deletion requests are released (UTC crons). */
-      weeklyCron: envCron('DELETION_WEEKLY_CRON', '0 5 * * 0'),
-      offPeakCron: envCron('DELETION_OFF_PEAK_CRON', '0 3 * * *'),
+      weeklyCron: s.DELETION_WEEKLY_CRON,
+      offPeakCron: s.DELETION_OFF_PEAK_CRON,
       /**
        * How often each worker reconciles PostgreSQL with the queue (a timer in the process, not a
        * Redis-held schedule, so it runs even when Redis lost every scheduler).
        */
-      reconcileSeconds: envInt('DELETION_RECONCILE_SECONDS', 60),
+      reconcileSeconds: s.DELETION_RECONCILE_SECONDS,
       /** A request whose job failed finally is tried again after this delay, doubling per failure up to the maximum. */
-      retryFirstDelaySeconds: envInt('DELETION_RETRY_FIRST_DELAY_SECONDS', 900),
-      retryMaxDelaySeconds: envInt('DELETION_RETRY_MAX_DELAY_SECONDS', 6 * 3600),
+      retryFirstDelaySeconds: s.DELETION_RETRY_FIRST_DELAY_SECONDS,
+      retryMaxDelaySeconds: s.DELETION_RETRY_MAX_DELAY_SECONDS,
+      /** Rows a delete statement aims at. */
+      chunkSize: s.DELETION_CHUNK_SIZE,
+      /** How long a claim on a request holds without renewal. */
+      leaseSeconds: s.DELETION_LEASE_SECONDS,
+      /** Event-deletion requests of one project handled in one pass. */
+      batchSize: s.DELETION_BATCH_SIZE,
     },
     /** When the other scheduled jobs run (UTC crons). */
     schedules: {
-      experimentResultsCron: envCron('EXPERIMENT_RESULTS_CRON', '0 2 * * *'),
-      statisticsRefreshCron: envCron('STATISTICS_REFRESH_CRON', '*/5 * * * *'),
-      eventPartitionsCron: envCron('EVENT_PARTITIONS_CRON', '0 1 * * *'),
+      experimentResultsCron: s.EXPERIMENT_RESULTS_CRON,
+      statisticsRefreshCron: s.STATISTICS_REFRESH_CRON,
+      eventPartitionsCron: s.EVENT_PARTITIONS_CRON,
     },
-    /** Basic-auth credential for /admin/queues; the dashboard is disabled while unset. */
-    adminPassword: process.env.ADMIN_PASSWORD ?? '',
+    maintenance: {
+      /** Months after the current one that get their event partition in advance. */
+      eventPartitionsAhead: s.EVENT_PARTITIONS_AHEAD,
+      /** Rows changed since a table's last ANALYZE that make it due. */
+      statisticsRefreshRows: s.STATISTICS_REFRESH_ROWS,
+    },
+    /** Basic-auth credential for /admin/queues; the dashboard is disabled while ADMIN_PASSWORD is unset. */
+    adminUser: s.ADMIN_USER,
+    adminPassword: s.ADMIN_PASSWORD ?? '',
+    /** The first user `npm start` creates on a new install. */
+    adminEmail: s.ADMIN_EMAIL,
     /** Bearer token Prometheus sends to scrape /metrics; while unset /metrics answers 404. */
-    metricsToken: process.env.METRICS_TOKEN ?? '',
+    metricsToken: s.METRICS_TOKEN ?? '',
     /** Wrong dashboard passwords or metrics tokens one client address may try per minute before 429. */
-    opsAuthFailuresPerMinute: envInt('OPS_AUTH_FAILURES_PER_MINUTE', 5),
+    opsAuthFailuresPerMinute: s.OPS_AUTH_FAILURES_PER_MINUTE,
     /** Check every JSON response against the route's documented schema (tests turn this on). */
-    validateResponses: envBool('VALIDATE_RESPONSES', false),
+    validateResponses: s.VALIDATE_RESPONSES,
   };
 }
 
-export const config = loadConfig();
+/** The process's configuration. A bad setting ends the process here with one line naming it. */
+export const config = loadProcessConfig();
+
+function loadProcessConfig(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`Configuration error: ${error.message}\n`);
+    process.exit(1);
+  }
+}

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { config } from './config.ts';
 
 export const logger = pino({
-  level: process.env.NODE_ENV === 'test' && !process.env.LOG_LEVEL ? 'silent' : config.logLevel,
-  base: { service: process.env.SERVICE_NAME ?? 'analytics' },
+  level: config.logLevel,
+  base: { service: config.serviceName },
 });
 export type Logger = typeof logger;

@@ -2,7 +2,7 @@
 // Jobs carry only ids: the source of truth for every request is its row in PostgreSQL, so a job
 // lost while Redis was down is re-created by the worker's reconciler from that row.
 import { Queue, type ConnectionOptions } from 'bullmq';
-import { envInt, type Config } from './config.ts';
+import { config as processConfig, type Config } from './config.ts';
 import { logger } from './logger.ts';
 import { withTimeout } from './timeout.ts';
 import { JOBS, type JobData } from './jobs.ts';
@@ -53,7 +53,7 @@ function createQueue(name: string, connection: ConnectionOptions, prefix: string
 }
 
 /** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
-const ENQUEUE_TIMEOUT_MS = envInt('ENQUEUE_TIMEOUT_MS', 1000);
+const ENQUEUE_TIMEOUT_MS = processConfig.enqueueTimeoutMs;
 
 /**
  * Hands deletion rows to the worker now. Never throws: if Redis is down the rows stay pending in

@@ -12,7 +12,6 @@ import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { Histogram, type Registry } from 'prom-client';
 import type { WorkerDeps } from './deps.ts';
-import { envInt } from '../shared/config.ts';
 import {
   processRegistry,
   pushWorkerMetrics,
@@ -43,9 +42,9 @@ export function startWorkerMetrics(
   deps: Pick<WorkerDeps, 'logger' | 'connection' | 'orm' | 'config'>,
   options: WorkerMetricsOptions = {},
 ): WorkerMetrics {
-  const port = options.port ?? envInt('WORKER_METRICS_PORT', 0);
-  const host = options.host ?? (process.env.WORKER_METRICS_HOST || '127.0.0.1');
-  const pushSeconds = Math.max(1, options.pushSeconds ?? envInt('WORKER_METRICS_PUSH_SECONDS', 15));
+  const port = options.port ?? deps.config.worker.metricsPort;
+  const host = options.host ?? deps.config.worker.metricsHost;
+  const pushSeconds = options.pushSeconds ?? deps.config.worker.metricsPushSeconds;
   const workerId = options.workerId ?? `${hostname()}:${process.pid}`;
   const prefix = deps.config.redisPrefix;
 

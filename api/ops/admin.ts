@@ -23,7 +23,7 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
   createBullBoard({ queues: Object.values(deps.queues).map((q) => new BullMQAdapter(q)), serverAdapter: adapter });
   // The adapter ships its own copy of the Koa types; the middleware is the same at run time.
   const board = adapter.registerPlugin() as unknown as Middleware;
-  const user = process.env.ADMIN_USER ?? 'admin';
+  const user = deps.config.adminUser;
   const guard = { prefix: deps.config.redisPrefix, failuresPerMinute: deps.config.opsAuthFailuresPerMinute };
   return async (ctx, next) => {
     if (ctx.path !== ADMIN_BASE_PATH && !ctx.path.startsWith(`${ADMIN_BASE_PATH}/`)) return next();

@@ -2,9 +2,9 @@
 // authentication, validation or ORM. Started as its own process, like the API, by bench/persons.ts.
 import Koa from 'koa';
 import pg from 'pg';
-import { envInt } from '../../shared/config.ts';
+import { config } from '../../shared/config.ts';
 
-const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: envInt('DATABASE_POOL_MAX', 16) });
+const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.databasePoolMax });
 const app = new Koa();
 app.use(async (ctx) => {
   if (ctx.path === '/_health') {
@@ -20,4 +20,4 @@ app.use(async (ctx) => {
   if (!rows[0]) ctx.throw(404);
   ctx.body = rows[0];
 });
-app.listen(Number(process.env.PORT), '127.0.0.1');
+app.listen(config.port, '127.0.0.1');

@@ -1,6 +1,6 @@
 import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
-import { config, envInt } from '../config.ts';
+import { config } from '../config.ts';
 import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
 import pg from 'pg';
@@ -11,8 +11,8 @@ export function ormConfig(databaseUrl = config.databaseUrl) {
     entities,
     extensions: [Migrator],
     migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
-    pool: { min: 0, max: envInt('DATABASE_POOL_MAX', 10) },
-    debug: process.env.ORM_DEBUG === '1',
+    pool: { min: 0, max: config.databasePoolMax },
+    debug: config.ormDebug,
   });
 }
 

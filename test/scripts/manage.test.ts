@@ -3,8 +3,13 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { call, startApi, type TestApi } from '../helpers.ts';
+import { migrationsList } from '../../shared/db/migrations/index.ts';
+import { recordDeletionRequests } from '../../shared/deletions/store.ts';
+import { createQueues } from '../../shared/queues.ts';
+import { createApiRedis } from '../../shared/redis.ts';
+import { call, startApi, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 let api: TestApi;
@@ -22,8 +27,14 @@ interface Run {
 }
 
 function manage(...args: string[]): Promise<Run> {
+  return run([...args, '--json']);
+}
+
+/** The command as an operator types it, with extra environment. */
+function run(args: string[], env: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['scripts/manage.ts', ...args, '--json'], { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent' } }, (error, stdout, stderr) => {
+    const options = { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent', ...env } };
+    execFile(process.execPath, ['scripts/manage.ts', ...args], options, (error, stdout, stderr) => {
       let json: any = null;
       try {
         json = JSON.parse(stdout);
@@ -73,7 +84,9 @@ describe('npm run manage', () => {
     expect(current).toMatchObject({ id: key.id, label: 'reader', scopes: ['person:read'], scoped_teams: [web.id], scoped_organizations: [], value: null });
 
     const listed = await manage('key', 'list', '--user', email);
-    expect(listed.json).toEqual([expect.objectContaining({ id: key.id, label: 'reader', mask_value: `phx_...${key.value.slice(-4)}`, scopes: 'person:read', projects: String(web.id) })]);
+    expect(listed.json).toEqual([
+      expect.objectContaining({ id: key.id, label: 'reader', mask_value: `phx_...${key.value.slice(-4)}`, scopes: ['person:read'], projects: [web.id], organizations: [] }),
+    ]);
     expect(listed.stdout).not.toContain(key.value);
     const table = await new Promise<string>((resolve) =>
       execFile(process.execPath, ['scripts/manage.ts', 'key', 'list', '--user', email], { cwd: root }, (_e, stdout) => resolve(stdout)),
@@ -168,4 +181,155 @@ describe('npm run manage', () => {
     expect(eleventh.code).toBe(1);
     expect(eleventh.stderr).toContain('You can only have 10 personal API keys. Remove an existing key before creating a new one.');
   }, 60_000);
+});
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+const baseUrl = new URL(process.env.DATABASE_URL!);
+const databaseUrl = (name: string) => Object.assign(new URL(baseUrl), { pathname: `/${name}` }).toString();
+
+async function admin<T>(query: string, params: unknown[] = []): Promise<T[]> {
+  const client = new pg.Client({ connectionString: databaseUrl('postgres') });
+  await client.connect();
+  try {
+    return (await client.query(query, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('npm run manage: help, databases, outages', () => {
+  it('prints usage on stdout and exits 0 for help, --help and a command\'s --help', async () => {
+    const runs = await Promise.all([['help'], ['--help'], ['-h']].map(async (args) => [args, await run(args)] as const));
+    for (const [args, help] of runs) {
+      expect(help.code, args.join(' ')).toBe(0);
+      expect(help.stderr).toBe('');
+      expect(help.stdout).toContain('Usage: npm run manage -- <command> [options] [--json]');
+      for (const command of ['queue status', 'migration status', 'deletion list', 'schedule set']) expect(help.stdout).toContain(`  ${command}`);
+    }
+    const one = await run(['key', 'create', '--help']);
+    expect(one.code).toBe(0);
+    expect(one.stdout).toContain('Usage: npm run manage -- key create --user EMAIL --label LABEL');
+  }, 120_000);
+
+  it('never creates a database: a misspelt name is an error for reads and writes alike, and stays absent', async () => {
+    const name = `analytics_typo_${randomUUID().slice(0, 8)}`;
+    const commands = [['org', 'list'], ['deletion', 'list'], ['schedule', 'list'], ['migration', 'status'], ['org', 'create', '--name', 'X']];
+    const runs = await Promise.all(commands.map(async (args) => [args, await run(args, { DATABASE_URL: databaseUrl(name) })] as const));
+    for (const [args, result] of runs) {
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stdout, args.join(' ')).toBe('');
+      expect(result.stderr.trim(), args.join(' ')).toBe(
+        `Error: database "${name}" does not exist at ${baseUrl.host}; check DATABASE_URL, or create and migrate it with \`npm run migrate\``,
+      );
+    }
+    expect(await admin('select 1 from pg_database where datname = $1', [name])).toEqual([]);
+  }, 120_000);
+
+  it('never migrates: an empty database is refused with the pending count, and migration status lists them', async () => {
+    const name = `analytics_empty_${randomUUID().slice(0, 8)}`;
+    await admin(`create database ${name}`);
+    try {
+      const env = { DATABASE_URL: databaseUrl(name) };
+      const commands = [['user', 'list'], ['key', 'list'], ['schedule', 'list'], ['org', 'create', '--name', 'X']];
+      const runs = await Promise.all(commands.map(async (args) => [args, await run(args, env)] as const));
+      for (const [args, result] of runs) {
+        expect(result.code, args.join(' ')).toBe(1);
+        expect(result.stderr.trim(), args.join(' ')).toBe(
+          `Error: database "${name}" is not migrated (${migrationsList.length} pending migrations); run \`npm run migrate\``,
+        );
+      }
+      const status = await run(['migration', 'status', '--json'], env);
+      expect(status.code, status.stderr).toBe(0);
+      expect(status.json).toEqual(migrationsList.map((m) => ({ name: m.name, status: 'pending', applied_at: null })));
+      const tables = await new Promise<string>((resolve) => {
+        const client = new pg.Client({ connectionString: databaseUrl(name) });
+        client.connect().then(async () => {
+          resolve((await client.query(`select count(*)::text as n from pg_tables where schemaname = 'public'`)).rows[0].n);
+          await client.end();
+        });
+      });
+      expect(tables).toBe('0');
+    } finally {
+      await admin(`drop database if exists ${name} with (force)`);
+    }
+  }, 120_000);
+
+  it('migration status lists every migration of this version as applied, with its time', async () => {
+    const status = await manage('migration', 'status');
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.json.map((m: any) => m.name)).toEqual(migrationsList.map((m) => m.name));
+    for (const m of status.json) expect(m).toEqual({ name: m.name, status: 'applied', applied_at: expect.stringMatching(ISO) });
+  });
+
+  it('answers one line and exit 1 when PostgreSQL or Redis is down, not a stack trace', async () => {
+    const pgDown = { DATABASE_URL: 'postgres://postgres:secret@127.0.0.1:1/analytics' };
+    const commands = [['org', 'list'], ['key', 'revoke', '--key', 'x'], ['migration', 'status']];
+    const runs = await Promise.all(commands.map(async (args) => [args, await run(args, pgDown)] as const));
+    for (const [args, result] of runs) {
+      expect(result.code, args.join(' ')).toBe(1);
+      expect(result.stderr.trim(), args.join(' ')).toMatch(/^Error: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\)$/);
+      expect(result.stderr).not.toContain('secret');
+    }
+    const redisDown = await run(['queue', 'status'], { REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(redisDown.code).toBe(1);
+    expect(redisDown.stderr.trim()).toMatch(/^Error: cannot reach Redis at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\)$/);
+  }, 120_000);
+});
+
+describe('npm run manage: queues and typed JSON', () => {
+  it('queue status counts jobs per state per queue and says how long the oldest has waited', async () => {
+    const prefix = uniqueRedisPrefix();
+    const redis = createApiRedis();
+    const queues = createQueues(redis, { redisPrefix: prefix, jobs: { attempts: 1, backoffMs: 1 } });
+    try {
+      const minuteAgo = Date.now() - 60_000;
+      await queues.deletions.add('delete', { deletionId: '1' }, { timestamp: minuteAgo });
+      await queues.deletions.add('delete', { deletionId: '2' });
+      await queues.deletions.add('delete', { deletionId: '3' }, { delay: 3_600_000 });
+      await queues.maintenance.add('refresh', {}, { delay: 3_600_000 });
+      const status = await run(['queue', 'status', '--json'], { REDIS_PREFIX: prefix });
+      expect(status.code, status.stderr).toBe(0);
+      const byQueue = Object.fromEntries(status.json.map((q: any) => [q.queue, q]));
+      expect(Object.keys(byQueue).sort()).toEqual(['deletions', 'experiment-results', 'maintenance']);
+      expect(byQueue.deletions).toMatchObject({ waiting: 2, active: 0, delayed: 1, failed: 0, completed: 0, paused: false });
+      expect(byQueue.deletions.oldest_waiting_since).toBe(new Date(minuteAgo).toISOString());
+      expect(byQueue.deletions.oldest_waiting_seconds).toBeGreaterThanOrEqual(60);
+      expect(byQueue.deletions.oldest_waiting_seconds).toBeLessThan(90);
+      expect(byQueue.maintenance).toMatchObject({ waiting: 0, delayed: 1, oldest_waiting_since: null, oldest_waiting_seconds: null });
+      expect(byQueue['experiment-results']).toMatchObject({ waiting: 0, delayed: 0, oldest_waiting_seconds: null });
+      const text = await run(['queue', 'status'], { REDIS_PREFIX: prefix });
+      expect(text.stdout.split('\n')[0]).toMatch(/^queue\s+waiting\s+prioritized\s+active/);
+    } finally {
+      await Promise.all(Object.values(queues).map(async (q) => (await q.obliterate({ force: true }), await q.close())));
+      redis.disconnect();
+    }
+  }, 120_000);
+
+  it('--json answers arrays as arrays, numbers as numbers and times as ISO strings in every list', async () => {
+    const { org, web, email } = await setUp();
+    await ok('key', 'create', '--user', email, '--label', 'typed', '--scopes', 'person:read,experiment:read', '--projects', String(web.id));
+    const [orgRow] = (await ok('org', 'list')).filter((o: any) => o.id === org.id);
+    expect(orgRow).toEqual({ id: org.id, name: org.name, members: 1, projects: 2, created_at: expect.stringMatching(ISO) });
+    const [project] = (await ok('project', 'list', '--org', org.id)).filter((p: any) => p.id === web.id);
+    expect(project).toMatchObject({ id: web.id, organization: org.id, timezone: 'Europe/Berlin' });
+    const [user] = (await ok('user', 'list')).filter((u: any) => u.email === email);
+    expect(user).toEqual({ id: expect.any(Number), email, active: true, keys: 1, organizations: [org.id] });
+    const [key] = await ok('key', 'list', '--user', email);
+    expect(key).toMatchObject({ scopes: ['person:read', 'experiment:read'], projects: [web.id], organizations: [], created_at: expect.stringMatching(ISO), last_used_at: null });
+    const all = await ok('key', 'create', '--user', email, '--label', 'all', '--scopes', '*');
+    expect((await ok('key', 'list', '--user', email)).find((k: any) => k.id === all.id).scopes).toEqual(['*']);
+    expect(await ok('org', 'add-member', '--org', org.id, '--user', email, '--level', 'admin')).toEqual({ organization: org.id, user: email, level: 'admin' });
+
+    const api2 = api.orm.em.fork();
+    const [id] = await recordDeletionRequests(api2 as any, [
+      { projectId: web.id, type: 'person_events', mode: 'weekly', key: randomUUID(), distinctIds: ['d'], createdById: null },
+    ]);
+    const deletions = await ok('deletion', 'list', '--project', String(web.id));
+    expect(deletions).toEqual([
+      expect.objectContaining({ id, project: web.id, status: 'pending', created_at: expect.stringMatching(ISO), attempts: 0, failures: 0, next_attempt_at: null }),
+    ]);
+    const schedules = await ok('schedule', 'list');
+    expect(schedules.length).toBeGreaterThan(3);
+    for (const s of schedules) expect(s).toEqual({ id: expect.any(String), cron: expect.any(String), queue: expect.any(String), job: expect.any(String), setting: expect.any(String) });
+  }, 180_000);
 });

@@ -9,7 +9,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../../shared/jobs.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
-import { envInt } from '../../shared/config.ts';
+import { config } from '../../shared/config.ts';
 import {
   addRowsDeleted,
   claimCompanions,
@@ -28,20 +28,17 @@ import { firstMonthlyPartitionStart } from './event-partitions.ts';
  * responsive. An event statement also pays an index descent per person and distinct id of the batch
  * (~15 ms for 1000 persons), so 100,000 rows (~150 ms a statement) keeps that a small share.
  */
-export const DELETE_CHUNK = envInt('DELETION_CHUNK_SIZE', 100000);
-/** How long a claim holds without renewal (renewed every third of it while the job runs). */
-const LEASE_SECONDS = envInt('DELETION_LEASE_SECONDS', 30);
-
-/** Event-deletion requests of one project handled in one pass (one bulk_delete makes up to 1000). */
-export const DELETION_BATCH_SIZE = envInt('DELETION_BATCH_SIZE', 1000);
-
+export const DELETE_CHUNK = config.deletion.chunkSize;
 export class DeletionBusyError extends Error {}
 
 export async function deletePersonData(job: Job<JobData['deletion']>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
   const id = job.data?.deletionId;
   if (typeof id !== 'string' || !/^\d+$/.test(id)) throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork() as EntityManager;
-  const result = await claimDeletion(em, id, LEASE_SECONDS);
+  // A claim holds leaseSeconds without renewal (renewed every third of it while the job runs); an event
+  // deletion takes up to batchSize requests of its project in one pass (a bulk_delete makes up to 1000).
+  const { leaseSeconds, batchSize } = deps.config.deletion;
+  const result = await claimDeletion(em, id, leaseSeconds);
   if (!result) throw new UnrecoverableError(`deletion request ${id} does not exist`);
   if (!result.claimed) {
     if (result.status === 'completed') return { deleted: 0, skipped: 'already completed' };
@@ -54,15 +51,15 @@ export async function deletePersonData(job: Job<JobData['deletion']>, deps: Work
   const row = result;
   deps.logger.info({ deletionId: id, type: row.deletion_type, projectId: row.project_id, jobId: job.id }, 'deletion started');
   const started = Date.now();
-  const batch = row.deletion_type === 'person_events' ? [id, ...(await claimCompanions(em, row, LEASE_SECONDS, DELETION_BATCH_SIZE - 1))] : [id];
+  const batch = row.deletion_type === 'person_events' ? [id, ...(await claimCompanions(em, row, leaseSeconds, batchSize - 1))] : [id];
   let deleted = 0;
   let renewedAt = Date.now();
   // After every chunk: progress for the dashboard, and the batch's leases renewed every third of their length.
   const chunkDone = async (n: number) => {
     deleted += n;
     await job.updateProgress({ deleted, requests: batch.length });
-    if (Date.now() - renewedAt > (LEASE_SECONDS * 1000) / 3) {
-      await renewLeases(em, batch, LEASE_SECONDS);
+    if (Date.now() - renewedAt > (leaseSeconds * 1000) / 3) {
+      await renewLeases(em, batch, leaseSeconds);
       renewedAt = Date.now();
     }
   };

@@ -4,13 +4,9 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { WorkerDeps } from '../deps.ts';
-import { envInt } from '../../shared/config.ts';
-
-/** Months after the current one that get their partition in advance. */
-export const EVENT_PARTITIONS_AHEAD = envInt('EVENT_PARTITIONS_AHEAD', 2);
 
 export async function ensureEventPartitions(job: Job<{ monthsAhead?: number }> | null, deps: WorkerDeps): Promise<{ created: string[] }> {
-  const monthsAhead = job?.data?.monthsAhead ?? EVENT_PARTITIONS_AHEAD;
+  const monthsAhead = job?.data?.monthsAhead ?? deps.config.maintenance.eventPartitionsAhead;
   if (!Number.isInteger(monthsAhead) || monthsAhead < 0 || monthsAhead > 120) throw new UnrecoverableError(`invalid monthsAhead ${JSON.stringify(monthsAhead)}`);
   const rows = await deps.orm.em.fork().getConnection().execute<{ name: string }[]>(`select ensure_event_partitions(?) as name`, [monthsAhead]);
   const created = rows.map((r) => r.name);

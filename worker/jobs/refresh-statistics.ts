@@ -7,14 +7,11 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
-import { envInt } from '../../shared/config.ts';
 
 const TABLES = ['person', 'person_distinct_id', 'cohort_person', 'event_definition', 'session_recording', 'async_deletion'];
-/** Rows changed since the last ANALYZE that make a table due. */
-export const STATISTICS_REFRESH_ROWS = envInt('STATISTICS_REFRESH_ROWS', 10_000);
 
 export async function refreshStatistics(job: Job<{ minChangedRows?: number }> | null, deps: WorkerDeps): Promise<{ analyzed: string[] }> {
-  const minChangedRows = job?.data?.minChangedRows ?? STATISTICS_REFRESH_ROWS;
+  const minChangedRows = job?.data?.minChangedRows ?? deps.config.maintenance.statisticsRefreshRows;
   if (typeof minChangedRows !== 'number' || !(minChangedRows >= 0)) throw new UnrecoverableError(`invalid minChangedRows ${JSON.stringify(minChangedRows)}`);
   const conn = deps.orm.em.fork().getConnection();
   const due = await conn.execute<{ relname: string }[]>(
