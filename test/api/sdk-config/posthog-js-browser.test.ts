@@ -43,10 +43,11 @@ afterAll(async () => {
 describe('posthog-js in a browser', () => {
   it('loads remote config, captures, identifies and reads an experiment’s flag without a failed request', async () => {
     const P = `/api/projects/${account.projectId}/experiments`;
-    const exp = await call(api.baseUrl, 'POST', `${P}/`, { key: account.apiKey, body: { name: 'Browser', feature_flag_key: FLAG } });
+    const key = account.apiKey;
+    const exp = await call(api.baseUrl, 'POST', `${P}/`, { key, body: { name: 'Browser', feature_flag_key: FLAG } });
     expect(exp.status).toBe(201);
     const launch = { start_date: new Date(Date.now() - 60_000).toISOString() };
-    expect((await call(api.baseUrl, 'PATCH', `${P}/${exp.body.id}/`, { key: account.apiKey, body: launch })).status).toBe(200);
+    expect((await call(api.baseUrl, 'PATCH', `${P}/${exp.body.id}/`, { key, body: launch })).status).toBe(200);
 
     const page = await browser.newPage();
     const problems: string[] = [];
@@ -77,7 +78,8 @@ describe('posthog-js in a browser', () => {
               ph.identify(user, { email: 'browser@example.com' });
               // After identify the SDK reloads flags for the identified person; wait for that answer.
               ph.onFeatureFlags(() => {
-                if (ph.get_distinct_id() === user && ph.getFeatureFlag(flagKey) !== undefined) resolve(ph.getFeatureFlag(flagKey));
+                const value = ph.getFeatureFlag(flagKey);
+                if (ph.get_distinct_id() === user && value !== undefined) resolve(value);
               });
             },
           });
@@ -86,7 +88,8 @@ describe('posthog-js in a browser', () => {
     );
 
     // What the server says for the identified person is what the SDK got.
-    const server = await call(api.baseUrl, 'POST', '/flags/?v=2', { body: { token: account.projectToken, distinct_id: USER } });
+    const ask = { token: account.projectToken, distinct_id: USER };
+    const server = await call(api.baseUrl, 'POST', '/flags/?v=2', { body: ask });
     expect(['control', 'test']).toContain(flag);
     expect(flag).toBe(server.body.flags[FLAG].variant);
 
@@ -97,7 +100,8 @@ describe('posthog-js in a browser', () => {
         [account.projectId],
       );
       const names = new Set(rows.map((r) => r.event));
-      return ['$pageview', 'checkout started', '$identify', '$feature_flag_called'].every((n) => names.has(n)) ? rows : null;
+      const expected = ['$pageview', 'checkout started', '$identify', '$feature_flag_called'];
+      return expected.every((n) => names.has(n)) ? rows : null;
     }).catch((error) => {
       throw new Error(`${error.message}; the page saw: ${problems.join('; ') || 'no failure'}`);
     });

@@ -56,10 +56,11 @@ describe('GET /array/<token>/config', () => {
 
   it('says hasFeatureFlags once the project has an active flag (a launched experiment’s)', async () => {
     const other = await createAccount(api.orm);
-    const hasFlags = async () => (await call(api.baseUrl, 'GET', `/array/${other.projectToken}/config`)).body.hasFeatureFlags;
+    const hasFlags = async () =>
+      (await call(api.baseUrl, 'GET', `/array/${other.projectToken}/config`)).body.hasFeatureFlags;
     const P = `/api/projects/${other.projectId}/experiments`;
-    const exp = (await call(api.baseUrl, 'POST', `${P}/`, { key: other.apiKey, body: { name: 'Hint', feature_flag_key: 'hint' } }))
-      .body;
+    const draft = { name: 'Hint', feature_flag_key: 'hint' };
+    const exp = (await call(api.baseUrl, 'POST', `${P}/`, { key: other.apiKey, body: draft })).body;
     expect(await hasFlags()).toBe(false); // a draft's flag is inactive
     const launch = { start_date: new Date().toISOString() };
     expect((await call(api.baseUrl, 'PATCH', `${P}/${exp.id}/`, { key: other.apiKey, body: launch })).status).toBe(200);
