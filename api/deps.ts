@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { RedisConnection } from '../shared/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
+import type { FlagCache } from './flags/cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 
@@ -13,4 +14,6 @@ export interface AppDeps {
   queues: Queues;
   /** Authentication results cached until a change notifies `auth_changed`; null: every request reads PostgreSQL. */
   authCache?: AuthCache | null;
+  /** Flag definitions per project token, dropped when they change (`flag_definitions_changed`); null: read on every request. */
+  flagCache?: FlagCache | null;
 }

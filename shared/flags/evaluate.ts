@@ -78,6 +78,20 @@ function holdoutVariant(holdout: FlagFilters['holdout'], bucketingValue: string)
   return `holdout-${holdout.id}`;
 }
 
+/** Conditions on person properties (no type means person); cohort, event and group filters are not. */
+export const isPersonFilter = (filter: PropertyFilter) => filter.type === undefined || filter.type === 'person';
+
+/** The person properties a flag's release conditions read: evaluating it needs the stored person unless the SDK sent them all. */
+export function personPropertyKeys(filters: FlagFilters): string[] {
+  const keys = new Set<string>();
+  for (const condition of Array.isArray(filters?.groups) ? filters.groups : []) {
+    for (const filter of Array.isArray(condition?.properties) ? condition.properties : []) {
+      if (filter && isPersonFilter(filter)) keys.add(String(filter.key));
+    }
+  }
+  return [...keys];
+}
+
 const asList = (value: unknown): unknown[] => (Array.isArray(value) ? value : [value]);
 const asNumber = (value: unknown): number | null => {
   const n = typeof value === 'number' ? value : typeof value === 'string' && value.trim() !== '' ? Number(value) : NaN;
@@ -159,7 +173,7 @@ export function evaluateFlag(flag: FlagDefinition, bucketingValue: string, prope
   const conditions = flag.filters.groups ?? [];
   let outOfRollout: number | null = null;
   for (const [index, condition] of conditions.entries()) {
-    const propertyFilters = (condition.properties ?? []).filter((p) => p.type === undefined || p.type === 'person');
+    const propertyFilters = (condition.properties ?? []).filter(isPersonFilter);
     if (!propertyFilters.every((p) => propertyMatches(p, properties))) continue;
     const rollout = condition.rollout_percentage;
     if (rollout != null && flagHash(flag.key, bucketingValue) > rollout / 100) {
