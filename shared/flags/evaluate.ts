@@ -1,7 +1,7 @@
 // Feature flag evaluation as PostHog does it, so the same person gets the same variant here, in
 // PostHog, and in an SDK evaluating locally: SHA-1 bucketing of "<flag key>.<distinct id><salt>",
 // release conditions in order, multivariate lookup table, holdout exclusion first.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export interface PropertyFilter {
   key: string;
@@ -55,7 +55,7 @@ const LONG_SCALE = 0xfffffffffffffff;
 
 /** A number in [0, 1): PostHog's hash of the flag key, the bucketing value and a salt. */
 export function flagHash(key: string, bucketingValue: string, salt = '', separator = '.'): number {
-  const hex = createHash('sha1').update(`${key}${separator}${bucketingValue}${salt}`, 'utf8').digest('hex');
+  const hex = hash('sha1', `${key}${separator}${bucketingValue}${salt}`, 'hex');
   return parseInt(hex.slice(0, 15), 16) / LONG_SCALE;
 }
 
