@@ -14,6 +14,6 @@ export interface AppDeps {
   queues: Queues;
   /** Authentication results cached until a change notifies `auth_changed`; null: every request reads PostgreSQL. */
   authCache?: AuthCache | null;
-  /** Flag definitions per project token, dropped when they change (`flag_definitions_changed`); null: read on every request. */
+  /** Flag definitions per project token until they change (`flag_definitions_changed`); null: read on every request. */
   flagCache?: FlagCache | null;
 }

@@ -62,21 +62,34 @@ export async function startServerProcess(
   const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
   const child = spawn(process.execPath, [...nodeArgs, ...args], {
     cwd: root,
-    env: { ...process.env, DATABASE_URL: BENCH_DATABASE_URL, PORT: String(port), RATE_LIMIT_ENABLED: 'false', LOG_LEVEL: 'silent', REDIS_PREFIX: 'bench', DATABASE_POOL_MAX: '16', ...options.env },
+    env: {
+      ...process.env,
+      DATABASE_URL: BENCH_DATABASE_URL,
+      PORT: String(port),
+      RATE_LIMIT_ENABLED: 'false',
+      LOG_LEVEL: 'silent',
+      REDIS_PREFIX: 'bench',
+      DATABASE_POOL_MAX: '16',
+      ...options.env,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   children.add(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   exited.then(() => children.delete(child));
   const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const deadline = Date.now() + timeoutMs;
+  const name = args.at(-1)?.startsWith('\n') ? 'inline server' : args.join(' ');
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${args.join(' ')} exited before it was ready (${child.exitCode ?? child.signalCode})`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited before it was ready (${child.exitCode ?? child.signalCode})`);
+    }
     const status = await fetch(`${baseUrl}${options.readyPath ?? '/_ready'}`).then((r) => r.status, () => 0);
     if (status === 200) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`${args.join(' ')} not ready after ${options.timeoutMs ?? 30_000} ms (last status ${status || 'no answer'})`);
+      throw new Error(`${name} not ready after ${timeoutMs} ms (last status ${status || 'no answer'})`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -128,7 +141,8 @@ export function getOk(url: string, headers: Record<string, string> = {}): Promis
 /** POST `body` as JSON to `url` on the keep-alive agent and read the whole answer; throws unless 200. */
 export function postOk(url: string, body: string): Promise<void> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent: keepAlive, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+    const req = http.request(url, { method: 'POST', agent: keepAlive, headers }, (res) => {
       res.resume();
       res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`POST ${url}: ${res.statusCode}`))));
     });

@@ -29,7 +29,10 @@ export interface TestApi {
  * is the flag definition cache (tests change flags with SQL and ask again at once; its own tests
  * turn it on).
  */
-export async function startApi(overrides: (config: Config) => void = () => undefined, options: { flagCache?: boolean } = {}): Promise<TestApi> {
+export async function startApi(
+  overrides: (config: Config) => void = () => undefined,
+  options: { flagCache?: boolean } = {},
+): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
   // Tests change keys and memberships and ask again at once; the cache's own tests turn it on.

@@ -145,7 +145,10 @@ export class FlagCache extends EventEmitter<{ invalidated: [projects: Set<number
     if (this.client === client) this.client = null;
     client.end().catch(() => undefined);
     if (this.stopped) return;
-    logger.warn({ err: error instanceof Error ? error.message : undefined, retryInMs: this.reconnectDelayMs }, `flag cache off: ${FLAG_DEFINITIONS_CHANNEL} listener lost`);
+    logger.warn(
+      { err: error instanceof Error ? error.message : undefined, retryInMs: this.reconnectDelayMs },
+      `flag cache off: ${FLAG_DEFINITIONS_CHANNEL} listener lost`,
+    );
     this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelayMs);
     this.reconnectTimer.unref();
     this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);

@@ -18,7 +18,8 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
   const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError('Request body must be a JSON object.');
-  const project = await projectFlags(ctx.state.em, ctx.deps.flagCache, body.token ?? body.api_key ?? query.token ?? query.api_key);
+  const token = body.token ?? body.api_key ?? query.token ?? query.api_key;
+  const project = await projectFlags(ctx.state.em, ctx.deps.flagCache, token);
   const distinctId = body.distinct_id ?? query.distinct_id;
   if (typeof distinctId !== 'string' && typeof distinctId !== 'number') throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
   const personProperties = body.person_properties && typeof body.person_properties === 'object' && !Array.isArray(body.person_properties) ? body.person_properties : {};

@@ -3,7 +3,12 @@
 // a flag needs it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { projectByApiToken } from '../http/project-token.ts';
-import { evaluateFlag, personPropertyKeys, type FlagDefinition, type FlagEvaluation } from '../../shared/flags/evaluate.ts';
+import {
+  evaluateFlag,
+  personPropertyKeys,
+  type FlagDefinition,
+  type FlagEvaluation,
+} from '../../shared/flags/evaluate.ts';
 import type { FlagCache, ProjectFlags } from './cache.ts';
 
 export interface StoredFlag extends FlagDefinition {
@@ -30,7 +35,11 @@ export async function activeFlags(em: EntityManager, projectId: number): Promise
  * The project behind an SDK's project token and its active flags: from `cache` when it may serve,
  * else two queries. An unknown token is a 401 (never cached: a new project may get it).
  */
-export async function projectFlags(em: EntityManager, cache: FlagCache | null | undefined, token: unknown): Promise<ProjectFlags> {
+export async function projectFlags(
+  em: EntityManager,
+  cache: FlagCache | null | undefined,
+  token: unknown,
+): Promise<ProjectFlags> {
   const load = async (): Promise<ProjectFlags> => {
     const project = await projectByApiToken(em, token);
     const flags = await activeFlags(em, project.id);
@@ -65,7 +74,9 @@ export async function evaluateFlagsForPerson(
   const flags = request.onlyKeys?.length ? allFlags.filter((f) => request.onlyKeys!.includes(f.key)) : allFlags;
   if (flags.length === 0) return [];
   const sent = request.personProperties;
-  const needsPerson = flags.some((f) => f.ensure_experience_continuity || f.personKeys.some((k) => !Object.hasOwn(sent, k)));
+  const needsPerson = flags.some(
+    (f) => f.ensure_experience_continuity || f.personKeys.some((k) => !Object.hasOwn(sent, k)),
+  );
   const conn = em.getConnection();
   const [person] = needsPerson
     ? await conn.execute<{ id: string; properties: Record<string, unknown> }[]>(

@@ -81,7 +81,10 @@ function holdoutVariant(holdout: FlagFilters['holdout'], bucketingValue: string)
 /** Conditions on person properties (no type means person); cohort, event and group filters are not. */
 export const isPersonFilter = (filter: PropertyFilter) => filter.type === undefined || filter.type === 'person';
 
-/** The person properties a flag's release conditions read: evaluating it needs the stored person unless the SDK sent them all. */
+/**
+ * The person properties a flag's release conditions read: evaluating it needs the stored person
+ * unless the SDK sent them all.
+ */
 export function personPropertyKeys(filters: FlagFilters): string[] {
   const keys = new Set<string>();
   for (const condition of Array.isArray(filters?.groups) ? filters.groups : []) {

@@ -32,7 +32,8 @@ export class Migration0023FlagDefinitionNotifications extends Migration {
           execute format('select string_agg(distinct %I::text, '','') from old_rows', project_column) into ids;
         else
           if tg_nargs > 1 then
-            select format('(%s) is distinct from (%s)', string_agg(format('o.%I', c), ', '), string_agg(format('n.%I', c), ', '))
+            select format('(%s) is distinct from (%s)',
+                          string_agg(format('o.%I', c), ', '), string_agg(format('n.%I', c), ', '))
               into changed from unnest(string_to_array(tg_argv[1], ',')) c;
           end if;
           execute format(
