@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { RedisConnection } from '../shared/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
+import type { FlagCache } from './flags/cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 
@@ -15,4 +16,6 @@ export interface AppDeps {
   authCache?: AuthCache | null;
   /** The time in epoch milliseconds, for the throttle's windows (tests fix it; Date.now otherwise). */
   clock?: () => number;
+  /** Flag definitions per project token until they change (`flag_definitions_changed`); null: read on every request. */
+  flagCache?: FlagCache | null;
 }

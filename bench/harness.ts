@@ -21,35 +21,84 @@ export async function benchSetup() {
   return { orm, account, pool };
 }
 
-/** The API as its own process (what users run), on a free port. */
-export const startApiProcess = (env: Record<string, string> = {}) => startServerProcess('api/main.ts', env);
+/** The API as its own process (what users run), on a free port; resolves once /_ready answers 200. */
+export const startApiProcess = (env: Record<string, string> = {}) => startServerProcess(['api/main.ts'], { env });
 
 /** The bare Koa + pg baseline (bench/baseline/bare-koa.ts) as its own process. */
-export const startBareKoaProcess = () => startServerProcess('bench/baseline/bare-koa.ts');
+export const startBareKoaProcess = () => startServerProcess(['bench/baseline/bare-koa.ts'], { readyPath: '/_health' });
 
-async function startServerProcess(script: string, env: Record<string, string> = {}): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
+// Every server process a benchmark starts, killed however the benchmark ends (normal exit, a thrown
+// error, Ctrl-C, SIGTERM), so none is left holding a port and database connections.
+const children = new Set<ChildProcess>();
+const killChildren = () => {
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+};
+process.once('exit', killChildren);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    killChildren();
+    process.exit(128 + (signal === 'SIGINT' ? 2 : signal === 'SIGTERM' ? 15 : 1));
+  });
+}
+process.once('uncaughtException', (error) => {
+  console.error(error);
+  process.exit(1); // the exit handler kills the children
+});
+process.once('unhandledRejection', (error) => {
+  console.error(error);
+  process.exit(1);
+});
+
+/**
+ * Starts `node …args` on a free port and waits until `readyPath` answers 200 (for the API, /_ready:
+ * PostgreSQL and Redis answer). Throws if the process exits or is not ready within `timeoutMs`.
+ */
+export async function startServerProcess(
+  args: string[],
+  options: { env?: Record<string, string>; readyPath?: string; timeoutMs?: number } = {},
+): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
   const port = 20_000 + Math.floor(Math.random() * 10_000);
   // BENCH_NODE_ARGS (e.g. `--cpu-prof`) profiles the server process.
   const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const child = spawn(process.execPath, [...nodeArgs, script], {
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
     cwd: root,
-    env: { ...process.env, DATABASE_URL: BENCH_DATABASE_URL, PORT: String(port), RATE_LIMIT_ENABLED: 'false', LOG_LEVEL: 'silent', REDIS_PREFIX: 'bench', DATABASE_POOL_MAX: '16', ...env },
+    env: {
+      ...process.env,
+      DATABASE_URL: BENCH_DATABASE_URL,
+      PORT: String(port),
+      RATE_LIMIT_ENABLED: 'false',
+      LOG_LEVEL: 'silent',
+      REDIS_PREFIX: 'bench',
+      DATABASE_POOL_MAX: '16',
+      ...options.env,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
+  children.add(child);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  exited.then(() => children.delete(child));
   const baseUrl = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    try {
-      if ((await fetch(`${baseUrl}/_health`)).ok) break;
-    } catch {
-      await new Promise((r) => setTimeout(r, 100));
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const deadline = Date.now() + timeoutMs;
+  const name = args.at(-1)?.startsWith('\n') ? 'inline server' : args.join(' ');
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited before it was ready (${child.exitCode ?? child.signalCode})`);
     }
+    const status = await fetch(`${baseUrl}${options.readyPath ?? '/_ready'}`).then((r) => r.status, () => 0);
+    if (status === 200) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${name} not ready after ${timeoutMs} ms (last status ${status || 'no answer'})`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
   }
   return {
     baseUrl,
     child,
     stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
     },
   };
 }
@@ -86,5 +135,18 @@ export function getOk(url: string, headers: Record<string, string> = {}): Promis
         res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`GET ${url}: ${res.statusCode}`))));
       })
       .on('error', reject);
+  });
+}
+
+/** POST `body` as JSON to `url` on the keep-alive agent and read the whole answer; throws unless 200. */
+export function postOk(url: string, body: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+    const req = http.request(url, { method: 'POST', agent: keepAlive, headers }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`POST ${url}: ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end(body);
   });
 }

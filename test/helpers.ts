@@ -12,6 +12,7 @@ import { initOrm } from '../shared/db/orm.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from '../api/http/auth-cache.ts';
+import { startFlagCache } from '../api/flags/cache.ts';
 import type { AppDeps } from '../api/deps.ts';
 
 export interface TestApi {
@@ -23,10 +24,14 @@ export interface TestApi {
   close: () => Promise<void>;
 }
 
-/** Starts the real app against the test database and Redis. Throttling is off unless asked for. */
+/**
+ * Starts the real app against the test database and Redis. Throttling is off unless asked for; so
+ * is the flag definition cache (tests change flags with SQL and ask again at once; its own tests
+ * turn it on). `clock` fixes the time the throttle counts in.
+ */
 export async function startApi(
   overrides: (config: Config) => void = () => undefined,
-  options: { clock?: () => number } = {},
+  options: { clock?: () => number; flagCache?: boolean } = {},
 ): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
@@ -36,8 +41,9 @@ export async function startApi(
   const orm = await initOrm(config.databaseUrl);
   const redis = createApiRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes });
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
-  const authCache = await startAuthCache(config.databaseUrl, config.authCacheSeconds);
-  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache, clock: options.clock };
+  const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
+  const flagCache = options.flagCache ? await startFlagCache(config.databaseDirectUrl) : null;
+  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache, flagCache, clock: options.clock };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));
@@ -55,6 +61,7 @@ export async function startApi(
       await Promise.allSettled(Object.values(deps.queues).map((q) => q.close()));
       redis.disconnect();
       await authCache?.stop();
+      await flagCache?.stop();
       await orm.close();
     },
   };

@@ -8,7 +8,7 @@ import { sdkPreflight } from '../capture/routes.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
-import { activeFlags, evaluateFlagsForPerson } from './service.ts';
+import { activeFlags, evaluateFlagsForPerson, projectFlags } from './service.ts';
 
 const MAX_FLAGS_BODY = 1024 * 1024;
 
@@ -17,12 +17,13 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
   const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError('Request body must be a JSON object.');
-  const project = await projectByApiToken(ctx.state.em, body.token ?? body.api_key ?? query.token ?? query.api_key);
+  const token = body.token ?? body.api_key ?? query.token ?? query.api_key;
+  const project = await projectFlags(ctx.state.em, ctx.deps.flagCache, token);
   const distinctId = body.distinct_id ?? query.distinct_id;
   if (typeof distinctId !== 'string' && typeof distinctId !== 'number') throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
   const personProperties = body.person_properties && typeof body.person_properties === 'object' && !Array.isArray(body.person_properties) ? body.person_properties : {};
   const onlyKeys = Array.isArray(body.flag_keys_to_evaluate) ? body.flag_keys_to_evaluate.filter((k: unknown) => typeof k === 'string') : undefined;
-  const evaluations = await evaluateFlagsForPerson(ctx.state.em, project.id, {
+  const evaluations = await evaluateFlagsForPerson(ctx.state.em, project.projectId, project.flags, {
     distinctId: String(distinctId),
     personProperties,
     anonDistinctId: typeof body.$anon_distinct_id === 'string' ? body.$anon_distinct_id : undefined,

@@ -1,7 +1,7 @@
 // Feature flag evaluation as PostHog does it, so the same person gets the same variant here, in
 // PostHog, and in an SDK evaluating locally: SHA-1 bucketing of "<flag key>.<distinct id><salt>",
 // release conditions in order, multivariate lookup table, holdout exclusion first.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 export interface PropertyFilter {
   key: string;
@@ -55,7 +55,7 @@ const LONG_SCALE = 0xfffffffffffffff;
 
 /** A number in [0, 1): PostHog's hash of the flag key, the bucketing value and a salt. */
 export function flagHash(key: string, bucketingValue: string, salt = '', separator = '.'): number {
-  const hex = createHash('sha1').update(`${key}${separator}${bucketingValue}${salt}`, 'utf8').digest('hex');
+  const hex = hash('sha1', `${key}${separator}${bucketingValue}${salt}`, 'hex');
   return parseInt(hex.slice(0, 15), 16) / LONG_SCALE;
 }
 
@@ -76,6 +76,23 @@ function holdoutVariant(holdout: FlagFilters['holdout'], bucketingValue: string)
   if (!Number.isFinite(percentage)) return undefined;
   if (percentage !== 100 && flagHash('holdout', bucketingValue, '', '-') > percentage / 100) return undefined;
   return `holdout-${holdout.id}`;
+}
+
+/** Conditions on person properties (no type means person); cohort, event and group filters are not. */
+export const isPersonFilter = (filter: PropertyFilter) => filter.type === undefined || filter.type === 'person';
+
+/**
+ * The person properties a flag's release conditions read: evaluating it needs the stored person
+ * unless the SDK sent them all.
+ */
+export function personPropertyKeys(filters: FlagFilters): string[] {
+  const keys = new Set<string>();
+  for (const condition of Array.isArray(filters?.groups) ? filters.groups : []) {
+    for (const filter of Array.isArray(condition?.properties) ? condition.properties : []) {
+      if (filter && isPersonFilter(filter)) keys.add(String(filter.key));
+    }
+  }
+  return [...keys];
 }
 
 const asList = (value: unknown): unknown[] => (Array.isArray(value) ? value : [value]);
@@ -159,7 +176,7 @@ export function evaluateFlag(flag: FlagDefinition, bucketingValue: string, prope
   const conditions = flag.filters.groups ?? [];
   let outOfRollout: number | null = null;
   for (const [index, condition] of conditions.entries()) {
-    const propertyFilters = (condition.properties ?? []).filter((p) => p.type === undefined || p.type === 'person');
+    const propertyFilters = (condition.properties ?? []).filter(isPersonFilter);
     if (!propertyFilters.every((p) => propertyMatches(p, properties))) continue;
     const rollout = condition.rollout_percentage;
     if (rollout != null && flagHash(flag.key, bucketingValue) > rollout / 100) {

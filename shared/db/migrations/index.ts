@@ -16,6 +16,7 @@ import { Migration0019EventMonthPartitions } from './0019-event-month-partitions
 import { Migration0020DeletionRetries } from './0020-deletion-retries.ts';
 import { Migration0021DatabaseSettings } from './0021-database-settings.ts';
 import { Migration0022JobSchedules } from './0022-job-schedules.ts';
+import { Migration0023FlagDefinitionNotifications } from './0023-flag-definition-notifications.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -34,4 +35,5 @@ export const migrationsList = [
   { name: '0020-deletion-retries', class: Migration0020DeletionRetries },
   { name: '0021-database-settings', class: Migration0021DatabaseSettings },
   { name: '0022-job-schedules', class: Migration0022JobSchedules },
+  { name: '0023-flag-definition-notifications', class: Migration0023FlagDefinitionNotifications },
 ];
