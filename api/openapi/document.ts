@@ -1,11 +1,12 @@
 // The OpenAPI 3.1 document, generated from the same route declarations (and ajv schemas) the
 // API validates with, so the reference can never drift from what the server accepts.
 import type { RouteDefinition } from '../http/routes.ts';
-import type { JsonSchema } from '../http/validation.ts';
+import { closedResponseSchema, withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
 
 const ERROR_SCHEMA = {
   type: 'object',
   required: ['type', 'code', 'detail', 'attr'],
+  additionalProperties: false,
   properties: {
     type: { type: 'string', enum: ['validation_error', 'invalid_request', 'authentication_error', 'throttled_error', 'server_error'] },
     code: { type: 'string' },
@@ -13,6 +14,12 @@ const ERROR_SCHEMA = {
     attr: { type: ['string', 'null'] },
   },
 } as const;
+
+/**
+ * A request schema as the server applies it: an object that lists its properties accepts (and ignores)
+ * others, as ajv does by default and DRF does. Said explicitly so clients do not have to guess.
+ */
+const openRequestSchema = (schema: unknown) => withUndeclaredMembers(schema, true);
 
 /** `/api/projects/:project_id/persons/:id` → `/api/projects/{project_id}/persons/{id}/` (PostHog's form). */
 export function openApiPath(path: string): string {
@@ -36,7 +43,7 @@ function queryParameters(schema: JsonSchema | undefined) {
     name,
     in: 'query',
     required: required.has(name),
-    schema: property,
+    schema: openRequestSchema(property),
     ...(typeof property.description === 'string' ? { description: property.description } : {}),
   }));
 }
@@ -61,9 +68,11 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     seen.add(id);
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses ?? { 200: { description: 'Success' } })) {
+      // A non-JSON body (an HTML page, a CSV file) is a string unless its schema says more.
+      const schema = response.schema ? closedResponseSchema(response.schema) : response.contentType ? { type: 'string' } : undefined;
       responses[status] = {
         description: response.description,
-        ...(response.schema ? { content: { [response.contentType ?? 'application/json']: { schema: response.schema } } } : {}),
+        ...(schema ? { content: { [response.contentType ?? 'application/json']: { schema } } } : {}),
       };
     }
     const authenticated = route.scopes !== null;
@@ -83,8 +92,10 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         : 'No personal API key (see the endpoint description for its own authentication).',
       'x-required-scopes': scopes,
       parameters: [...pathParameters(route.path), ...queryParameters(route.query)],
-      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } } : {}),
+      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: openRequestSchema(route.body) } } } } : {}),
       responses,
+      // Declared on purpose with error statuses only (a hard delete answered 405, key management refused).
+      ...(route.responses && !Object.keys(route.responses).some((s) => s.startsWith('2')) ? { 'x-never-succeeds': true } : {}),
       security: authenticated ? [{ PersonalAPIKey: scopes }] : [],
     };
   }

@@ -3,6 +3,7 @@ import { sameSecret } from '../http/auth.ts';
 import { authenticationFailed, notAuthenticated, notFound } from '../http/errors.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { guardCredentialCheck } from '../http/throttle.ts';
+import { healthSchema, readinessSchema } from './schemas.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
@@ -59,6 +60,7 @@ export const opsRoutes = [
     summary: 'Liveness: the process is up',
     tags: ['ops'],
     scopes: null,
+    responses: { 200: { description: 'Up', schema: healthSchema } },
     handler: (ctx) => {
       ctx.body = { status: 'ok' };
     },
@@ -69,6 +71,10 @@ export const opsRoutes = [
     summary: 'Readiness: PostgreSQL and Redis answer',
     tags: ['ops'],
     scopes: null,
+    responses: {
+      200: { description: 'Ready', schema: readinessSchema },
+      503: { description: 'PostgreSQL or Redis does not answer', schema: readinessSchema },
+    },
     handler: async (ctx) => {
       const [postgres, redis] = await Promise.allSettled([
         withTimeout(ctx.state.em.getConnection().execute('select 1'), 1500, 'PostgreSQL'),

@@ -8,6 +8,7 @@ import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
 import type { PersonWithIds } from './serializers.ts';
+import { anyJson, record } from '../http/schemas.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { changePersonProperties, deletePersons } from './service.ts';
@@ -227,7 +228,7 @@ export const personRoutes = [
       properties: { $unset: { ...UNSET_KEY, description: 'The property key to remove (a body `$unset` wins)' } },
     },
     body: { type: 'object', properties: { $unset: UNSET_KEY } },
-    responses: { 200: { description: 'The updated person', schema: { ...personRecordSchema, required: [...personRecordSchema.required, 'success'] } } },
+    responses: { 200: { description: 'The updated person', schema: record({ success: { const: true }, ...personRecordSchema.properties }) } },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const key = (ctx.state.body.$unset ?? ctx.state.query.$unset) as string | undefined;
@@ -275,7 +276,7 @@ const bulkDeleteResultSchema = {
     persons_deleted: { type: 'integer' },
     events_queued_for_deletion: { type: 'boolean' },
     recordings_queued_for_deletion: { type: 'boolean' },
-    deletion_errors: { type: 'array' },
+    deletion_errors: { type: 'array', items: anyJson() },
     deletion_requests: { type: 'array', items: deletionRequestSchema },
   },
 };
@@ -311,7 +312,9 @@ function deletionRequestRoute(action: string, summary: string, what: { deleteEve
     summary,
     tags: ['persons'],
     scopes: ['person:write'],
-    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
+    responses: {
+      200: { description: 'The deletion request', schema: record({ deletion_requests: { type: 'array', items: deletionRequestSchema } }) },
+    },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], { ...what, keepPerson: true, eventsMode: 'off_peak' });
