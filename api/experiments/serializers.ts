@@ -89,7 +89,7 @@ const holdoutSchema = record(
     id: { type: 'integer' },
     name: { type: 'string' },
     description: nullableString,
-    filters: nullableOpenObject(),
+    filters: { type: 'array', items: openObject('A group: rollout_percentage, properties, variant') },
     created_by: userBasicSchema,
     created_at: dateTime,
     updated_at: dateTime,
