@@ -41,7 +41,7 @@ function serialize(row: Record<string, any>) {
   };
 }
 
-const definitionSchema = record({
+export const definitionSchema = record({
   id: { type: 'string', format: 'uuid' },
   name: { type: 'string' },
   owner: userBasicSchema,

@@ -84,7 +84,7 @@ export const featureFlagSchema = record({
   evaluation_runtime: { type: 'string' },
   evaluation_tags: stringArray,
 });
-const holdoutSchema = record(
+export const holdoutSchema = record(
   {
     id: { type: 'integer' },
     name: { type: 'string' },
@@ -96,7 +96,7 @@ const holdoutSchema = record(
   },
   { nullable: true },
 );
-const savedMetricLinkSchema = record({
+export const savedMetricLinkSchema = record({
   id: { type: 'integer' },
   experiment: { type: 'integer', description: 'Experiment id' },
   saved_metric: { type: 'integer', description: 'Saved metric id' },

@@ -2,6 +2,7 @@
 // API validates with, so the reference can never drift from what the server accepts.
 import type { RouteDefinition } from '../http/routes.ts';
 import { closedResponseSchema, withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
+import { NAMED_SCHEMAS } from './components.ts';
 
 const ERROR_SCHEMA = {
   type: 'object',
@@ -20,6 +21,18 @@ const ERROR_SCHEMA = {
  * others, as ajv does by default and DRF does. Said explicitly so clients do not have to guess.
  */
 const openRequestSchema = (schema: unknown) => withUndeclaredMembers(schema, true);
+
+const NAME_OF = new Map<unknown, string>(Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [schema, name]));
+const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'example']);
+
+/** A copy of `schema` where each named schema it uses (found by identity) is a $ref to its component. */
+function withRefs(schema: unknown, self?: unknown): any {
+  if (schema !== self && NAME_OF.has(schema)) return { $ref: `#/components/schemas/${NAME_OF.get(schema)}` };
+  if (Array.isArray(schema)) return schema.map((item) => withRefs(item));
+  if (!schema || typeof schema !== 'object') return schema;
+  return Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, DATA_KEYWORDS.has(key) ? value : withRefs(value)]));
+}
+const responseSchema = (schema: unknown) => closedResponseSchema(withRefs(schema));
 
 /** `/api/projects/:project_id/persons/:id` → `/api/projects/{project_id}/persons/{id}/` (PostHog's form). */
 export function openApiPath(path: string): string {
@@ -69,7 +82,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses ?? { 200: { description: 'Success' } })) {
       // A non-JSON body (an HTML page, a CSV file) is a string unless its schema says more.
-      const schema = response.schema ? closedResponseSchema(response.schema) : response.contentType ? { type: 'string' } : undefined;
+      const schema = response.schema ? responseSchema(response.schema) : response.contentType ? { type: 'string' } : undefined;
       responses[status] = {
         description: response.description,
         ...(schema ? { content: { [response.contentType ?? 'application/json']: { schema } } } : {}),
@@ -110,7 +123,10 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     paths,
     components: {
       securitySchemes: { PersonalAPIKey: { type: 'http', scheme: 'bearer', description: 'A personal API key, `phx_…`' } },
-      schemas: { Error: ERROR_SCHEMA },
+      schemas: {
+        Error: ERROR_SCHEMA,
+        ...Object.fromEntries(Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [name, closedResponseSchema(withRefs(schema, schema))])),
+      },
     },
   };
 }

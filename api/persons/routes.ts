@@ -247,7 +247,7 @@ export const personRoutes = [
 ];
 
 const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
-const deletionRequestSchema = {
+export const deletionRequestSchema = {
   type: 'object',
   required: ['id', 'person_uuid', 'deletion_type', 'mode', 'status', 'created_at', 'cutoff', 'attempts', 'failures', 'last_error', 'next_attempt_at', 'started_at', 'delete_verified_at'],
   properties: {

@@ -60,6 +60,12 @@ describe('GET /api/schema/ is a document a client generator can use', () => {
     expect(deref(experiment.properties.feature_flag).properties.filters.additionalProperties).toBe(true);
   });
 
+  it('names each shared shape once: operations refer to components/schemas', () => {
+    const list = doc.paths['/api/projects/{project_id}/experiments/'].get.responses['200'].content['application/json'].schema;
+    expect(list.properties.results.items).toEqual({ $ref: '#/components/schemas/Experiment' });
+    expect(doc.components.schemas.Experiment.properties.created_by).toEqual({ $ref: '#/components/schemas/UserBasic' });
+  });
+
   it('lets a client read person.properties.email: person properties are an open object', () => {
     const person = responseSchema('/api/projects/{project_id}/persons/{id}/', 'get', '200');
     expect(person.properties.properties).toMatchObject({ type: 'object', additionalProperties: true });
