@@ -7,6 +7,7 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
+import { dateTime, nullableDateTime, record, stringArray } from '../http/schemas.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
@@ -40,28 +41,26 @@ function serialize(row: Record<string, any>) {
   };
 }
 
-const definitionSchema = {
-  type: 'object',
-  required: ['id', 'name', 'owner', 'description', 'tags', 'created_at', 'last_seen_at', 'verified', 'hidden', 'is_action', 'post_to_slack', 'default_columns'],
-  properties: {
-    id: { type: 'string', format: 'uuid' },
-    name: { type: 'string' },
-    owner: userBasicSchema,
-    description: { type: 'string' },
-    tags: { type: 'array', items: { type: 'string' } },
-    created_at: { type: ['string', 'null'] },
-    updated_at: { type: ['string', 'null'] },
-    updated_by: userBasicSchema,
-    last_seen_at: { type: ['string', 'null'] },
-    verified: { type: 'boolean' },
-    verified_at: { type: ['string', 'null'] },
-    verified_by: userBasicSchema,
-    hidden: { type: 'boolean' },
-    is_action: { type: 'boolean' },
-    post_to_slack: { type: 'boolean' },
-    default_columns: { type: 'array', items: { type: 'string' } },
-  },
-};
+export const definitionSchema = record({
+  id: { type: 'string', format: 'uuid' },
+  name: { type: 'string' },
+  owner: userBasicSchema,
+  description: { type: 'string' },
+  tags: stringArray,
+  created_at: dateTime,
+  updated_at: nullableDateTime,
+  updated_by: userBasicSchema,
+  last_seen_at: nullableDateTime,
+  verified: { type: 'boolean' },
+  verified_at: nullableDateTime,
+  verified_by: userBasicSchema,
+  hidden: { type: 'boolean' },
+  is_action: { const: false },
+  post_to_slack: { type: 'boolean' },
+  default_columns: stringArray,
+  volume_30_day: { type: 'null', description: 'Not computed' },
+  query_usage_30_day: { type: 'null', description: 'See the metrics endpoint' },
+});
 
 /** Every read through the API counts towards `query_usage_30_day`: one statement per request. */
 async function countReads(em: EntityManager, ids: string[]) {
@@ -272,7 +271,7 @@ export const eventDefinitionRoutes = [
     summary: 'How often the definition was read through the API in the last 30 days (any valid key)',
     tags: ['event definitions'],
     scopes: [],
-    responses: { 200: { description: 'Usage', schema: { type: 'object', required: ['query_usage_30_day'], properties: { query_usage_30_day: { type: 'integer' } } } } },
+    responses: { 200: { description: 'Usage', schema: record({ query_usage_30_day: { type: 'integer' } }) } },
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
       const [usage] = await ctx.state.em.getConnection().execute<any[]>(

@@ -4,6 +4,7 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { dateTime, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 interface Resource {
@@ -43,10 +44,10 @@ const common = (row: any) => ({
 const commonSchema = {
   id: { type: 'integer' },
   name: { type: 'string' },
-  description: { type: ['string', 'null'] },
+  description: nullableString,
   created_by: userBasicSchema,
-  created_at: { type: 'string' },
-  updated_at: { type: 'string' },
+  created_at: dateTime,
+  updated_at: dateTime,
 };
 
 const HOLDOUTS: Resource = {
@@ -56,7 +57,7 @@ const HOLDOUTS: Resource = {
   order: 'r.created_at desc, r.id desc',
   body: {
     type: 'object',
-    properties: { name: { type: 'string', minLength: 1, maxLength: 400 }, description: { type: ['string', 'null'], maxLength: 400 }, filters: { type: 'array', maxItems: 20 } },
+    properties: { name: { type: 'string', minLength: 1, maxLength: 400 }, description: { type: ['string', 'null'], maxLength: 400 }, filters: { type: 'array', maxItems: 20, items: {} } },
   },
   clean: (body, partial) => {
     if (!partial && !body.name) throw validationError('This field is required.', 'name', 'required');
@@ -68,7 +69,7 @@ const HOLDOUTS: Resource = {
     return out;
   },
   serialize: (row) => ({ ...common(row), filters: row.filters }),
-  schema: { type: 'object', required: ['id', 'name', 'filters'], properties: { ...commonSchema, filters: { type: 'array' } } },
+  schema: record({ ...commonSchema, filters: { type: 'array', items: openObject('A group: rollout_percentage, properties, variant') } }),
   // Each filter is the holdout's variant; flags of its experiments follow its filters (or lose it).
   afterWrite: async (em, row, deleted) => {
     const conn = em.getConnection();
@@ -101,7 +102,7 @@ const SAVED_METRICS: Resource = {
     properties: {
       name: { type: 'string', minLength: 1, maxLength: 400 },
       description: { type: ['string', 'null'], maxLength: 400 },
-      query: { type: 'object' },
+      query: { type: 'object', additionalProperties: true },
       tags: { type: 'array', items: { type: 'string', maxLength: 255 }, maxItems: 50 },
     },
   },
@@ -123,7 +124,7 @@ const SAVED_METRICS: Resource = {
     return out;
   },
   serialize: (row) => ({ ...common(row), query: row.query, tags: row.tags ?? [] }),
-  schema: { type: 'object', required: ['id', 'name', 'query', 'tags'], properties: { ...commonSchema, query: { type: 'object' }, tags: { type: 'array' } } },
+  schema: record({ ...commonSchema, query: openObject('The metric query (kind, metric_type …)'), tags: stringArray }),
 };
 
 const JSONB_COLUMNS = new Set(['filters', 'query']);

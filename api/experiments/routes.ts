@@ -5,6 +5,7 @@ import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { containsPattern } from '../../shared/db/sql.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
+import { anyJson, dateTime, nullableDateTime, nullableInteger, nullableString, record } from '../http/schemas.ts';
 import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
 import { createExperiment, updateExperiment } from './service.ts';
 import { enqueue } from '../../shared/jobs.ts';
@@ -18,22 +19,22 @@ const writableProperties = {
   end_date: { type: ['string', 'null'], format: 'date-time' },
   feature_flag_key: { type: 'string', minLength: 1, maxLength: 400 },
   holdout_id: { type: ['integer', 'null'] },
-  parameters: { type: ['object', 'null'] },
-  secondary_metrics: { type: ['array', 'null'] },
+  parameters: { type: ['object', 'null'], additionalProperties: true },
+  secondary_metrics: { type: ['array', 'null'], items: {} },
   saved_metrics_ids: {},
-  filters: { type: ['object', 'null'] },
+  filters: { type: ['object', 'null'], additionalProperties: true },
   archived: { type: 'boolean' },
   deleted: { type: 'boolean' },
   type: { enum: ['web', 'product', null] },
-  exposure_criteria: { type: ['object', 'null'] },
-  metrics: { type: ['array', 'null'], maxItems: 50 },
-  metrics_secondary: { type: ['array', 'null'], maxItems: 50 },
-  stats_config: { type: ['object', 'null'] },
+  exposure_criteria: { type: ['object', 'null'], additionalProperties: true },
+  metrics: { type: ['array', 'null'], maxItems: 50, items: {} },
+  metrics_secondary: { type: ['array', 'null'], maxItems: 50, items: {} },
+  stats_config: { type: ['object', 'null'], additionalProperties: true },
   _create_in_folder: { type: 'string', maxLength: 400 },
   conclusion: { enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
   conclusion_comment: { type: ['string', 'null'], maxLength: 10_000 },
-  primary_metrics_ordered_uuids: { type: ['array', 'null'] },
-  secondary_metrics_ordered_uuids: { type: ['array', 'null'] },
+  primary_metrics_ordered_uuids: { type: ['array', 'null'], items: {} },
+  secondary_metrics_ordered_uuids: { type: ['array', 'null'], items: {} },
 };
 
 async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promise<any> {
@@ -235,6 +236,39 @@ async function recalculate(ctx: ApiContext) {
   ctx.body = { status: 'queued', job_id: job.id, experiment_id: experiment.id };
 }
 
+const exposureCohortSchema = record({
+  id: { type: 'integer' },
+  name: nullableString,
+  description: { type: 'string' },
+  filters: anyJson(),
+  query: { type: 'null' },
+  is_static: { type: 'boolean' },
+  is_calculating: { type: 'boolean' },
+  deleted: { type: 'boolean' },
+  count: nullableInteger,
+  created_at: dateTime,
+  experiment_set: { type: 'array', items: { type: 'integer' } },
+});
+
+const timeseriesSchema = record({
+  experiment_id: { type: 'integer' },
+  metric_uuid: { type: 'string' },
+  status: { enum: ['pending', 'partial', 'completed', 'failed'] },
+  timeseries: {
+    type: 'object',
+    description: 'One entry per day (YYYY-MM-DD) since the start: the computed result, or null',
+    additionalProperties: anyJson(),
+  },
+  errors: {
+    type: ['object', 'null'],
+    description: 'Error message per failed day',
+    additionalProperties: { type: 'string' },
+  },
+  computed_at: nullableDateTime,
+  created_at: dateTime,
+  updated_at: dateTime,
+});
+
 export const experimentRoutes = [
   defineRoute({
     method: 'GET',
@@ -277,7 +311,7 @@ export const experimentRoutes = [
     tags: ['experiments'],
     scopes: ['experiment:read'],
     query: { type: 'object', properties: { events: { type: 'string', maxLength: 10_000 } } },
-    responses: { 200: { description: 'Result', schema: { type: 'object', required: ['result'], properties: { result: { type: 'boolean' } } } } },
+    responses: { 200: { description: 'Result', schema: record({ result: { type: 'boolean' } }) } },
     handler: requiresFlagImplementation,
   }),
   defineRoute({
@@ -335,7 +369,7 @@ export const experimentRoutes = [
     summary: 'Create a dynamic cohort of persons exposed to the experiment',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    responses: { 200: { description: 'The cohort', schema: { type: 'object', required: ['cohort'], properties: { cohort: { type: 'object', required: ['id', 'name', 'filters'] } } } } },
+    responses: { 200: { description: 'The cohort', schema: record({ cohort: exposureCohortSchema }) } },
     handler: exposureCohort,
   }),
   defineRoute({
@@ -344,7 +378,12 @@ export const experimentRoutes = [
     summary: 'Compute the results of every metric now (otherwise daily at 02:00 UTC)',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    responses: { 202: { description: 'Queued', schema: { type: 'object', required: ['status', 'job_id'], properties: { status: { const: 'queued' }, job_id: { type: 'string' } } } } },
+    responses: {
+      202: {
+        description: 'Queued',
+        schema: record({ status: { const: 'queued' }, job_id: { type: 'string' }, experiment_id: { type: 'integer' } }),
+      },
+    },
     handler: recalculate,
   }),
   defineRoute({
@@ -354,7 +393,7 @@ export const experimentRoutes = [
     tags: ['experiments'],
     scopes: ['experiment:read'],
     query: { type: 'object', properties: { metric_uuid: { type: 'string', maxLength: 200 }, fingerprint: { type: 'string', maxLength: 64 } } },
-    responses: { 200: { description: 'Timeseries', schema: { type: 'object', required: ['experiment_id', 'metric_uuid', 'status', 'timeseries'], properties: { status: { enum: ['pending', 'partial', 'completed', 'failed'] } } } } },
+    responses: { 200: { description: 'Timeseries', schema: timeseriesSchema } },
     handler: timeseries,
   }),
 ];

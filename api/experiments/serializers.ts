@@ -2,6 +2,7 @@
 // metric links joined in), so a list costs the same number of queries however long it is.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isoTimestamp } from '../../shared/time.ts';
+import { anyJson, dateTime, nullableDateTime, nullableInteger, nullableOpenObject, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 export const EXPERIMENT_SELECT = `
@@ -69,60 +70,72 @@ export function serializeExperiment(row: Record<string, any>) {
   };
 }
 
-const nullableDate = { type: ['string', 'null'] };
-export const featureFlagSchema = {
-  type: 'object',
-  required: ['id', 'team_id', 'name', 'key', 'filters', 'deleted', 'active', 'ensure_experience_continuity', 'has_encrypted_payloads', 'version'],
-  properties: {
-    id: { type: 'integer' },
-    team_id: { type: 'integer' },
-    name: { type: 'string' },
-    key: { type: 'string' },
-    filters: { type: 'object' },
-    deleted: { type: 'boolean' },
-    active: { type: 'boolean' },
-    ensure_experience_continuity: { type: 'boolean' },
-    has_encrypted_payloads: { type: 'boolean' },
-    version: { type: 'integer' },
-    evaluation_runtime: { type: 'string' },
-    evaluation_tags: { type: 'array', items: { type: 'string' } },
-  },
-};
-const holdoutSchema = {
-  type: ['object', 'null'],
-  required: ['id', 'name', 'description', 'filters', 'created_by', 'created_at', 'updated_at'],
-  properties: {
+export const featureFlagSchema = record({
+  id: { type: 'integer' },
+  team_id: { type: 'integer' },
+  name: { type: 'string' },
+  key: { type: 'string' },
+  filters: openObject('Release conditions and variants (groups, multivariate, payloads …)'),
+  deleted: { type: 'boolean' },
+  active: { type: 'boolean' },
+  ensure_experience_continuity: { type: 'boolean' },
+  has_encrypted_payloads: { type: 'boolean' },
+  version: { type: 'integer' },
+  evaluation_runtime: { type: 'string' },
+  evaluation_tags: stringArray,
+});
+export const holdoutSchema = record(
+  {
     id: { type: 'integer' },
     name: { type: 'string' },
-    description: { type: ['string', 'null'] },
-    filters: {},
+    description: nullableString,
+    filters: { type: 'array', items: openObject('A group: rollout_percentage, properties, variant') },
     created_by: userBasicSchema,
-    created_at: { type: 'string' },
-    updated_at: { type: 'string' },
+    created_at: dateTime,
+    updated_at: dateTime,
   },
-};
-export const experimentSchema = {
-  type: 'object',
-  required: ['id', 'name', 'feature_flag_key', 'feature_flag', 'saved_metrics', 'archived', 'deleted', 'created_by', 'created_at', 'updated_at', 'stats_config', 'user_access_level'],
-  properties: {
-    id: { type: 'integer' },
-    name: { type: 'string' },
-    description: { type: ['string', 'null'] },
-    start_date: nullableDate,
-    end_date: nullableDate,
-    feature_flag_key: { type: 'string' },
-    feature_flag: featureFlagSchema,
-    holdout: holdoutSchema,
-    holdout_id: { type: ['integer', 'null'] },
-    exposure_cohort: { type: ['integer', 'null'] },
-    saved_metrics: { type: 'array', items: { type: 'object', required: ['id', 'experiment', 'saved_metric', 'metadata', 'created_at', 'query', 'name'] } },
-    archived: { type: 'boolean' },
-    deleted: { type: 'boolean' },
-    created_by: userBasicSchema,
-    created_at: { type: 'string' },
-    updated_at: { type: 'string' },
-    type: { type: ['string', 'null'] },
-    conclusion: { type: ['string', 'null'] },
-    user_access_level: { type: 'string' },
-  },
-};
+  { nullable: true },
+);
+export const savedMetricLinkSchema = record({
+  id: { type: 'integer' },
+  experiment: { type: 'integer', description: 'Experiment id' },
+  saved_metric: { type: 'integer', description: 'Saved metric id' },
+  metadata: anyJson(),
+  created_at: dateTime,
+  query: openObject('The metric query (kind, metric_type …)'),
+  name: { type: 'string' },
+});
+// Free-form lists: metrics and their orderings, stored as given.
+const anyJsonArray = { type: ['array', 'null'], items: anyJson() };
+export const experimentSchema = record({
+  id: { type: 'integer' },
+  name: { type: 'string' },
+  description: nullableString,
+  start_date: nullableDateTime,
+  end_date: nullableDateTime,
+  feature_flag_key: { type: 'string' },
+  feature_flag: featureFlagSchema,
+  holdout: holdoutSchema,
+  holdout_id: nullableInteger,
+  exposure_cohort: { ...nullableInteger, description: 'Cohort id' },
+  parameters: nullableOpenObject(),
+  secondary_metrics: anyJsonArray,
+  saved_metrics: { type: 'array', items: savedMetricLinkSchema },
+  saved_metrics_ids: { type: 'null', description: 'Write-only: always null when read' },
+  filters: nullableOpenObject(),
+  archived: { type: 'boolean' },
+  deleted: { type: 'boolean' },
+  created_by: userBasicSchema,
+  created_at: dateTime,
+  updated_at: dateTime,
+  type: { type: ['string', 'null'], enum: ['web', 'product', null] },
+  exposure_criteria: nullableOpenObject(),
+  metrics: anyJsonArray,
+  metrics_secondary: anyJsonArray,
+  stats_config: nullableOpenObject(),
+  conclusion: { type: ['string', 'null'], enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
+  conclusion_comment: nullableString,
+  primary_metrics_ordered_uuids: anyJsonArray,
+  secondary_metrics_ordered_uuids: anyJsonArray,
+  user_access_level: { type: 'string' },
+});

@@ -9,6 +9,7 @@ import { projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { activeFlags, evaluateFlagsForPerson, projectFlags } from './service.ts';
+import { flagsResponseSchema, localEvaluationSchema } from './schemas.ts';
 
 const MAX_FLAGS_BODY = 1024 * 1024;
 
@@ -81,9 +82,14 @@ const sdkRoute = (method: 'GET' | 'POST', path: string, defaultVersion: number, 
     tags: ['flags'],
     scopes: null,
     rawBody: true,
-    ...(method === 'POST' ? { responses: { 200: { description: 'Flag values for the person' } } } : {}),
+    responses: { 200: { description: 'Flag values for the person', schema: flagsResponseSchema } },
     handler: (ctx) => flagsHandler(ctx, defaultVersion),
   });
+
+const localEvaluationResponses = {
+  200: { description: 'Active flags of the project (ETag; If-None-Match answers 304)', schema: localEvaluationSchema },
+  304: { description: 'Not modified since the ETag given' },
+};
 
 export const flagRoutes = [
   sdkPreflight('/flags'),
@@ -98,6 +104,7 @@ export const flagRoutes = [
     tags: ['flags'],
     scopes: ['feature_flag:read'],
     query: { type: 'object', properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } }, required: ['token'] },
+    responses: localEvaluationResponses,
     handler: localEvaluation,
   }),
   defineRoute({
@@ -107,6 +114,7 @@ export const flagRoutes = [
     tags: ['flags'],
     scopes: ['feature_flag:read'],
     query: { type: 'object', properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } }, required: ['token'] },
+    responses: localEvaluationResponses,
     handler: localEvaluation,
   }),
 ];

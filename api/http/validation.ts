@@ -29,7 +29,8 @@ function withStorableDates(ajv: Ajv): Ajv {
 const options = { allErrors: false, strict: false, strictNumbers: true } as const;
 const requestAjv = withStorableDates(addFormats(new Ajv({ ...options, useDefaults: false })));
 const queryAjv = withStorableDates(addFormats(new Ajv({ ...options, coerceTypes: 'array', useDefaults: true })));
-// Responses are checked against their schemas as documented, without the request bounds below.
+// Responses are checked against their schemas as documented (closed objects included), without the
+// request bounds below.
 const responseAjv = addFormats(new Ajv({ ...options, useDefaults: false }));
 
 // An integer goes into a PostgreSQL int4 column unless its schema says `format: 'int64'` (bigint ids);
@@ -57,6 +58,39 @@ export function withIntegerBounds(schema: unknown): any {
   return copy;
 }
 
+// Keywords whose value is one subschema, a list of them, or a map of them.
+const SUBSCHEMA = ['additionalProperties', 'items', 'not', 'if', 'then', 'else', 'contains', 'unevaluatedItems'];
+const SUBSCHEMA_LISTS = ['allOf', 'anyOf', 'oneOf', 'prefixItems'];
+const SUBSCHEMA_MAPS = ['properties', 'patternProperties', 'dependentSchemas', '$defs'];
+
+/**
+ * A copy of `schema` where every object that lists its properties and says nothing of others gets
+ * `additionalProperties: value`. Keyword-aware: a property named `properties` is not a keyword.
+ */
+export function withUndeclaredMembers(schema: unknown, value: boolean): any {
+  if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return schema;
+  const copy: Record<string, any> = { ...(schema as Record<string, unknown>) };
+  const walk = (sub: unknown) => withUndeclaredMembers(sub, value);
+  for (const key of SUBSCHEMA) if (copy[key] && typeof copy[key] === 'object') copy[key] = walk(copy[key]);
+  for (const key of SUBSCHEMA_LISTS) if (Array.isArray(copy[key])) copy[key] = copy[key].map(walk);
+  for (const key of SUBSCHEMA_MAPS) {
+    if (copy[key] && typeof copy[key] === 'object')
+      copy[key] = Object.fromEntries(Object.entries(copy[key]).map(([name, sub]) => [name, walk(sub)]));
+  }
+  // Combinators would make closed branches refuse each other's members; none of ours close through them.
+  if (copy.properties && copy.additionalProperties === undefined && !copy.allOf && !copy.unevaluatedProperties) {
+    copy.additionalProperties = value;
+  }
+  return copy;
+}
+
+/**
+ * A response schema as checked and documented: objects that list their properties are closed, so a
+ * response must not carry fields its document does not declare. Free-form values declare
+ * `additionalProperties: true` (or are `{}`) and stay open.
+ */
+export const closedResponseSchema = (schema: unknown) => withUndeclaredMembers(schema, false);
+
 type Use = 'body' | 'query' | 'response';
 const caches: Record<Use, WeakMap<JsonSchema, ValidateFunction>> = {
   body: new WeakMap(),
@@ -67,7 +101,7 @@ const caches: Record<Use, WeakMap<JsonSchema, ValidateFunction>> = {
 function compiled(schema: JsonSchema, use: Use): ValidateFunction {
   let fn = caches[use].get(schema);
   if (!fn) {
-    if (use === 'response') fn = responseAjv.compile(schema);
+    if (use === 'response') fn = responseAjv.compile(closedResponseSchema(schema));
     else fn = (use === 'query' ? queryAjv : requestAjv).compile(withIntegerBounds(schema));
     caches[use].set(schema, fn);
   }

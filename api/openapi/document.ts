@@ -1,11 +1,13 @@
 // The OpenAPI 3.1 document, generated from the same route declarations (and ajv schemas) the
 // API validates with, so the reference can never drift from what the server accepts.
 import type { RouteDefinition } from '../http/routes.ts';
-import type { JsonSchema } from '../http/validation.ts';
+import { closedResponseSchema, withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
+import { NAMED_SCHEMAS } from './components.ts';
 
 const ERROR_SCHEMA = {
   type: 'object',
   required: ['type', 'code', 'detail', 'attr'],
+  additionalProperties: false,
   properties: {
     type: { type: 'string', enum: ['validation_error', 'invalid_request', 'authentication_error', 'throttled_error', 'server_error'] },
     code: { type: 'string' },
@@ -13,6 +15,24 @@ const ERROR_SCHEMA = {
     attr: { type: ['string', 'null'] },
   },
 } as const;
+
+/**
+ * A request schema as the server applies it: an object that lists its properties accepts (and ignores)
+ * others, as ajv does by default and DRF does. Said explicitly so clients do not have to guess.
+ */
+const openRequestSchema = (schema: unknown) => withUndeclaredMembers(schema, true);
+
+const NAME_OF = new Map<unknown, string>(Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [schema, name]));
+const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'example']);
+
+/** A copy of `schema` where each named schema it uses (found by identity) is a $ref to its component. */
+function withRefs(schema: unknown, self?: unknown): any {
+  if (schema !== self && NAME_OF.has(schema)) return { $ref: `#/components/schemas/${NAME_OF.get(schema)}` };
+  if (Array.isArray(schema)) return schema.map((item) => withRefs(item));
+  if (!schema || typeof schema !== 'object') return schema;
+  return Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, DATA_KEYWORDS.has(key) ? value : withRefs(value)]));
+}
+const responseSchema = (schema: unknown) => closedResponseSchema(withRefs(schema));
 
 /** `/api/projects/:project_id/persons/:id` → `/api/projects/{project_id}/persons/{id}/` (PostHog's form). */
 export function openApiPath(path: string): string {
@@ -36,7 +56,7 @@ function queryParameters(schema: JsonSchema | undefined) {
     name,
     in: 'query',
     required: required.has(name),
-    schema: property,
+    schema: openRequestSchema(property),
     ...(typeof property.description === 'string' ? { description: property.description } : {}),
   }));
 }
@@ -61,9 +81,11 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     seen.add(id);
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses ?? { 200: { description: 'Success' } })) {
+      // A non-JSON body (an HTML page, a CSV file) is a string unless its schema says more.
+      const schema = response.schema ? responseSchema(response.schema) : response.contentType ? { type: 'string' } : undefined;
       responses[status] = {
         description: response.description,
-        ...(response.schema ? { content: { [response.contentType ?? 'application/json']: { schema: response.schema } } } : {}),
+        ...(schema ? { content: { [response.contentType ?? 'application/json']: { schema } } } : {}),
       };
     }
     const authenticated = route.scopes !== null;
@@ -83,8 +105,10 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         : 'No personal API key (see the endpoint description for its own authentication).',
       'x-required-scopes': scopes,
       parameters: [...pathParameters(route.path), ...queryParameters(route.query)],
-      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: route.body } } } } : {}),
+      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: openRequestSchema(route.body) } } } } : {}),
       responses,
+      // Declared on purpose with error statuses only (a hard delete answered 405, key management refused).
+      ...(route.responses && !Object.keys(route.responses).some((s) => s.startsWith('2')) ? { 'x-never-succeeds': true } : {}),
       security: authenticated ? [{ PersonalAPIKey: scopes }] : [],
     };
   }
@@ -99,7 +123,10 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     paths,
     components: {
       securitySchemes: { PersonalAPIKey: { type: 'http', scheme: 'bearer', description: 'A personal API key, `phx_…`' } },
-      schemas: { Error: ERROR_SCHEMA },
+      schemas: {
+        Error: ERROR_SCHEMA,
+        ...Object.fromEntries(Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [name, closedResponseSchema(withRefs(schema, schema))])),
+      },
     },
   };
 }

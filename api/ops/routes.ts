@@ -6,6 +6,7 @@ import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { guardCredentialCheck } from '../http/throttle.ts';
 import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
+import { healthSchema, readinessSchema } from './schemas.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
@@ -89,6 +90,7 @@ export const opsRoutes = [
     summary: 'Liveness: the process is up',
     tags: ['ops'],
     scopes: null,
+    responses: { 200: { description: 'Up', schema: healthSchema } },
     handler: (ctx) => {
       ctx.body = { status: 'ok' };
     },
@@ -99,6 +101,10 @@ export const opsRoutes = [
     summary: 'Readiness: PostgreSQL, Redis and a queue answer (503 otherwise); throttle and auth cache reported',
     tags: ['ops'],
     scopes: null,
+    responses: {
+      200: { description: 'Ready', schema: readinessSchema },
+      503: { description: 'PostgreSQL or Redis does not answer', schema: readinessSchema },
+    },
     handler: async (ctx) => {
       const { deps } = ctx;
       const throttle = throttleUsable(deps).then((usable): Check =>

@@ -2,25 +2,10 @@
 // (PostHog's agent toolkit and other clients find their bearings here).
 import { PAGE_QUERY_PROPERTIES, paginatedList, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute } from '../http/routes.ts';
-import { projectDetail } from '../projects/serializers.ts';
-import { organizationDetail } from './serializers.ts';
+import { projectDetail, projectDetailSchema } from '../projects/serializers.ts';
+import { organizationDetail, organizationDetailSchema } from './serializers.ts';
 import { resolveOrganization, visibleOrganizations, visibleProjects } from './visibility.ts';
 
-const organizationSchema = {
-  type: 'object',
-  required: ['id', 'name', 'slug', 'created_at', 'membership_level', 'teams', 'projects', 'member_count'],
-  properties: {
-    id: { type: 'string', format: 'uuid' },
-    name: { type: 'string' },
-    slug: { type: 'string' },
-    created_at: { type: 'string', format: 'date-time' },
-    updated_at: { type: 'string', format: 'date-time' },
-    membership_level: { type: 'integer', enum: [1, 8, 15] },
-    teams: { type: 'array', items: { type: 'object', required: ['id', 'name', 'organization', 'api_token'] } },
-    projects: { type: 'array', items: { type: 'object', required: ['id', 'name', 'organization'] } },
-    member_count: { type: 'integer' },
-  },
-};
 const organizationParam = 'A uuid, or `@current` for the user\'s current organization';
 
 export const organizationRoutes = [
@@ -31,7 +16,7 @@ export const organizationRoutes = [
     tags: ['organizations'],
     scopes: ['organization:read'],
     query: { type: 'object', properties: PAGE_QUERY_PROPERTIES },
-    responses: { 200: { description: 'A page of organizations', schema: paginatedSchema(organizationSchema) } },
+    responses: { 200: { description: 'A page of organizations', schema: paginatedSchema(organizationDetailSchema) } },
     handler: async (ctx) => {
       const key = ctx.state.auth;
       const [organizations, projects] = await Promise.all([visibleOrganizations(ctx.state.em, key), visibleProjects(ctx.state.em, key)]);
@@ -45,7 +30,7 @@ export const organizationRoutes = [
     summary: `Retrieve an organization (${organizationParam})`,
     tags: ['organizations'],
     scopes: ['organization:read'],
-    responses: { 200: { description: 'The organization', schema: organizationSchema }, 404: { description: 'Organization not found.' } },
+    responses: { 200: { description: 'The organization', schema: organizationDetailSchema }, 404: { description: 'Organization not found.' } },
     handler: async (ctx) => {
       const organization = await resolveOrganization(ctx.state.em, ctx.state.auth, ctx.state.params.organization_id);
       ctx.body = organizationDetail(organization, await visibleProjects(ctx.state.em, ctx.state.auth, organization.id));
@@ -61,7 +46,7 @@ export const organizationRoutes = [
     responses: {
       200: {
         description: 'A page of projects',
-        schema: paginatedSchema({ type: 'object', required: ['id', 'uuid', 'organization', 'api_token', 'name', 'timezone', 'project_id', 'created_at'] }),
+        schema: paginatedSchema(projectDetailSchema),
       },
       404: { description: 'Organization not found.' },
     },

@@ -1,6 +1,7 @@
 import { isoTimestamp } from '../../shared/time.ts';
 import type { ProjectRow } from '../http/auth.ts';
-import { projectBasic } from '../projects/serializers.ts';
+import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
+import { dateTime, nullableString, openObject, record } from '../http/schemas.ts';
 import type { OrganizationRow } from './visibility.ts';
 
 const slugOf = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
@@ -36,3 +37,32 @@ export function organizationDetail(organization: OrganizationRow, projects: Proj
     member_count: organization.member_count,
   };
 }
+
+export const organizationBasicSchema = record({
+  id: { type: 'string', format: 'uuid' },
+  name: { type: 'string' },
+  slug: { type: 'string' },
+  logo_media_id: nullableString,
+  membership_level: { type: 'integer', enum: [1, 8, 15], description: '1 member, 8 admin, 15 owner' },
+  members_can_use_personal_api_keys: { type: 'boolean' },
+});
+
+export const organizationDetailSchema = record({
+  ...organizationBasicSchema.properties,
+  created_at: dateTime,
+  updated_at: dateTime,
+  plugins_access_level: { type: 'integer' },
+  teams: { type: 'array', items: projectBasicSchema },
+  projects: {
+    type: 'array',
+    items: record({ id: { type: 'integer' }, name: { type: 'string' }, organization: { type: 'string', format: 'uuid' } }),
+  },
+  available_product_features: { type: 'array', items: openObject() },
+  is_member_join_email_enabled: { type: 'boolean' },
+  metadata: openObject(),
+  customer_id: nullableString,
+  enforce_2fa: { type: ['boolean', 'null'] },
+  members_can_invite: { type: 'boolean' },
+  allow_publicly_shared_resources: { type: 'boolean' },
+  member_count: { type: 'integer' },
+});

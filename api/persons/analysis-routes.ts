@@ -15,6 +15,7 @@ import { countOf, funnelPersonIdsSql, funnelStepsSql, lifecyclePersonIdsSql, par
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, NEWEST_FIRST, withDistinctIds } from './queries.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
+import { dateTime, nullableDateTime, nullableInteger, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 
 const P = '/api/projects/:project_id/persons';
@@ -36,7 +37,18 @@ const activitySchema = {
   properties: {
     results: {
       type: 'array',
-      items: { type: 'object', required: ['id', 'user', 'activity', 'scope', 'item_id', 'detail', 'created_at'] },
+      items: record({
+        id: { type: 'string', format: 'uuid' },
+        user: record(
+          { first_name: { type: 'string' }, email: nullableString, is_system: { const: true } },
+          { optional: ['is_system'] },
+        ),
+        activity: { type: 'string' },
+        scope: { type: 'string' },
+        item_id: nullableString,
+        detail: openObject('changes, name, short_id, type, trigger'),
+        created_at: dateTime,
+      }),
     },
     next: { type: ['string', 'null'] },
     previous: { type: ['string', 'null'] },
@@ -273,10 +285,14 @@ async function lifecyclePersons(ctx: ApiContext) {
 
 const actorsSchema = {
   type: 'object',
-  required: ['results', 'next'],
+  required: ['results', 'next', 'initial', 'missing_persons', 'is_cached', 'last_refresh'],
   properties: {
-    results: { type: 'array', items: { type: 'object', required: ['people', 'count'], properties: { people: { type: 'array', items: personListItemSchema }, count: { type: 'integer' } } } },
-    next: { type: ['string', 'null'] },
+    results: { type: 'array', items: record({ people: { type: 'array', items: personListItemSchema }, count: { type: 'integer' } }) },
+    next: nullableString,
+    initial: { type: 'string' },
+    missing_persons: { type: 'integer' },
+    is_cached: { type: 'boolean' },
+    last_refresh: dateTime,
   },
 };
 // The persons of {results: [{people, count}]} are the CSV rows: the same columns as the list export.
@@ -297,7 +313,21 @@ const funnelQuery = {
     funnel_correlation_person_offset: { type: 'integer' },
   },
 };
-const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10 } } };
+const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10, items: {} } } };
+
+const timelineSchema = record({
+  points: {
+    type: 'array',
+    items: record({
+      timestamp: nullableDateTime,
+      properties: openObject('The person properties from this point on'),
+      relevant_event_count: { type: 'integer' },
+    }),
+  },
+  crucial_property_keys: stringArray,
+  effective_date_from: nullableDateTime,
+  effective_date_to: nullableDateTime,
+});
 
 export const personAnalysisRoutes = [
   defineRoute({
@@ -331,7 +361,12 @@ export const personAnalysisRoutes = [
     query: { type: 'object', properties: FORMAT },
     body: { type: 'object', properties: { main_distinct_id: {}, distinct_ids_to_split: {} } },
     csv: CSV,
-    responses: { 200: { description: 'Split done', schema: { type: 'object', required: ['success'], properties: { success: { const: true }, split_distinct_ids: { type: 'array', items: { type: 'string' } } } } } },
+    responses: {
+      200: {
+        description: 'Split done',
+        schema: record({ success: { const: true }, split_distinct_ids: stringArray }),
+      },
+    },
     handler: splitPerson,
   }),
   defineRoute({
@@ -350,7 +385,7 @@ export const personAnalysisRoutes = [
         date_to: { type: 'string', maxLength: 40 },
       },
     },
-    responses: { 200: { description: 'Timeline', schema: { type: 'object', required: ['points', 'crucial_property_keys'], properties: { points: { type: 'array' }, crucial_property_keys: { type: 'array' } } } } },
+    responses: { 200: { description: 'Timeline', schema: timelineSchema } },
     csv: csvOfAnswer((answer) => answer.points), // one row per point in time
     handler: propertiesTimeline,
   }),
@@ -361,7 +396,12 @@ export const personAnalysisRoutes = [
     tags: ['persons'],
     scopes: ['person:read', 'cohort:read'],
     query: { type: 'object', properties: { ...FORMAT, person_id: { type: 'string', maxLength: 100 } } },
-    responses: { 200: { description: 'Cohorts', schema: { type: 'object', required: ['results'], properties: { results: { type: 'array', items: { type: 'object', required: ['id', 'name', 'count'] } } } } } },
+    responses: {
+      200: {
+        description: 'Cohorts',
+        schema: record({ results: { type: 'array', items: record({ id: { type: 'integer' }, name: nullableString, count: nullableInteger }) } }),
+      },
+    },
     csv: CSV,
     handler: personCohorts,
   }),

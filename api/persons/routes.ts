@@ -8,6 +8,7 @@ import { isUuid, pgArray } from '../../shared/db/sql.ts';
 import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
 import type { PersonWithIds } from './serializers.ts';
+import { anyJson, record } from '../http/schemas.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { changePersonProperties, deletePersons } from './service.ts';
@@ -235,7 +236,7 @@ export const personRoutes = [
       },
     },
     body: { type: 'object', properties: { $unset: UNSET_KEY } },
-    responses: { 200: { description: 'The updated person', schema: { ...personRecordSchema, required: [...personRecordSchema.required, 'success'] } } },
+    responses: { 200: { description: 'The updated person', schema: record({ success: { const: true }, ...personRecordSchema.properties }) } },
     csv: CSV,
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
@@ -255,7 +256,7 @@ export const personRoutes = [
 ];
 
 const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
-const deletionRequestSchema = {
+export const deletionRequestSchema = {
   type: 'object',
   required: ['id', 'person_uuid', 'deletion_type', 'mode', 'status', 'created_at', 'cutoff', 'attempts', 'failures', 'last_error', 'next_attempt_at', 'started_at', 'delete_verified_at'],
   properties: {
@@ -284,7 +285,7 @@ const bulkDeleteResultSchema = {
     persons_deleted: { type: 'integer' },
     events_queued_for_deletion: { type: 'boolean' },
     recordings_queued_for_deletion: { type: 'boolean' },
-    deletion_errors: { type: 'array' },
+    deletion_errors: { type: 'array', items: anyJson() },
     deletion_requests: { type: 'array', items: deletionRequestSchema },
   },
 };
@@ -322,7 +323,9 @@ function deletionRequestRoute(action: string, summary: string, what: { deleteEve
     scopes: ['person:write'],
     query: { type: 'object', properties: FORMAT },
     csv: CSV,
-    responses: { 200: { description: 'The deletion request', schema: { type: 'object', required: ['deletion_requests'], properties: { deletion_requests: { type: 'array', items: deletionRequestSchema } } } } },
+    responses: {
+      200: { description: 'The deletion request', schema: record({ deletion_requests: { type: 'array', items: deletionRequestSchema } }) },
+    },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], { ...what, keepPerson: true, eventsMode: 'off_peak' });

@@ -1,6 +1,7 @@
 // Person shapes: the detail record and the seed's list row (both with the integer id), and
 // PostHog's actor item (id = uuid) that the analysis views (funnel, lifecycle people) answer.
 import { isoTimestamp } from '../../shared/time.ts';
+import { anyJson, dateTime, nullableDateTime, openObject, record, stringArray } from '../http/schemas.ts';
 
 export interface PersonWithIds {
   id: string;
@@ -57,37 +58,29 @@ export function personListItem(person: PersonWithIds) {
   };
 }
 
-export const personRecordSchema = {
-  type: 'object',
-  required: ['id', 'name', 'distinct_ids', 'properties', 'created_at', 'uuid'],
-  properties: {
-    id: { type: 'integer' },
-    name: { type: 'string' },
-    distinct_ids: { type: 'array', items: { type: 'string' } },
-    properties: { type: 'object' },
-    created_at: { type: 'string', format: 'date-time' },
-    uuid: { type: 'string', format: 'uuid' },
-    last_seen_at: { type: ['string', 'null'] },
-  },
-};
+export const personRecordSchema = record({
+  id: { type: 'integer' },
+  name: { type: 'string' },
+  distinct_ids: stringArray,
+  properties: openObject('Person properties, e.g. email'),
+  created_at: dateTime,
+  uuid: { type: 'string', format: 'uuid' },
+  last_seen_at: nullableDateTime,
+});
 
-export const personListItemSchema = {
-  type: 'object',
-  required: ['type', 'id', 'uuid', 'created_at', 'properties', 'is_identified', 'name', 'distinct_ids'],
-  properties: {
-    type: { const: 'person' },
-    id: { type: 'string', format: 'uuid' },
-    uuid: { type: 'string', format: 'uuid' },
-    created_at: { type: 'string', format: 'date-time' },
-    last_seen_at: { type: ['string', 'null'] },
-    properties: { type: 'object' },
-    is_identified: { type: 'boolean' },
-    name: { type: 'string' },
-    distinct_ids: { type: 'array', items: { type: 'string' } },
-    matched_recordings: { type: 'array' },
-    value_at_data_point: {},
-  },
-};
+export const personListItemSchema = record({
+  type: { const: 'person' },
+  id: { type: 'string', format: 'uuid' },
+  uuid: { type: 'string', format: 'uuid' },
+  created_at: dateTime,
+  last_seen_at: nullableDateTime,
+  properties: openObject('Person properties, e.g. email'),
+  is_identified: { type: 'boolean' },
+  name: { type: 'string' },
+  distinct_ids: stringArray,
+  matched_recordings: { type: 'array', items: openObject() },
+  value_at_data_point: anyJson(),
+});
 
 /** An item of the persons list and its CSV: the actor shape with the seed's integer `id` (as retrieve). */
 export function personListRow(person: PersonWithIds) {

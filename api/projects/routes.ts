@@ -1,25 +1,7 @@
 import { PAGE_QUERY_PROPERTIES, paginatedList, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute } from '../http/routes.ts';
-import { projectBasic, projectDetail } from './serializers.ts';
+import { projectBasic, projectBasicSchema, projectDetail, projectDetailSchema } from './serializers.ts';
 import { visibleProjects } from '../organizations/visibility.ts';
-
-const projectBasicSchema = {
-  type: 'object',
-  required: ['id', 'uuid', 'organization', 'api_token', 'name', 'timezone'],
-  properties: {
-    id: { type: 'integer' },
-    uuid: { type: 'string', format: 'uuid' },
-    organization: { type: 'string', format: 'uuid' },
-    api_token: { type: 'string' },
-    name: { type: 'string' },
-    completed_snippet_onboarding: { type: 'boolean' },
-    has_completed_onboarding_for: { type: ['object', 'null'] },
-    ingested_event: { type: 'boolean' },
-    is_demo: { type: 'boolean' },
-    timezone: { type: 'string' },
-    access_control: { type: 'boolean' },
-  },
-};
 
 export const projectRoutes = [
   defineRoute({
@@ -45,7 +27,7 @@ export const projectRoutes = [
     responses: {
       200: {
         description: 'The project',
-        schema: { ...projectBasicSchema, required: [...projectBasicSchema.required, 'project_id', 'created_at'] },
+        schema: projectDetailSchema,
       },
       404: { description: 'Project not found.' },
     },

@@ -1,5 +1,6 @@
 import type { ProjectRow } from '../http/auth.ts';
 import { isoTimestamp } from '../../shared/time.ts';
+import { dateTime, nullableOpenObject, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
 
 /** ProjectBackwardCompatBasicSerializer: the list item of /api/projects/. */
 export function projectBasic(project: ProjectRow) {
@@ -38,3 +39,35 @@ export function projectDetail(project: ProjectRow) {
     effective_membership_level: null,
   };
 }
+
+export const projectBasicSchema = record({
+  id: { type: 'integer' },
+  uuid: { type: 'string', format: 'uuid' },
+  organization: { type: 'string', format: 'uuid' },
+  api_token: { type: 'string' },
+  name: { type: 'string' },
+  completed_snippet_onboarding: { type: 'boolean' },
+  has_completed_onboarding_for: nullableOpenObject(),
+  ingested_event: { type: 'boolean' },
+  is_demo: { type: 'boolean' },
+  timezone: { type: 'string' },
+  access_control: { type: 'boolean' },
+});
+
+export const projectDetailSchema = record({
+  ...projectBasicSchema.properties,
+  project_id: { type: 'integer' },
+  created_at: dateTime,
+  updated_at: dateTime,
+  anonymize_ips: { type: 'boolean' },
+  app_urls: stringArray,
+  slack_incoming_webhook: nullableString,
+  data_attributes: stringArray,
+  person_display_name_properties: { type: ['array', 'null'], items: { type: 'string' } },
+  test_account_filters: { type: 'array', items: openObject() },
+  test_account_filters_default_checked: { type: 'boolean' },
+  path_cleaning_filters: { type: 'array', items: openObject() },
+  week_start_day: { type: ['integer', 'null'] },
+  primary_dashboard: { type: ['integer', 'null'] },
+  effective_membership_level: { type: ['integer', 'null'] },
+});

@@ -1,10 +1,11 @@
 // Introspection: what a client's key is and whose it is, in PostHog's shapes.
 import { isoTimestamp } from '../../shared/time.ts';
-import { projectBasic } from '../projects/serializers.ts';
+import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
 import { defineRoute } from '../http/routes.ts';
-import { organizationBasic, organizationDetail } from '../organizations/serializers.ts';
+import { dateTime, nullableDateTime, nullableString, record, stringArray } from '../http/schemas.ts';
+import { organizationBasic, organizationBasicSchema, organizationDetail, organizationDetailSchema } from '../organizations/serializers.ts';
 import { visibleOrganizations, visibleProjects } from '../organizations/visibility.ts';
-import { userBasic, userColumns } from './serializers.ts';
+import { userBasic, userBasicSchema, userColumns } from './serializers.ts';
 
 export const introspectionRoutes = [
   defineRoute({
@@ -16,7 +17,18 @@ export const introspectionRoutes = [
     responses: {
       200: {
         description: 'The key',
-        schema: { type: 'object', required: ['id', 'label', 'mask_value', 'scopes', 'scoped_teams', 'scoped_organizations', 'created_at', 'last_used_at', 'value'] },
+        schema: record({
+          id: { type: 'string' },
+          label: { type: 'string' },
+          value: { type: 'null', description: 'Never the secret' },
+          mask_value: nullableString,
+          scopes: stringArray,
+          scoped_teams: { type: 'array', items: { type: 'integer' } },
+          scoped_organizations: stringArray,
+          created_at: dateTime,
+          last_used_at: nullableDateTime,
+          last_rolled_at: nullableDateTime,
+        }),
       },
     },
     handler: async (ctx) => {
@@ -41,7 +53,17 @@ export const introspectionRoutes = [
     summary: "The key's user with its current organization and project",
     tags: ['keys'],
     scopes: [],
-    responses: { 200: { description: 'The user', schema: { type: 'object', required: ['id', 'uuid', 'distinct_id', 'email', 'organization', 'organizations', 'team'] } } },
+    responses: {
+      200: {
+        description: 'The user',
+        schema: record({
+          ...userBasicSchema.properties,
+          organization: { ...organizationDetailSchema, type: ['object', 'null'] },
+          organizations: { type: 'array', items: organizationBasicSchema },
+          team: { ...projectBasicSchema, type: ['object', 'null'] },
+        }),
+      },
+    },
     handler: async (ctx) => {
       const em = ctx.state.em;
       const key = ctx.state.auth;

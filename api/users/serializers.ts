@@ -1,4 +1,5 @@
 // The User shape of the seed (created_by, owner, updated_by, verified_by …).
+import { nullableOpenObject, nullableString, record } from '../http/schemas.ts';
 
 /** Columns of app_user as `<alias>_<column>` so one row can carry several users. */
 export const userColumns = (alias: string, prefix: string) =>
@@ -21,10 +22,8 @@ export function userBasic(row: Record<string, any>, prefix: string) {
   };
 }
 
-export const userBasicSchema = {
-  type: ['object', 'null'],
-  required: ['id', 'uuid', 'distinct_id', 'first_name', 'last_name', 'email'],
-  properties: {
+export const userBasicSchema = record(
+  {
     id: { type: 'integer' },
     uuid: { type: 'string', format: 'uuid' },
     distinct_id: { type: 'string' },
@@ -32,7 +31,8 @@ export const userBasicSchema = {
     last_name: { type: 'string' },
     email: { type: 'string' },
     is_email_verified: { type: ['boolean', 'null'] },
-    hedgehog_config: { type: ['object', 'null'] },
-    role_at_organization: { type: ['string', 'null'] },
+    hedgehog_config: nullableOpenObject(),
+    role_at_organization: nullableString,
   },
-};
+  { nullable: true },
+);

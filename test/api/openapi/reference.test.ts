@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { allRoutes } from '../../../api/routes.ts';
 import { openApiPath } from '../../../api/openapi/document.ts';
@@ -28,11 +30,14 @@ describe('GET /api/schema/', () => {
 });
 
 describe('GET /api/docs/ in a browser', () => {
-  it('shows every path with an example request that can be read off the page', async () => {
+  it('renders every operation from this server alone, with an example request that can be read off the page', async () => {
     const browser = await launchChromium();
     try {
-      const page = await browser.newPage();
-      const response = await page.goto(`${api.baseUrl}/api/docs/`);
+      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+      // Every request the page makes (scripts, styles, fonts, the document itself) must stay on the API's origin.
+      const requested: string[] = [];
+      page.on('request', (request) => requested.push(request.url()));
+      const response = await page.goto(`${api.baseUrl}/api/docs/`, { waitUntil: 'networkidle' });
       expect(response?.status()).toBe(200);
       const paths = await page.locator('code.path').allTextContents();
       for (const route of allRoutes) expect(paths).toContain(openApiPath(route.path));
@@ -41,6 +46,16 @@ describe('GET /api/docs/ in a browser', () => {
       expect(example).toContain(`curl -X GET '${api.baseUrl}/api/projects/@current/'`);
       expect(example).toContain('Authorization: Bearer');
       expect(await projectsSection.locator('.scopes').textContent()).toContain('project:read');
+
+      // What a person sees first: a PNG of the viewport, kept for looking at, with operations on it.
+      const file = join(tmpdir(), `api-docs-${process.pid}.png`);
+      const png = await page.screenshot({ path: file });
+      expect(png.subarray(1, 4).toString()).toBe('PNG');
+      expect(await page.locator('section.op').first().isVisible()).toBe(true);
+
+      expect(requested.length).toBeGreaterThan(0);
+      const origin = new URL(api.baseUrl).origin;
+      expect(requested.filter((url) => !url.startsWith('data:') && new URL(url).origin !== origin)).toEqual([]);
     } finally {
       await browser.close();
     }

@@ -1,0 +1,17 @@
+// Response schemas of the operational endpoints.
+import { record } from '../http/schemas.ts';
+
+const check = { enum: ['ok', 'unavailable', 'disabled'] };
+
+export const healthSchema = record({ status: { const: 'ok' } });
+
+export const readinessSchema = record(
+  {
+    /** degraded: ready, but an optional part (throttle, auth cache) is down. */
+    status: { enum: ['ok', 'degraded', 'unavailable'] },
+    checks: record({ postgres: check, redis: check, queues: check, throttle: check, auth_cache: check }),
+    /** What each part that is down means for the service. */
+    details: { type: 'object', additionalProperties: { type: 'string' } },
+  },
+  { optional: ['details'] },
+);

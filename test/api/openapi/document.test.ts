@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { responseMismatch } from '../../../api/http/validation.ts';
+import { experimentSchema } from '../../../api/experiments/serializers.ts';
+import { personRecordSchema } from '../../../api/persons/serializers.ts';
+import { call, startApi, type TestApi } from '../../helpers.ts';
+import { lintProblems, structuralProblems } from './lint.ts';
+
+let api: TestApi;
+let doc: any;
+beforeAll(async () => {
+  api = await startApi();
+  const res = await call(api.baseUrl, 'GET', '/api/schema/');
+  expect(res.status).toBe(200);
+  doc = res.body;
+});
+afterAll(() => api.close());
+
+/** The schema a component or inline schema resolves to. */
+function deref(schema: any): any {
+  if (!schema?.$ref) return schema;
+  return deref(schema.$ref.slice(2).split('/').reduce((node: any, key: string) => node[key], doc));
+}
+const responseSchema = (path: string, method: string, status: string) =>
+  deref(doc.paths[path][method].responses[status].content['application/json'].schema);
+
+/** Whether a schema takes any JSON value, or an object or list whose members may be any JSON value. */
+function freeForm(schema: any): boolean {
+  const types = [schema.type ?? []].flat();
+  if (!types.length) return Object.keys(schema).every((k) => ['description', 'title'].includes(k));
+  if (types.includes('object')) return schema.additionalProperties === true && !schema.properties;
+  if (types.includes('array')) return freeForm(schema.items);
+  return false;
+}
+
+// The Experiment table of the seed (shared/spec/api-seed.md), in its order.
+const SEED_EXPERIMENT_FIELDS = [
+  'id', 'name', 'description', 'start_date', 'end_date', 'feature_flag_key', 'feature_flag', 'holdout', 'holdout_id',
+  'exposure_cohort', 'parameters', 'secondary_metrics', 'saved_metrics', 'saved_metrics_ids', 'filters', 'archived',
+  'deleted', 'created_by', 'created_at', 'updated_at', 'type', 'exposure_criteria', 'metrics', 'metrics_secondary',
+  'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids',
+  'user_access_level',
+];
+// Fields the seed calls free-form: their members may be any JSON value.
+const FREE_FORM = ['parameters', 'secondary_metrics', 'filters', 'exposure_criteria', 'metrics', 'metrics_secondary',
+  'stats_config', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids'];
+
+describe('GET /api/schema/ is a document a client generator can use', () => {
+  it('is a valid OpenAPI 3.1 document (structure, and every schema a valid JSON Schema 2020-12)', () => {
+    expect(structuralProblems(doc)).toEqual([]);
+  });
+
+  it('passes the lint: required properties defined, objects declare additionalProperties, $refs resolve, 2xx bodies', () => {
+    expect(lintProblems(doc)).toEqual([]);
+  });
+
+  it('describes every field of the seed Experiment, free-form ones as any JSON value', () => {
+    const experiment = responseSchema('/api/projects/{project_id}/experiments/{id}/', 'get', '200');
+    expect(Object.keys(experiment.properties)).toEqual(expect.arrayContaining(SEED_EXPERIMENT_FIELDS.filter((f) => f !== '_create_in_folder')));
+    for (const field of FREE_FORM) expect(freeForm(experiment.properties[field]), field).toBe(true);
+    expect(deref(experiment.properties.feature_flag).properties.filters.additionalProperties).toBe(true);
+  });
+
+  it('names each shared shape once: operations refer to components/schemas', () => {
+    const list = doc.paths['/api/projects/{project_id}/experiments/'].get.responses['200'].content['application/json'].schema;
+    expect(list.properties.results.items).toEqual({ $ref: '#/components/schemas/Experiment' });
+    expect(doc.components.schemas.Experiment.properties.created_by).toEqual({ $ref: '#/components/schemas/UserBasic' });
+  });
+
+  it('lets a client read person.properties.email: person properties are an open object', () => {
+    const person = responseSchema('/api/projects/{project_id}/persons/{id}/', 'get', '200');
+    expect(person.properties.properties).toMatchObject({ type: 'object', additionalProperties: true });
+    expect(person.additionalProperties).toBe(false);
+  });
+});
+
+describe('the response check (VALIDATE_RESPONSES=1) is strict about undeclared fields', () => {
+  const person = {
+    id: 1, name: 'a', distinct_ids: ['a'], properties: { email: 'a@example.com', nested: { any: [1] } },
+    created_at: '2024-01-01T00:00:00Z', uuid: '0190a0a0-0000-7000-8000-000000000000', last_seen_at: null,
+  };
+
+  it('accepts a documented body, with anything inside a free-form member', () => {
+    expect(responseMismatch(personRecordSchema, person)).toBeNull();
+  });
+
+  it('refuses a field the schema does not declare, at any depth', () => {
+    expect(responseMismatch(personRecordSchema, { ...person, surprise: 1 })).toContain('must NOT have additional properties');
+    const flag = {
+      id: 1, team_id: 1, name: '', key: 'k', filters: {}, deleted: false, active: true, ensure_experience_continuity: false,
+      has_encrypted_payloads: false, version: 1, evaluation_runtime: 'all', evaluation_tags: [],
+    };
+    const partial = { ...experimentSchema, required: [] };
+    expect(responseMismatch(partial, { feature_flag: flag })).toBeNull();
+    expect(responseMismatch(partial, { feature_flag: { ...flag, surprise: true } })).toBe(
+      '/feature_flag must NOT have additional properties',
+    );
+  });
+});
