@@ -14,7 +14,7 @@ import { call, createAccount, createKey, eventually, uniqueRedisPrefix, type Tes
 import { startApiProcess, startWorkerProcess, type ServiceProcess } from '../services.ts';
 
 /** The bound README states for revocation on the other API processes. */
-const REVOCATION_BOUND_MS = 250;
+const REVOCATION_BOUND_MS = 1000;
 
 let apis: Awaited<ReturnType<typeof startApiProcess>>[] = [];
 let workers: ServiceProcess[] = [];
