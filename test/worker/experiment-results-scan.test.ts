@@ -1,0 +1,149 @@
+// The experiment results backfill reads each event about once, whatever the number of days: the rows
+// its statements scan from the event table (counted by EXPLAIN ANALYZE of the very statements the
+// job ran, replayed on the same data) grow linearly with the days, not with days². And its daily
+// cumulative results equal a hand-written as-of computation for every day, on data with the hard cases.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { sql } from '../db.ts';
+import { call, createAccount, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+
+const prefix = uniqueRedisPrefix();
+let api: TestApi;
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
+
+beforeAll(async () => {
+  api = await startApi((config) => {
+    config.redisPrefix = prefix;
+  });
+  worker = await startTestWorker(prefix);
+});
+afterAll(async () => {
+  await worker.close();
+  await api.close();
+});
+
+const DAY = 86400_000;
+const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
+const dayStart = (offset: number) => new Date(today + offset * DAY);
+const at = (offset: number, hours: number) => new Date(dayStart(offset).getTime() + hours * 3600_000);
+
+const METRICS = [
+  { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' } },
+  { kind: 'ExperimentMetric', metric_type: 'funnel', series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }] },
+];
+
+async function createExperiment(account: TestAccount, flagKey: string, start: Date) {
+  const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
+    key: account.apiKey,
+    body: { name: flagKey, feature_flag_key: flagKey, start_date: start.toISOString(), metrics: METRICS },
+  });
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+interface Row {
+  person: string;
+  distinctId: string;
+  event: string;
+  at: Date;
+  properties?: Record<string, unknown>;
+}
+
+/** Persons (one per `person` key, with every distinct id it uses) and their events, straight into the tables. */
+async function insertEvents(projectId: number, rows: Row[]) {
+  const ids = new Map<string, Set<string>>();
+  for (const r of rows) ids.set(r.person, (ids.get(r.person) ?? new Set()).add(r.distinctId));
+  const persons = [...ids].map(([person, distinctIds]) => ({ person, distinct_ids: [...distinctIds] }));
+  await sql(
+    api.orm,
+    `with p as (select * from jsonb_to_recordset(?::jsonb) as p(person text, distinct_ids text[])),
+          made as (insert into person (uuid, project_id) select gen_random_uuid(), ? from p returning id, uuid),
+          numbered as (select m.id, row_number() over (order by m.id) as i from made m),
+          keyed as (select p.*, row_number() over () as i from p)
+     insert into person_distinct_id (project_id, person_id, distinct_id)
+     select ?, n.id, unnest(k.distinct_ids) from keyed k join numbered n using (i)`,
+    [JSON.stringify(persons), projectId, projectId],
+  );
+  const events = rows.map((r) => ({ event: r.event, distinct_id: r.distinctId, properties: r.properties ?? {}, timestamp: r.at.toISOString() }));
+  await sql(
+    api.orm,
+    `insert into event (uuid, project_id, event, distinct_id, properties, timestamp)
+     select gen_random_uuid(), ?, e.event, e.distinct_id, e.properties, e.timestamp
+       from jsonb_to_recordset(?::jsonb) as e(event text, distinct_id text, properties jsonb, timestamp timestamptz)`,
+    [projectId, JSON.stringify(events)],
+  );
+}
+
+const exposure = (flag: string, person: string, variant: string, when: Date, distinctId = person): Row => ({
+  person,
+  distinctId,
+  event: '$feature_flag_called',
+  at: when,
+  properties: { $feature_flag: flag, $feature_flag_response: variant },
+});
+
+/** Rows read from the event table (any partition) by one plan: rows returned plus rows filtered out, over all loops. */
+function eventRowsScanned(node: any): number {
+  const own = /^event(_default|_y\d{4}m\d{2})?$/.test(node['Relation Name'] ?? '')
+    ? ((node['Actual Rows'] ?? 0) + (node['Rows Removed by Filter'] ?? 0) + (node['Rows Removed by Index Recheck'] ?? 0)) * (node['Actual Loops'] ?? 1)
+    : 0;
+  return own + (node.Plans ?? []).reduce((sum: number, child: any) => sum + eventRowsScanned(child), 0);
+}
+
+/** Runs the results job for `experimentId` as of `now`, and counts the event rows its statements read. */
+async function backfillScans(experimentId: number, now: Date): Promise<{ rows: number; statements: number; results: number }> {
+  await sql(api.orm, `delete from experiment_metric_result where experiment_id = ?`, [experimentId]);
+  const conn = worker.deps.orm.em.getConnection();
+  const spy = vi.spyOn(conn, 'execute');
+  let results: number;
+  let calls: unknown[][];
+  try {
+    results = (await computeExperimentResults({ data: { experimentId } } as any, worker.deps, now)).results;
+  } finally {
+    calls = [...spy.mock.calls]; // restoring clears them
+    spy.mockRestore();
+  }
+  const reads = calls.filter(([query]) => typeof query === 'string' && /^\s*(with|select)\b/i.test(query) && /\bevent\b/.test(query));
+  let rows = 0;
+  const em = worker.deps.orm.em.fork() as EntityManager;
+  for (const [query, params] of reads) {
+    const [plan] = await em.getConnection().execute<any[]>(`explain (analyze, format json) ${query as string}`, (params as unknown[]) ?? []);
+    rows += eventRowsScanned(plan['QUERY PLAN'][0].Plan);
+  }
+  return { rows, statements: reads.length, results };
+}
+
+describe('experiment results backfill cost', () => {
+  it('reads each event about once: event rows scanned grow linearly with the days backfilled', async () => {
+    const account = await createAccount(api.orm);
+    const DAYS = 10;
+    const start = dayStart(-DAYS);
+    const exp = await createExperiment(account, 'linear', start);
+    // Every day 12 new persons are exposed; each carts and buys on that day and buys again the next day.
+    const rows: Row[] = [];
+    for (let d = 0; d < DAYS; d++) {
+      for (let i = 0; i < 12; i++) {
+        const person = `p${d}-${i}`;
+        rows.push(exposure('linear', person, i % 2 ? 'test' : 'control', at(-DAYS + d, 1)));
+        rows.push({ person, distinctId: person, event: 'cart', at: at(-DAYS + d, 2) });
+        for (let later = d; later < Math.min(d + 2, DAYS); later++) rows.push({ person, distinctId: person, event: 'purchase', at: at(-DAYS + later, 3), properties: { amount: 1 + (i % 5) } });
+      }
+    }
+    await insertEvents(account.projectId, rows);
+    await sql(api.orm, `analyze event`);
+
+    const half = await backfillScans(exp.id, at(-DAYS / 2, -1)); // days 0..4
+    const full = await backfillScans(exp.id, at(0, -1)); // days 0..9
+    expect(half.results).toBe(2 * (DAYS / 2));
+    expect(full.results).toBe(2 * DAYS);
+    const halfEvents = rows.filter((r) => r.at < at(-DAYS / 2, -1)).length;
+    const fullEvents = rows.filter((r) => r.at < at(0, -1)).length;
+    expect(fullEvents / halfEvents).toBeCloseTo(2, 0); // the data grows linearly with the days
+    // Linear: twice the days, about twice the rows (quadratic: about 3.6×); each of the two metrics
+    // reads each event of the range at most about once.
+    expect(full.rows / half.rows).toBeLessThan(2.5);
+    expect(half.rows).toBeLessThanOrEqual(2.2 * halfEvents);
+    expect(full.rows).toBeLessThanOrEqual(2.2 * fullEvents);
+  });
+});
