@@ -104,13 +104,22 @@ async function backfillScans(experimentId: number, now: Date): Promise<{ rows: n
     calls = [...spy.mock.calls]; // restoring clears them
     spy.mockRestore();
   }
-  const reads = calls.filter(([query]) => typeof query === 'string' && /^\s*(with|select)\b/i.test(query) && /\bevent\b/.test(query));
+  // Replayed in order in one transaction (so temporary tables and settings exist as they did);
+  // writes are left out, and every statement that reads the event table runs under EXPLAIN ANALYZE.
+  const replay = calls.filter(([query]) => typeof query === 'string' && !/^\s*(insert|update|delete)\b/i.test(query));
+  const reads = replay.filter(([query]) => /\bevent\b/.test(query as string));
   let rows = 0;
-  const em = worker.deps.orm.em.fork() as EntityManager;
-  for (const [query, params] of reads) {
-    const [plan] = await em.getConnection().execute<any[]>(`explain (analyze, format json) ${query as string}`, (params as unknown[]) ?? []);
-    rows += eventRowsScanned(plan['QUERY PLAN'][0].Plan);
-  }
+  await (worker.deps.orm.em.fork() as EntityManager).transactional(async (tx) => {
+    const ctx = tx.getTransactionContext();
+    for (const [query, params] of replay) {
+      if (!reads.some(([q]) => q === query)) {
+        await tx.getConnection().execute(query as string, (params as unknown[]) ?? [], 'run', ctx);
+        continue;
+      }
+      const [plan] = await tx.getConnection().execute<any[]>(`explain (analyze, format json) ${query as string}`, (params as unknown[]) ?? [], 'all', ctx);
+      rows += eventRowsScanned(plan['QUERY PLAN'][0].Plan);
+    }
+  });
   return { rows, statements: reads.length, results };
 }
 
