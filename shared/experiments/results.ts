@@ -56,8 +56,8 @@ export function numericProperty(prop: string): string {
 // Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
 // to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
 // one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
-// key, variants (JSON), start, until, first day, first day.
-const MEMBERS = `create temporary table members on commit drop as
+// key, variants (JSON), start, until, project, first day, first day.
+const MEMBERS = `create temporary table experiment_members on commit drop as
 with per_id as (
   select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
     from event e
@@ -85,7 +85,7 @@ const memberEvents = (events: string[], columns: string) => `ev as materialized 
   mev as (
     select x.person_id, x.variant, x.day_out, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
-      join members x on x.person_id = d.person_id
+      join experiment_members x on x.person_id = d.person_id
      where ev.t >= x.t0)`;
 
 const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
@@ -120,7 +120,7 @@ export async function computeExperimentSeries(em: EntityManager, experiment: Exp
     await conn.execute(`set local work_mem = '${WORK_MEM}'`, [], 'run', ctx);
     const exposureParams = [experiment.projectId, experiment.flagKey, JSON.stringify(experiment.variants), start, until];
     await conn.execute(MEMBERS, [...exposureParams, experiment.projectId, range.dayText, range.dayText], 'run', ctx);
-    await conn.execute(`analyze members`, [], 'run', ctx);
+    await conn.execute(`analyze experiment_members`, [], 'run', ctx);
     const out: (MetricResult[] | Error)[] = [];
     for (const shape of shapes) {
       if (shape instanceof Error) {
@@ -165,10 +165,10 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
            from per_day where day_out is null or day < day_out),
        leaving as (
          select x.variant, x.day_out, coalesce(sum(i.delta), 0) as v
-           from members x left join increments i on i.person_id = x.person_id
+           from experiment_members x left join increments i on i.person_id = x.person_id
           where x.day_out is not null group by x.person_id, x.variant, x.day_out),
        changes as (
-         select variant, day_in as day, 1 as dn, 0::numeric as ds, 0::numeric as dq from members
+         select variant, day_in as day, 1 as dn, 0::numeric as ds, 0::numeric as dq from experiment_members
          union all select variant, day, 0, delta, 2 * before * delta + delta * delta from increments
          union all select variant, day_out, -1, -v, -(v * v) from leaving)
        select variant, day, (sum(sum(dn)) over w)::int as n, (sum(sum(ds)) over w)::float8 as total,
@@ -198,13 +198,13 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
     const rows = await conn.execute<any[]>(
       `with ${memberEvents(eventsOf, 'm.event')},
        fe as materialized (select person_id, event, t from mev),
-       s0 as (select person_id, t0 as t from members),
+       s0 as (select person_id, t0 as t from experiment_members),
        ${ctes.join(',\n')},
        reached as (select r.step, x.variant, ${dayOf('r.t')} as day, x.day_out
-                     from (${reached}) r join members x using (person_id)),
+                     from (${reached}) r join experiment_members x using (person_id)),
        changes as (
-         select variant, day_in as day, -1 as step, 1 as d from members
-         union all select variant, day_out, -1, -1 from members where day_out is not null
+         select variant, day_in as day, -1 as step, 1 as d from experiment_members
+         union all select variant, day_out, -1, -1 from experiment_members where day_out is not null
          union all select variant, day, step, 1 from reached where day_out is null or day < day_out
          union all select variant, day_out, step, -1 from reached where day < day_out)
        select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
@@ -231,13 +231,4 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
     });
     return { kind: shape.kind, ...compareVariants(stats, experiment.baselineKey, shape.kind, experiment.statsMethod) };
   });
-}
-
-/** The metric's cumulative result from the start date to `asOf` (exclusive). */
-export async function computeMetric(em: EntityManager, experiment: ExperimentForResults, metric: any, asOf: Date): Promise<MetricResult> {
-  const [all] = await computeExperimentSeries(em, experiment, [metric], asOf);
-  if (all instanceof Error) throw all;
-  const result = all.at(-1);
-  if (!result) throw new Error('The experiment starts after asOf.');
-  return result;
 }
