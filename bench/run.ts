@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 const dir = fileURLToPath(new URL('.', import.meta.url));
 const wanted = process.argv.slice(2);
 const all = readdirSync(dir)
-  .filter((f) => f.endsWith('.ts') && !['run.ts', 'stats.ts', 'harness.ts'].includes(f))
+  .filter((f) => f.endsWith('.ts') && !['run.ts', 'stats.ts', 'harness.ts', 'generate.ts'].includes(f))
   .map((f) => f.replace(/\.ts$/, ''))
   .sort();
 const selected = wanted.length ? all.filter((name) => wanted.includes(name)) : all;

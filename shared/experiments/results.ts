@@ -1,7 +1,13 @@
 // Computing an experiment metric from events (spec A2–A3): exposures are persons with
 // `$feature_flag_called` for the flag (variant from `$feature_flag_response`; persons seen in
 // more than one variant are excluded), then the metric over each person's events after their first
-// exposure. Results are cumulative from the start date to `asOf`, as PostHog's timeseries are.
+// exposure. Results are cumulative from the start date to each day's end, as PostHog's timeseries are.
+//
+// One statement per metric gives every day of a range in a single pass over the experiment's events:
+// it finds, per exposed person, the day they enter (first exposure) and the day they leave (the first
+// exposure to a second variant, after which PostHog counts them nowhere), then per-day partial
+// aggregates (per person and day for a mean, the time each funnel step is reached for a funnel),
+// and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { compareVariants, type ExperimentResult, type MetricKind, type VariantStats } from './stats.ts';
 
@@ -15,6 +21,13 @@ export interface ExperimentForResults {
   baselineKey: string;
 }
 
+export type MetricResult = ExperimentResult & { kind: MetricKind };
+
+const DAY = 86400_000;
+// The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
+// sort or hash node of the one statement, inside its own transaction.
+const WORK_MEM = '64MB';
+
 /** The events a metric counts: mean → one source event; funnel → ordered series of events. */
 export function metricShape(metric: any): { kind: MetricKind; events: string[]; mathProperty: string | null } | null {
   if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string') {
@@ -27,64 +40,195 @@ export function metricShape(metric: any): { kind: MetricKind; events: string[]; 
   return null;
 }
 
-const EXPOSURES = `exposures as (
-  select d.person_id, min(e.properties->>'$feature_flag_response') as variant, min(e.timestamp) as t0
-    from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+/**
+ * A property as a number, null when it is not one. JSON numbers cast directly; strings only after a
+ * regex check, so a bad value costs no exception (try_numeric's plpgsql exception block sets up a
+ * subtransaction per row, and an actual error costs far more). NaN/Infinity strings and exponents
+ * past 4 digits are not numbers here (they would poison the sums or overflow the cast).
+ * `prop` is a SQL expression of type jsonb; the result has no placeholders.
+ */
+export function numericProperty(prop: string): string {
+  const re = `'^[[:space:]]*[-+]{0,1}([0-9]+[.]{0,1}[0-9]*|[.][0-9]+)([eE][-+]{0,1}[0-9]{1,4}){0,1}[[:space:]]*$'`;
+  return `(case jsonb_typeof(${prop}) when 'number' then (${prop})::numeric
+    when 'string' then case when length(${prop} #>> '{}') <= 1000 and (${prop} #>> '{}') ~ ${re} then (${prop} #>> '{}')::numeric end end)`;
+}
+
+// Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
+// to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
+// one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
+// key, variants (JSON), start, until, project, first day, first day.
+const MEMBERS = `create temporary table experiment_members on commit drop as
+with per_id as (
+  select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
+    from event e
    where e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
      and e.properties->>'$feature_flag_response' in (select jsonb_array_elements_text(?::jsonb))
      and e.timestamp >= ? and e.timestamp < ?
-   group by d.person_id
-  having count(distinct e.properties->>'$feature_flag_response') = 1)`;
+   group by 1, 2),
+first_seen as (
+  select d.person_id, p.variant, min(p.t) as t
+    from per_id p join person_distinct_id d on d.project_id = ? and d.distinct_id = p.distinct_id
+   group by 1, 2)
+select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
+       (min(t) at time zone 'UTC')::date - ?::date as day_in,
+       ((array_agg(t order by t))[2] at time zone 'UTC')::date - ?::date as day_out
+  from first_seen group by person_id`;
 
-export async function computeMetric(em: EntityManager, experiment: ExperimentForResults, metric: any, asOf: Date): Promise<ExperimentResult & { kind: MetricKind }> {
-  const shape = metricShape(metric);
-  if (!shape) throw new Error('Unsupported metric: mean metrics need source.event; funnel metrics need series of events.');
-  const conn = em.getConnection();
-  const base = [experiment.projectId, experiment.flagKey, JSON.stringify(experiment.variants), experiment.startDate, asOf];
-  let rows: { variant: string; n: number; total: number; total_sq: number; steps?: number[] }[];
-  if (shape.kind === 'mean') {
-    const value = shape.mathProperty ? `coalesce(try_numeric(m.properties->>?), 0)` : '1';
-    rows = await conn.execute<any[]>(
-      `with ${EXPOSURES},
-       per_person as (
-         select x.person_id, x.variant, coalesce((select sum(${value}) from person_distinct_id d join event m on m.project_id = d.project_id and m.distinct_id = d.distinct_id
-           where d.person_id = x.person_id and m.event = ? and m.timestamp >= x.t0 and m.timestamp < ?), 0) as v
-         from exposures x)
-       select variant, count(*)::int as n, sum(v)::float8 as total, sum(v * v)::float8 as total_sq from per_person group by variant`,
-      [...base, ...(shape.mathProperty ? [shape.mathProperty] : []), shape.events[0], asOf],
-    );
-  } else {
-    // s0 = exposure; s_k = first time of step k after step k-1.
-    const ctes: string[] = [`s0 as (select person_id, variant, t0 as t from exposures)`];
-    const params: unknown[] = [...base];
-    shape.events.forEach((event, i) => {
-      ctes.push(`s${i + 1} as (select s.person_id, min(s.variant) as variant, min(m.timestamp) as t from s${i} s
-        join person_distinct_id d on d.person_id = s.person_id
-        join event m on m.project_id = d.project_id and m.distinct_id = d.distinct_id and m.event = ? and m.timestamp >= s.t and m.timestamp < ?
-        group by s.person_id)`);
-      params.push(event, asOf);
-    });
-    const last = shape.events.length;
-    const stepCounts = shape.events.map((_, i) => `(select count(*) from s${i + 1} where s${i + 1}.variant = s0v.variant)::int`).join(', ');
-    rows = await conn.execute<any[]>(
-      `with ${EXPOSURES}, ${ctes.join(', ')}
-       select s0v.variant, count(*)::int as n, (select count(*) from s${last} where s${last}.variant = s0v.variant)::float8 as total,
-              (select count(*) from s${last} where s${last}.variant = s0v.variant)::float8 as total_sq, array[${stepCounts}] as steps
-         from s0 s0v group by s0v.variant`,
-      params,
-    );
-  }
-  const byKey = new Map(rows.map((r) => [r.variant, r]));
-  // Missing variants count as zero; results follow the flag's variant order.
-  const stats: VariantStats[] = experiment.variants.map((key) => {
-    const r = byKey.get(key);
-    return {
-      key,
-      number_of_samples: r?.n ?? 0,
-      sum: r?.total ?? 0,
-      sum_squares: r?.total_sq ?? 0,
-      ...(shape.kind === 'funnel' ? { step_counts: r?.steps ?? shape.events.map(() => 0) } : {}),
-    };
+/**
+ * `ev`: the events of `events` in the range, read once (materialized: a join condition such as
+ * "after this person's first exposure" must not turn into one index scan per person), then each
+ * event's person and membership. Parameters: project, the events, start, until, project.
+ */
+const memberEvents = (events: string[], columns: string) => `ev as materialized (
+    select m.distinct_id, m.timestamp as t, ${columns} from event m
+     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')}) and m.timestamp >= ? and m.timestamp < ?),
+  mev as (
+    select x.person_id, x.variant, x.day_out, ev.* from ev
+      join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
+      join experiment_members x on x.person_id = d.person_id
+     where ev.t >= x.t0)`;
+
+const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
+
+type Conn = ReturnType<EntityManager['getConnection']>;
+type Ctx = ReturnType<EntityManager['getTransactionContext']>;
+
+interface Range {
+  days: number;
+  dayText: string;
+  start: Date;
+  until: Date;
+  projectId: number;
+}
+
+/**
+ * Each metric's cumulative result for every UTC day from the experiment's start date up to `until`
+ * (exclusive): day i counts events before the next midnight, the last day events before `until`.
+ * One transaction: the exposures are scanned once, then one statement per metric scans its events.
+ * A metric that cannot be computed gets its Error in place of its series; the others are unaffected.
+ */
+export async function computeExperimentSeries(em: EntityManager, experiment: ExperimentForResults, metrics: any[], until: Date): Promise<(MetricResult[] | Error)[]> {
+  const start = experiment.startDate;
+  const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
+  const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
+  const range: Range = { days, dayText: new Date(firstDay).toISOString().slice(0, 10), start, until, projectId: experiment.projectId };
+  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error('Unsupported metric: mean metrics need source.event; funnel metrics need series of events.'));
+  if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
+  return em.transactional(async (tx) => {
+    const conn = tx.getConnection();
+    const ctx = tx.getTransactionContext();
+    await conn.execute(`set local work_mem = '${WORK_MEM}'`, [], 'run', ctx);
+    const exposureParams = [experiment.projectId, experiment.flagKey, JSON.stringify(experiment.variants), start, until];
+    await conn.execute(MEMBERS, [...exposureParams, experiment.projectId, range.dayText, range.dayText], 'run', ctx);
+    await conn.execute(`analyze experiment_members`, [], 'run', ctx);
+    const out: (MetricResult[] | Error)[] = [];
+    for (const shape of shapes) {
+      if (shape instanceof Error) {
+        out.push(shape);
+        continue;
+      }
+      try {
+        // A savepoint each, so a failing metric leaves the transaction usable for the next.
+        out.push(await tx.transactional((inner) => metricSeries(inner.getConnection(), inner.getTransactionContext(), experiment, shape, range)));
+      } catch (e) {
+        out.push(e as Error);
+      }
+    }
+    return out;
   });
-  return { kind: shape.kind, ...compareVariants(stats, experiment.baselineKey, shape.kind, experiment.statsMethod) };
+}
+
+async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResults, shape: NonNullable<ReturnType<typeof metricShape>>, range: Range): Promise<MetricResult[]> {
+  const { days, dayText } = range;
+  const eventsOf = [...new Set(shape.events)];
+  const scan = [range.projectId, ...eventsOf, range.start, range.until, range.projectId];
+  // Per variant, cumulative values per day.
+  const n = new Map<string, number[]>();
+  const sums = new Map<string, { total: number[]; totalSq: number[] }>();
+  const steps = new Map<string, number[][]>();
+  const series = <T>(map: Map<string, T>, key: string, make: () => T) => map.get(key) ?? map.set(key, make()).get(key)!;
+  const zeros = () => new Array<number>(days).fill(0);
+
+  if (shape.kind === 'mean') {
+    const value = shape.mathProperty ? `coalesce(${numericProperty('prop')}, 0)` : '1::numeric';
+    // Per person and day the sum of values (before: the person's sum of the days before), then per
+    // variant and day the change of n, Σv and Σv²: Σv² grows by (v+δ)² − v² = 2vδ + δ²; a person who
+    // leaves takes their whole v and v² with them. Sums stay numeric (exact) until the end.
+    const rows = await conn.execute<any[]>(
+      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop')},
+       per_day as (
+         select person_id, variant, day_out, ${dayOf('t')} as day, sum(${value}) as delta
+           from mev group by 1, 2, 3, 4),
+       increments as (
+         select person_id, variant, day, delta,
+                coalesce(sum(delta) over (partition by person_id order by day rows between unbounded preceding and 1 preceding), 0) as before
+           from per_day where day_out is null or day < day_out),
+       leaving as (
+         select x.variant, x.day_out, coalesce(sum(i.delta), 0) as v
+           from experiment_members x left join increments i on i.person_id = x.person_id
+          where x.day_out is not null group by x.person_id, x.variant, x.day_out),
+       changes as (
+         select variant, day_in as day, 1 as dn, 0::numeric as ds, 0::numeric as dq from experiment_members
+         union all select variant, day, 0, delta, 2 * before * delta + delta * delta from increments
+         union all select variant, day_out, -1, -v, -(v * v) from leaving)
+       select variant, day, (sum(sum(dn)) over w)::int as n, (sum(sum(ds)) over w)::float8 as total,
+              (sum(sum(dq)) over w)::float8 as total_sq
+         from changes group by variant, day window w as (partition by variant order by day)`,
+      [...(shape.mathProperty ? [shape.mathProperty] : []), ...scan, dayText],
+      'all',
+      ctx,
+    );
+    for (const r of rows) {
+      // Cumulative values at the days with changes, carried forward to the days after.
+      const s = series(sums, r.variant, () => ({ total: zeros(), totalSq: zeros() }));
+      const c = series(n, r.variant, zeros);
+      for (let d = r.day; d < days; d++) {
+        c[d] = r.n;
+        s.total[d] = r.total;
+        s.totalSq[d] = r.total_sq;
+      }
+    }
+  } else {
+    // s_k = the first time of step k at or after step k−1 (s0 = first exposure), from the person's
+    // funnel events; a step counts from the day it is reached until the person leaves.
+    const ctes = shape.events.map(
+      (_, i) => `s${i + 1} as (select s.person_id, min(f.t) as t from s${i} s join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
+    );
+    const reached = shape.events.map((_, i) => `select ${i} as step, person_id, t from s${i + 1}`).join(' union all ');
+    const rows = await conn.execute<any[]>(
+      `with ${memberEvents(eventsOf, 'm.event')},
+       fe as materialized (select person_id, event, t from mev),
+       s0 as (select person_id, t0 as t from experiment_members),
+       ${ctes.join(',\n')},
+       reached as (select r.step, x.variant, ${dayOf('r.t')} as day, x.day_out
+                     from (${reached}) r join experiment_members x using (person_id)),
+       changes as (
+         select variant, day_in as day, -1 as step, 1 as d from experiment_members
+         union all select variant, day_out, -1, -1 from experiment_members where day_out is not null
+         union all select variant, day, step, 1 from reached where day_out is null or day < day_out
+         union all select variant, day_out, step, -1 from reached where day < day_out)
+       select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
+      [...scan, ...shape.events, dayText],
+      'all',
+      ctx,
+    );
+    for (const r of rows) {
+      const target = r.step < 0 ? series(n, r.variant, zeros) : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
+      for (let d = r.day; d < days; d++) target[d] += r.d;
+    }
+  }
+
+  const last = shape.events.length - 1;
+  return Array.from({ length: days }, (_, d) => {
+    // Missing variants count as zero; results follow the flag's variant order.
+    const stats: VariantStats[] = experiment.variants.map((key) => {
+      if (shape.kind === 'mean') {
+        const s = sums.get(key);
+        return { key, number_of_samples: n.get(key)?.[d] ?? 0, sum: s?.total[d] ?? 0, sum_squares: s?.totalSq[d] ?? 0 };
+      }
+      const stepCounts = shape.events.map((_, i) => steps.get(key)?.[i][d] ?? 0);
+      return { key, number_of_samples: n.get(key)?.[d] ?? 0, sum: stepCounts[last], sum_squares: stepCounts[last], step_counts: stepCounts };
+    });
+    return { kind: shape.kind, ...compareVariants(stats, experiment.baselineKey, shape.kind, experiment.statsMethod) };
+  });
 }

@@ -1,9 +1,11 @@
 // Experiment results: for each running experiment and each of its metrics, one cumulative result
 // per day from the start date (as of the next midnight UTC), stored for timeseries_results.
-// Days already completed are kept; the current day is recomputed on every run.
+// Days already completed are kept; the current day is recomputed on every run. All days a run needs
+// come from one pass over the experiment's events (shared/experiments/results.ts), so a backfill of
+// N days costs about what one day costs, not N times it.
 import type { Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { computeMetric } from '../../shared/experiments/results.ts';
+import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 const DAY = 86400_000;
@@ -31,34 +33,43 @@ export async function computeExperimentResults(job: Job<{ experimentId?: number 
     };
     const end = new Date(Math.min(now.getTime(), x.end_date ? new Date(x.end_date).getTime() : now.getTime()));
     const firstDay = Date.UTC(experiment.startDate.getUTCFullYear(), experiment.startDate.getUTCMonth(), experiment.startDate.getUTCDate());
+    const pending: { metric: any; days: { index: number; text: string }[] }[] = [];
     for (const metric of [...(x.metrics ?? []), ...(x.metrics_secondary ?? [])]) {
       if (!metric?.uuid || !metric?.fingerprint) continue;
       const done = new Set(
         (await conn.execute<any[]>(`select day::text as day from experiment_metric_result where experiment_id = ? and metric_uuid = ? and fingerprint = ? and status = 'completed'`, [x.id, metric.uuid, metric.fingerprint])).map((r) => r.day),
       );
-      for (let day = firstDay; day <= end.getTime(); day += DAY) {
-        const dayText = new Date(day).toISOString().slice(0, 10);
+      const days: { index: number; text: string }[] = [];
+      for (let day = firstDay, index = 0; day <= end.getTime(); day += DAY, index++) {
+        const text = new Date(day).toISOString().slice(0, 10);
         const isToday = day + DAY > now.getTime();
-        if (done.has(dayText) && !isToday) continue;
-        const asOf = new Date(Math.min(day + DAY, end.getTime() + 1));
-        let status = 'completed';
-        let result: unknown = null;
-        let error: string | null = null;
-        try {
-          result = await computeMetric(em, experiment, metric, asOf);
-        } catch (e) {
-          status = 'failed';
-          error = (e as Error).message;
-        }
-        await conn.execute(
-          `insert into experiment_metric_result (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
-           values (?, ?, ?, ?::date, ?, ?::jsonb, ?, now())
-           on conflict (experiment_id, metric_uuid, fingerprint, day) do update
-             set status = excluded.status, result = excluded.result, error_message = excluded.error_message, computed_at = now(), updated_at = now()`,
-          [x.id, metric.uuid, metric.fingerprint, dayText, status, JSON.stringify(result), error],
-        );
-        results++;
+        if (!done.has(text) || isToday) days.push({ index, text });
       }
+      if (days.length) pending.push({ metric, days });
+    }
+    if (pending.length === 0) continue;
+    // Every day's cumulative result from one pass over the events, however many days are missing
+    // (a backfill, or the days a stopped worker skipped); the current day is always recomputed.
+    let computed: (MetricResult[] | Error)[];
+    try {
+      computed = await computeExperimentSeries(em, experiment, pending.map((p) => p.metric), new Date(end.getTime() + 1));
+    } catch (e) {
+      computed = pending.map(() => e as Error);
+    }
+    for (const [i, { metric, days }] of pending.entries()) {
+      const series = computed[i];
+      const rows = days.map((d) =>
+        series instanceof Error ? { day: d.text, status: 'failed', result: null, error: series.message } : { day: d.text, status: 'completed', result: series[d.index], error: null },
+      );
+      await conn.execute(
+        `insert into experiment_metric_result (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
+         select ?, ?, ?, r.day, r.status, r.result, r.error, now()
+           from jsonb_to_recordset(?::jsonb) as r(day date, status text, result jsonb, error text)
+         on conflict (experiment_id, metric_uuid, fingerprint, day) do update
+           set status = excluded.status, result = excluded.result, error_message = excluded.error_message, computed_at = now(), updated_at = now()`,
+        [x.id, metric.uuid, metric.fingerprint, JSON.stringify(rows)],
+      );
+      results += rows.length;
     }
   }
   deps.logger.info({ experiments: experiments.length, results }, 'experiment results computed');

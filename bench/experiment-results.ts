@@ -1,0 +1,153 @@
+// Experiment results on a large event set (bench/generate.ts: BENCH_EVENTS, default 10,000,000;
+// BENCH_PERSONS 200,000; 90 days): the worker's 31-day backfill of three metrics (revenue, a
+// cart → purchase funnel, pageviews per person) beside one hand-written as-of statement per metric for
+// the whole range, in the same run and with the same work_mem; then the daily run (today only).
+import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
+import { numericProperty } from '../shared/experiments/results.ts';
+import { logger } from '../shared/logger.ts';
+import { generateEvents } from './generate.ts';
+import { benchSetup, startApiProcess } from './harness.ts';
+import { timed } from './stats.ts';
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000_000);
+const PERSONS = Number(process.env.BENCH_PERSONS ?? 200_000);
+const DAYS = 90;
+const BACKFILL_DAYS = 31;
+const FLAG = 'bench-experiment';
+
+const { orm, account, pool } = await benchSetup();
+// BENCH_PROJECT=<id> reuses the data and experiment a run with BENCH_KEEP=1 left (same day only).
+const reuse = process.env.BENCH_PROJECT ? Number(process.env.BENCH_PROJECT) : null;
+const pid = reuse ?? account.projectId;
+if (!reuse) {
+  console.log(`experiment-results: generating ${EVENTS} events, ${PERSONS} persons, ${DAYS} days…`);
+  const generated = await generateEvents(pool, { projectId: pid, events: EVENTS, persons: PERSONS, days: DAYS, flagKey: FLAG });
+  console.log(`  generated in ${generated.seconds.toFixed(0)} s (${Math.round(EVENTS / generated.seconds)} events/s)`);
+  await pool.query('vacuum analyze event');
+}
+
+const now = new Date();
+const today = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate());
+const startDate = new Date(today - (BACKFILL_DAYS - 1) * 86400_000 + 9 * 3600_000); // 31 days, today included
+/** The experiment as users make it (metrics get their uuids and fingerprints from the API). */
+async function createExperiment() {
+  const api = await startApiProcess();
+  const res = await fetch(`${api.baseUrl}/api/projects/${pid}/experiments/`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${account.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      name: 'Bench',
+      feature_flag_key: FLAG,
+      start_date: startDate.toISOString(),
+      metrics: [
+        { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' } },
+        { kind: 'ExperimentMetric', metric_type: 'funnel', series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }] },
+        { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: '$pageview' } },
+      ],
+    }),
+  });
+  const created = await res.json();
+  await api.stop();
+  if (res.status !== 201) throw new Error(`creating the experiment: ${res.status} ${JSON.stringify(created)}`);
+  return created;
+}
+const experiment = reuse
+  ? (await pool.query(`select id, metrics from experiment where project_id = $1 order by id desc limit 1`, [reuse])).rows[0]
+  : await createExperiment();
+await pool.query(`delete from experiment_metric_result where experiment_id = $1`, [experiment.id]);
+const start = new Date((await pool.query(`select start_date from experiment where id = $1`, [experiment.id])).rows[0].start_date);
+
+// One hand-written as-of statement per metric for the whole range (what one day of the old job ran).
+const EXPOSURES = `exposures as (
+  select d.person_id, min(e.properties->>'$feature_flag_response') as variant, min(e.timestamp) as t0
+    from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+   where e.project_id = $1 and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = $2
+     and e.properties->>'$feature_flag_response' in ('control', 'test') and e.timestamp >= $3 and e.timestamp < $4
+   group by d.person_id having count(distinct e.properties->>'$feature_flag_response') = 1)`;
+// Events are read first and joined to exposures after, as one would write it by hand: a join
+// condition on the first exposure time invites one index scan of the event per exposed person.
+const mean = (event: string, value: string) => `with ${EXPOSURES},
+  ev as (select d.person_id, m.timestamp, m.properties from event m
+           join person_distinct_id d on d.project_id = m.project_id and d.distinct_id = m.distinct_id
+          where m.project_id = $1 and m.event = '${event}' and m.timestamp >= $3 and m.timestamp < $4),
+  per_person as (
+    select x.person_id, x.variant, coalesce(sum(${value}) filter (where m.timestamp >= x.t0), 0) as v
+      from exposures x left join ev m on m.person_id = x.person_id
+     group by 1, 2)
+  select variant, count(*)::int as n, sum(v)::float8 as sum, sum(v * v)::float8 as sum_squares from per_person group by 1 order by 1`;
+const FUNNEL = `with ${EXPOSURES},
+  fe as (select d.person_id, m.event, m.timestamp as t from event m
+           join person_distinct_id d on d.project_id = m.project_id and d.distinct_id = m.distinct_id
+          where m.project_id = $1 and m.event in ('cart', 'purchase') and m.timestamp >= $3 and m.timestamp < $4),
+  s1 as (select f.person_id, min(f.t) as t from exposures x join fe f on f.person_id = x.person_id and f.event = 'cart' and f.t >= x.t0 group by 1),
+  s2 as (select f.person_id, min(f.t) as t from s1 join fe f on f.person_id = s1.person_id and f.event = 'purchase' and f.t >= s1.t group by 1)
+  select x.variant, count(*)::int as n, count(s1.person_id)::int as step1, count(s2.person_id)::int as step2
+    from exposures x left join s1 using (person_id) left join s2 using (person_id) group by 1 order by 1`;
+const baselines: [string, string][] = [
+  ['revenue (sum of amount)', mean('purchase', `coalesce(${numericProperty(`m.properties -> 'amount'`)}, 0)`)],
+  ['cart → purchase funnel', FUNNEL],
+  ['pageviews per person', mean('$pageview', '1')],
+];
+const until = new Date(now.getTime() + 1);
+const baselineRows: any[][] = [];
+const baselineMs: number[] = [];
+for (const [name, sql] of baselines) {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await client.query(`set local work_mem = '64MB'`); // as the worker does
+    // The planner puts the exposures (conditions on jsonb properties) at about one row and joins
+    // them by nested loops over the events, which is quadratic; the fair baseline is the good plan.
+    await client.query(`set local enable_nestloop = off`);
+    let rows: any[] = [];
+    const ms = await timed(async () => {
+      rows = (await client.query(sql, [pid, FLAG, start, until])).rows;
+    });
+    await client.query('commit');
+    baselineRows.push(rows);
+    baselineMs.push(ms);
+    console.log(`  as-of statement, ${name.padEnd(24)} ${(ms / 1000).toFixed(2)} s`);
+  } finally {
+    client.release();
+  }
+}
+
+const deps = { orm, logger, config: {} as any, connection: {} as any, queues: {} as any };
+let run = { experiments: 0, results: 0 };
+const backfillMs = await timed(async () => {
+  run = await computeExperimentResults({ data: { experimentId: experiment.id } } as any, deps as any, now);
+});
+const dailyNow = new Date(now.getTime() + 1000); // the next run: every day done but today
+let daily = { experiments: 0, results: 0 };
+const dailyMs = await timed(async () => {
+  daily = await computeExperimentResults({ data: { experimentId: experiment.id } } as any, deps as any, dailyNow);
+});
+
+// The last day of the worker's series must be what the as-of statements say.
+const stored = (await pool.query(`select metric_uuid, status, result, error_message from experiment_metric_result where experiment_id = $1 and day = $2::date`, [experiment.id, new Date(today).toISOString().slice(0, 10)])).rows;
+const agree = experiment.metrics.map((metric: any, i: number) => {
+  const row = stored.find((r) => r.metric_uuid === metric.uuid);
+  if (row?.status !== 'completed') return `${metric.metric_type}: ${row?.status} ${row?.error_message ?? ''}`;
+  const mine = [row.result.baseline, ...row.result.variant_results].sort((a: any, b: any) => a.key.localeCompare(b.key));
+  return baselineRows[i].every((b, j) =>
+    metric.metric_type === 'funnel'
+      ? b.n === mine[j].number_of_samples && b.step1 === mine[j].step_counts[0] && b.step2 === mine[j].step_counts[1]
+      : b.n === mine[j].number_of_samples && Math.abs(b.sum - mine[j].sum) <= 1e-9 * Math.abs(b.sum) && Math.abs(b.sum_squares - mine[j].sum_squares) <= 1e-9 * Math.abs(b.sum_squares),
+  )
+    ? 'same'
+    : `differs: ${JSON.stringify(baselineRows[i])} vs ${JSON.stringify(mine.map((v: any) => [v.number_of_samples, v.sum, v.sum_squares, v.step_counts]))}`;
+});
+const asOfTotal = baselineMs.reduce((a, b) => a + b, 0);
+console.log(`  as-of statements, 3 metrics, whole range: ${(asOfTotal / 1000).toFixed(2)} s`);
+console.log(`  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${run.results} results): ${(backfillMs / 1000).toFixed(2)} s`);
+console.log(`  ratio backfill / as-of: ${(backfillMs / asOfTotal).toFixed(2)} (target <= 2)`);
+console.log(`  daily run (${daily.results} results, today recomputed from one pass): ${(dailyMs / 1000).toFixed(2)} s`);
+console.log(`  last day vs as-of statements: ${agree.join('; ')}`);
+
+if (!process.env.BENCH_KEEP) {
+  // The bench database is shared by every benchmark: leave no millions of rows behind.
+  await pool.query(`delete from event where project_id = $1`, [pid]);
+  await pool.query(`delete from person where project_id = $1`, [pid]);
+}
+await pool.end();
+await orm.close();
