@@ -38,7 +38,7 @@ export async function startApi(
   // Tests change keys and memberships and ask again at once; the cache's own tests turn it on.
   config.authCacheSeconds = 0;
   overrides(config);
-  const orm = await initOrm(config.databaseUrl);
+  const orm = await initOrm(config.databaseUrl, config.databasePoolMax);
   const redis = createApiRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes });
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
   const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);

@@ -5,21 +5,21 @@ import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
 import pg from 'pg';
 
-export function ormConfig(databaseUrl = config.databaseUrl) {
+export function ormConfig(databaseUrl = config.databaseUrl, poolMax = config.databasePoolMax) {
   return defineConfig({
     clientUrl: databaseUrl,
     entities,
     extensions: [Migrator],
     migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
-    pool: { min: 0, max: config.databasePoolMax },
+    pool: { min: 0, max: poolMax },
     debug: config.ormDebug,
   });
 }
 
 export type Orm = MikroORM;
 
-export async function initOrm(databaseUrl = config.databaseUrl): Promise<MikroORM> {
-  return MikroORM.init(ormConfig(databaseUrl));
+export async function initOrm(databaseUrl = config.databaseUrl, poolMax = config.databasePoolMax): Promise<MikroORM> {
+  return MikroORM.init(ormConfig(databaseUrl, poolMax));
 }
 
 // Any fixed number works; it only has to be the same for every process that migrates.

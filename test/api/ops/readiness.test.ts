@@ -146,8 +146,9 @@ describe('GET /_ready', () => {
   });
 
   it('answers 503 when PostgreSQL gives no connection, and the pool metrics show why', async () => {
-    process.env.DATABASE_POOL_MAX = '1';
-    const target = await api().finally(() => delete process.env.DATABASE_POOL_MAX);
+    const target = await api((config) => {
+      config.databasePoolMax = 1;
+    });
     await eventually(async () => (await ready(target)).status === 200);
     let release!: () => void;
     let holding!: () => void;
