@@ -21,7 +21,8 @@ const reuse = process.env.BENCH_PROJECT ? Number(process.env.BENCH_PROJECT) : nu
 const pid = reuse ?? account.projectId;
 if (!reuse) {
   console.log(`experiment-results: generating ${EVENTS} events, ${PERSONS} persons, ${DAYS} days…`);
-  const generated = await generateEvents(pool, { projectId: pid, events: EVENTS, persons: PERSONS, days: DAYS, flagKey: FLAG });
+  const options = { projectId: pid, events: EVENTS, persons: PERSONS, days: DAYS, flagKey: FLAG };
+  const generated = await generateEvents(pool, options);
   console.log(`  generated in ${generated.seconds.toFixed(0)} s (${Math.round(EVENTS / generated.seconds)} events/s)`);
   await pool.query('vacuum analyze event');
 }
@@ -40,8 +41,16 @@ async function createExperiment() {
       feature_flag_key: FLAG,
       start_date: startDate.toISOString(),
       metrics: [
-        { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' } },
-        { kind: 'ExperimentMetric', metric_type: 'funnel', series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }] },
+        {
+          kind: 'ExperimentMetric',
+          metric_type: 'mean',
+          source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
+        },
+        {
+          kind: 'ExperimentMetric',
+          metric_type: 'funnel',
+          series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }],
+        },
         { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: '$pageview' } },
       ],
     }),
@@ -52,10 +61,13 @@ async function createExperiment() {
   return created;
 }
 const experiment = reuse
-  ? (await pool.query(`select id, metrics from experiment where project_id = $1 order by id desc limit 1`, [reuse])).rows[0]
+  ? (await pool.query(`select id, metrics from experiment where project_id = $1 order by id desc limit 1`, [reuse]))
+      .rows[0]
   : await createExperiment();
 await pool.query(`delete from experiment_metric_result where experiment_id = $1`, [experiment.id]);
-const start = new Date((await pool.query(`select start_date from experiment where id = $1`, [experiment.id])).rows[0].start_date);
+const startQuery = await pool.query(`select start_date from experiment where id = $1`, [experiment.id]);
+const startedAt = startQuery.rows[0].start_date;
+const start = new Date(startedAt);
 
 // One hand-written as-of statement per metric for the whole range (what one day of the old job ran).
 const EXPOSURES = `exposures as (
@@ -74,13 +86,16 @@ const mean = (event: string, value: string) => `with ${EXPOSURES},
     select x.person_id, x.variant, coalesce(sum(${value}) filter (where m.timestamp >= x.t0), 0) as v
       from exposures x left join ev m on m.person_id = x.person_id
      group by 1, 2)
-  select variant, count(*)::int as n, sum(v)::float8 as sum, sum(v * v)::float8 as sum_squares from per_person group by 1 order by 1`;
+  select variant, count(*)::int as n, sum(v)::float8 as sum, sum(v * v)::float8 as sum_squares
+    from per_person group by 1 order by 1`;
 const FUNNEL = `with ${EXPOSURES},
   fe as (select d.person_id, m.event, m.timestamp as t from event m
            join person_distinct_id d on d.project_id = m.project_id and d.distinct_id = m.distinct_id
           where m.project_id = $1 and m.event in ('cart', 'purchase') and m.timestamp >= $3 and m.timestamp < $4),
-  s1 as (select f.person_id, min(f.t) as t from exposures x join fe f on f.person_id = x.person_id and f.event = 'cart' and f.t >= x.t0 group by 1),
-  s2 as (select f.person_id, min(f.t) as t from s1 join fe f on f.person_id = s1.person_id and f.event = 'purchase' and f.t >= s1.t group by 1)
+  s1 as (select f.person_id, min(f.t) as t from exposures x
+           join fe f on f.person_id = x.person_id and f.event = 'cart' and f.t >= x.t0 group by 1),
+  s2 as (select f.person_id, min(f.t) as t from s1
+           join fe f on f.person_id = s1.person_id and f.event = 'purchase' and f.t >= s1.t group by 1)
   select x.variant, count(*)::int as n, count(s1.person_id)::int as step1, count(s2.person_id)::int as step2
     from exposures x left join s1 using (person_id) left join s2 using (person_id) group by 1 order by 1`;
 const baselines: [string, string][] = [
@@ -124,22 +139,31 @@ const dailyMs = await timed(async () => {
 });
 
 // The last day of the worker's series must be what the as-of statements say.
-const stored = (await pool.query(`select metric_uuid, status, result, error_message from experiment_metric_result where experiment_id = $1 and day = $2::date`, [experiment.id, new Date(today).toISOString().slice(0, 10)])).rows;
+const stored = (
+  await pool.query(
+    `select metric_uuid, status, result, error_message from experiment_metric_result
+      where experiment_id = $1 and day = $2::date`,
+    [experiment.id, new Date(today).toISOString().slice(0, 10)],
+  )
+).rows;
+const close = (a: number, b: number) => Math.abs(a - b) <= 1e-9 * Math.abs(a);
 const agree = experiment.metrics.map((metric: any, i: number) => {
   const row = stored.find((r) => r.metric_uuid === metric.uuid);
   if (row?.status !== 'completed') return `${metric.metric_type}: ${row?.status} ${row?.error_message ?? ''}`;
-  const mine = [row.result.baseline, ...row.result.variant_results].sort((a: any, b: any) => a.key.localeCompare(b.key));
+  const mine = [row.result.baseline, ...row.result.variant_results];
+  mine.sort((a: any, b: any) => a.key.localeCompare(b.key));
   return baselineRows[i].every((b, j) =>
     metric.metric_type === 'funnel'
       ? b.n === mine[j].number_of_samples && b.step1 === mine[j].step_counts[0] && b.step2 === mine[j].step_counts[1]
-      : b.n === mine[j].number_of_samples && Math.abs(b.sum - mine[j].sum) <= 1e-9 * Math.abs(b.sum) && Math.abs(b.sum_squares - mine[j].sum_squares) <= 1e-9 * Math.abs(b.sum_squares),
+      : b.n === mine[j].number_of_samples && close(b.sum, mine[j].sum) && close(b.sum_squares, mine[j].sum_squares),
   )
     ? 'same'
-    : `differs: ${JSON.stringify(baselineRows[i])} vs ${JSON.stringify(mine.map((v: any) => [v.number_of_samples, v.sum, v.sum_squares, v.step_counts]))}`;
+    : `differs: ${JSON.stringify(baselineRows[i])} vs ${JSON.stringify(mine)}`;
 });
 const asOfTotal = baselineMs.reduce((a, b) => a + b, 0);
 console.log(`  as-of statements, 3 metrics, whole range: ${(asOfTotal / 1000).toFixed(2)} s`);
-console.log(`  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${run.results} results): ${(backfillMs / 1000).toFixed(2)} s`);
+const backfill = `${BACKFILL_DAYS} days × 3 metrics (${run.results} results)`;
+console.log(`  worker backfill, ${backfill}: ${(backfillMs / 1000).toFixed(2)} s`);
 console.log(`  ratio backfill / as-of: ${(backfillMs / asOfTotal).toFixed(2)} (target <= 2)`);
 console.log(`  daily run (${daily.results} results, today recomputed from one pass): ${(dailyMs / 1000).toFixed(2)} s`);
 console.log(`  last day vs as-of statements: ${agree.join('; ')}`);

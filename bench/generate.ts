@@ -26,13 +26,24 @@ export interface GenerateOptions {
 }
 
 /** Share of each event name (the rest: $pageview). */
-export const EVENT_MIX = { $autocapture: 0.15, $feature_flag_called: 0.1, $identify: 0.03, signup: 0.02, cart: 0.08, purchase: 0.04 };
+export const EVENT_MIX = {
+  $autocapture: 0.15,
+  $feature_flag_called: 0.1,
+  $identify: 0.03,
+  signup: 0.02,
+  cart: 0.08,
+  purchase: 0.04,
+};
 
-export async function generateEvents(pool: pg.Pool, options: GenerateOptions): Promise<{ events: number; persons: number; seconds: number }> {
+export async function generateEvents(
+  pool: pg.Pool,
+  options: GenerateOptions,
+): Promise<{ events: number; persons: number; seconds: number }> {
   const { projectId, events, persons, days, flagKey } = options;
   const end = options.end ?? new Date();
   const chunk = options.chunk ?? 250_000;
-  const report = options.onProgress ?? ((done, total, what) => progress(`  ${what}: ${done.toLocaleString('en')} / ${total.toLocaleString('en')}`));
+  const count = (n: number) => n.toLocaleString('en');
+  const report = options.onProgress ?? ((done, total, what) => progress(`  ${what}: ${count(done)} / ${count(total)}`));
   const started = Date.now();
   const client = await pool.connect();
   try {
@@ -43,7 +54,9 @@ export async function generateEvents(pool: pg.Pool, options: GenerateOptions): P
       await client.query(
         `with made as (
            insert into person (uuid, project_id, properties, created_at)
-           select gen_random_uuid(), $1, jsonb_build_object('email', 'user' || g || '@example.com', 'plan', case when g % 7 = 0 then 'pro' else 'free' end),
+           select gen_random_uuid(), $1,
+                  jsonb_build_object('email', 'user' || g || '@example.com',
+                                     'plan', case when g % 7 = 0 then 'pro' else 'free' end),
                   $3::timestamptz - make_interval(days => $4)
              from generate_series($2::int, $5::int - 1) g
            returning id, uuid, (properties->>'email') as email)
@@ -64,7 +77,8 @@ export async function generateEvents(pool: pg.Pool, options: GenerateOptions): P
 
     const m = EVENT_MIX;
     // Cumulative thresholds of the mix, in the CASE order below.
-    const cuts = [m.$autocapture, m.$feature_flag_called, m.$identify, m.signup, m.cart, m.purchase].reduce<number[]>((acc, share) => [...acc, (acc.at(-1) ?? 0) + share], []);
+    const shares = [m.$autocapture, m.$feature_flag_called, m.$identify, m.signup, m.cart, m.purchase];
+    const cuts = shares.reduce<number[]>((acc, share) => [...acc, (acc.at(-1) ?? 0) + share], []);
     await client.query(`select setseed(0.42)`);
     for (let from = 0; from < events; from += chunk) {
       const n = Math.min(chunk, events - from);
@@ -73,13 +87,17 @@ export async function generateEvents(pool: pg.Pool, options: GenerateOptions): P
          select gen_random_uuid(), $1, s.event,
                 case when p.i % 10 = 0 and s.r3 < 0.3 then 'anon-' || p.i else 'u' || p.i end, p.uuid,
                 case s.event
-                  when '$pageview' then jsonb_build_object('$current_url', 'https://shop.example.com/p/' || (s.r2 * 500)::int, '$browser', case when s.r3 < 0.6 then 'Chrome' else 'Safari' end)
-                  when '$autocapture' then jsonb_build_object('$event_type', 'click', '$el_text', 'Button ' || (s.r2 * 40)::int)
+                  when '$pageview' then
+                    jsonb_build_object('$current_url', 'https://shop.example.com/p/' || (s.r2 * 500)::int,
+                                       '$browser', case when s.r3 < 0.6 then 'Chrome' else 'Safari' end)
+                  when '$autocapture' then
+                    jsonb_build_object('$event_type', 'click', '$el_text', 'Button ' || (s.r2 * 40)::int)
                   when '$feature_flag_called' then case when s.r2 < 0.6
                     -- the experiment's flag: a stable variant per person, a few persons see both
                     then jsonb_build_object('$feature_flag', $5::text, '$feature_flag_response',
                            case when (p.i % 2 = 0) <> (p.i % 100 = 7 and s.r3 < 0.5) then 'control' else 'test' end)
-                    else jsonb_build_object('$feature_flag', 'other-flag-' || (s.r2 * 10)::int, '$feature_flag_response', true) end
+                    else jsonb_build_object('$feature_flag', 'other-flag-' || (s.r2 * 10)::int,
+                                            '$feature_flag_response', true) end
                   when 'purchase' then jsonb_build_object('amount', case
                     when s.r2 < 0.02 then to_jsonb(round((s.r3 * 200)::numeric, 2)::text)
                     when s.r2 < 0.03 then to_jsonb('n/a'::text)
@@ -87,8 +105,9 @@ export async function generateEvents(pool: pg.Pool, options: GenerateOptions): P
                     else to_jsonb(round((s.r3 * 200 * case when p.i % 2 = 0 then 1 else 1.05 end)::numeric, 2)) end)
                   else '{}'::jsonb end,
                 s.ts, s.ts
-           from (select case when r < $6 then '$autocapture' when r < $7 then '$feature_flag_called' when r < $8 then '$identify'
-                             when r < $9 then 'signup' when r < $10 then 'cart' when r < $11 then 'purchase' else '$pageview' end as event,
+           from (select case when r < $6 then '$autocapture' when r < $7 then '$feature_flag_called'
+                             when r < $8 then '$identify' when r < $9 then 'signup' when r < $10 then 'cart'
+                             when r < $11 then 'purchase' else '$pageview' end as event,
                         -- skewed: a few persons do many events
                         floor($4::int * power(random(), 2))::int as i, r2, r3,
                         $3::timestamptz - make_interval(secs => random() * 86400 * $12::int) as ts
@@ -114,7 +133,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const persons = Number(process.env.BENCH_PERSONS ?? 200_000);
   const days = Number(process.env.BENCH_DAYS ?? 90);
   console.log(`generate: ${events} events, ${persons} persons, ${days} days into project ${account.projectId}…`);
-  const r = await generateEvents(pool, { projectId: account.projectId, events, persons, days, flagKey: 'bench-experiment' });
+  const flagKey = 'bench-experiment';
+  const r = await generateEvents(pool, { projectId: account.projectId, events, persons, days, flagKey });
   console.log(`  done in ${r.seconds.toFixed(0)} s (${Math.round(r.events / r.seconds)} events/s)`);
   await pool.end();
   await orm.close();

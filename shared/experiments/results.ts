@@ -32,9 +32,12 @@ const WORK_MEM = '64MB';
 export function metricShape(metric: any): { kind: MetricKind; events: string[]; mathProperty: string | null } | null {
   if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string') {
     const math = metric.source.math;
-    return { kind: 'mean', events: [metric.source.event], mathProperty: math === 'sum' && typeof metric.source.math_property === 'string' ? metric.source.math_property : null };
+    const property = metric.source.math_property;
+    const mathProperty = math === 'sum' && typeof property === 'string' ? property : null;
+    return { kind: 'mean', events: [metric.source.event], mathProperty };
   }
-  if (metric?.metric_type === 'funnel' && Array.isArray(metric.series) && metric.series.length && metric.series.every((s: any) => typeof s?.event === 'string')) {
+  const series = metric?.metric_type === 'funnel' && Array.isArray(metric.series) ? metric.series : [];
+  if (series.length && series.every((s: any) => typeof s?.event === 'string')) {
     return { kind: 'funnel', events: metric.series.map((s: any) => s.event), mathProperty: null };
   }
   return null;
@@ -49,8 +52,9 @@ export function metricShape(metric: any): { kind: MetricKind; events: string[]; 
  */
 export function numericProperty(prop: string): string {
   const re = `'^[[:space:]]*[-+]{0,1}([0-9]+[.]{0,1}[0-9]*|[.][0-9]+)([eE][-+]{0,1}[0-9]{1,4}){0,1}[[:space:]]*$'`;
+  const text = `(${prop} #>> '{}')`;
   return `(case jsonb_typeof(${prop}) when 'number' then (${prop})::numeric
-    when 'string' then case when length(${prop} #>> '{}') <= 1000 and (${prop} #>> '{}') ~ ${re} then (${prop} #>> '{}')::numeric end end)`;
+    when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
 }
 
 // Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
@@ -81,7 +85,8 @@ select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
  */
 const memberEvents = (events: string[], columns: string) => `ev as materialized (
     select m.distinct_id, m.timestamp as t, ${columns} from event m
-     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')}) and m.timestamp >= ? and m.timestamp < ?),
+     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
+       and m.timestamp >= ? and m.timestamp < ?),
   mev as (
     select x.person_id, x.variant, x.day_out, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
@@ -107,19 +112,27 @@ interface Range {
  * One transaction: the exposures are scanned once, then one statement per metric scans its events.
  * A metric that cannot be computed gets its Error in place of its series; the others are unaffected.
  */
-export async function computeExperimentSeries(em: EntityManager, experiment: ExperimentForResults, metrics: any[], until: Date): Promise<(MetricResult[] | Error)[]> {
+export async function computeExperimentSeries(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: any[],
+  until: Date,
+): Promise<(MetricResult[] | Error)[]> {
   const start = experiment.startDate;
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
-  const range: Range = { days, dayText: new Date(firstDay).toISOString().slice(0, 10), start, until, projectId: experiment.projectId };
-  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error('Unsupported metric: mean metrics need source.event; funnel metrics need series of events.'));
+  const dayText = new Date(firstDay).toISOString().slice(0, 10);
+  const range: Range = { days, dayText, start, until, projectId: experiment.projectId };
+  const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
+  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
   return em.transactional(async (tx) => {
     const conn = tx.getConnection();
     const ctx = tx.getTransactionContext();
     await conn.execute(`set local work_mem = '${WORK_MEM}'`, [], 'run', ctx);
-    const exposureParams = [experiment.projectId, experiment.flagKey, JSON.stringify(experiment.variants), start, until];
-    await conn.execute(MEMBERS, [...exposureParams, experiment.projectId, range.dayText, range.dayText], 'run', ctx);
+    const variants = JSON.stringify(experiment.variants);
+    const { projectId, flagKey } = experiment;
+    await conn.execute(MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText], 'run', ctx);
     await conn.execute(`analyze experiment_members`, [], 'run', ctx);
     const out: (MetricResult[] | Error)[] = [];
     for (const shape of shapes) {
@@ -129,7 +142,10 @@ export async function computeExperimentSeries(em: EntityManager, experiment: Exp
       }
       try {
         // A savepoint each, so a failing metric leaves the transaction usable for the next.
-        out.push(await tx.transactional((inner) => metricSeries(inner.getConnection(), inner.getTransactionContext(), experiment, shape, range)));
+        const series = await tx.transactional((inner) =>
+          metricSeries(inner.getConnection(), inner.getTransactionContext(), experiment, shape, range),
+        );
+        out.push(series);
       } catch (e) {
         out.push(e as Error);
       }
@@ -138,7 +154,13 @@ export async function computeExperimentSeries(em: EntityManager, experiment: Exp
   });
 }
 
-async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResults, shape: NonNullable<ReturnType<typeof metricShape>>, range: Range): Promise<MetricResult[]> {
+async function metricSeries(
+  conn: Conn,
+  ctx: Ctx,
+  experiment: ExperimentForResults,
+  shape: NonNullable<ReturnType<typeof metricShape>>,
+  range: Range,
+): Promise<MetricResult[]> {
   const { days, dayText } = range;
   const eventsOf = [...new Set(shape.events)];
   const scan = [range.projectId, ...eventsOf, range.start, range.until, range.projectId];
@@ -161,7 +183,8 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
            from mev group by 1, 2, 3, 4),
        increments as (
          select person_id, variant, day, delta,
-                coalesce(sum(delta) over (partition by person_id order by day rows between unbounded preceding and 1 preceding), 0) as before
+                coalesce(sum(delta) over (partition by person_id order by day
+                                          rows between unbounded preceding and 1 preceding), 0) as before
            from per_day where day_out is null or day < day_out),
        leaving as (
          select x.variant, x.day_out, coalesce(sum(i.delta), 0) as v
@@ -192,7 +215,8 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
     // s_k = the first time of step k at or after step k−1 (s0 = first exposure), from the person's
     // funnel events; a step counts from the day it is reached until the person leaves.
     const ctes = shape.events.map(
-      (_, i) => `s${i + 1} as (select s.person_id, min(f.t) as t from s${i} s join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
+      (_, i) => `s${i + 1} as (select s.person_id, min(f.t) as t from s${i} s
+         join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
     );
     const reached = shape.events.map((_, i) => `select ${i} as step, person_id, t from s${i + 1}`).join(' union all ');
     const rows = await conn.execute<any[]>(
@@ -213,7 +237,8 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
       ctx,
     );
     for (const r of rows) {
-      const target = r.step < 0 ? series(n, r.variant, zeros) : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
+      const target = r.step < 0 ? series(n, r.variant, zeros)
+        : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
       for (let d = r.day; d < days; d++) target[d] += r.d;
     }
   }
@@ -227,7 +252,9 @@ async function metricSeries(conn: Conn, ctx: Ctx, experiment: ExperimentForResul
         return { key, number_of_samples: n.get(key)?.[d] ?? 0, sum: s?.total[d] ?? 0, sum_squares: s?.totalSq[d] ?? 0 };
       }
       const stepCounts = shape.events.map((_, i) => steps.get(key)?.[i][d] ?? 0);
-      return { key, number_of_samples: n.get(key)?.[d] ?? 0, sum: stepCounts[last], sum_squares: stepCounts[last], step_counts: stepCounts };
+      const reached = stepCounts[last];
+      const samples = n.get(key)?.[d] ?? 0;
+      return { key, number_of_samples: samples, sum: reached, sum_squares: reached, step_counts: stepCounts };
     });
     return { kind: shape.kind, ...compareVariants(stats, experiment.baselineKey, shape.kind, experiment.statsMethod) };
   });

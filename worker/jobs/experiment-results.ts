@@ -52,21 +52,26 @@ export async function computeExperimentResults(job: Job<{ experimentId?: number 
     // (a backfill, or the days a stopped worker skipped); the current day is always recomputed.
     let computed: (MetricResult[] | Error)[];
     try {
-      computed = await computeExperimentSeries(em, experiment, pending.map((p) => p.metric), new Date(end.getTime() + 1));
+      const until = new Date(end.getTime() + 1);
+      computed = await computeExperimentSeries(em, experiment, pending.map((p) => p.metric), until);
     } catch (e) {
       computed = pending.map(() => e as Error);
     }
     for (const [i, { metric, days }] of pending.entries()) {
       const series = computed[i];
       const rows = days.map((d) =>
-        series instanceof Error ? { day: d.text, status: 'failed', result: null, error: series.message } : { day: d.text, status: 'completed', result: series[d.index], error: null },
+        series instanceof Error
+          ? { day: d.text, status: 'failed', result: null, error: series.message }
+          : { day: d.text, status: 'completed', result: series[d.index], error: null },
       );
       await conn.execute(
-        `insert into experiment_metric_result (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
+        `insert into experiment_metric_result
+           (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
          select ?, ?, ?, r.day, r.status, r.result, r.error, now()
            from jsonb_to_recordset(?::jsonb) as r(day date, status text, result jsonb, error text)
          on conflict (experiment_id, metric_uuid, fingerprint, day) do update
-           set status = excluded.status, result = excluded.result, error_message = excluded.error_message, computed_at = now(), updated_at = now()`,
+           set status = excluded.status, result = excluded.result, error_message = excluded.error_message,
+               computed_at = now(), updated_at = now()`,
         [x.id, metric.uuid, metric.fingerprint, JSON.stringify(rows)],
       );
       results += rows.length;
