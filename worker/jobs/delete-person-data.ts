@@ -29,6 +29,7 @@ import { firstMonthlyPartitionStart } from './event-partitions.ts';
  * (~15 ms for 1000 persons), so 100,000 rows (~150 ms a statement) keeps that a small share.
  */
 export const DELETE_CHUNK = config.deletion.chunkSize;
+
 export class DeletionBusyError extends Error {}
 
 export async function deletePersonData(job: Job<JobData['deletion']>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
