@@ -70,6 +70,7 @@ function configScript(config: Record<string, unknown>): string {
   );
 }
 
+// Open: PostHog adds settings to this object release by release, and posthog-js ignores unknown ones.
 const configSchema = {
   type: 'object',
   required: ['token', 'supportedCompression', 'hasFeatureFlags', 'analytics', 'sessionRecording', 'siteApps'],
@@ -77,10 +78,11 @@ const configSchema = {
     token: { type: 'string' },
     supportedCompression: { type: 'array', items: { type: 'string' } },
     hasFeatureFlags: { type: 'boolean' },
-    analytics: { type: 'object', properties: { endpoint: { type: 'string' } } },
+    analytics: { type: 'object', properties: { endpoint: { type: 'string' } }, additionalProperties: true },
     sessionRecording: { type: 'boolean' },
-    siteApps: { type: 'array' },
+    siteApps: { type: 'array', items: {} },
   },
+  additionalProperties: true,
 };
 
 const notFoundResponse = { 404: { description: 'Unknown project API token' } };
