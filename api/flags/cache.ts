@@ -8,11 +8,9 @@
 // A change made on another connection is seen once its notification arrives (commit + well under a
 // millisecond typically, a few ms on a loaded machine), as for the authentication cache.
 import { EventEmitter } from 'node:events';
-import pg from 'pg';
-import { logger } from '../../shared/logger.ts';
+import { ChannelListener } from '../http/listener.ts';
 import type { PreparedFlag } from './service.ts';
 
-const MAX_RECONNECT_DELAY_MS = 30_000;
 export const FLAG_DEFINITIONS_CHANNEL = 'flag_definitions_changed';
 
 /** What /flags needs of a project: its id and its active flags, ready to evaluate. */
@@ -28,34 +26,26 @@ export class FlagCache extends EventEmitter<{ invalidated: [projects: Set<number
   private readonly pending = new Map<string, Promise<ProjectFlags>>();
   /** Bumped by every invalidation: a read that started before one must not be stored after it. */
   private generation = 0;
-  private listening = false;
-  private client: pg.Client | null = null;
-  private stopped = false;
-  private reconnectDelayMs = 1000;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-
-  private readonly databaseUrl: string;
+  private readonly listener: ChannelListener;
   private readonly maxEntries: number;
 
   constructor(databaseUrl: string, maxEntries = 10_000) {
     super();
-    this.databaseUrl = databaseUrl;
+    this.listener = new ChannelListener(databaseUrl, FLAG_DEFINITIONS_CHANNEL, (payload) => this.notified(payload));
     this.maxEntries = maxEntries;
   }
 
   /** Resolves once listening, or once the first attempt failed (the cache then stays off and retries). */
-  async start(): Promise<void> {
-    await this.connect();
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnectTimer);
-    this.listening = false;
-    this.invalidate();
-    const client = this.client;
-    this.client = null;
-    await client?.end().catch(() => undefined);
+  stop(): Promise<void> {
+    return this.listener.stop();
+  }
+
+  private get listening(): boolean {
+    return this.listener.listening;
   }
 
   /** Whether cached definitions may be served now. */
@@ -107,51 +97,6 @@ export class FlagCache extends EventEmitter<{ invalidated: [projects: Set<number
   private notified(payload: string | undefined): void {
     const ids = payload && payload !== '*' ? payload.split(',').map(Number) : [];
     this.invalidate(ids.length && ids.every(Number.isSafeInteger) ? new Set(ids) : undefined);
-  }
-
-  private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    // A failing connection may report through 'error', 'end' and the rejected connect: act once.
-    let gone = false;
-    const lost = (error?: unknown) => {
-      if (gone) return;
-      gone = true;
-      this.lost(client, error);
-    };
-    client.on('notification', (message) => this.notified(message.payload));
-    client.on('error', lost);
-    client.on('end', () => lost());
-    try {
-      await client.connect();
-      await client.query(`listen ${FLAG_DEFINITIONS_CHANNEL}`);
-    } catch (error) {
-      lost(error);
-      return;
-    }
-    if (this.stopped) {
-      await client.end().catch(() => undefined);
-      return;
-    }
-    this.client = client;
-    this.reconnectDelayMs = 1000;
-    this.invalidate(); // changes made while not listening
-    this.listening = true;
-  }
-
-  /** Cache off at once, then a new listener after a growing delay. */
-  private lost(client: pg.Client, error?: unknown): void {
-    this.listening = false;
-    this.invalidate();
-    if (this.client === client) this.client = null;
-    client.end().catch(() => undefined);
-    if (this.stopped) return;
-    logger.warn(
-      { err: error instanceof Error ? error.message : undefined, retryInMs: this.reconnectDelayMs },
-      `flag cache off: ${FLAG_DEFINITIONS_CHANNEL} listener lost`,
-    );
-    this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelayMs);
-    this.reconnectTimer.unref();
-    this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
   }
 }
 

@@ -4,44 +4,33 @@
 // makes it, and each API process LISTENs and drops its whole cache on a notification. While the
 // listening connection is down the cache is off (every request reads PostgreSQL), so a lost
 // notification cannot keep a revoked key working. The expiry only bounds memory of idle keys.
-import pg from 'pg';
-import { logger } from '../../shared/logger.ts';
-
-const MAX_RECONNECT_DELAY_MS = 30_000;
+import { ChannelListener } from './listener.ts';
 
 export class AuthCache {
   private readonly entries = new Map<string, { row: Record<string, unknown>; expiresAt: number }>();
   /** Bumped by every invalidation: a read that started before one must not be stored after it. */
   private generation = 0;
-  private listening = false;
-  private client: pg.Client | null = null;
-  private stopped = false;
-  private reconnectDelayMs = 1000;
-  private reconnectTimer: NodeJS.Timeout | undefined;
-
-  private readonly databaseUrl: string;
+  private readonly listener: ChannelListener;
   private readonly ttlMs: number;
   private readonly maxEntries: number;
 
   constructor(databaseUrl: string, ttlMs: number, maxEntries = 10_000) {
-    this.databaseUrl = databaseUrl;
+    this.listener = new ChannelListener(databaseUrl, 'auth_changed', () => this.invalidate());
     this.ttlMs = ttlMs;
     this.maxEntries = maxEntries;
   }
 
   /** Resolves once listening, or once the first attempt failed (the cache then stays off and retries). */
-  async start(): Promise<void> {
-    await this.connect();
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.reconnectTimer);
-    this.listening = false;
-    this.invalidate();
-    const client = this.client;
-    this.client = null;
-    await client?.end().catch(() => undefined);
+  stop(): Promise<void> {
+    return this.listener.stop();
+  }
+
+  private get listening(): boolean {
+    return this.listener.listening;
   }
 
   /** Whether cached results may be served now. */
@@ -74,48 +63,6 @@ export class AuthCache {
   invalidate(): void {
     this.generation++;
     this.entries.clear();
-  }
-
-  private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    // A failing connection may report through 'error', 'end' and the rejected connect: act once.
-    let gone = false;
-    const lost = (error?: unknown) => {
-      if (gone) return;
-      gone = true;
-      this.lost(client, error);
-    };
-    client.on('notification', () => this.invalidate());
-    client.on('error', lost);
-    client.on('end', () => lost());
-    try {
-      await client.connect();
-      await client.query('listen auth_changed');
-    } catch (error) {
-      lost(error);
-      return;
-    }
-    if (this.stopped) {
-      await client.end().catch(() => undefined);
-      return;
-    }
-    this.client = client;
-    this.reconnectDelayMs = 1000;
-    this.invalidate(); // changes made while not listening
-    this.listening = true;
-  }
-
-  /** Cache off at once, then a new listener after a growing delay. */
-  private lost(client: pg.Client, error?: unknown): void {
-    this.listening = false;
-    this.invalidate();
-    if (this.client === client) this.client = null;
-    client.end().catch(() => undefined);
-    if (this.stopped) return;
-    logger.warn({ err: error instanceof Error ? error.message : undefined, retryInMs: this.reconnectDelayMs }, 'auth cache off: auth_changed listener lost');
-    this.reconnectTimer = setTimeout(() => void this.connect(), this.reconnectDelayMs);
-    this.reconnectTimer.unref();
-    this.reconnectDelayMs = Math.min(this.reconnectDelayMs * 2, MAX_RECONNECT_DELAY_MS);
   }
 }
 

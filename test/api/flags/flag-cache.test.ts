@@ -337,7 +337,7 @@ describe('flag definition cache while its listener is down', () => {
 
   it('does not keep definitions read before an invalidation', async () => {
     const cache = new FlagCache('postgres://unused');
-    (cache as unknown as { listening: boolean }).listening = true;
+    (cache as unknown as { listener: { up: boolean } }).listener.up = true; // as if listening
     let release!: () => void;
     const empty = { projectId: 1, flags: [] };
     const slow = cache.get('phc_x', () => new Promise((resolve) => (release = () => resolve(empty))));

@@ -87,7 +87,7 @@ describe('authentication cache', () => {
 
   it('does not keep a result read before an invalidation', () => {
     const cache = new AuthCache('postgres://unused', 60_000);
-    (cache as unknown as { listening: boolean }).listening = true;
+    (cache as unknown as { listener: { up: boolean } }).listener.up = true; // as if listening
     const before = cache.snapshot();
     cache.store('a', { key_id: 'a' }, before);
     expect(cache.read('a')).toEqual({ key_id: 'a' });
