@@ -55,7 +55,7 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
     ctx.state.requestPath = ctx.path;
     let path = ctx.path;
     if (path.length > 1 && path.endsWith('/')) path = path.replace(/\/+$/, '');
-    if (path.startsWith('/api/environments/')) path = '/api/projects/' + path.slice('/api/environments/'.length);
+    if (path.startsWith('/api/environments/')) path = `/api/projects/${path.slice('/api/environments/'.length)}`;
     if (path !== ctx.path) ctx.path = path;
     await next();
   });

@@ -78,7 +78,8 @@ export async function generateEvents(
     const m = EVENT_MIX;
     // Cumulative thresholds of the mix, in the CASE order below.
     const shares = [m.$autocapture, m.$feature_flag_called, m.$identify, m.signup, m.cart, m.purchase];
-    const cuts = shares.reduce<number[]>((acc, share) => [...acc, (acc.at(-1) ?? 0) + share], []);
+    const cuts: number[] = [];
+    for (const share of shares) cuts.push((cuts.at(-1) ?? 0) + share);
     await client.query(`select setseed(0.42)`);
     for (let from = 0; from < events; from += chunk) {
       const n = Math.min(chunk, events - from);

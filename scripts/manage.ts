@@ -23,7 +23,7 @@ import { config } from '../shared/config.ts';
 import { migrationsList } from '../shared/db/migrations/index.ts';
 import { initOrm } from '../shared/db/orm.ts';
 import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
-import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
+import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
 import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
@@ -100,8 +100,14 @@ async function connectRedis(): Promise<RedisConnection> {
   try {
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('no answer within 5 s')), 5000);
-      redis.once('ready', () => (clearTimeout(timer), resolve()));
-      redis.once('error', (error) => (clearTimeout(timer), reject(error)));
+      redis.once('ready', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      redis.once('error', (error) => {
+        clearTimeout(timer);
+        reject(error);
+      });
     });
   } catch (error) {
     redis.disconnect();

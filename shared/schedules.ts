@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { CronExpressionParser } from 'cron-parser';
 import type { Config } from './config.ts';
 import { rows, run } from './db/sql.ts';
-import { JOBS, type JobKind } from './jobs.ts';
+import type { JobKind } from './jobs.ts';
 
 export interface Schedule {
   /** BullMQ scheduler id, and the row's id in job_schedule. */

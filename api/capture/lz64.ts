@@ -64,7 +64,10 @@ export async function decompressLz64(input: string, maxChars: number): Promise<s
   const addEntry = (prefixCode: number, char: number) => {
     if (dictSize === capacity) {
       capacity *= 2;
-      const grow = <T extends Int32Array | Uint16Array>(old: T, made: T) => (made.set(old), made);
+      const grow = <T extends Int32Array | Uint16Array>(old: T, made: T) => {
+        made.set(old);
+        return made;
+      };
       prefix = grow(prefix, new Int32Array(capacity));
       last = grow(last, new Uint16Array(capacity));
       first = grow(first, new Uint16Array(capacity));

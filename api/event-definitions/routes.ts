@@ -103,6 +103,7 @@ async function list(ctx: ApiContext) {
   const q = ctx.state.query;
   const where = ['d.project_id = ?'];
   const params: unknown[] = [ctx.state.project.id];
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL cannot be bound as a PostgreSQL text parameter
   for (const term of String(q.search ?? '').replace(/\u0000/g, '').split(' ').filter(Boolean)) {
     where.push(`d.name ilike ?`);
     params.push(containsPattern(term));

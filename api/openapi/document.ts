@@ -37,7 +37,7 @@ const responseSchema = (schema: unknown) => closedResponseSchema(withRefs(schema
 /** `/api/projects/:project_id/persons/:id` → `/api/projects/{project_id}/persons/{id}/` (PostHog's form). */
 export function openApiPath(path: string): string {
   if (path.startsWith('/_')) return path;
-  return path.replace(/:([A-Za-z_]+)/g, '{$1}') + '/';
+  return `${path.replace(/:([A-Za-z_]+)/g, '{$1}')}/`;
 }
 
 function pathParameters(path: string) {

@@ -31,7 +31,7 @@ export function csvCell(value: unknown): string {
   return /[",\n\r']/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-const csvLine = (cells: unknown[]) => cells.map(csvCell).join(',') + '\r\n';
+const csvLine = (cells: unknown[]) => `${cells.map(csvCell).join(',')}\r\n`;
 
 /** Nested objects and lists flattened to `a.b.0` keys; an empty object or list has no column. */
 function flatten(value: unknown, prefix: string, out: Record<string, unknown>) {

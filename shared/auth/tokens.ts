@@ -4,7 +4,7 @@ import { createHash, randomBytes } from 'node:crypto';
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
 function base62(bytes: Buffer): string {
-  let n = BigInt('0x' + bytes.toString('hex'));
+  let n = BigInt(`0x${bytes.toString('hex')}`);
   let out = '';
   while (n > 0n) {
     out = BASE62[Number(n % 62n)] + out;

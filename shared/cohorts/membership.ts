@@ -24,7 +24,7 @@ const MAX_NESTING = 5;
 
 /** The ids of cohorts a filter tree refers to. */
 function referencedCohorts(node: unknown, out = new Set<number>()): Set<number> {
-  if (Array.isArray(node)) node.forEach((n) => referencedCohorts(n, out));
+  if (Array.isArray(node)) for (const n of node) referencedCohorts(n, out);
   else if (node && typeof node === 'object') {
     const item = node as Record<string, unknown>;
     if (item.type === 'cohort' || item.type === 'precalculated-cohort' || item.type === 'static-cohort') {

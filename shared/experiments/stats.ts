@@ -48,11 +48,13 @@ export function normalQuantile(p: number): number {
 }
 
 function logGamma(x: number): number {
+  // biome-ignore lint/correctness/noPrecisionLoss: the published coefficients, as written
   const g = [76.18009172947146, -86.50532032941677, 24.01409824083091, -1.231739572450155, 0.1208650973866179e-2, -0.5395239384953e-5];
   let y = x;
   const tmp = x + 5.5 - (x + 0.5) * Math.log(x + 5.5);
   let ser = 1.000000000190015;
   for (const coef of g) ser += coef / ++y;
+  // biome-ignore lint/correctness/noPrecisionLoss: the published constant, as written
   return -tmp + Math.log((2.5066282746310005 * ser) / x);
 }
 

@@ -51,6 +51,7 @@ export interface FlagEvaluation {
   payload: unknown;
 }
 
+// biome-ignore lint/correctness/noPrecisionLoss: PostHog's own constant; its float rounding is part of the hash
 const LONG_SCALE = 0xfffffffffffffff;
 
 /** A number in [0, 1): PostHog's hash of the flag key, the bucketing value and a salt. */

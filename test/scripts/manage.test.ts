@@ -301,7 +301,10 @@ describe('npm run manage: queues and typed JSON', () => {
       const text = await run(['queue', 'status'], { REDIS_PREFIX: prefix });
       expect(text.stdout.split('\n')[0]).toMatch(/^queue\s+waiting\s+prioritized\s+active/);
     } finally {
-      await Promise.all(Object.values(queues).map(async (q) => (await q.obliterate({ force: true }), await q.close())));
+      await Promise.all(Object.values(queues).map(async (q) => {
+          await q.obliterate({ force: true });
+          await q.close();
+        }),)
       redis.disconnect();
     }
   }, 120_000);

@@ -16,7 +16,7 @@ describe('personal API key storage', () => {
       [account.userId],
     );
     expect(rows).toHaveLength(1);
-    const expected = 'sha256$' + createHash('sha256').update(account.apiKey).digest('hex');
+    const expected = `sha256$${createHash('sha256').update(account.apiKey).digest('hex')}`;
     expect(rows[0].secure_value).toBe(expected);
     expect(rows[0].mask_value).toBe(`phx_...${account.apiKey.slice(-4)}`);
     for (const value of Object.values(rows[0])) expect(JSON.stringify(value) ?? '').not.toContain(account.apiKey);

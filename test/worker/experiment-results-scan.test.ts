@@ -182,7 +182,10 @@ describe('experiment results backfill cost', () => {
     const start = at(-DAYS, 5); // mid-day start: exposures earlier that day do not count
     const exp = await createExperiment(account, 'same', start);
     let seed = 7;
-    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
     const amounts = [3, 12.5, ' 7 ', '1e2', 'abc', '-2.25', null, true, 'NaN', 0.1];
     const rows: Row[] = [];
     for (let i = 0; i < 160; i++) {

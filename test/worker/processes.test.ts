@@ -99,7 +99,11 @@ describe('worker processes', () => {
 
   it('serves job metrics and, on SIGTERM, exits within its shutdown limit, leaving the job to another worker', async () => {
     // Only this test's worker may take the job: stop the ones earlier tests left running.
-    await Promise.all(children.splice(0).map((c) => new Promise((r) => (c.exitCode !== null || c.signalCode !== null ? r(null) : (c.once('exit', r), c.kill('SIGKILL'))))));
+    await Promise.all(children.splice(0).map((c) => new Promise((r) => {
+      if (c.exitCode !== null || c.signalCode !== null) return r(null);
+      c.once('exit', r);
+      c.kill('SIGKILL');
+    })));
     const victim = await seedPerson('term-victim', 100_000);
     const id = await request(victim, 'term-victim');
     const metricsPort = 19_000 + Math.floor(Math.random() * 1000);

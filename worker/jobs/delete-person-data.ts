@@ -73,7 +73,10 @@ export async function deletePersonData(job: Job<JobData['deletion']>, deps: Work
       survivors = await countEventSurvivors(em, row.project_id, groups);
     } else {
       const target = targetOf(row);
-      for (let n = -1; n !== 0; ) await chunkDone((n = await deleteRecordingsChunk(em, target, id)));
+      for (let n = -1; n !== 0; ) {
+        n = await deleteRecordingsChunk(em, target, id);
+        await chunkDone(n);
+      }
       survivors = await countRecordingSurvivors(em, target);
     }
     if (survivors > 0) {
@@ -107,7 +110,10 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
   const groups = new Map<string, EventDeletionGroup>();
   for (const r of rows) {
     let group = groups.get(r.cutoff);
-    if (!group) groups.set(r.cutoff, (group = { cutoff: r.cutoff, personIds: [], distinctIds: [] }));
+    if (!group) {
+      group = { cutoff: r.cutoff, personIds: [], distinctIds: [] };
+      groups.set(r.cutoff, group);
+    }
     group.personIds.push(r.key);
     group.distinctIds.push(...r.distinct_ids);
   }

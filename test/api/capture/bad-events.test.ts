@@ -57,7 +57,7 @@ describe('timestamps PostgreSQL cannot store', () => {
 
 describe('properties nested too deep', () => {
   it('drop that event only; the rest of the batch is stored', async () => {
-    const deep = '{"a":'.repeat(10_000) + '1' + '}'.repeat(10_000);
+    const deep = `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`;
     const body = `{"api_key":${JSON.stringify(account.projectToken)},"batch":[${JSON.stringify(good('deep-good'))},` +
       `{"event":"deep-bad","distinct_id":"u","properties":${deep}},{"event":"deep-set","distinct_id":"u","$set":${deep}}]}`;
     const res = await sendBatch(body as unknown as unknown[]);
@@ -108,9 +108,9 @@ describe('lone surrogates (PostgreSQL jsonb refuses them)', () => {
   });
 
   it('a long distinct id is cut to 200 characters without splitting a surrogate pair', async () => {
-    const id = 'x'.repeat(199) + '😀' + 'tail';
+    const id = `${'x'.repeat(199)}😀tail`;
     expect((await sendBatch([{ event: 'sur-cut', distinct_id: id }])).status).toBe(200);
-    expect((await stored('sur-cut'))[0].distinct_id).toBe('x'.repeat(199) + '😀');
+    expect((await stored('sur-cut'))[0].distinct_id).toBe(`${'x'.repeat(199)}😀`);
   });
 });
 
@@ -137,7 +137,7 @@ describe('an alias over 400 characters', () => {
 
 describe('the reasons, as logged', () => {
   it('lists each dropped event and each replaced timestamp with its index', () => {
-    const deep = JSON.parse('{"a":'.repeat(200) + '1' + '}'.repeat(200));
+    const deep = JSON.parse(`${'{"a":'.repeat(200)}1${'}'.repeat(200)}`);
     const request = requestOf({ api_key: 'phc_x', batch: [{ event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' }, { event: 'b', distinct_id: 'u', properties: deep }] }, { engagePath: false });
     const { events, warnings } = eventsOf(request, {});
     expect(events.map((e) => e.event)).toEqual(['a']);

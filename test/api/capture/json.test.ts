@@ -46,7 +46,7 @@ describe('parseJsonYielding', () => {
 
   it('refuses nesting deeper than it keeps track of, and an unterminated text without parsing it', async () => {
     await expect(parseJsonYielding('['.repeat(200_001) + ']'.repeat(200_001))).rejects.toBeInstanceOf(JsonTooDeep);
-    await expect(parseJsonYielding('[' + '{},'.repeat(100_000) + '{}', { smallChars: 1000 })).rejects.toBeInstanceOf(SyntaxError);
+    await expect(parseJsonYielding(`[${'{},'.repeat(100_000)}{}`, { smallChars: 1000 })).rejects.toBeInstanceOf(SyntaxError);
   });
 
   it('gives the event loop many turns while it parses a 20 MB batch (JSON.parse gives none)', async () => {

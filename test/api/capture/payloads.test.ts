@@ -100,7 +100,7 @@ describe('rejections: the whole request, nothing stored', () => {
   const rejections: [string, () => unknown, number, string][] = [
     ['no token', () => ({ batch: [event('r1')] }), 401, 'event submitted without an api_key'],
     ['personal key as token', () => ({ api_key: 'phx_abc', batch: [event('r2')] }), 401, 'API key is not valid: personal_api_key'],
-    ['token too long', () => ({ api_key: 'phc_' + 'x'.repeat(80), batch: [event('r3')] }), 401, 'API key is not valid: too_long'],
+    ['token too long', () => ({ api_key: `phc_${'x'.repeat(80)}`, batch: [event('r3')] }), 401, 'API key is not valid: too_long'],
     ['inconsistent tokens', () => [event('r4', { token: account.projectToken }), event('r4', { token: 'phc_other' })], 401, 'batch submitted with inconsistent api_key values'],
     ['unknown token', () => ({ api_key: 'phc_unknown', batch: [event('r5')] }), 401, 'Project API key invalid. You can find your project API key in PostHog project settings.'],
     ['empty event name (one of two)', () => ({ api_key: account.projectToken, batch: [event('r6-good'), event('')] }), 400, 'event submitted with an empty event name'],

@@ -345,7 +345,10 @@ describe('flag definition cache while its listener is down', () => {
     release();
     await slow;
     let loads = 0;
-    await cache.get('phc_x', async () => (loads++, empty));
+    await cache.get('phc_x', async () => {
+      loads++;
+      return empty;
+    });
     expect(loads).toBe(1);
   });
 });

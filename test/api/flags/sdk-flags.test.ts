@@ -39,7 +39,7 @@ describe('flags for SDKs', () => {
     for (let i = 0; i < ids.length; i += 50) {
       const batch = ids.slice(i, i + 50);
       const values = await Promise.all(batch.map((id) => client.getFeatureFlag('sdk-exp', id)));
-      batch.forEach((id, j) => assigned.set(id, values[j] as string));
+      for (const [j, id] of batch.entries()) assigned.set(id, values[j] as string);
     }
     await client.shutdown();
     const control = [...assigned.values()].filter((v) => v === 'control').length;

@@ -15,7 +15,7 @@ import { call, createAccount, startApi, type TestAccount, type TestApi } from '.
 import { capture } from '../../fixtures.ts';
 
 const RUNS_PER_ROUTE = Number(process.env.ROBUSTNESS_RUNS ?? 30);
-export const casesRun: Record<string, number> = {};
+const casesRun: Record<string, number> = {};
 
 let api: TestApi;
 let account: TestAccount;
@@ -56,7 +56,7 @@ async function fingerprint(): Promise<string> {
 }
 
 const nasty = fc.oneof(
-  fc.constantFrom("'; drop table person; --", '" OR 1=1 --', '\\', '%', '_', '{"a":', '[[[', '\u0000', '$where', '../../etc/passwd', '${7*7}', '\ud800'),
+  fc.constantFrom("'; drop table person; --", '" OR 1=1 --', '\\', '%', '_', '{"a":', '[[[', '\u0000', '$where', '../../etc/passwd', '$' + '{7*7}', '\ud800'),
   fc.string({ maxLength: 50 }),
   fc.string({ minLength: 5000, maxLength: 20000 }),
 );
@@ -90,7 +90,7 @@ function badQuery(route: RouteDefinition) {
 }
 
 function pathWith(route: RouteDefinition, id: string): string {
-  return route.path.replace(':project_id', String(account.projectId)).replace(/:[a-z_]+/g, encodeURIComponent(id)) + '/';
+  return `${route.path.replace(':project_id', String(account.projectId)).replace(/:[a-z_]+/g, encodeURIComponent(id))}/`;
 }
 
 const authenticated = allRoutes.filter((r) => r.scopes !== null);
@@ -207,7 +207,7 @@ const MALFORMED_FILTERS = [
   '[{"type":"behavioral","key":"x","value":"performed_event","explicit_datetime":"0000-01-01"}]',
   '[{"type":"behavioral","key":"x","value":"performed_event","time_value":1e300,"time_interval":"year"}]',
   '{"type":"OR","values":[{"type":"AND","values":[{"key":"a"}]}]}',
-  '{"type":"OR","values":' + '['.repeat(60) + ']'.repeat(60) + '}',
+  `{"type":"OR","values":${'['.repeat(60)}${']'.repeat(60)}}`,
   '[null]',
   '[',
 ];

@@ -19,7 +19,7 @@ afterAll(() => api.close());
 const authenticated = allRoutes.filter((r) => r.scopes !== null);
 
 function pathFor(route: RouteDefinition, projectId: number): string {
-  return route.path.replace(':project_id', String(projectId)).replace(/:[a-z_]+/g, '00000000-0000-0000-0000-000000000000') + '/';
+  return `${route.path.replace(':project_id', String(projectId)).replace(/:[a-z_]+/g, '00000000-0000-0000-0000-000000000000')}/`;
 }
 const hasBody = (route: RouteDefinition) => ['POST', 'PATCH', 'PUT'].includes(route.method);
 const request = (route: RouteDefinition, key: string | undefined, projectId = account.projectId) =>

@@ -22,7 +22,7 @@ describe('rate limiting of personal API keys', () => {
   it('answers 429 throttled_error with Retry-After once a key passes its per-minute limit', async () => {
     const path = `/api/projects/${account.projectId}/`;
     const statuses: number[] = [];
-    let last;
+    let last: Awaited<ReturnType<typeof call>> | undefined;
     for (let i = 0; i < 5; i++) {
       last = await call(api.baseUrl, 'GET', path, { key: account.apiKey });
       statuses.push(last.status);

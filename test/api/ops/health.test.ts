@@ -35,7 +35,7 @@ describe('health and readiness', () => {
       config.redisUrl = `redis://127.0.0.1:${port}`;
     });
     try {
-      let ready;
+      let ready: Awaited<ReturnType<typeof call>> | undefined;
       for (let i = 0; i < 50; i++) {
         ready = await call(app.baseUrl, 'GET', '/_ready');
         if (ready.status === 200) break;

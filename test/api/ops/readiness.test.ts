@@ -29,7 +29,10 @@ async function ownRedis(): Promise<{ port: number; server: ChildProcess; admin: 
     client.on('error', () => undefined);
     return client.connect().then(
       () => client,
-      () => (client.disconnect(), null),
+      () => {
+        client.disconnect();
+        return null;
+      },
     );
   });
   return { port, server, admin };
