@@ -14,5 +14,20 @@ import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
-export const allRoutes: RouteDefinition[] = [...opsRoutes, ...projectRoutes, ...organizationRoutes, ...captureRoutes, ...personRoutes, ...personDeletionRoutes, ...personAnalysisRoutes, ...eventDefinitionRoutes, ...experimentRoutes, ...holdoutRoutes, ...savedMetricRoutes, ...flagRoutes, ...sdkConfigRoutes, ...introspectionRoutes];
+export const allRoutes: RouteDefinition[] = [
+  ...opsRoutes,
+  ...projectRoutes,
+  ...organizationRoutes,
+  ...captureRoutes,
+  ...personRoutes,
+  ...personDeletionRoutes,
+  ...personAnalysisRoutes,
+  ...eventDefinitionRoutes,
+  ...experimentRoutes,
+  ...holdoutRoutes,
+  ...savedMetricRoutes,
+  ...flagRoutes,
+  ...sdkConfigRoutes,
+  ...introspectionRoutes,
+];
 allRoutes.push(...openApiRoutes(() => allRoutes));

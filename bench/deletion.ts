@@ -16,7 +16,10 @@ const { orm, account, pool } = await benchSetup();
 const pid = account.projectId;
 const persons = Array.from({ length: PERSONS }, () => randomUUID());
 await pool.query(`create temp table bench_persons (i int, uuid uuid)`);
-await pool.query(`insert into bench_persons select g, ($1::uuid[])[g] from generate_series(1, $2::int) g`, [persons, PERSONS]);
+await pool.query(`insert into bench_persons select g, ($1::uuid[])[g] from generate_series(1, $2::int) g`, [
+  persons,
+  PERSONS,
+]);
 console.log(`deletion: generating ${EVENTS} events over ${PERSONS} persons…`);
 for (let start = 0; start < EVENTS; start += 500_000) {
   const n = Math.min(500_000, EVENTS - start);
@@ -46,7 +49,15 @@ async function whileReading(fn: () => Promise<unknown>): Promise<{ ms: number; r
   const reads: number[] = [];
   let running = true;
   const reader = (async () => {
-    while (running) reads.push(await timed(() => pool.query(`select * from person_distinct_id where project_id = $1 and distinct_id = $2`, [pid, `d-${Math.floor(Math.random() * PERSONS)}`])));
+    while (running)
+      reads.push(
+        await timed(() =>
+          pool.query(`select * from person_distinct_id where project_id = $1 and distinct_id = $2`, [
+            pid,
+            `d-${Math.floor(Math.random() * PERSONS)}`,
+          ]),
+        ),
+      );
   })();
   const ms = await timed(fn);
   running = false;
@@ -54,28 +65,60 @@ async function whileReading(fn: () => Promise<unknown>): Promise<{ ms: number; r
   return { ms, reads };
 }
 
-const raw = await whileReading(() => pool.query(`delete from event_bench_copy where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims]));
+const raw = await whileReading(() =>
+  pool.query(`delete from event_bench_copy where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims]),
+);
 
 // The worker starts as the raw DELETE did: no dirty pages of the other's run left to write out.
 await pool.query('checkpoint');
 const em = orm.em.fork();
-const ids = await recordDeletionRequests(em as any, victims.map((key, i) => ({ projectId: pid, type: 'person_events' as const, mode: 'immediate' as const, key, distinctIds: [`d-${i}`], createdById: null })));
+const ids = await recordDeletionRequests(
+  em as any,
+  victims.map((key, i) => ({
+    projectId: pid,
+    type: 'person_events' as const,
+    mode: 'immediate' as const,
+    key,
+    distinctIds: [`d-${i}`],
+    createdById: null,
+  })),
+);
 const deps = { orm, logger, config: {} as any, connection: {} as any, queues: {} as any };
-const runJob = (id: string) => deletePersonData({ data: { deletionId: id }, updateProgress: async () => undefined } as any, deps as any);
+const runJob = (id: string) =>
+  deletePersonData({ data: { deletionId: id }, updateProgress: async () => undefined } as any, deps as any);
 // The first request's job claims the whole batch; the other jobs, which a worker runs beside it, then
 // find their requests taken (or done) and return at once. Timed apart so each figure says what it is.
 const chunked = await whileReading(() => runJob(ids[0]));
 const others = await timed(async () => {
   for (const id of ids.slice(1)) await runJob(id);
 });
-const [{ n: left }] = (await pool.query(`select count(*)::int as n from event where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims])).rows;
-const [{ n: done }] = (await pool.query(`select count(*)::int as n from async_deletion where id = any($1::bigint[]) and status = 'completed'`, [ids])).rows;
+const [{ n: left }] = (
+  await pool.query(`select count(*)::int as n from event where project_id = $1 and person_id = any($2::uuid[])`, [
+    pid,
+    victims,
+  ])
+).rows;
+const [{ n: done }] = (
+  await pool.query(
+    `select count(*)::int as n from async_deletion where id = any($1::bigint[]) and status = 'completed'`,
+    [ids],
+  )
+).rows;
 
-const readFigures = (reads: number[]) => `person reads p50 ${percentile(reads, 50).toFixed(2)} ms, p99 ${percentile(reads, 99).toFixed(2)} ms (${reads.length})`;
-console.log(`  raw DELETE on the copy: ${rawRows} rows in ${(raw.ms / 1000).toFixed(2)} s = ${Math.round(rawRows / (raw.ms / 1000))} rows/s; ${readFigures(raw.reads)}`);
-console.log(`  worker (the first job claims the batch; adaptive time windows, verified): ${rawRows} rows in ${(chunked.ms / 1000).toFixed(2)} s = ${Math.round(rawRows / (chunked.ms / 1000))} rows/s; left: ${left}; requests completed: ${done}`);
-console.log(`  the other ${ids.length - 1} jobs (step aside): ${others.toFixed(0)} ms in all, ${(others / (ids.length - 1)).toFixed(2)} ms each`);
-console.log(`  ratio: ${(raw.ms / chunked.ms).toFixed(2)} (target >= 0.5); during the worker's deletion: ${readFigures(chunked.reads)} (target p99 < 50 ms)`);
+const readFigures = (reads: number[]) =>
+  `person reads p50 ${percentile(reads, 50).toFixed(2)} ms, p99 ${percentile(reads, 99).toFixed(2)} ms (${reads.length})`;
+console.log(
+  `  raw DELETE on the copy: ${rawRows} rows in ${(raw.ms / 1000).toFixed(2)} s = ${Math.round(rawRows / (raw.ms / 1000))} rows/s; ${readFigures(raw.reads)}`,
+);
+console.log(
+  `  worker (the first job claims the batch; adaptive time windows, verified): ${rawRows} rows in ${(chunked.ms / 1000).toFixed(2)} s = ${Math.round(rawRows / (chunked.ms / 1000))} rows/s; left: ${left}; requests completed: ${done}`,
+);
+console.log(
+  `  the other ${ids.length - 1} jobs (step aside): ${others.toFixed(0)} ms in all, ${(others / (ids.length - 1)).toFixed(2)} ms each`,
+);
+console.log(
+  `  ratio: ${(raw.ms / chunked.ms).toFixed(2)} (target >= 0.5); during the worker's deletion: ${readFigures(chunked.reads)} (target p99 < 50 ms)`,
+);
 
 await pool.query(`drop table event_bench_copy`);
 await pool.query(`delete from event where project_id = $1`, [pid]);

@@ -49,7 +49,10 @@ async function createExperiment() {
         {
           kind: 'ExperimentMetric',
           metric_type: 'funnel',
-          series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }],
+          series: [
+            { kind: 'EventsNode', event: 'cart' },
+            { kind: 'EventsNode', event: 'purchase' },
+          ],
         },
         { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: '$pageview' } },
       ],

@@ -111,8 +111,10 @@ console.log(line('raw definitions query through pg', raw));
 console.log(line('POST /flags/?v=2 (5 flags, no person data)', flags));
 console.log(line('POST /flags/?v=2 (+1 person-property flag)', person));
 console.log(line('bare Koa handler (HTTP floor)', floor));
-console.log(`  ratio /flags : raw definitions query = ${(flags.rate / raw.rate).toFixed(2)} by throughput, ` +
-  `${(cpuTotal(raw) / cpuTotal(flags)).toFixed(2)} by CPU per request (the load's client side included on both)`);
+console.log(
+  `  ratio /flags : raw definitions query = ${(flags.rate / raw.rate).toFixed(2)} by throughput, ` +
+    `${(cpuTotal(raw) / cpuTotal(flags)).toFixed(2)} by CPU per request (the load's client side included on both)`,
+);
 const load = (await import('node:os')).loadavg()[0];
 if (load > 1.5) {
   console.log(`  note: load average ${load.toFixed(1)} at the end (2 cores): rates and latencies reflect the sharing`);

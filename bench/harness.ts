@@ -8,7 +8,8 @@ import { createAccount } from '../test/helpers.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
 
-export const BENCH_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_bench';
+export const BENCH_DATABASE_URL =
+  process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_bench';
 const root = fileURLToPath(new URL('..', import.meta.url));
 
 export async function benchSetup() {
@@ -85,7 +86,10 @@ export async function startServerProcess(
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`${name} exited before it was ready (${child.exitCode ?? child.signalCode})`);
     }
-    const status = await fetch(`${baseUrl}${options.readyPath ?? '/_ready'}`).then((r) => r.status, () => 0);
+    const status = await fetch(`${baseUrl}${options.readyPath ?? '/_ready'}`).then(
+      (r) => r.status,
+      () => 0,
+    );
     if (status === 200) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
@@ -104,7 +108,11 @@ export async function startServerProcess(
 }
 
 /** Runs `worker` with `concurrency` parallel loops until `seconds` pass; returns per-call latencies (ms). */
-export async function loadFor(seconds: number, concurrency: number, worker: (i: number) => Promise<void>): Promise<number[]> {
+export async function loadFor(
+  seconds: number,
+  concurrency: number,
+  worker: (i: number) => Promise<void>,
+): Promise<number[]> {
   const latencies: number[] = [];
   const deadline = Date.now() + seconds * 1000;
   let counter = 0;

@@ -26,7 +26,11 @@ function batch(i: number) {
       distinct_id: distinctId,
       uuid: randomUUID(),
       timestamp: new Date().toISOString(),
-      properties: { $lib: 'bench', path: `/page/${j}`, ...(j % 5 === 0 ? { $set: { plan: j % 3 ? 'free' : 'pro', seen: i } } : {}) },
+      properties: {
+        $lib: 'bench',
+        path: `/page/${j}`,
+        ...(j % 5 === 0 ? { $set: { plan: j % 3 ? 'free' : 'pro', seen: i } } : {}),
+      },
     };
   });
 }
@@ -35,8 +39,14 @@ console.log(`ingestion: ${SECONDS}s, ${CONCURRENCY} concurrent senders, ${BATCH}
 let sent = 0;
 let requests = 0;
 const send = async () => {
-  const body = gzipSync(JSON.stringify({ api_key: account.projectToken, sent_at: new Date().toISOString(), batch: batch(requests++) }));
-  const res = await fetch(`${api.baseUrl}/batch/`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body });
+  const body = gzipSync(
+    JSON.stringify({ api_key: account.projectToken, sent_at: new Date().toISOString(), batch: batch(requests++) }),
+  );
+  const res = await fetch(`${api.baseUrl}/batch/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    body,
+  });
   if (res.status !== 200) throw new Error(`capture answered ${res.status}: ${await res.text()}`);
   sent += BATCH;
 };
@@ -64,18 +74,31 @@ const baseStart = performance.now();
 await loadFor(Math.min(10, SECONDS), 1, async () => {
   const values: unknown[] = [];
   const tuples = rows.map((r, k) => {
-    values.push(randomUUID(), baselineProjectId, r.event, r.distinct_id, randomUUID(), JSON.stringify(r.properties), r.timestamp);
+    values.push(
+      randomUUID(),
+      baselineProjectId,
+      r.event,
+      r.distinct_id,
+      randomUUID(),
+      JSON.stringify(r.properties),
+      r.timestamp,
+    );
     const b = k * 7;
     return `($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, $${b + 7})`;
   });
-  await pool.query(`insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp) values ${tuples.join(',')}`, values);
+  await pool.query(
+    `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp) values ${tuples.join(',')}`,
+    values,
+  );
   inserted += rows.length;
 });
 const rawRate = inserted / ((performance.now() - baseStart) / 1000);
 const rawPostgresCpu = rawPostgresCpuMeter();
 await pool.query('delete from event where project_id = $1', [baselineProjectId]);
 
-console.log(`\n  API ingestion: ${Math.round(apiRate)} events/s (p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms per 100-event request)`);
+console.log(
+  `\n  API ingestion: ${Math.round(apiRate)} events/s (p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms per 100-event request)`,
+);
 console.log(`  raw pg INSERT of the same rows (1 connection): ${Math.round(rawRate)} rows/s`);
 console.log(`  ratio API / raw: ${(apiRate / rawRate).toFixed(2)}  (targets: >= 20000 events/s, >= 0.33)`);
 const perEvent = (seconds: number) => ((seconds / sent) * 1e6).toFixed(0);
@@ -85,7 +108,9 @@ console.log(
   `  CPU per event: PostgreSQL ${perEvent(apiCpu.postgres)} µs, API ${perEvent(apiCpu.api)} µs, sender ${perEvent(apiCpu.sender)} µs` +
     ` (cores busy: ${cores(apiCpu.postgres)}, ${cores(apiCpu.api)}, ${cores(apiCpu.sender)}); raw INSERT: PostgreSQL ${((rawPostgresCpu / inserted) * 1e6).toFixed(0)} µs per row`,
 );
-console.log(`  at these costs 20000 events/s needs ${(cpuPerEvent * 20000).toFixed(1)} cores; this machine has ${availableParallelism()}`);
+console.log(
+  `  at these costs 20000 events/s needs ${(cpuPerEvent * 20000).toFixed(1)} cores; this machine has ${availableParallelism()}`,
+);
 await api.stop();
 await pool.end();
 await orm.close();

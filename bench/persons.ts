@@ -34,7 +34,12 @@ console.log('');
 
 const auth = { authorization: `Bearer ${account.apiKey}` };
 /** p50/p99 of the API beside raw SQL and, when `bareUrl` is given, beside a bare Koa handler running that SQL. */
-async function compare(name: string, http: (i: number) => string, sql: (i: number) => [string, unknown[]], bareUrl?: (i: number) => string) {
+async function compare(
+  name: string,
+  http: (i: number) => string,
+  sql: (i: number) => [string, unknown[]],
+  bareUrl?: (i: number) => string,
+) {
   const httpTimes: number[] = [];
   const sqlTimes: number[] = [];
   const bareTimes: number[] = [];
@@ -53,7 +58,9 @@ async function compare(name: string, http: (i: number) => string, sql: (i: numbe
   );
 }
 
-const ids = (await pool.query(`select id from person where project_id = $1 order by random() limit $2`, [pid, SAMPLES])).rows.map((r) => r.id);
+const ids = (
+  await pool.query(`select id from person where project_id = $1 order by random() limit $2`, [pid, SAMPLES])
+).rows.map((r) => r.id);
 const P = `/api/projects/${pid}/persons`;
 // Every baseline fetches what the API returns: the person rows with their distinct ids.
 const WITH_IDS = `select p.*, array(select distinct_id from person_distinct_id d where d.person_id = p.id) as distinct_ids`;
@@ -63,13 +70,40 @@ await compare(
   (i) => [`${WITH_IDS} from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
   (i) => `/projects/${pid}/persons/${ids[i]}/`,
 );
-await compare('list, email filter', (i) => `${P}/?email=user${i * 997}@example${(i * 997) % 100}.com`, (i) => [`${WITH_IDS} from person p where project_id = $1 and properties @> $2::jsonb order by created_at desc, id desc limit 100`, [pid, JSON.stringify({ email: `user${i * 997}@example${(i * 997) % 100}.com` })]]);
-await compare('list, properties filter', () => `${P}/?limit=100&properties=${encodeURIComponent('[{"key":"plan","value":"pro"}]')}`, () => [`${WITH_IDS} from person p where project_id = $1 and properties @> '{"plan":"pro"}' order by created_at desc, id desc limit 100`, [pid]]);
-await compare('search', (i) => `${P}/?search=user${i * 991}@`, (i) => [`${WITH_IDS} from person p where project_id = $1 and (properties->>'email') ilike $2 order by created_at desc, id desc limit 100`, [pid, `%user${i * 991}@%`]]);
+await compare(
+  'list, email filter',
+  (i) => `${P}/?email=user${i * 997}@example${(i * 997) % 100}.com`,
+  (i) => [
+    `${WITH_IDS} from person p where project_id = $1 and properties @> $2::jsonb order by created_at desc, id desc limit 100`,
+    [pid, JSON.stringify({ email: `user${i * 997}@example${(i * 997) % 100}.com` })],
+  ],
+);
+await compare(
+  'list, properties filter',
+  () => `${P}/?limit=100&properties=${encodeURIComponent('[{"key":"plan","value":"pro"}]')}`,
+  () => [
+    `${WITH_IDS} from person p where project_id = $1 and properties @> '{"plan":"pro"}' order by created_at desc, id desc limit 100`,
+    [pid],
+  ],
+);
+await compare(
+  'search',
+  (i) => `${P}/?search=user${i * 991}@`,
+  (i) => [
+    `${WITH_IDS} from person p where project_id = $1 and (properties->>'email') ilike $2 order by created_at desc, id desc limit 100`,
+    [pid, `%user${i * 991}@%`],
+  ],
+);
 
-const victims = (await pool.query(`select uuid from person where project_id = $1 order by random() limit 1000`, [pid])).rows.map((r) => r.uuid);
+const victims = (
+  await pool.query(`select uuid from person where project_id = $1 order by random() limit 1000`, [pid])
+).rows.map((r) => r.uuid);
 const ms = await timed(async () => {
-  const res = await fetch(`${api.baseUrl}${P}/bulk_delete/`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ ids: victims, delete_events: true }) });
+  const res = await fetch(`${api.baseUrl}${P}/bulk_delete/`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ ids: victims, delete_events: true }),
+  });
   const body = await res.json();
   if (body.persons_deleted !== 1000) throw new Error(JSON.stringify(body).slice(0, 200));
 });

@@ -25,7 +25,9 @@ try {
     process.exitCode = 1;
   } else {
     const result = await bootstrapInstall(em as any, { email: values.email! });
-    console.log(`Project ${result.project.id} ("${result.project.name}"), project API token ${result.project.apiToken}`);
+    console.log(
+      `Project ${result.project.id} ("${result.project.name}"), project API token ${result.project.apiToken}`,
+    );
     console.log(`Personal API key (shown once, all scopes): ${result.apiKey}`);
   }
 } finally {

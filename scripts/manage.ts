@@ -52,7 +52,8 @@ const where = (url: string) => {
   }
 };
 /** The reason of a connection error; Node's AggregateError (IPv4 and IPv6 tried) has no message of its own. */
-const reason = (error: any): string => error?.message || error?.code || error?.errors?.map(reason).join(', ') || String(error);
+const reason = (error: any): string =>
+  error?.message || error?.code || error?.errors?.map(reason).join(', ') || String(error);
 
 interface MigrationState {
   name: string;
@@ -72,22 +73,30 @@ async function migrationState(databaseUrl: string): Promise<MigrationState[]> {
     await client.connect();
   } catch (error: any) {
     if (error?.code === '3D000')
-      throw new OperatorError(`database "${name}" does not exist at ${where(databaseUrl)}; check DATABASE_URL, or create and migrate it with \`npm run migrate\``);
+      throw new OperatorError(
+        `database "${name}" does not exist at ${where(databaseUrl)}; check DATABASE_URL, or create and migrate it with \`npm run migrate\``,
+      );
     throw new OperatorError(`cannot reach PostgreSQL at ${where(databaseUrl)} (${reason(error)})`);
   }
   try {
-    const { rows } = await client.query<{ name: string; executed_at: Date }>(
-      `select name, executed_at from mikro_orm_migrations order by id`,
-    ).catch((error) => {
-      if (error?.code === '42P01') return { rows: [] }; // no migration ever ran here
-      throw error;
-    });
+    const { rows } = await client
+      .query<{ name: string; executed_at: Date }>(`select name, executed_at from mikro_orm_migrations order by id`)
+      .catch((error) => {
+        if (error?.code === '42P01') return { rows: [] }; // no migration ever ran here
+        throw error;
+      });
     const applied = new Map(rows.map((r) => [r.name, isoTimestamp(r.executed_at)!]));
     const known = migrationsList.map((m) => m.name);
     return [
-      ...known.map((name) => ({ name, status: applied.has(name) ? ('applied' as const) : ('pending' as const), applied_at: applied.get(name) ?? null })),
+      ...known.map((name) => ({
+        name,
+        status: applied.has(name) ? ('applied' as const) : ('pending' as const),
+        applied_at: applied.get(name) ?? null,
+      })),
       // Applied by a newer version of the service.
-      ...rows.filter((r) => !known.includes(r.name)).map((r) => ({ name: r.name, status: 'applied' as const, applied_at: applied.get(r.name)! })),
+      ...rows
+        .filter((r) => !known.includes(r.name))
+        .map((r) => ({ name: r.name, status: 'applied' as const, applied_at: applied.get(r.name)! })),
     ];
   } finally {
     await client.end().catch(() => undefined);
@@ -125,7 +134,15 @@ async function queueStatus() {
     const now = Date.now();
     return await Promise.all(
       Object.values(queues).map(async (queue) => {
-        const counts = await queue.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'waiting-children', 'completed', 'failed');
+        const counts = await queue.getJobCounts(
+          'waiting',
+          'prioritized',
+          'active',
+          'delayed',
+          'waiting-children',
+          'completed',
+          'failed',
+        );
         // The wait list is in order of arrival; a job that was delayed has waited since its delay ended.
         const [oldest] = await queue.getJobs(['waiting'], 0, 0, true);
         const since = oldest ? oldest.timestamp + (oldest.delay ?? 0) : null;
@@ -154,7 +171,13 @@ const text = (o: string) => ({ [o]: { type: 'string' as const } });
 /** Rows with their time columns as ISO strings (the ORM's raw queries give PostgreSQL's text form). */
 const withTimes = (rows: any[], columns: string[]) =>
   rows.map((row) => ({ ...row, ...Object.fromEntries(columns.map((c) => [c, isoTimestamp(row[c])])) }));
-const list = (value: unknown) => (typeof value === 'string' ? value.split(',').map((v) => v.trim()).filter(Boolean) : []);
+const list = (value: unknown) =>
+  typeof value === 'string'
+    ? value
+        .split(',')
+        .map((v) => v.trim())
+        .filter(Boolean)
+    : [];
 const projectIds = (value: unknown) =>
   list(value).map((v) => {
     if (!/^\d{1,9}$/.test(v)) throw new AccountError(`Invalid project id: ${v}`);
@@ -162,7 +185,9 @@ const projectIds = (value: unknown) =>
   });
 
 async function userByEmail(em: EntityManager, email: string): Promise<{ id: number; email: string }> {
-  const [user] = await em.getConnection().execute<any[]>(`select id, email from app_user where lower(email) = lower(?)`, [email]);
+  const [user] = await em
+    .getConnection()
+    .execute<any[]>(`select id, email from app_user where lower(email) = lower(?)`, [email]);
   if (!user) throw new AccountError(`No user with the email ${email}`);
   return user;
 }
@@ -183,7 +208,9 @@ const userActiveCommand = (active: boolean): Command => ({
  * Hands deletion requests to the worker now. Without Redis they are still due in PostgreSQL and the
  * worker's reconciler starts them within DELETION_RECONCILE_SECONDS; the answer says which happened.
  */
-async function handToWorker(enqueue: (queue: ReturnType<typeof createQueues>['deletions']) => Promise<unknown>): Promise<string> {
+async function handToWorker(
+  enqueue: (queue: ReturnType<typeof createQueues>['deletions']) => Promise<unknown>,
+): Promise<string> {
   const redis = createApiRedis();
   redis.on('error', () => undefined);
   const queues = createQueues(redis, config);
@@ -214,11 +241,14 @@ const commands: Record<string, Command> = {
     usage: '',
     options: {},
     run: async (em) =>
-      withTimes(await em.getConnection().execute(
-        `select o.id, o.name, (select count(*)::int from organization_membership m where m.organization_id = o.id) as members,
+      withTimes(
+        await em.getConnection().execute(
+          `select o.id, o.name, (select count(*)::int from organization_membership m where m.organization_id = o.id) as members,
                 (select count(*)::int from project p where p.organization_id = o.id) as projects, o.created_at
            from organization o order by o.created_at, o.id`,
-      ), ['created_at']),
+        ),
+        ['created_at'],
+      ),
   },
   'org add-member': {
     usage: '--org ORG_ID --user EMAIL [--level member|admin|owner]',
@@ -243,10 +273,12 @@ const commands: Record<string, Command> = {
     usage: '[--org ORG_ID]',
     options: text('org'),
     run: (em, v) =>
-      em.getConnection().execute(
-        `select id, organization_id as organization, name, timezone, api_token from project where (?::text is null or organization_id::text = ?) order by id`,
-        [v.org ?? null, v.org ?? null],
-      ),
+      em
+        .getConnection()
+        .execute(
+          `select id, organization_id as organization, name, timezone, api_token from project where (?::text is null or organization_id::text = ?) order by id`,
+          [v.org ?? null, v.org ?? null],
+        ),
   },
   'project rotate-token': {
     usage: '--project PROJECT_ID',
@@ -263,7 +295,9 @@ const commands: Record<string, Command> = {
     required: ['email', 'org'],
     run: async (em, v) => {
       const level = membershipLevel(String(v.level ?? 'member'));
-      const [first] = await em.getConnection().execute<any[]>(`select id from project where organization_id::text = ? order by id limit 1`, [String(v.org)]);
+      const [first] = await em
+        .getConnection()
+        .execute<any[]>(`select id from project where organization_id::text = ? order by id limit 1`, [String(v.org)]);
       const user = await createUser(em, {
         email: String(v.email),
         organizationId: String(v.org),
@@ -333,7 +367,8 @@ const commands: Record<string, Command> = {
     options: { ...text('project'), ...text('status'), ...text('limit') },
     run: async (em, v) => {
       const status = String(v.status ?? 'all');
-      if (!DELETION_STATUSES.includes(status)) throw new AccountError(`Invalid status: ${status} (one of ${DELETION_STATUSES.join(', ')})`);
+      if (!DELETION_STATUSES.includes(status))
+        throw new AccountError(`Invalid status: ${status} (one of ${DELETION_STATUSES.join(', ')})`);
       const limit = Number(v.limit ?? 100);
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AccountError(`Invalid limit: ${v.limit}`);
       const projectId = v.project === undefined ? null : projectIds(v.project)[0];
@@ -362,8 +397,14 @@ const commands: Record<string, Command> = {
       if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
       const result = await retryFailedDeletion(em, null, id);
       if (result === 'not_found') throw new AccountError(`No deletion request ${id}`);
-      if (result === 'not_failed') throw new AccountError(`Deletion request ${id} has not failed; only a failed request can be retried`);
-      return { id, status: result.status, failures: result.failures, worker: await handToWorker((q) => requeueDeletions(q, [id])) };
+      if (result === 'not_failed')
+        throw new AccountError(`Deletion request ${id} has not failed; only a failed request can be retried`);
+      return {
+        id,
+        status: result.status,
+        failures: result.failures,
+        worker: await handToWorker((q) => requeueDeletions(q, [id])),
+      };
     },
   },
   'deletion run-window': {
@@ -372,9 +413,14 @@ const commands: Record<string, Command> = {
     required: ['mode'],
     run: async (em, v) => {
       const mode = String(v.mode);
-      if (mode !== 'weekly' && mode !== 'off_peak') throw new AccountError(`Invalid mode: ${mode} (weekly or off_peak)`);
+      if (mode !== 'weekly' && mode !== 'off_peak')
+        throw new AccountError(`Invalid mode: ${mode} (weekly or off_peak)`);
       const ids = await releaseDeletions(em, mode, null);
-      return { mode, released: ids.length, worker: ids.length ? await handToWorker((q) => enqueueDeletions(q, ids)) : 'nothing to do' };
+      return {
+        mode,
+        released: ids.length,
+        worker: ids.length ? await handToWorker((q) => enqueueDeletions(q, ids)) : 'nothing to do',
+      };
     },
   },
   'queue status': {
@@ -394,7 +440,13 @@ const commands: Record<string, Command> = {
     options: {},
     run: async (em) => {
       const { schedules } = await recordedSchedules(em, defaultSchedules(config));
-      return schedules.map((s) => ({ id: s.schedulerId, cron: s.pattern, queue: JOBS[s.job].queue, job: JOBS[s.job].name, setting: s.setting }));
+      return schedules.map((s) => ({
+        id: s.schedulerId,
+        cron: s.pattern,
+        queue: JOBS[s.job].queue,
+        job: JOBS[s.job].name,
+        setting: s.setting,
+      }));
     },
   },
   'schedule set': {
@@ -423,7 +475,13 @@ const commands: Record<string, Command> = {
 
 function usage(): string {
   const lines = Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}`.trimEnd());
-  return ['Usage: npm run manage -- <command> [options] [--json]', '', ...lines, '', 'help: this list; <command> --help: its options'].join('\n');
+  return [
+    'Usage: npm run manage -- <command> [options] [--json]',
+    '',
+    ...lines,
+    '',
+    'help: this list; <command> --help: its options',
+  ].join('\n');
 }
 
 function print(result: unknown, json: boolean) {
@@ -434,7 +492,13 @@ function print(result: unknown, json: boolean) {
     const columns = Object.keys(result[0]);
     const rows = [columns, ...result.map((row) => columns.map((c) => cell(row[c])))];
     const widths = columns.map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-    for (const r of rows) console.log(r.map((v, i) => v.padEnd(widths[i])).join('  ').trimEnd());
+    for (const r of rows)
+      console.log(
+        r
+          .map((v, i) => v.padEnd(widths[i]))
+          .join('  ')
+          .trimEnd(),
+      );
   } else {
     for (const [k, v] of Object.entries(result as object)) console.log(`${k}: ${cell(v)}`);
   }
@@ -454,7 +518,11 @@ async function main(argv: string[]): Promise<number> {
   const commandUsage = `Usage: npm run manage -- ${name} ${command.usage}`.trimEnd();
   let values: Values;
   try {
-    const options = { ...command.options, json: { type: 'boolean' as const }, help: { type: 'boolean' as const, short: 'h' } };
+    const options = {
+      ...command.options,
+      json: { type: 'boolean' as const },
+      help: { type: 'boolean' as const, short: 'h' },
+    };
     values = parseArgs({ args: argv.slice(2), options, strict: true }).values as Values;
     if (values.help) {
       console.log(commandUsage);
@@ -471,7 +539,10 @@ async function main(argv: string[]): Promise<number> {
     if (needs === 'migrated') {
       const pending = (await migrationState(config.databaseUrl)).filter((m) => m.status === 'pending');
       const database = decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1));
-      if (pending.length) throw new OperatorError(`database "${database}" is not migrated (${pending.length} pending migrations); run \`npm run migrate\``);
+      if (pending.length)
+        throw new OperatorError(
+          `database "${database}" is not migrated (${pending.length} pending migrations); run \`npm run migrate\``,
+        );
     }
     if (needs === 'migrated') orm = await initOrm();
     print(await command.run(orm?.em.fork() as EntityManager, values), values.json === true);

@@ -31,7 +31,9 @@ try {
         where u.is_active order by m.level desc, u.id limit 1`,
     );
     if (owner) {
-      await em.getConnection().execute(`delete from personal_api_key where user_id = ? and label = 'npm start'`, [owner.id]);
+      await em
+        .getConnection()
+        .execute(`delete from personal_api_key where user_id = ? and label = 'npm start'`, [owner.id]);
       const { value } = await createPersonalApiKey(em as any, { userId: owner.id, label: 'npm start', scopes: ['*'] });
       keyMessage = `Personal API key for this run (all scopes; replaces the one printed by the previous \`npm start\`): ${value}`;
     } else {
@@ -43,8 +45,16 @@ try {
 }
 
 const children = [
-  spawn(process.execPath, ['api/main.ts'], { cwd: root, stdio: 'inherit', env: { ...process.env, SERVICE_NAME: 'api' } }),
-  spawn(process.execPath, ['worker/main.ts'], { cwd: root, stdio: 'inherit', env: { ...process.env, SERVICE_NAME: 'worker' } }),
+  spawn(process.execPath, ['api/main.ts'], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, SERVICE_NAME: 'api' },
+  }),
+  spawn(process.execPath, ['worker/main.ts'], {
+    cwd: root,
+    stdio: 'inherit',
+    env: { ...process.env, SERVICE_NAME: 'worker' },
+  }),
 ];
 const base = `http://${config.host}:${config.port}`;
 console.log(`\nAPI: ${base}   (try: curl -H "Authorization: Bearer <key>" ${base}/api/projects/)\n${keyMessage}\n`);

@@ -2,7 +2,13 @@
 // bootstrap command, the management command and the tests.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { generateKeyId, generatePersonalApiKey, generateProjectApiToken, hashPersonalApiKey, maskPersonalApiKey } from './auth/tokens.ts';
+import {
+  generateKeyId,
+  generatePersonalApiKey,
+  generateProjectApiToken,
+  hashPersonalApiKey,
+  maskPersonalApiKey,
+} from './auth/tokens.ts';
 import { isValidScope } from './auth/scopes.ts';
 import { isUuid, pgArray } from './db/sql.ts';
 import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from './entities/index.ts';
@@ -16,7 +22,9 @@ export async function createOrganization(em: EntityManager, name: string) {
 }
 
 async function requireOrganization(em: EntityManager, organizationId: string) {
-  const found = isUuid(organizationId) && (await em.getConnection().execute<any[]>(`select 1 from organization where id = ?`, [organizationId])).length > 0;
+  const found =
+    isUuid(organizationId) &&
+    (await em.getConnection().execute<any[]>(`select 1 from organization where id = ?`, [organizationId])).length > 0;
   if (!found) throw new AccountError(`No organization with id ${organizationId}`);
 }
 
@@ -34,18 +42,34 @@ export async function createProject(em: EntityManager, organizationId: string, n
   if (name.length > 200) throw new AccountError('name: Ensure this field has no more than 200 characters.');
   if (!isTimezone(timezone)) throw new AccountError(`"${timezone}" is not a valid choice.`);
   await requireOrganization(em, organizationId);
-  const project = em.create(Project, { uuid: randomUUID(), organizationId, name, apiToken: generateProjectApiToken(), timezone });
+  const project = em.create(Project, {
+    uuid: randomUUID(),
+    organizationId,
+    name,
+    apiToken: generateProjectApiToken(),
+    timezone,
+  });
   await em.persist(project).flush();
   return project;
 }
 
 export async function createUser(
   em: EntityManager,
-  input: { email: string; firstName?: string; lastName?: string; organizationId: string; level?: number; currentProjectId?: number },
+  input: {
+    email: string;
+    firstName?: string;
+    lastName?: string;
+    organizationId: string;
+    level?: number;
+    currentProjectId?: number;
+  },
 ) {
-  if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(input.email) || input.email.length > 254) throw new AccountError(`Enter a valid email address: ${input.email}`);
+  if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(input.email) || input.email.length > 254)
+    throw new AccountError(`Enter a valid email address: ${input.email}`);
   await requireOrganization(em, input.organizationId);
-  const taken = await em.getConnection().execute<any[]>(`select 1 from app_user where lower(email) = lower(?)`, [input.email]);
+  const taken = await em
+    .getConnection()
+    .execute<any[]>(`select 1 from app_user where lower(email) = lower(?)`, [input.email]);
   if (taken.length > 0) throw new AccountError(`There is already a user with the email ${input.email}`);
   const user = em.create(User, {
     uuid: randomUUID(),
@@ -88,7 +112,8 @@ const MEMBERSHIP_LEVELS: Record<string, number> = { member: 1, admin: 8, owner: 
 
 export function membershipLevel(name: string): number {
   const level = MEMBERSHIP_LEVELS[name];
-  if (!level) throw new AccountError(`Invalid membership level: ${name} (one of ${Object.keys(MEMBERSHIP_LEVELS).join(', ')})`);
+  if (!level)
+    throw new AccountError(`Invalid membership level: ${name} (one of ${Object.keys(MEMBERSHIP_LEVELS).join(', ')})`);
   return level;
 }
 
@@ -114,17 +139,33 @@ async function checkKeyInput(em: EntityManager, input: KeyInput, limit: number |
                 where not exists (select 1 from organization_membership m where m.organization_id::text = o.id and m.user_id = ?)) as missing`,
       [pgArray(input.scopedTeams ?? []), input.userId, pgArray(input.scopedOrganizations ?? []), input.userId],
     );
-    if (missing > 0) throw new AccountError('You must be a member of all organizations/teams that you are scoping the key to.');
+    if (missing > 0)
+      throw new AccountError('You must be a member of all organizations/teams that you are scoping the key to.');
   }
   if (limit !== null) {
-    const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from personal_api_key where user_id = ?`, [input.userId]);
-    if (count >= limit) throw new AccountError(`You can only have ${limit} personal API keys. Remove an existing key before creating a new one.`);
+    const [{ count }] = await conn.execute<any[]>(
+      `select count(*)::int as count from personal_api_key where user_id = ?`,
+      [input.userId],
+    );
+    if (count >= limit)
+      throw new AccountError(
+        `You can only have ${limit} personal API keys. Remove an existing key before creating a new one.`,
+      );
   }
 }
 
 /** Creates a key and returns its plain value, the only time it exists outside the caller. */
-export async function createPersonalApiKey(em: EntityManager, input: KeyInput, options: { limit?: number | null; checkScoping?: boolean } = {}) {
-  await checkKeyInput(em, input, options.limit === undefined ? MAX_KEYS_PER_USER : options.limit, options.checkScoping ?? true);
+export async function createPersonalApiKey(
+  em: EntityManager,
+  input: KeyInput,
+  options: { limit?: number | null; checkScoping?: boolean } = {},
+) {
+  await checkKeyInput(
+    em,
+    input,
+    options.limit === undefined ? MAX_KEYS_PER_USER : options.limit,
+    options.checkScoping ?? true,
+  );
   const value = generatePersonalApiKey();
   const key = em.create(PersonalApiKey, {
     id: generateKeyId(),
@@ -145,32 +186,49 @@ export async function createPersonalApiKey(em: EntityManager, input: KeyInput, o
 /** A new secret for an existing key (same id, label and scopes); the old value stops working at once. */
 export async function rollPersonalApiKey(em: EntityManager, keyId: string): Promise<string> {
   const value = generatePersonalApiKey();
-  const rows = await em.getConnection().execute<any[]>(
-    `update personal_api_key set secure_value = ?, mask_value = ?, last_rolled_at = now() where id = ? returning id`,
-    [hashPersonalApiKey(value), maskPersonalApiKey(value), keyId],
-  );
+  const rows = await em
+    .getConnection()
+    .execute<any[]>(
+      `update personal_api_key set secure_value = ?, mask_value = ?, last_rolled_at = now() where id = ? returning id`,
+      [hashPersonalApiKey(value), maskPersonalApiKey(value), keyId],
+    );
   if (rows.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
   return value;
 }
 
 export async function revokePersonalApiKey(em: EntityManager, keyId: string): Promise<void> {
-  const rows = await em.getConnection().execute<any[]>(`delete from personal_api_key where id = ? returning id`, [keyId]);
+  const rows = await em
+    .getConnection()
+    .execute<any[]>(`delete from personal_api_key where id = ? returning id`, [keyId]);
   if (rows.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
 }
 
 /** A new phc_ token for a project (PostHog's reset_token); SDKs holding the old one get 401. */
 export async function rotateProjectToken(em: EntityManager, projectId: number): Promise<string> {
   const token = generateProjectApiToken();
-  const rows = await em.getConnection().execute<any[]>(`update project set api_token = ?, updated_at = now() where id = ? returning id`, [token, projectId]);
+  const rows = await em
+    .getConnection()
+    .execute<any[]>(`update project set api_token = ?, updated_at = now() where id = ? returning id`, [
+      token,
+      projectId,
+    ]);
   if (rows.length === 0) throw new AccountError(`No project with id ${projectId}`);
   return token;
 }
 
 /** A new install's first organization, project, user and all-scopes key. */
-export async function bootstrapInstall(em: EntityManager, input: { email: string; organizationName?: string; projectName?: string }) {
+export async function bootstrapInstall(
+  em: EntityManager,
+  input: { email: string; organizationName?: string; projectName?: string },
+) {
   const organization = await createOrganization(em, input.organizationName ?? 'Default organization');
   const project = await createProject(em, organization.id, input.projectName ?? 'Default project');
-  const user = await createUser(em, { email: input.email, organizationId: organization.id, level: 15, currentProjectId: project.id });
+  const user = await createUser(em, {
+    email: input.email,
+    organizationId: organization.id,
+    level: 15,
+    currentProjectId: project.id,
+  });
   const { key, value } = await createPersonalApiKey(em, { userId: user.id, label: 'bootstrap', scopes: ['*'] });
   return { organization, project, user, key, apiKey: value };
 }

@@ -25,7 +25,13 @@ export interface ActivityEntry {
   scope: string;
   itemId: string;
   activity: string;
-  detail: { changes?: ActivityChange[] | null; name?: string | null; short_id?: string | null; type?: string | null; trigger?: unknown };
+  detail: {
+    changes?: ActivityChange[] | null;
+    name?: string | null;
+    short_id?: string | null;
+    type?: string | null;
+    trigger?: unknown;
+  };
 }
 
 /** Writes an entry; pass the transaction's `em` so the entry commits with the change it records. */
@@ -34,7 +40,17 @@ export async function recordActivity(em: EntityManager, entry: ActivityEntry): P
   await em.getConnection().execute(
     `insert into activity_log (id, project_id, organization_id, user_id, is_system, scope, item_id, activity, detail)
      values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)`,
-    [randomUUID(), entry.projectId, entry.organizationId ?? null, entry.userId, entry.userId === null, entry.scope, entry.itemId, entry.activity, JSON.stringify(detail)],
+    [
+      randomUUID(),
+      entry.projectId,
+      entry.organizationId ?? null,
+      entry.userId,
+      entry.userId === null,
+      entry.scope,
+      entry.itemId,
+      entry.activity,
+      JSON.stringify(detail),
+    ],
     'all',
     em.getTransactionContext(),
   );

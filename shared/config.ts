@@ -71,7 +71,11 @@ export const SETTINGS_SCHEMA = {
 
 type Properties = typeof SETTINGS_SCHEMA.properties;
 type Setting = keyof Properties;
-type Value<K extends Setting> = Properties[K]['type'] extends 'integer' ? number : Properties[K]['type'] extends 'boolean' ? boolean : string;
+type Value<K extends Setting> = Properties[K]['type'] extends 'integer'
+  ? number
+  : Properties[K]['type'] extends 'boolean'
+    ? boolean
+    : string;
 type WithDefault = { [K in Setting]: Properties[K] extends { default: unknown } ? K : never }[Setting];
 /** Settings after validation: those with a default always have a value. */
 export type Settings = { [K in WithDefault]: Value<K> } & { [K in Exclude<Setting, WithDefault>]?: Value<K> };
@@ -85,7 +89,11 @@ const cronError = (value: string): string | null => {
   }
 };
 const CLUSTER_NODE = /^[^:\s]+:\d{1,5}$/;
-const clusterNodes = (value: string) => value.split(',').map((node) => node.trim()).filter(Boolean);
+const clusterNodes = (value: string) =>
+  value
+    .split(',')
+    .map((node) => node.trim())
+    .filter(Boolean);
 const hasProtocol = (value: string, protocols: string[]) => {
   try {
     return protocols.includes(new URL(value).protocol);

@@ -34,15 +34,21 @@ export function registerConnectionMetrics(
         this.set(read(await pool()));
       },
     });
-  poolGauge('db_pool_connections_in_use', 'PostgreSQL connections checked out of this process\'s pool', (p) =>
-    p.totalCount - p.idleCount);
-  poolGauge('db_pool_connections_idle', 'PostgreSQL connections idle in this process\'s pool', (p) => p.idleCount);
+  poolGauge(
+    'db_pool_connections_in_use',
+    "PostgreSQL connections checked out of this process's pool",
+    (p) => p.totalCount - p.idleCount,
+  );
+  poolGauge('db_pool_connections_idle', "PostgreSQL connections idle in this process's pool", (p) => p.idleCount);
   poolGauge('db_pool_waiting_requests', 'Queries of this process waiting for a pool connection', (p) => p.waitingCount);
-  poolGauge('db_pool_connections_max', 'Size limit of this process\'s pool (DATABASE_POOL_MAX)', (p) =>
-    p.options.max ?? 10);
+  poolGauge(
+    'db_pool_connections_max',
+    "Size limit of this process's pool (DATABASE_POOL_MAX)",
+    (p) => p.options.max ?? 10,
+  );
   new Gauge({
     name: 'redis_connection_up',
-    help: '1 while this process\'s Redis connection is ready for commands, 0 while it is down or reconnecting',
+    help: "1 while this process's Redis connection is ready for commands, 0 while it is down or reconnecting",
     registers: [registry],
     collect() {
       this.set(sources.redis.status === 'ready' ? 1 : 0);

@@ -77,12 +77,20 @@ export async function recordedSchedules(
     [payload],
   );
   const recorded = new Map(
-    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [r.id, r.pattern]),
+    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [
+      r.id,
+      r.pattern,
+    ]),
   );
   const schedules = defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
   const disagreements = defaults
     .filter((s) => recorded.has(s.schedulerId) && recorded.get(s.schedulerId) !== s.pattern)
-    .map((s) => ({ schedulerId: s.schedulerId, setting: s.setting, mine: s.pattern, recorded: recorded.get(s.schedulerId)! }));
+    .map((s) => ({
+      schedulerId: s.schedulerId,
+      setting: s.setting,
+      mine: s.pattern,
+      recorded: recorded.get(s.schedulerId)!,
+    }));
   return { schedules, disagreements };
 }
 

@@ -7,7 +7,14 @@ export function sql<T = any>(orm: MikroORM, query: string, params: unknown[] = [
 
 /** Every person of a project with its distinct ids, by distinct id order. */
 export async function personsOf(orm: MikroORM, projectId: number) {
-  return sql<{ id: string; uuid: string; properties: Record<string, any>; is_identified: boolean; distinct_ids: string[]; created_at: string }>(
+  return sql<{
+    id: string;
+    uuid: string;
+    properties: Record<string, any>;
+    is_identified: boolean;
+    distinct_ids: string[];
+    created_at: string;
+  }>(
     orm,
     `select p.id, p.uuid, p.properties, p.is_identified, p.created_at,
             array(select d.distinct_id from person_distinct_id d where d.person_id = p.id order by d.distinct_id) as distinct_ids

@@ -43,7 +43,15 @@ export async function startApi(
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
   const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
   const flagCache = options.flagCache ? await startFlagCache(config.databaseDirectUrl) : null;
-  const deps: AppDeps = { config, orm, redis, queues: createQueues(redis, config), authCache, flagCache, clock: options.clock };
+  const deps: AppDeps = {
+    config,
+    orm,
+    redis,
+    queues: createQueues(redis, config),
+    authCache,
+    flagCache,
+    clock: options.clock,
+  };
   const app = createApp(deps);
   const server: Server = await new Promise((resolve) => {
     const s = listen(app, 0, '127.0.0.1', () => resolve(s));
@@ -71,7 +79,9 @@ export async function startApi(
  * A test file's API and one account, at the file's top level (`const { api, account } = await
  * apiWithAccount()`); the API closes after the file's tests.
  */
-export async function apiWithAccount(overrides?: (config: Config) => void): Promise<{ api: TestApi; account: TestAccount }> {
+export async function apiWithAccount(
+  overrides?: (config: Config) => void,
+): Promise<{ api: TestApi; account: TestAccount }> {
   const api = await startApi(overrides);
   afterAll(() => api.close());
   return { api, account: await createAccount(api.orm) };
@@ -91,9 +101,19 @@ export async function createAccount(orm: MikroORM, scopes: string[] | null = ['*
   const suffix = randomUUID().slice(0, 8);
   const organization = await createOrganization(em, `Org ${suffix}`);
   const project = await createProject(em, organization.id, `Project ${suffix}`);
-  const user = await createUser(em, { email: `user-${suffix}@example.com`, organizationId: organization.id, currentProjectId: project.id });
+  const user = await createUser(em, {
+    email: `user-${suffix}@example.com`,
+    organizationId: organization.id,
+    currentProjectId: project.id,
+  });
   const { value } = await createPersonalApiKey(em, { userId: user.id, label: 'test', scopes });
-  return { organizationId: organization.id, projectId: project.id, projectToken: project.apiToken, userId: user.id, apiKey: value };
+  return {
+    organizationId: organization.id,
+    projectId: project.id,
+    projectToken: project.apiToken,
+    userId: user.id,
+    apiKey: value,
+  };
 }
 
 /** Another key of the same user, with other scopes or scoping. */
@@ -102,15 +122,18 @@ export async function createKey(
   userId: number,
   input: { scopes?: string[] | null; scopedTeams?: number[]; scopedOrganizations?: string[] } = {},
 ): Promise<string> {
-  const { value } = await createPersonalApiKey(orm.em.fork(), {
-    userId,
-    label: 'test',
-    scopes: input.scopes === undefined ? ['*'] : input.scopes,
-    scopedTeams: input.scopedTeams ?? null,
-    scopedOrganizations: input.scopedOrganizations ?? null,
-  }, // Fixtures may hold many keys, and keys whose scoping no longer matches the user's memberships
-     // (the user left an organization, a project was deleted): what the API must still handle.
-  { limit: null, checkScoping: false });
+  const { value } = await createPersonalApiKey(
+    orm.em.fork(),
+    {
+      userId,
+      label: 'test',
+      scopes: input.scopes === undefined ? ['*'] : input.scopes,
+      scopedTeams: input.scopedTeams ?? null,
+      scopedOrganizations: input.scopedOrganizations ?? null,
+    }, // Fixtures may hold many keys, and keys whose scoping no longer matches the user's memberships
+    // (the user left an organization, a project was deleted): what the API must still handle.
+    { limit: null, checkScoping: false },
+  );
   return value;
 }
 
@@ -185,7 +208,11 @@ export async function settledJob(queue: Queue, job: Job): Promise<Job> {
 }
 
 /** Polls `check` until it returns a truthy value or `timeoutMs` passes. */
-export async function eventually<T>(check: () => Promise<T>, timeoutMs = 20_000, intervalMs = 100): Promise<NonNullable<T>> {
+export async function eventually<T>(
+  check: () => Promise<T>,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

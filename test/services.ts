@@ -31,7 +31,11 @@ export interface ServiceProcess {
 }
 
 function startNode(script: string, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, [script], { cwd: root, env: { ...process.env, LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [script], {
+    cwd: root,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
@@ -55,7 +59,12 @@ export async function startApiProcess(env: Record<string, string>): Promise<Serv
   try {
     await eventually(async () => {
       if (api.child.exitCode !== null) throw new Error(`API exited: ${api.output()}`);
-      return (await fetch(`${baseUrl}/_ready`).then((r) => r.status === 200, () => false)) || null;
+      return (
+        (await fetch(`${baseUrl}/_ready`).then(
+          (r) => r.status === 200,
+          () => false,
+        )) || null
+      );
     }, 30_000);
   } catch (error) {
     await api.stop();
@@ -100,7 +109,11 @@ export async function startPgBouncer(): Promise<{ url: (database: string) => str
   execFileSync('chown', ['-R', 'postgres', dir]);
   const binary = existsSync('/usr/sbin/pgbouncer') ? '/usr/sbin/pgbouncer' : 'pgbouncer';
   execFileSync(binary, ['-d', '-u', 'postgres', join(dir, 'pgbouncer.ini')], { cwd: dir });
-  const pid = Number(await eventually(async () => (existsSync(join(dir, 'pgbouncer.pid')) ? readFileSync(join(dir, 'pgbouncer.pid'), 'utf8').trim() : null)));
+  const pid = Number(
+    await eventually(async () =>
+      existsSync(join(dir, 'pgbouncer.pid')) ? readFileSync(join(dir, 'pgbouncer.pid'), 'utf8').trim() : null,
+    ),
+  );
   const url = (database: string) => `postgres://${direct.username || 'postgres'}@127.0.0.1:${port}/${database}`;
   return {
     url,
@@ -120,13 +133,34 @@ export async function startRedisCluster(): Promise<{ nodes: string; stop: () => 
   const children: ChildProcess[] = [];
   for (const port of ports) {
     const dir = mkdtempSync(join(tmpdir(), `redis-cluster-${port}-`));
-    const args = ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--save', '', '--appendonly', 'no'];
+    const args = [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      'nodes.conf',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+    ];
     children.push(spawn('redis-server', args, { cwd: dir, stdio: 'ignore' }));
   }
-  const cli = (args: string[]) => execFileSync('redis-cli', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  await eventually(async () => ports.every((port) => cli(['-p', String(port), 'ping']).trim() === 'PONG') || null, 10_000).catch(() => undefined);
+  const cli = (args: string[]) =>
+    execFileSync('redis-cli', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  await eventually(
+    async () => ports.every((port) => cli(['-p', String(port), 'ping']).trim() === 'PONG') || null,
+    10_000,
+  ).catch(() => undefined);
   cli(['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-yes']);
-  await eventually(async () => ports.every((port) => cli(['-p', String(port), 'cluster', 'info']).includes('cluster_state:ok')) || null, 20_000);
+  await eventually(
+    async () =>
+      ports.every((port) => cli(['-p', String(port), 'cluster', 'info']).includes('cluster_state:ok')) || null,
+    20_000,
+  );
   return {
     nodes: ports.map((p) => `127.0.0.1:${p}`).join(','),
     stop: async () => {

@@ -26,7 +26,11 @@ export async function syncSchedulers(deps: WorkerDeps, list: Schedule[]): Promis
   for (const s of list) {
     const queue = deps.queues[JOBS[s.job].queue];
     if ((await queue.getJobScheduler(s.schedulerId))?.pattern === s.pattern) continue;
-    await queue.upsertJobScheduler(s.schedulerId, { pattern: s.pattern, tz: 'UTC' }, { name: JOBS[s.job].name, data: s.data ?? {} });
+    await queue.upsertJobScheduler(
+      s.schedulerId,
+      { pattern: s.pattern, tz: 'UTC' },
+      { name: JOBS[s.job].name, data: s.data ?? {} },
+    );
     upserted++;
   }
   return upserted;
@@ -59,11 +63,17 @@ export async function startWorkers(
         const definition = processorOf(job.name);
         if (!definition) throw new UnrecoverableError(`no handler for job "${job.name}" on queue ${entry.queue}`);
         const started = Date.now();
-        deps.logger.info({ queue: entry.queue, job: job.name, jobId: job.id, attempt: job.attemptsMade + 1, data: job.data }, 'job started');
+        deps.logger.info(
+          { queue: entry.queue, job: job.name, jobId: job.id, attempt: job.attemptsMade + 1, data: job.data },
+          'job started',
+        );
         try {
           const result = await definition.run(job, deps);
           options.onJobDuration?.(entry.queue, job.name, Date.now() - started, true);
-          deps.logger.info({ queue: entry.queue, job: job.name, jobId: job.id, ms: Date.now() - started }, 'job finished');
+          deps.logger.info(
+            { queue: entry.queue, job: job.name, jobId: job.id, ms: Date.now() - started },
+            'job finished',
+          );
           return result;
         } catch (error) {
           options.onJobDuration?.(entry.queue, job.name, Date.now() - started, false);
@@ -83,11 +93,17 @@ export async function startWorkers(
     );
     worker.on('failed', (job, error) => {
       const final = !job || error instanceof UnrecoverableError || job.attemptsMade >= (job.opts.attempts ?? 1);
-      deps.logger.error({ queue: entry.queue, job: job?.name, jobId: job?.id, err: error.message, final }, 'job failed');
+      deps.logger.error(
+        { queue: entry.queue, job: job?.name, jobId: job?.id, err: error.message, final },
+        'job failed',
+      );
       const onFinalFailure = job && final ? processorOf(job.name)?.onFinalFailure : undefined;
       if (onFinalFailure) {
         void onFinalFailure(job!, error, deps).catch((hookError) =>
-          deps.logger.error({ queue: entry.queue, jobId: job!.id, err: (hookError as Error).message }, 'final-failure hook failed'),
+          deps.logger.error(
+            { queue: entry.queue, jobId: job!.id, err: (hookError as Error).message },
+            'final-failure hook failed',
+          ),
         );
       }
     });
@@ -97,7 +113,10 @@ export async function startWorkers(
 
   let first = true;
   const keepSchedules = async () => {
-    const { schedules, disagreements } = await recordedSchedules(deps.orm.em.fork() as EntityManager, defaultSchedules(deps.config));
+    const { schedules, disagreements } = await recordedSchedules(
+      deps.orm.em.fork() as EntityManager,
+      defaultSchedules(deps.config),
+    );
     if (first) {
       first = false;
       for (const d of disagreements) {
@@ -143,7 +162,9 @@ export async function startWorkers(
         deps.logger.warn({ timeoutMs }, 'shutdown time limit reached; returning active jobs to the queue');
         // close(true) still waits for the running processor; give it a moment, then let the process
         // exit: the job's lock and lease lapse and another worker resumes it, as after a crash.
-        await withTimeout(Promise.allSettled(workers.map((w) => w.close(true))), 500, 'forced shutdown').catch(() => undefined);
+        await withTimeout(Promise.allSettled(workers.map((w) => w.close(true))), 500, 'forced shutdown').catch(
+          () => undefined,
+        );
       }
       await Promise.allSettled(Object.values(deps.queues).map((q) => q.close()));
     },

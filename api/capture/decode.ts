@@ -9,7 +9,12 @@ import { JsonTooDeep, parseJsonYielding } from './json.ts';
 import { decompressLz64, Lz64TooLarge } from './lz64.ts';
 
 export const captureError = (detail: string, status = 400) =>
-  new ApiError(status, status === 401 ? 'authentication_error' : 'invalid_request', status === 401 ? 'invalid_api_key' : 'invalid_payload', detail);
+  new ApiError(
+    status,
+    status === 401 ? 'authentication_error' : 'invalid_request',
+    status === 401 ? 'invalid_api_key' : 'invalid_payload',
+    detail,
+  );
 
 const STRICT_BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
 const looksBase64 = (text: string) => text.length >= 4 && text.length % 4 === 0 && STRICT_BASE64.test(text.trim());
@@ -55,13 +60,20 @@ async function lz64Within(payload: Buffer, limitBytes: number): Promise<string> 
  * it decodes: gzip and lz-string stop as soon as they pass it; base64, form fields and the query's
  * `data` only ever shrink what was read, and the raw body was read within the limit.
  */
-export async function decodeSdkPayload(ctx: Context, rawBody: Buffer, limitBytes: number, legacyPath: boolean): Promise<unknown> {
+export async function decodeSdkPayload(
+  ctx: Context,
+  rawBody: Buffer,
+  limitBytes: number,
+  legacyPath: boolean,
+): Promise<unknown> {
   const query = ctx.query as Record<string, string | undefined>;
   let payload: Buffer = rawBody;
   let formCompression: string | undefined;
   if (typeof query.data === 'string' && query.data !== '') {
     payload = Buffer.from(query.data, 'utf8');
-  } else if ((ctx.get('content-type') || '').split(';')[0].trim().toLowerCase() === 'application/x-www-form-urlencoded') {
+  } else if (
+    (ctx.get('content-type') || '').split(';')[0].trim().toLowerCase() === 'application/x-www-form-urlencoded'
+  ) {
     const form = new URLSearchParams(rawBody.toString('utf8'));
     const data = form.get('data');
     if (data === null) throw captureError('request missing data payload');
@@ -71,7 +83,10 @@ export async function decodeSdkPayload(ctx: Context, rawBody: Buffer, limitBytes
   if (payload.length === 0) throw captureError('request missing data payload');
   if (payload.length > limitBytes) throw payloadTooLarge(limitBytes);
 
-  const hint = compressionHint(query.compression) ?? compressionHint(formCompression) ?? compressionHint(ctx.get('content-encoding'));
+  const hint =
+    compressionHint(query.compression) ??
+    compressionHint(formCompression) ??
+    compressionHint(ctx.get('content-encoding'));
   let text: string;
   if (hint === 'gzip' || (payload[0] === 0x1f && payload[1] === 0x8b)) {
     text = (await gunzipWithin(payload, limitBytes)).toString('utf8');

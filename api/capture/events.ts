@@ -47,7 +47,9 @@ export function requestOf(payload: unknown, options: { engagePath: boolean }): S
     sentAtValue = payload.sent_at;
   } else if (isObject(payload)) {
     if (payload.event === undefined && options.engagePath) {
-      rawEvents = [{ ...payload, event: '$identify', properties: { ...(isObject(payload.properties) ? payload.properties : {}) } }];
+      rawEvents = [
+        { ...payload, event: '$identify', properties: { ...(isObject(payload.properties) ? payload.properties : {}) } },
+      ];
     } else if (payload.event === undefined) {
       throw captureError('non-engage request missing event name attribute');
     } else {
@@ -66,7 +68,8 @@ export function requestOf(payload: unknown, options: { engagePath: boolean }): S
     const tokens = new Set<string>();
     for (const raw of rawEvents) {
       if (!isObject(raw)) continue;
-      const value = raw.token ?? raw.$token ?? raw.api_key ?? (isObject(raw.properties) ? raw.properties.token : undefined);
+      const value =
+        raw.token ?? raw.$token ?? raw.api_key ?? (isObject(raw.properties) ? raw.properties.token : undefined);
       if (typeof value === 'string') tokens.add(value.trim());
     }
     if (tokens.size > 1) throw captureError('batch submitted with inconsistent api_key values', 401);
@@ -109,7 +112,12 @@ function repairedInPlace(value: unknown, depth: number): unknown {
     if (repairedKey !== key) delete object[key];
     // defineProperty, not assignment: a key named "__proto__" must stay a plain property.
     if (repairedKey !== key || repaired !== inner)
-      Object.defineProperty(object, repairedKey, { value: repaired, enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(object, repairedKey, {
+        value: repaired,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
   }
   return object;
 }
@@ -123,7 +131,8 @@ function truncated(text: string, max: number): string {
 }
 
 function distinctIdOf(raw: Record<string, any>): string | null {
-  const value = raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
+  const value =
+    raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
   if (value === undefined || value === null || value === '') return null;
   const text = truncated(typeof value === 'string' ? value : JSON.stringify(value), 200);
   return text.trim() === '' ? null : text;
@@ -144,17 +153,33 @@ function timestampOf(raw: Record<string, any>, properties: Record<string, unknow
     ms = now.getTime() - raw.offset;
   }
   if (ms - now.getTime() > FUTURE_CUTOFF_MS)
-    return { timestamp: now, warning: { type: 'event_timestamp_in_future', detail: 'timestamp more than 23 hours ahead; the server time is used' } as const };
+    return {
+      timestamp: now,
+      warning: {
+        type: 'event_timestamp_in_future',
+        detail: 'timestamp more than 23 hours ahead; the server time is used',
+      } as const,
+    };
   if (!(ms >= FIRST_MS && ms <= LAST_MS))
-    return { timestamp: new Date(0), warning: { type: 'ignored_invalid_timestamp', detail: 'timestamp before year 1 or after 9999; the Unix epoch is used' } as const };
+    return {
+      timestamp: new Date(0),
+      warning: {
+        type: 'ignored_invalid_timestamp',
+        detail: 'timestamp before year 1 or after 9999; the Unix epoch is used',
+      } as const,
+    };
   return { timestamp: new Date(ms), warning: null };
 }
 
 /** The request's events, checked and repaired; `warnings` says which were changed or dropped, and why. */
-export function eventsOf(request: SdkRequest, options: { querySentAt?: string }): { events: IngestEvent[]; warnings: CaptureWarning[] } {
+export function eventsOf(
+  request: SdkRequest,
+  options: { querySentAt?: string },
+): { events: IngestEvent[]; warnings: CaptureWarning[] } {
   const now = new Date();
   const { sentAtValue } = request;
-  let sentAt: Date | null = typeof sentAtValue === 'string' && !Number.isNaN(Date.parse(sentAtValue)) ? new Date(sentAtValue) : null;
+  let sentAt: Date | null =
+    typeof sentAtValue === 'string' && !Number.isNaN(Date.parse(sentAtValue)) ? new Date(sentAtValue) : null;
   if (!sentAt && options.querySentAt && /^\d+$/.test(options.querySentAt)) {
     const ms = Number(options.querySentAt);
     if (new Date(ms).getUTCFullYear() > 2020) sentAt = new Date(ms);
@@ -173,7 +198,8 @@ export function eventsOf(request: SdkRequest, options: { querySentAt?: string })
       continue;
     }
     const properties: Record<string, any> = isObject(raw.properties) ? { ...raw.properties } : {};
-    if (typeof raw.event !== 'string' || raw.event.trim() === '') throw captureError('event submitted with an empty event name');
+    if (typeof raw.event !== 'string' || raw.event.trim() === '')
+      throw captureError('event submitted with an empty event name');
     const distinctId = distinctIdOf(raw);
     if (distinctId === null) throw captureError('event submitted without a distinct_id');
     if (properties.$cookieless_mode !== undefined && typeof properties.$cookieless_mode !== 'boolean')

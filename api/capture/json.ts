@@ -40,7 +40,11 @@ function slicer() {
 }
 
 /** Pass 1: containers whose text is longer than `smallChars`, by open position → close position. */
-async function bigContainers(text: string, smallChars: number, pause: () => Promise<void>): Promise<Map<number, number>> {
+async function bigContainers(
+  text: string,
+  smallChars: number,
+  pause: () => Promise<void>,
+): Promise<Map<number, number>> {
   const big = new Map<number, number>();
   const open: number[] = [];
   let inString = false;
@@ -114,7 +118,9 @@ export async function parseJsonYielding(text: string, options: { smallChars?: nu
   const pause = slicer();
   const big = await bigContainers(text, smallChars, pause);
   const fail = (at: number): never => {
-    throw new SyntaxError(at < text.length ? `Unexpected '${text[at]}' in JSON at position ${at}` : 'Unexpected end of JSON input');
+    throw new SyntaxError(
+      at < text.length ? `Unexpected '${text[at]}' in JSON at position ${at}` : 'Unexpected end of JSON input',
+    );
   };
 
   let pos = 0;

@@ -128,6 +128,8 @@ export async function decompressLz64(input: string, maxChars: number): Promise<s
     }
   }
   // utf16le keeps every code unit as it is, lone surrogates included, as lz-string's output does.
-  const parts = chunks.map((chunk, i) => Buffer.from(chunk.buffer, 0, Math.min(written - i * 65536, 65536) * 2).toString('utf16le'));
+  const parts = chunks.map((chunk, i) =>
+    Buffer.from(chunk.buffer, 0, Math.min(written - i * 65536, 65536) * 2).toString('utf16le'),
+  );
   return parts.join('');
 }

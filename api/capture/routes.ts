@@ -40,7 +40,16 @@ async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: b
   const project = await projectByApiToken(ctx.state.em, request.token);
   const { events, warnings } = eventsOf(request, { querySentAt: ctx.query._ as string | undefined });
   if (warnings.length > 0)
-    logger.warn({ requestId: ctx.state.requestId, projectId: project.id, path: ctx.path, warnings: warnings.slice(0, 50), count: warnings.length }, 'capture repaired or dropped events');
+    logger.warn(
+      {
+        requestId: ctx.state.requestId,
+        projectId: project.id,
+        path: ctx.path,
+        warnings: warnings.slice(0, 50),
+        count: warnings.length,
+      },
+      'capture repaired or dropped events',
+    );
   await ingestEvents(ctx.state.em, project.id, events);
   ctx.metrics.eventsIngested.inc(events.length);
   if (ctx.query.beacon === '1') {
@@ -53,12 +62,24 @@ async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: b
 const successSchema = { type: 'object', required: ['status'], properties: { status: { type: 'integer' } } };
 
 const ENDPOINTS: { path: string; limitBytes: number; legacy: boolean; engage: boolean; summary: string }[] = [
-  { path: '/batch', limitBytes: 20 * MB, legacy: false, engage: false, summary: 'Capture a batch of events (posthog-node, posthog-js)' },
+  {
+    path: '/batch',
+    limitBytes: 20 * MB,
+    legacy: false,
+    engage: false,
+    summary: 'Capture a batch of events (posthog-node, posthog-js)',
+  },
   { path: '/e', limitBytes: 2 * MB, legacy: true, engage: false, summary: 'Capture events' },
   { path: '/i/v0/e', limitBytes: 2 * MB, legacy: false, engage: false, summary: 'Capture events' },
   { path: '/capture', limitBytes: 2 * MB, legacy: true, engage: false, summary: 'Capture events' },
   { path: '/track', limitBytes: 2 * MB, legacy: true, engage: false, summary: 'Capture events' },
-  { path: '/engage', limitBytes: 2 * MB, legacy: true, engage: true, summary: 'Set person properties (engage payload becomes $identify)' },
+  {
+    path: '/engage',
+    limitBytes: 2 * MB,
+    legacy: true,
+    engage: true,
+    summary: 'Set person properties (engage payload becomes $identify)',
+  },
   { path: '/s', limitBytes: 20 * MB, legacy: false, engage: false, summary: 'Capture session recording snapshots' },
 ];
 
@@ -89,7 +110,10 @@ export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
       tags: ['capture'],
       scopes: null,
       rawBody: true,
-      responses: { 200: { description: 'Events stored', schema: successSchema }, 401: { description: 'Missing or invalid project API key' } },
+      responses: {
+        200: { description: 'Events stored', schema: successSchema },
+        401: { description: 'Missing or invalid project API key' },
+      },
       handler: (ctx) => capture(ctx, endpoint),
     }),
   ),

@@ -76,7 +76,9 @@ async function countReads(em: EntityManager, ids: string[]) {
 async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
   const id = ctx.state.params.id;
   if (!isUuid(id)) throw notFound();
-  const [row] = await ctx.state.em.getConnection().execute<any[]>(`${SELECT} where d.project_id = ? and d.id = ?::uuid`, [ctx.state.project.id, id]);
+  const [row] = await ctx.state.em
+    .getConnection()
+    .execute<any[]>(`${SELECT} where d.project_id = ? and d.id = ?::uuid`, [ctx.state.project.id, id]);
   if (!row) throw notFound();
   return row;
 }
@@ -103,8 +105,12 @@ async function list(ctx: ApiContext) {
   const q = ctx.state.query;
   const where = ['d.project_id = ?'];
   const params: unknown[] = [ctx.state.project.id];
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: NUL cannot be bound as a PostgreSQL text parameter
-  for (const term of String(q.search ?? '').replace(/\u0000/g, '').split(' ').filter(Boolean)) {
+  // NUL cannot be bound as a PostgreSQL text parameter.
+  const terms = String(q.search ?? '')
+    .replaceAll('\u0000', '')
+    .split(' ')
+    .filter(Boolean);
+  for (const term of terms) {
     where.push(`d.name ilike ?`);
     params.push(containsPattern(term));
   }
@@ -117,23 +123,34 @@ async function list(ctx: ApiContext) {
     } catch {
       excluded = null;
     }
-    if (!Array.isArray(excluded)) throw validationError('excluded_properties must be a JSON array of event names.', 'excluded_properties');
+    if (!Array.isArray(excluded))
+      throw validationError('excluded_properties must be a JSON array of event names.', 'excluded_properties');
     where.push(`d.name not in (select jsonb_array_elements_text(?::jsonb))`);
     params.push(JSON.stringify([...new Set(excluded.map(String))]));
   }
   if (q.exclude_hidden === true) where.push('not d.hidden');
   const page = pageOf(q);
   const conn = ctx.state.em.getConnection();
-  const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from event_definition d where ${where.join(' and ')}`, params);
-  const rows = await conn.execute<any[]>(`${SELECT} where ${where.join(' and ')} order by ${orderBy(q.ordering)} limit ? offset ?`, [...params, page.limit, page.offset]);
-  await countReads(ctx.state.em, rows.map((r) => r.id));
+  const [{ count }] = await conn.execute<any[]>(
+    `select count(*)::int as count from event_definition d where ${where.join(' and ')}`,
+    params,
+  );
+  const rows = await conn.execute<any[]>(
+    `${SELECT} where ${where.join(' and ')} order by ${orderBy(q.ordering)} limit ? offset ?`,
+    [...params, page.limit, page.offset],
+  );
+  await countReads(
+    ctx.state.em,
+    rows.map((r) => r.id),
+  );
   ctx.body = paginated(ctx, page, count, rows.map(serialize));
 }
 
 async function update(ctx: ApiContext) {
   const before = await findDefinition(ctx);
   const body = ctx.state.body as Record<string, any>;
-  if (body.hidden === true && body.verified === true) throw validationError('An event cannot be both hidden and verified');
+  if (body.hidden === true && body.verified === true)
+    throw validationError('An event cannot be both hidden and verified');
   const next: Record<string, any> = {
     description: body.description ?? before.description,
     tags: body.tags !== undefined ? [...new Set<string>(body.tags)] : before.tags,
@@ -146,16 +163,25 @@ async function update(ctx: ApiContext) {
     verified_by_id: before.verified_by_id,
   };
   if (body.owner !== undefined && body.owner !== null) {
-    const [member] = await ctx.state.em.getConnection().execute<any[]>(
-      `select 1 from organization_membership where organization_id = ? and user_id = ?`,
-      [ctx.state.project.organization_id, body.owner],
-    );
+    const [member] = await ctx.state.em
+      .getConnection()
+      .execute<any[]>(`select 1 from organization_membership where organization_id = ? and user_id = ?`, [
+        ctx.state.project.organization_id,
+        body.owner,
+      ]);
     if (!member) throw validationError('The owner must be a member of this organization.', 'owner');
   }
-  if (body.verified === true && !before.verified) Object.assign(next, { verified: true, verified_at: new Date(), verified_by_id: ctx.state.auth.userId, hidden: false });
+  if (body.verified === true && !before.verified)
+    Object.assign(next, {
+      verified: true,
+      verified_at: new Date(),
+      verified_by_id: ctx.state.auth.userId,
+      hidden: false,
+    });
   if (body.verified === true) next.hidden = false;
   if (body.verified === false) Object.assign(next, { verified: false, verified_at: null, verified_by_id: null });
-  if (body.hidden === true) Object.assign(next, { hidden: true, verified: false, verified_at: null, verified_by_id: null });
+  if (body.hidden === true)
+    Object.assign(next, { hidden: true, verified: false, verified_at: null, verified_by_id: null });
   if (body.hidden === false) next.hidden = false;
 
   const changes: ActivityChange[] = [];
@@ -168,13 +194,26 @@ async function update(ctx: ApiContext) {
     ['default_columns', before.default_columns, next.default_columns],
   ];
   for (const [field, was, is] of compare) {
-    if (JSON.stringify(was) !== JSON.stringify(is)) changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
+    if (JSON.stringify(was) !== JSON.stringify(is))
+      changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
   }
   await ctx.state.em.fork().transactional(async (tx) => {
     await tx.getConnection().execute(
       `update event_definition set description = ?, tags = ?::text[], owner_id = ?, default_columns = ?::text[], post_to_slack = ?, hidden = ?, verified = ?,
               verified_at = ?, verified_by_id = ?, updated_at = now(), updated_by_id = ? where id = ?`,
-      [next.description, pgArray(next.tags), next.owner_id, pgArray(next.default_columns), next.post_to_slack, next.hidden, next.verified, next.verified_at, next.verified_by_id, ctx.state.auth.userId, before.id],
+      [
+        next.description,
+        pgArray(next.tags),
+        next.owner_id,
+        pgArray(next.default_columns),
+        next.post_to_slack,
+        next.hidden,
+        next.verified,
+        next.verified_at,
+        next.verified_by_id,
+        ctx.state.auth.userId,
+        before.id,
+      ],
       'run',
       tx.getTransactionContext(),
     );
@@ -202,9 +241,18 @@ export const eventDefinitionRoutes = [
         ...PAGE_QUERY_PROPERTIES,
         search: { type: 'string', maxLength: 1000, description: 'Every space-separated term must appear in the name' },
         event_type: { enum: ['event', 'all', 'action_event', 'event_custom', 'event_posthog'] },
-        excluded_properties: { type: 'string', maxLength: 100_000, description: 'JSON array of event names to leave out' },
+        excluded_properties: {
+          type: 'string',
+          maxLength: 100_000,
+          description: 'JSON array of event names to leave out',
+        },
         exclude_hidden: { type: 'boolean' },
-        ordering: { type: 'array', items: { type: 'string', maxLength: 40 }, maxItems: 5, description: 'name, last_seen_at, last_seen_at::date; prefix - for descending' },
+        ordering: {
+          type: 'array',
+          items: { type: 'string', maxLength: 40 },
+          maxItems: 5,
+          description: 'name, last_seen_at, last_seen_at::date; prefix - for descending',
+        },
       },
     },
     responses: { 200: { description: 'A page of event definitions', schema: paginatedSchema(definitionSchema) } },
@@ -254,7 +302,9 @@ export const eventDefinitionRoutes = [
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
       await ctx.state.em.fork().transactional(async (tx) => {
-        await tx.getConnection().execute(`delete from event_definition where id = ?`, [row.id], 'run', tx.getTransactionContext());
+        await tx
+          .getConnection()
+          .execute(`delete from event_definition where id = ?`, [row.id], 'run', tx.getTransactionContext());
         await recordActivity(tx as EntityManager, {
           ...actorOf(ctx),
           scope: 'EventDefinition',
@@ -275,10 +325,12 @@ export const eventDefinitionRoutes = [
     responses: { 200: { description: 'Usage', schema: record({ query_usage_30_day: { type: 'integer' } }) } },
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
-      const [usage] = await ctx.state.em.getConnection().execute<any[]>(
-        `select coalesce(sum(reads), 0)::int as n from event_definition_usage where definition_id = ? and day > current_date - 30`,
-        [row.id],
-      );
+      const [usage] = await ctx.state.em
+        .getConnection()
+        .execute<any[]>(
+          `select coalesce(sum(reads), 0)::int as n from event_definition_usage where definition_id = ? and day > current_date - 30`,
+          [row.id],
+        );
       ctx.body = { query_usage_30_day: usage.n };
     },
   }),

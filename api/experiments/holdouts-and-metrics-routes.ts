@@ -23,12 +23,19 @@ interface Resource {
 
 function holdoutFilters(filters: unknown, partial: boolean): unknown[] | undefined {
   if (filters === undefined && partial) return undefined;
-  if (!Array.isArray(filters) || filters.length === 0) throw validationError('Filters are required to create an holdout group', 'filters');
+  if (!Array.isArray(filters) || filters.length === 0)
+    throw validationError('Filters are required to create an holdout group', 'filters');
   for (const f of filters) {
-    if (!f || typeof f !== 'object' || (f as any).rollout_percentage === undefined || (f as any).rollout_percentage === null)
+    if (
+      !f ||
+      typeof f !== 'object' ||
+      (f as any).rollout_percentage === undefined ||
+      (f as any).rollout_percentage === null
+    )
       throw validationError('Rollout percentage must be present.', 'filters');
     const p = Number((f as any).rollout_percentage);
-    if (!Number.isFinite(p) || p < 0 || p > 100) throw validationError('Rollout percentage must be between 0 and 100.', 'filters');
+    if (!Number.isFinite(p) || p < 0 || p > 100)
+      throw validationError('Rollout percentage must be between 0 and 100.', 'filters');
   }
   return filters;
 }
@@ -57,7 +64,11 @@ const HOLDOUTS: Resource = {
   order: 'r.created_at desc, r.id desc',
   body: {
     type: 'object',
-    properties: { name: { type: 'string', minLength: 1, maxLength: 400 }, description: { type: ['string', 'null'], maxLength: 400 }, filters: { type: 'array', maxItems: 20, items: {} } },
+    properties: {
+      name: { type: 'string', minLength: 1, maxLength: 400 },
+      description: { type: ['string', 'null'], maxLength: 400 },
+      filters: { type: 'array', maxItems: 20, items: {} },
+    },
   },
   clean: (body, partial) => {
     if (!partial && !body.name) throw validationError('This field is required.', 'name', 'required');
@@ -69,7 +80,10 @@ const HOLDOUTS: Resource = {
     return out;
   },
   serialize: (row) => ({ ...common(row), filters: row.filters }),
-  schema: record({ ...commonSchema, filters: { type: 'array', items: openObject('A group: rollout_percentage, properties, variant') } }),
+  schema: record({
+    ...commonSchema,
+    filters: { type: 'array', items: openObject('A group: rollout_percentage, properties, variant') },
+  }),
   // Each filter is the holdout's variant; flags of its experiments follow its filters (or lose it).
   afterWrite: async (em, row, deleted) => {
     const conn = em.getConnection();
@@ -77,10 +91,17 @@ const HOLDOUTS: Resource = {
     let groups: unknown = null;
     if (!deleted) {
       groups = (row.filters as any[]).map((f) => ({ ...f, variant: `holdout-${row.id}` }));
-      await conn.execute(`update experiment_holdout set filters = ?::jsonb where id = ?`, [JSON.stringify(groups), row.id], 'run', txc);
+      await conn.execute(
+        `update experiment_holdout set filters = ?::jsonb where id = ?`,
+        [JSON.stringify(groups), row.id],
+        'run',
+        txc,
+      );
       row.filters = groups;
     }
-    const holdout = groups ? { id: row.id, exclusion_percentage: Number((groups as any[])[0]?.rollout_percentage ?? 0) } : null;
+    const holdout = groups
+      ? { id: row.id, exclusion_percentage: Number((groups as any[])[0]?.rollout_percentage ?? 0) }
+      : null;
     await conn.execute(
       `update feature_flag f set filters = f.filters || jsonb_build_object('holdout_groups', ?::jsonb, 'holdout', ?::jsonb), version = version + 1
         where f.id in (select feature_flag_id from experiment where holdout_id = ?)`,
@@ -111,12 +132,19 @@ const SAVED_METRICS: Resource = {
     const out: Record<string, unknown> = {};
     if (body.name !== undefined) out.name = body.name;
     if (body.description !== undefined) out.description = body.description;
-    if (body.tags !== undefined) out.tags = `{${[...new Set<string>(body.tags)].map((t) => JSON.stringify(t)).join(',')}}`;
+    if (body.tags !== undefined)
+      out.tags = `{${[...new Set<string>(body.tags)].map((t) => JSON.stringify(t)).join(',')}}`;
     if (body.query !== undefined || !partial) {
       const query = body.query;
-      if (!query || Object.keys(query).length === 0) throw validationError('Query is required to create a saved metric', 'query');
-      if (!METRIC_KINDS.includes(query.kind)) throw validationError("Metric query kind must be 'ExperimentMetric', 'ExperimentTrendsQuery' or 'ExperimentFunnelsQuery'", 'query');
-      if (query.kind === 'ExperimentMetric' && !query.metric_type) throw validationError('ExperimentMetric requires a metric_type', 'query');
+      if (!query || Object.keys(query).length === 0)
+        throw validationError('Query is required to create a saved metric', 'query');
+      if (!METRIC_KINDS.includes(query.kind))
+        throw validationError(
+          "Metric query kind must be 'ExperimentMetric', 'ExperimentTrendsQuery' or 'ExperimentFunnelsQuery'",
+          'query',
+        );
+      if (query.kind === 'ExperimentMetric' && !query.metric_type)
+        throw validationError('ExperimentMetric requires a metric_type', 'query');
       if (query.kind === 'ExperimentMetric' && !['mean', 'funnel', 'ratio'].includes(query.metric_type))
         throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
       out.query = JSON.stringify(query);
@@ -133,7 +161,9 @@ function routesFor(r: Resource) {
   const select = `select r.*, ${userColumns('u', 'creator')} from ${r.table} r left join app_user u on u.id = r.created_by_id`;
   const find = async (ctx: ApiContext, id = ctx.state.params.id) => {
     if (!/^\d{1,9}$/.test(String(id))) throw notFound();
-    const [row] = await ctx.state.em.getConnection().execute<any[]>(`${select} where r.project_id = ? and r.id = ?`, [ctx.state.project.id, id]);
+    const [row] = await ctx.state.em
+      .getConnection()
+      .execute<any[]>(`${select} where r.project_id = ? and r.id = ?`, [ctx.state.project.id, id]);
     if (!row) throw notFound();
     return row;
   };
@@ -154,7 +184,12 @@ function routesFor(r: Resource) {
         );
         rowId = row.id;
       } else if (columns.length) {
-        await conn.execute(`update ${r.table} set ${columns.map((c) => `${c} = ${cast(c)}`).join(', ')}, updated_at = now() where id = ?`, [...Object.values(fields), id], 'run', txc);
+        await conn.execute(
+          `update ${r.table} set ${columns.map((c) => `${c} = ${cast(c)}`).join(', ')}, updated_at = now() where id = ?`,
+          [...Object.values(fields), id],
+          'run',
+          txc,
+        );
       }
       if (r.afterWrite && (id === null || 'filters' in fields)) {
         const [row] = await conn.execute<any[]>(`select * from ${r.table} where id = ?`, [rowId], 'all', txc);
@@ -166,19 +201,34 @@ function routesFor(r: Resource) {
   const idPath = `${r.path}/:id`;
   return [
     defineRoute({
-      method: 'GET', path: r.path, summary: `List ${r.tag}`, tags: [r.tag], scopes: ['experiment:read'],
+      method: 'GET',
+      path: r.path,
+      summary: `List ${r.tag}`,
+      tags: [r.tag],
+      scopes: ['experiment:read'],
       query: { type: 'object', properties: PAGE_QUERY_PROPERTIES },
       responses: { 200: { description: 'A page', schema: paginatedSchema(r.schema) } },
       handler: async (ctx) => {
         const page = pageOf(ctx.state.query);
         const conn = ctx.state.em.getConnection();
-        const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from ${r.table} where project_id = ?`, [ctx.state.project.id]);
-        const rows = await conn.execute<any[]>(`${select} where r.project_id = ? order by ${r.order} limit ? offset ?`, [ctx.state.project.id, page.limit, page.offset]);
+        const [{ count }] = await conn.execute<any[]>(
+          `select count(*)::int as count from ${r.table} where project_id = ?`,
+          [ctx.state.project.id],
+        );
+        const rows = await conn.execute<any[]>(
+          `${select} where r.project_id = ? order by ${r.order} limit ? offset ?`,
+          [ctx.state.project.id, page.limit, page.offset],
+        );
         ctx.body = paginated(ctx, page, count, rows.map(r.serialize));
       },
     }),
     defineRoute({
-      method: 'POST', path: r.path, summary: `Create one of the ${r.tag}`, tags: [r.tag], scopes: ['experiment:write'], body: r.body,
+      method: 'POST',
+      path: r.path,
+      summary: `Create one of the ${r.tag}`,
+      tags: [r.tag],
+      scopes: ['experiment:write'],
+      body: r.body,
       responses: { 201: { description: 'Created', schema: r.schema } },
       handler: async (ctx) => {
         const row = await write(ctx, null);
@@ -187,14 +237,23 @@ function routesFor(r: Resource) {
       },
     }),
     defineRoute({
-      method: 'GET', path: idPath, summary: `Retrieve one of the ${r.tag}`, tags: [r.tag], scopes: ['experiment:read'],
+      method: 'GET',
+      path: idPath,
+      summary: `Retrieve one of the ${r.tag}`,
+      tags: [r.tag],
+      scopes: ['experiment:read'],
       responses: { 200: { description: 'Found', schema: r.schema } },
       handler: async (ctx) => {
         ctx.body = r.serialize(await find(ctx));
       },
     }),
     defineRoute({
-      method: 'PATCH', path: idPath, summary: `Update one of the ${r.tag}`, tags: [r.tag], scopes: ['experiment:write'], body: r.body,
+      method: 'PATCH',
+      path: idPath,
+      summary: `Update one of the ${r.tag}`,
+      tags: [r.tag],
+      scopes: ['experiment:write'],
+      body: r.body,
       responses: { 200: { description: 'Updated', schema: r.schema } },
       handler: async (ctx) => {
         const existing = await find(ctx);
@@ -202,13 +261,19 @@ function routesFor(r: Resource) {
       },
     }),
     defineRoute({
-      method: 'DELETE', path: idPath, summary: `Delete one of the ${r.tag}`, tags: [r.tag], scopes: ['experiment:write'],
+      method: 'DELETE',
+      path: idPath,
+      summary: `Delete one of the ${r.tag}`,
+      tags: [r.tag],
+      scopes: ['experiment:write'],
       responses: { 204: { description: 'Deleted' } },
       handler: async (ctx) => {
         const row = await find(ctx);
         await ctx.state.em.fork().transactional(async (tx) => {
           if (r.afterWrite) await r.afterWrite(tx as EntityManager, row, true);
-          await tx.getConnection().execute(`delete from ${r.table} where id = ?`, [row.id], 'run', tx.getTransactionContext());
+          await tx
+            .getConnection()
+            .execute(`delete from ${r.table} where id = ?`, [row.id], 'run', tx.getTransactionContext());
         });
         ctx.status = 204;
       },

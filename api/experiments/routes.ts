@@ -39,20 +39,32 @@ const writableProperties = {
 
 async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promise<any> {
   if (!/^\d{1,9}$/.test(id)) throw notFound();
-  const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ? and not x.deleted', [ctx.state.project.id, id]);
+  const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ? and not x.deleted', [
+    ctx.state.project.id,
+    id,
+  ]);
   if (!row) throw notFound();
   return row;
 }
 
 const ORDERS: Record<string, string> = {
-  created_at: 'x.created_at', created_by: 'x.created_by_id', updated_at: 'x.updated_at', name: 'x.name', start_date: 'x.start_date', end_date: 'x.end_date',
+  created_at: 'x.created_at',
+  created_by: 'x.created_by_id',
+  updated_at: 'x.updated_at',
+  name: 'x.name',
+  start_date: 'x.start_date',
+  end_date: 'x.end_date',
   duration: `(coalesce(x.end_date, now()) - x.start_date)`,
   status: `(case when x.start_date is null then 0 when x.end_date is null then 1 else 2 end)`,
 };
 
 async function list(ctx: ApiContext) {
   const q = ctx.state.query;
-  const where = ['x.project_id = ?', 'not x.deleted', String(q.archived).toLowerCase() === 'true' ? 'x.archived' : 'not x.archived'];
+  const where = [
+    'x.project_id = ?',
+    'not x.deleted',
+    String(q.archived).toLowerCase() === 'true' ? 'x.archived' : 'not x.archived',
+  ];
   const params: unknown[] = [ctx.state.project.id];
   const status = String(q.status ?? '').toLowerCase();
   if (status === 'draft') where.push('x.start_date is null');
@@ -74,18 +86,35 @@ async function list(ctx: ApiContext) {
     order = `${column} ${desc ? 'desc' : 'asc'} nulls last`;
   }
   const page = pageOf(q);
-  const [{ count }] = await ctx.state.em.getConnection().execute<any[]>(`select count(*)::int as count from experiment x where ${where.join(' and ')}`, params);
-  const rows = await experimentRows(ctx.state.em, where.join(' and '), params, `order by ${order}, x.id desc limit ${page.limit} offset ${page.offset}`);
+  const [{ count }] = await ctx.state.em
+    .getConnection()
+    .execute<any[]>(`select count(*)::int as count from experiment x where ${where.join(' and ')}`, params);
+  const rows = await experimentRows(
+    ctx.state.em,
+    where.join(' and '),
+    params,
+    `order by ${order}, x.id desc limit ${page.limit} offset ${page.offset}`,
+  );
   ctx.body = paginated(ctx, page, count, rows.map(serializeExperiment));
 }
 
 async function duplicate(ctx: ApiContext) {
   const source = await findExperiment(ctx);
   const body = ctx.state.body ?? {};
-  if (body.feature_flag_key !== undefined && (typeof body.feature_flag_key !== 'string' || body.feature_flag_key === ''))
+  if (
+    body.feature_flag_key !== undefined &&
+    (typeof body.feature_flag_key !== 'string' || body.feature_flag_key === '')
+  )
     throw validationError('Not a valid string.', 'feature_flag_key');
   const names = new Set(
-    (await ctx.state.em.getConnection().execute<any[]>(`select name from experiment where project_id = ? and not deleted and name like ?`, [ctx.state.project.id, `${source.name} (Copy)%`])).map((r) => r.name),
+    (
+      await ctx.state.em
+        .getConnection()
+        .execute<any[]>(`select name from experiment where project_id = ? and not deleted and name like ?`, [
+          ctx.state.project.id,
+          `${source.name} (Copy)%`,
+        ])
+    ).map((r) => r.name),
   );
   let name = `${source.name} (Copy)`;
   for (let n = 1; names.has(name); n++) name = `${source.name} (Copy) ${n}`;
@@ -130,7 +159,9 @@ async function exposureCohort(ctx: ApiContext) {
               explicit_datetime: new Date(experiment.start_date).toISOString().replace('Z', '+00:00'),
               event_filters: [
                 { key: '$feature_flag', value: [experiment.feature_flag.key], operator: 'exact', type: 'event' },
-                ...(variants.length ? [{ key: '$feature_flag_response', value: variants, operator: 'exact', type: 'event' }] : []),
+                ...(variants.length
+                  ? [{ key: '$feature_flag_response', value: variants, operator: 'exact', type: 'event' }]
+                  : []),
               ],
             },
           ],
@@ -144,16 +175,35 @@ async function exposureCohort(ctx: ApiContext) {
     const txc = tx.getTransactionContext();
     [cohort] = await conn.execute<any[]>(
       `insert into cohort (project_id, name, filters, is_static, is_calculating, created_by_id) values (?, ?, ?::jsonb, false, true, ?) returning *`,
-      [ctx.state.project.id, `Users exposed to experiment "${experiment.name}"`, JSON.stringify(filters), ctx.state.auth.userId],
+      [
+        ctx.state.project.id,
+        `Users exposed to experiment "${experiment.name}"`,
+        JSON.stringify(filters),
+        ctx.state.auth.userId,
+      ],
       'all',
       txc,
     );
-    await conn.execute(`update experiment set exposure_cohort_id = ? where id = ?`, [cohort.id, experiment.id], 'run', txc);
+    await conn.execute(
+      `update experiment set exposure_cohort_id = ? where id = ?`,
+      [cohort.id, experiment.id],
+      'run',
+      txc,
+    );
   });
   ctx.body = {
     cohort: {
-      id: cohort.id, name: cohort.name, description: cohort.description, filters: cohort.filters, query: null, is_static: false,
-      is_calculating: cohort.is_calculating, deleted: false, count: cohort.count, created_at: isoTimestamp(cohort.created_at), experiment_set: [experiment.id],
+      id: cohort.id,
+      name: cohort.name,
+      description: cohort.description,
+      filters: cohort.filters,
+      query: null,
+      is_static: false,
+      is_calculating: cohort.is_calculating,
+      deleted: false,
+      count: cohort.count,
+      created_at: isoTimestamp(cohort.created_at),
+      experiment_set: [experiment.id],
     },
   };
 }
@@ -194,10 +244,12 @@ async function timeseries(ctx: ApiContext) {
     [experiment.id, metric_uuid, fingerprint],
   );
   const tz = ctx.state.project.timezone;
-  const [{ days }] = await ctx.state.em.getConnection().execute<any[]>(
-    `select array(select d::date::text from generate_series((?::timestamptz at time zone ?)::date, (coalesce(?::timestamptz, now()) at time zone ?)::date, interval '1 day') d) as days`,
-    [experiment.start_date, tz, experiment.end_date, tz],
-  );
+  const [{ days }] = await ctx.state.em
+    .getConnection()
+    .execute<any[]>(
+      `select array(select d::date::text from generate_series((?::timestamptz at time zone ?)::date, (coalesce(?::timestamptz, now()) at time zone ?)::date, interval '1 day') d) as days`,
+      [experiment.start_date, tz, experiment.end_date, tz],
+    );
   const series: Record<string, unknown> = Object.fromEntries((days as string[]).map((d) => [d, null]));
   const errors: Record<string, string> = {};
   let completed = 0;
@@ -208,8 +260,20 @@ async function timeseries(ctx: ApiContext) {
     } else if (row.status === 'failed') errors[row.day] = row.error_message;
   }
   const failed = Object.keys(errors).length;
-  const status = rows.length === 0 ? 'pending' : completed === 0 && failed > 0 ? 'failed' : completed === days.length ? 'completed' : completed > 0 ? 'partial' : 'pending';
-  const computed = rows.filter((r) => r.status === 'completed').map((r) => r.computed_at).sort();
+  const status =
+    rows.length === 0
+      ? 'pending'
+      : completed === 0 && failed > 0
+        ? 'failed'
+        : completed === days.length
+          ? 'completed'
+          : completed > 0
+            ? 'partial'
+            : 'pending';
+  const computed = rows
+    .filter((r) => r.status === 'completed')
+    .map((r) => r.computed_at)
+    .sort();
   ctx.body = {
     experiment_id: experiment.id,
     metric_uuid,
@@ -227,11 +291,22 @@ async function recalculate(ctx: ApiContext) {
   const experiment = await findExperiment(ctx);
   if (!experiment.start_date) throw validationError('Experiment has not been started yet');
   const job = await withTimeout(
-    enqueue(ctx.deps.queues, 'experimentResults', { experimentId: experiment.id }, { deduplication: { id: `experiment-${experiment.id}` } }),
+    enqueue(
+      ctx.deps.queues,
+      'experimentResults',
+      { experimentId: experiment.id },
+      { deduplication: { id: `experiment-${experiment.id}` } },
+    ),
     1000,
     'Redis',
   ).catch(() => null);
-  if (!job) throw new ApiError(503, 'server_error', 'queue_unavailable', 'The job queue is unavailable; the daily run will compute these results. Try again later.');
+  if (!job)
+    throw new ApiError(
+      503,
+      'server_error',
+      'queue_unavailable',
+      'The job queue is unavailable; the daily run will compute these results. Try again later.',
+    );
   ctx.status = 202;
   ctx.body = { status: 'queued', job_id: job.id, experiment_id: experiment.id };
 }
@@ -296,7 +371,12 @@ export const experimentRoutes = [
     summary: 'Create an experiment (and its feature flag unless one with the key exists)',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    body: { type: 'object', required: ['name', 'feature_flag_key'], properties: writableProperties, examples: [{ name: 'Checkout test', feature_flag_key: 'checkout-test' }] },
+    body: {
+      type: 'object',
+      required: ['name', 'feature_flag_key'],
+      properties: writableProperties,
+      examples: [{ name: 'Checkout test', feature_flag_key: 'checkout-test' }],
+    },
     responses: { 201: { description: 'The experiment', schema: experimentSchema } },
     handler: async (ctx) => {
       const id = await createExperiment(ctx.state.em, actorOf(ctx), ctx.state.body);
@@ -320,7 +400,10 @@ export const experimentRoutes = [
     summary: 'Retrieve an experiment',
     tags: ['experiments'],
     scopes: ['experiment:read'],
-    responses: { 200: { description: 'The experiment', schema: experimentSchema }, 404: { description: 'Not found (or soft-deleted)' } },
+    responses: {
+      200: { description: 'The experiment', schema: experimentSchema },
+      404: { description: 'Not found (or soft-deleted)' },
+    },
     handler: async (ctx) => {
       ctx.body = serializeExperiment(await findExperiment(ctx));
     },
@@ -336,7 +419,10 @@ export const experimentRoutes = [
     handler: async (ctx) => {
       const current = await findExperiment(ctx);
       await updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body);
-      const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ?', [ctx.state.project.id, current.id]);
+      const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ?', [
+        ctx.state.project.id,
+        current.id,
+      ]);
       ctx.body = serializeExperiment(row);
     },
   }),
@@ -392,7 +478,10 @@ export const experimentRoutes = [
     summary: 'Daily results of one metric, as computed by the worker',
     tags: ['experiments'],
     scopes: ['experiment:read'],
-    query: { type: 'object', properties: { metric_uuid: { type: 'string', maxLength: 200 }, fingerprint: { type: 'string', maxLength: 64 } } },
+    query: {
+      type: 'object',
+      properties: { metric_uuid: { type: 'string', maxLength: 200 }, fingerprint: { type: 'string', maxLength: 64 } },
+    },
     responses: { 200: { description: 'Timeseries', schema: timeseriesSchema } },
     handler: timeseries,
   }),

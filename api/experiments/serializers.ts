@@ -2,7 +2,17 @@
 // metric links joined in), so a list costs the same number of queries however long it is.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isoTimestamp } from '../../shared/time.ts';
-import { anyJson, dateTime, nullableDateTime, nullableInteger, nullableOpenObject, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
+import {
+  anyJson,
+  dateTime,
+  nullableDateTime,
+  nullableInteger,
+  nullableOpenObject,
+  nullableString,
+  openObject,
+  record,
+  stringArray,
+} from '../http/schemas.ts';
 import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
 
 export const EXPERIMENT_SELECT = `

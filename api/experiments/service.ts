@@ -7,7 +7,8 @@ import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
 import { validationError } from '../http/errors.ts';
 
 type Tx = EntityManager;
-const run = (tx: Tx, sql: string, params: unknown[]) => tx.getConnection().execute<any[]>(sql, params, 'all', tx.getTransactionContext());
+const run = (tx: Tx, sql: string, params: unknown[]) =>
+  tx.getConnection().execute<any[]>(sql, params, 'all', tx.getTransactionContext());
 
 export const DEFAULT_VARIANTS = [
   { key: 'control', name: 'Control Group', rollout_percentage: 50 },
@@ -21,12 +22,14 @@ function variantsOf(parameters: any): any[] {
   if (!Array.isArray(variants) || !variants.every((v) => v && typeof v === 'object' && typeof v.key === 'string'))
     throw validationError('Feature flag variants must be a list of objects with a key.', 'parameters');
   if (variants.length >= 21) throw validationError('Feature flag variants must be less than 21', 'parameters');
-  if (variants.length && !variants.some((v) => v.key === 'control')) throw validationError('Feature flag variants must contain a control variant', 'parameters');
+  if (variants.length && !variants.some((v) => v.key === 'control'))
+    throw validationError('Feature flag variants must contain a control variant', 'parameters');
   return variants;
 }
 
 function checkDates(start: unknown, end: unknown) {
-  if (start && end && new Date(end as string) <= new Date(start as string)) throw validationError('End date must be after start date');
+  if (start && end && new Date(end as string) <= new Date(start as string))
+    throw validationError('End date must be after start date');
 }
 
 /** Adds fingerprints (and uuids) to metrics, and appends missing uuids to the ordering array. */
@@ -36,7 +39,10 @@ function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any
   return metrics.map((m) => {
     if (!m || typeof m !== 'object') throw validationError('Each metric must be an object.', 'metrics');
     const metric = { uuid: randomUUID(), ...(m as object) } as Record<string, unknown>;
-    return { ...metric, fingerprint: metricFingerprint(metric, start, statsConfig?.method ?? 'bayesian', exposureCriteria) };
+    return {
+      ...metric,
+      fingerprint: metricFingerprint(metric, start, statsConfig?.method ?? 'bayesian', exposureCriteria),
+    };
   });
 }
 
@@ -50,24 +56,49 @@ function orderedUuids(existing: unknown, metrics: any[]): string[] | null {
 async function savedMetricLinks(tx: Tx, actor: Actor, experimentId: number, ids: unknown) {
   await run(tx, `delete from experiment_to_saved_metric where experiment_id = ?`, [experimentId]);
   if (ids === null || ids === undefined) return;
-  if (!Array.isArray(ids)) throw validationError(`Expected a list of items but got type "${typeof ids === 'object' ? 'dict' : typeof ids}".`, 'saved_metrics_ids', 'not_a_list');
+  if (!Array.isArray(ids))
+    throw validationError(
+      `Expected a list of items but got type "${typeof ids === 'object' ? 'dict' : typeof ids}".`,
+      'saved_metrics_ids',
+      'not_a_list',
+    );
   for (const item of ids) {
-    if (!item || typeof item !== 'object' || Array.isArray(item)) throw validationError('Saved metric must be an object', 'saved_metrics_ids');
+    if (!item || typeof item !== 'object' || Array.isArray(item))
+      throw validationError('Saved metric must be an object', 'saved_metrics_ids');
     if (item.id === undefined) throw validationError('Saved metric must have an id', 'saved_metrics_ids');
-    if (item.metadata !== undefined && (typeof item.metadata !== 'object' || item.metadata === null || Array.isArray(item.metadata)))
+    if (
+      item.metadata !== undefined &&
+      (typeof item.metadata !== 'object' || item.metadata === null || Array.isArray(item.metadata))
+    )
       throw validationError('Metadata must be an object', 'saved_metrics_ids');
-    if (item.metadata && !('type' in item.metadata)) throw validationError('Metadata must have a type key', 'saved_metrics_ids');
-    if (!Number.isInteger(item.id)) throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
-    const [metric] = await run(tx, `select id from experiment_saved_metric where id = ? and project_id = ?`, [item.id, actor.projectId]);
-    if (!metric) throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
-    await run(tx, `insert into experiment_to_saved_metric (experiment_id, saved_metric_id, metadata) values (?, ?, ?::jsonb)`, [experimentId, item.id, JSON.stringify(item.metadata ?? {})]);
+    if (item.metadata && !('type' in item.metadata))
+      throw validationError('Metadata must have a type key', 'saved_metrics_ids');
+    if (!Number.isInteger(item.id))
+      throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
+    const [metric] = await run(tx, `select id from experiment_saved_metric where id = ? and project_id = ?`, [
+      item.id,
+      actor.projectId,
+    ]);
+    if (!metric)
+      throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
+    await run(
+      tx,
+      `insert into experiment_to_saved_metric (experiment_id, saved_metric_id, metadata) values (?, ?, ?::jsonb)`,
+      [experimentId, item.id, JSON.stringify(item.metadata ?? {})],
+    );
   }
 }
 
 async function holdoutFilters(tx: Tx, actor: Actor, holdoutId: unknown): Promise<any> {
   if (holdoutId === null || holdoutId === undefined) return null;
-  const [holdout] = Number.isInteger(holdoutId) ? await run(tx, `select id, filters from experiment_holdout where id = ? and project_id = ?`, [holdoutId, actor.projectId]) : [];
-  if (!holdout) throw validationError(`Invalid pk "${String(holdoutId)}" - object does not exist.`, 'holdout_id', 'does_not_exist');
+  const [holdout] = Number.isInteger(holdoutId)
+    ? await run(tx, `select id, filters from experiment_holdout where id = ? and project_id = ?`, [
+        holdoutId,
+        actor.projectId,
+      ])
+    : [];
+  if (!holdout)
+    throw validationError(`Invalid pk "${String(holdoutId)}" - object does not exist.`, 'holdout_id', 'does_not_exist');
   return holdout.filters;
 }
 
@@ -102,7 +133,8 @@ async function resolveFlag(
 ): Promise<FlagRef> {
   const existing = await eligibleFlag(tx, actor, key);
   if (existing) return existing;
-  if (!FLAG_KEY.test(key) || key.length > 400) throw validationError('Only letters, numbers, hyphens (-) & underscores (_) are allowed.', 'key', 'invalid_key');
+  if (!FLAG_KEY.test(key) || key.length > 400)
+    throw validationError('Only letters, numbers, hyphens (-) & underscores (_) are allowed.', 'key', 'invalid_key');
   const variants = variantsOf(parameters);
   const filters = {
     groups: [{ properties: [], rollout_percentage: 100 }],
@@ -118,7 +150,15 @@ async function resolveFlag(
     `insert into feature_flag (project_id, key, name, filters, active, ensure_experience_continuity, created_by_id)
        values (?, ?, ?, ?::jsonb, ?, ?, ?)
        on conflict (project_id, key) where not deleted do nothing returning id, filters`,
-    [actor.projectId, key, `Feature Flag for Experiment ${name}`, JSON.stringify(filters), !draft, parameters?.ensure_experience_continuity === true, actor.userId],
+    [
+      actor.projectId,
+      key,
+      `Feature Flag for Experiment ${name}`,
+      JSON.stringify(filters),
+      !draft,
+      parameters?.ensure_experience_continuity === true,
+      actor.userId,
+    ],
   );
   const resolved = flag ?? (await eligibleFlag(tx, actor, key));
   if (!resolved) throw validationError('The feature flag key changed while saving; try again.', 'feature_flag_key');
@@ -132,12 +172,18 @@ function holdoutOf(holdoutGroups: any): { id: number; exclusion_percentage: numb
   return group && Number.isInteger(id) ? { id, exclusion_percentage: Number(group.rollout_percentage ?? 0) } : null;
 }
 
-export async function createExperiment(em: EntityManager, actor: Actor, body: Record<string, any>, options: { activity?: boolean } = {}): Promise<number> {
+export async function createExperiment(
+  em: EntityManager,
+  actor: Actor,
+  body: Record<string, any>,
+  options: { activity?: boolean } = {},
+): Promise<number> {
   checkDates(body.start_date, body.end_date);
   const draft = !body.start_date;
   const statsConfig = { ...(body.stats_config ?? {}) };
   statsConfig.method ??= 'bayesian';
-  if (statsConfig.method !== 'bayesian' && statsConfig.method !== 'frequentist') throw validationError('stats_config.method must be bayesian or frequentist.', 'stats_config');
+  if (statsConfig.method !== 'bayesian' && statsConfig.method !== 'frequentist')
+    throw validationError('stats_config.method must be bayesian or frequentist.', 'stats_config');
   variantsOf(body.parameters);
   let id = 0;
   await em.fork().transactional(async (tx) => {
@@ -145,7 +191,12 @@ export async function createExperiment(em: EntityManager, actor: Actor, body: Re
     const flag = await resolveFlag(tx as Tx, actor, body.feature_flag_key, body.name, body.parameters, draft, holdout);
     const flagId = flag.id;
     const metrics = withFingerprints(body.metrics ?? [], body.start_date, statsConfig, body.exposure_criteria);
-    const secondary = withFingerprints(body.metrics_secondary ?? [], body.start_date, statsConfig, body.exposure_criteria);
+    const secondary = withFingerprints(
+      body.metrics_secondary ?? [],
+      body.start_date,
+      statsConfig,
+      body.exposure_criteria,
+    );
     const [row] = await run(
       tx as Tx,
       `insert into experiment (project_id, name, description, filters, parameters, secondary_metrics, created_by_id, feature_flag_id, holdout_id,
@@ -153,29 +204,76 @@ export async function createExperiment(em: EntityManager, actor: Actor, body: Re
          primary_metrics_ordered_uuids, secondary_metrics_ordered_uuids, create_in_folder)
        values (?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?::jsonb, ?) returning id`,
       [
-        actor.projectId, body.name, body.description ?? null, JSON.stringify(body.filters ?? {}), JSON.stringify(body.parameters ?? {}),
-        JSON.stringify(body.secondary_metrics ?? []), actor.userId, flagId, body.holdout_id ?? null, body.start_date ?? null, body.end_date ?? null,
-        body.archived ?? false, body.type ?? 'product', JSON.stringify(body.exposure_criteria ?? {}), JSON.stringify(metrics), JSON.stringify(secondary),
-        JSON.stringify(statsConfig), body.conclusion ?? null, body.conclusion_comment ?? null,
-        JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids, metrics)), JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids, secondary)),
+        actor.projectId,
+        body.name,
+        body.description ?? null,
+        JSON.stringify(body.filters ?? {}),
+        JSON.stringify(body.parameters ?? {}),
+        JSON.stringify(body.secondary_metrics ?? []),
+        actor.userId,
+        flagId,
+        body.holdout_id ?? null,
+        body.start_date ?? null,
+        body.end_date ?? null,
+        body.archived ?? false,
+        body.type ?? 'product',
+        JSON.stringify(body.exposure_criteria ?? {}),
+        JSON.stringify(metrics),
+        JSON.stringify(secondary),
+        JSON.stringify(statsConfig),
+        body.conclusion ?? null,
+        body.conclusion_comment ?? null,
+        JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids, metrics)),
+        JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids, secondary)),
         body._create_in_folder ?? null,
       ],
     );
     id = row.id;
     await savedMetricLinks(tx as Tx, actor, id, body.saved_metrics_ids);
     if (options.activity !== false)
-      await recordActivity(tx as Tx, { ...actor, scope: 'Experiment', itemId: String(id), activity: 'created', detail: { name: body.name } });
+      await recordActivity(tx as Tx, {
+        ...actor,
+        scope: 'Experiment',
+        itemId: String(id),
+        activity: 'created',
+        detail: { name: body.name },
+      });
   });
   return id;
 }
 
 const UPDATABLE = new Set([
-  'name', 'description', 'start_date', 'end_date', 'filters', 'parameters', 'archived', 'deleted', 'secondary_metrics', 'holdout', 'holdout_id',
-  'exposure_criteria', 'metrics', 'metrics_secondary', 'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids',
-  'secondary_metrics_ordered_uuids', 'saved_metrics_ids', '_create_in_folder', 'type', 'feature_flag_key',
+  'name',
+  'description',
+  'start_date',
+  'end_date',
+  'filters',
+  'parameters',
+  'archived',
+  'deleted',
+  'secondary_metrics',
+  'holdout',
+  'holdout_id',
+  'exposure_criteria',
+  'metrics',
+  'metrics_secondary',
+  'stats_config',
+  'conclusion',
+  'conclusion_comment',
+  'primary_metrics_ordered_uuids',
+  'secondary_metrics_ordered_uuids',
+  'saved_metrics_ids',
+  '_create_in_folder',
+  'type',
+  'feature_flag_key',
 ]);
 
-export async function updateExperiment(em: EntityManager, actor: Actor, current: Record<string, any>, body: Record<string, any>): Promise<void> {
+export async function updateExperiment(
+  em: EntityManager,
+  actor: Actor,
+  current: Record<string, any>,
+  body: Record<string, any>,
+): Promise<void> {
   const flagKey = current.feature_flag.key;
   const rejected = Object.keys(body)
     .filter((k) => !UPDATABLE.has(k))
@@ -193,7 +291,8 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
     if (launched && body.parameters.feature_flag_variants !== undefined) {
       const sent = variants.map((v) => v.key).sort();
       const have = flagVariants.map((v) => v.key).sort();
-      if (sent.length !== have.length || sent.some((k, i) => k !== have[i])) throw validationError("Can't update feature_flag_variants on Experiment");
+      if (sent.length !== have.length || sent.some((k, i) => k !== have[i]))
+        throw validationError("Can't update feature_flag_variants on Experiment");
     }
   }
   const holdoutChanged = body.holdout_id !== undefined && body.holdout_id !== current.holdout_id;
@@ -213,10 +312,16 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
       'type',
     );
   }
-  const statsConfig = body.stats_config !== undefined ? { method: 'bayesian', ...body.stats_config } : current.stats_config;
+  const statsConfig =
+    body.stats_config !== undefined ? { method: 'bayesian', ...body.stats_config } : current.stats_config;
   const exposure = body.exposure_criteria !== undefined ? body.exposure_criteria : current.exposure_criteria;
   const metrics = withFingerprints(body.metrics ?? current.metrics, startDate, statsConfig, exposure);
-  const secondary = withFingerprints(body.metrics_secondary ?? current.metrics_secondary, startDate, statsConfig, exposure);
+  const secondary = withFingerprints(
+    body.metrics_secondary ?? current.metrics_secondary,
+    startDate,
+    statsConfig,
+    exposure,
+  );
 
   await em.fork().transactional(async (tx) => {
     const t = tx as Tx;
@@ -232,19 +337,52 @@ export async function updateExperiment(em: EntityManager, actor: Actor, current:
     const fields: Record<string, unknown> = {};
     if (keyChanged) fields.feature_flag_id = flag.id;
     if (body.type !== undefined) fields.type = body.type;
-    for (const key of ['name', 'description', 'start_date', 'end_date', 'archived', 'deleted', 'conclusion', 'conclusion_comment'] as const)
+    for (const key of [
+      'name',
+      'description',
+      'start_date',
+      'end_date',
+      'archived',
+      'deleted',
+      'conclusion',
+      'conclusion_comment',
+    ] as const)
       if (body[key] !== undefined) fields[key] = body[key];
-    for (const key of ['filters', 'parameters', 'secondary_metrics', 'exposure_criteria', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids'] as const)
+    for (const key of [
+      'filters',
+      'parameters',
+      'secondary_metrics',
+      'exposure_criteria',
+      'primary_metrics_ordered_uuids',
+      'secondary_metrics_ordered_uuids',
+    ] as const)
       if (body[key] !== undefined) fields[key] = JSON.stringify(body[key]);
     if (body.holdout_id !== undefined) fields.holdout_id = body.holdout_id;
     fields.stats_config = JSON.stringify(statsConfig);
     fields.metrics = JSON.stringify(metrics);
     fields.metrics_secondary = JSON.stringify(secondary);
-    fields.primary_metrics_ordered_uuids = JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids, metrics));
-    fields.secondary_metrics_ordered_uuids = JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids, secondary));
-    const jsonb = new Set(['filters', 'parameters', 'secondary_metrics', 'exposure_criteria', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids', 'stats_config', 'metrics', 'metrics_secondary']);
+    fields.primary_metrics_ordered_uuids = JSON.stringify(
+      orderedUuids(body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids, metrics),
+    );
+    fields.secondary_metrics_ordered_uuids = JSON.stringify(
+      orderedUuids(body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids, secondary),
+    );
+    const jsonb = new Set([
+      'filters',
+      'parameters',
+      'secondary_metrics',
+      'exposure_criteria',
+      'primary_metrics_ordered_uuids',
+      'secondary_metrics_ordered_uuids',
+      'stats_config',
+      'metrics',
+      'metrics_secondary',
+    ]);
     const sets = Object.keys(fields).map((k) => `${k} = ?${jsonb.has(k) ? '::jsonb' : ''}`);
-    await run(t, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [...Object.values(fields), current.id]);
+    await run(t, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [
+      ...Object.values(fields),
+      current.id,
+    ]);
     if (body.saved_metrics_ids !== undefined) await savedMetricLinks(t, actor, current.id, body.saved_metrics_ids);
 
     // The flag: variants follow a draft's parameters; the holdout follows holdout_id; launch activates it.

@@ -16,14 +16,24 @@ const MAX_FLAGS_BODY = 1024 * 1024;
 async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   const query = ctx.query as Record<string, string | undefined>;
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
-  const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<string, any>;
-  if (!body || typeof body !== 'object' || Array.isArray(body)) throw validationError('Request body must be a JSON object.');
+  const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<
+    string,
+    any
+  >;
+  if (!body || typeof body !== 'object' || Array.isArray(body))
+    throw validationError('Request body must be a JSON object.');
   const token = body.token ?? body.api_key ?? query.token ?? query.api_key;
   const project = await projectFlags(ctx.state.em, ctx.deps.flagCache, token);
   const distinctId = body.distinct_id ?? query.distinct_id;
-  if (typeof distinctId !== 'string' && typeof distinctId !== 'number') throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
-  const personProperties = body.person_properties && typeof body.person_properties === 'object' && !Array.isArray(body.person_properties) ? body.person_properties : {};
-  const onlyKeys = Array.isArray(body.flag_keys_to_evaluate) ? body.flag_keys_to_evaluate.filter((k: unknown) => typeof k === 'string') : undefined;
+  if (typeof distinctId !== 'string' && typeof distinctId !== 'number')
+    throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
+  const personProperties =
+    body.person_properties && typeof body.person_properties === 'object' && !Array.isArray(body.person_properties)
+      ? body.person_properties
+      : {};
+  const onlyKeys = Array.isArray(body.flag_keys_to_evaluate)
+    ? body.flag_keys_to_evaluate.filter((k: unknown) => typeof k === 'string')
+    : undefined;
   const evaluations = await evaluateFlagsForPerson(ctx.state.em, project.projectId, project.flags, {
     distinctId: String(distinctId),
     personProperties,
@@ -31,7 +41,12 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
     onlyKeys,
   });
   const version = Number(query.v ?? defaultVersion);
-  const payloadString = (payload: unknown) => (payload === null || payload === undefined ? undefined : typeof payload === 'string' ? payload : JSON.stringify(payload));
+  const payloadString = (payload: unknown) =>
+    payload === null || payload === undefined
+      ? undefined
+      : typeof payload === 'string'
+        ? payload
+        : JSON.stringify(payload);
   const response: Record<string, unknown> =
     version >= 2 && version !== 3
       ? {
@@ -52,7 +67,9 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
         }
       : {
           featureFlags: Object.fromEntries(evaluations.map((e) => [e.key, e.variant ?? e.enabled])),
-          featureFlagPayloads: Object.fromEntries(evaluations.filter((e) => e.enabled && e.payload != null).map((e) => [e.key, payloadString(e.payload)])),
+          featureFlagPayloads: Object.fromEntries(
+            evaluations.filter((e) => e.enabled && e.payload != null).map((e) => [e.key, payloadString(e.payload)]),
+          ),
           errorsWhileComputingFlags: false,
         };
   if (query.config === 'true' || defaultVersion === 3) {
@@ -103,7 +120,11 @@ export const flagRoutes = [
     summary: 'Flag definitions for local evaluation in server SDKs (personal API key + project token)',
     tags: ['flags'],
     scopes: ['feature_flag:read'],
-    query: { type: 'object', properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } }, required: ['token'] },
+    query: {
+      type: 'object',
+      properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } },
+      required: ['token'],
+    },
     responses: localEvaluationResponses,
     handler: localEvaluation,
   }),
@@ -113,7 +134,11 @@ export const flagRoutes = [
     summary: 'Flag definitions for local evaluation (older path)',
     tags: ['flags'],
     scopes: ['feature_flag:read'],
-    query: { type: 'object', properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } }, required: ['token'] },
+    query: {
+      type: 'object',
+      properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } },
+      required: ['token'],
+    },
     responses: localEvaluationResponses,
     handler: localEvaluation,
   }),

@@ -18,23 +18,25 @@ const configProperties = {
 };
 const configOnly = { optional: Object.keys(configProperties) };
 
-const flagDetail = record(
-  {
-    key: { type: 'string' },
-    enabled: { type: 'boolean' },
-    variant: nullableString,
-    reason: record({ code: { type: 'string' }, condition_index: { type: ['integer', 'null'] }, description: { type: 'string' } }),
-    metadata: record(
-      {
-        id: { type: 'integer' },
-        version: { type: 'integer' },
-        payload: { type: 'string', description: 'The payload as a JSON string; absent without one' },
-        description: { type: 'null' },
-      },
-      { optional: ['payload'] },
-    ),
-  },
-);
+const flagDetail = record({
+  key: { type: 'string' },
+  enabled: { type: 'boolean' },
+  variant: nullableString,
+  reason: record({
+    code: { type: 'string' },
+    condition_index: { type: ['integer', 'null'] },
+    description: { type: 'string' },
+  }),
+  metadata: record(
+    {
+      id: { type: 'integer' },
+      version: { type: 'integer' },
+      payload: { type: 'string', description: 'The payload as a JSON string; absent without one' },
+      description: { type: 'null' },
+    },
+    { optional: ['payload'] },
+  ),
+});
 
 /** v=2 (and /decide v=4): details per flag. v=1 (and /decide v=3): values and payloads per flag key. */
 export const flagsResponseSchema = {
@@ -50,8 +52,16 @@ export const flagsResponseSchema = {
     ),
     record(
       {
-        featureFlags: { type: 'object', description: 'Variant key, or whether enabled', additionalProperties: { type: ['string', 'boolean'] } },
-        featureFlagPayloads: { type: 'object', description: 'Payloads as JSON strings', additionalProperties: { type: 'string' } },
+        featureFlags: {
+          type: 'object',
+          description: 'Variant key, or whether enabled',
+          additionalProperties: { type: ['string', 'boolean'] },
+        },
+        featureFlagPayloads: {
+          type: 'object',
+          description: 'Payloads as JSON strings',
+          additionalProperties: { type: 'string' },
+        },
         errorsWhileComputingFlags: { type: 'boolean' },
         ...configProperties,
       },

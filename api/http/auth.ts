@@ -52,7 +52,8 @@ const projectWithMembership = (userRef: string) =>
   `select p.*, exists(select 1 from organization_membership m where m.organization_id = p.organization_id and m.user_id = ${userRef}) as is_member from project p`;
 
 /** `:project_id` as a project id, `'current'` for `@current`, or null when it names no project. */
-const parseProjectParam = (param: string): number | 'current' | null => (param === '@current' ? 'current' : /^\d{1,9}$/.test(param) ? Number(param) : null);
+const parseProjectParam = (param: string): number | 'current' | null =>
+  param === '@current' ? 'current' : /^\d{1,9}$/.test(param) ? Number(param) : null;
 
 /**
  * Finds the key's user and, for a project route (`projectIdParam`), the project in the same round
@@ -107,7 +108,12 @@ export async function authenticate(
   };
   if (wanted === null || (wanted === 'current' && key.currentProjectId === null)) return { key };
   if (row.id === null) return { key, project: null };
-  return { key, project: Object.fromEntries(Object.entries(row).filter(([column]) => !column.startsWith('key_'))) as unknown as ProjectWithMembership };
+  return {
+    key,
+    project: Object.fromEntries(
+      Object.entries(row).filter(([column]) => !column.startsWith('key_')),
+    ) as unknown as ProjectWithMembership,
+  };
 }
 
 export function requireScopes(key: AuthenticatedKey, required: readonly string[]): void {
@@ -120,20 +126,30 @@ export function requireScopes(key: AuthenticatedKey, required: readonly string[]
  * Resolves `:project_id` (an integer or `@current`) to a project the key may act on. `prefetched` is
  * the row authenticate() found for it (null: none), undefined when it was not looked up.
  */
-export async function resolveProject(em: EntityManager, key: AuthenticatedKey, projectIdParam: string, prefetched?: ProjectWithMembership | null): Promise<ProjectRow> {
+export async function resolveProject(
+  em: EntityManager,
+  key: AuthenticatedKey,
+  projectIdParam: string,
+  prefetched?: ProjectWithMembership | null,
+): Promise<ProjectRow> {
   let project = prefetched;
   if (project === undefined) {
     const wanted = parseProjectParam(projectIdParam);
-    const projectId = wanted === 'current' ? (key.currentProjectId ?? (await firstAccessibleProjectId(em, key))) : wanted;
+    const projectId =
+      wanted === 'current' ? (key.currentProjectId ?? (await firstAccessibleProjectId(em, key))) : wanted;
     if (projectId === null) throw notFound('Project not found.');
-    const rows = await em.getConnection().execute<ProjectWithMembership[]>(`${projectWithMembership('?')} where p.id = ?`, [key.userId, projectId]);
+    const rows = await em
+      .getConnection()
+      .execute<ProjectWithMembership[]>(`${projectWithMembership('?')} where p.id = ?`, [key.userId, projectId]);
     project = rows[0] ?? null;
   }
   if (!project) throw notFound('Project not found.');
   if (key.scopedTeams?.length && !key.scopedTeams.includes(project.id))
     throw permissionDenied(`API key does not have access to the requested project: ID ${project.id}.`);
   if (key.scopedOrganizations?.length && !key.scopedOrganizations.includes(project.organization_id))
-    throw permissionDenied(`API key does not have access to the requested organization: ID ${project.organization_id}.`);
+    throw permissionDenied(
+      `API key does not have access to the requested organization: ID ${project.organization_id}.`,
+    );
   if (!project.is_member) throw permissionDenied("You don't have access to the project.");
   const { is_member: _, ...row } = project;
   return row;

@@ -15,7 +15,14 @@ export class ApiError extends Error {
   readonly attr: string | null;
   readonly headers: Record<string, string>;
 
-  constructor(status: number, type: ErrorType, code: string, detail: string, attr: string | null = null, headers: Record<string, string> = {}) {
+  constructor(
+    status: number,
+    type: ErrorType,
+    code: string,
+    detail: string,
+    attr: string | null = null,
+    headers: Record<string, string> = {},
+  ) {
     super(detail);
     this.status = status;
     this.type = type;
@@ -38,9 +45,16 @@ export const permissionDenied = (detail = 'You do not have permission to perform
   new ApiError(403, 'authentication_error', 'permission_denied', detail);
 
 export const notAuthenticated = () =>
-  new ApiError(401, 'authentication_error', 'not_authenticated', 'Authentication credentials were not provided.', null, {
-    'WWW-Authenticate': 'Bearer',
-  });
+  new ApiError(
+    401,
+    'authentication_error',
+    'not_authenticated',
+    'Authentication credentials were not provided.',
+    null,
+    {
+      'WWW-Authenticate': 'Bearer',
+    },
+  );
 
 export const authenticationFailed = (detail: string) =>
   new ApiError(401, 'authentication_error', 'authentication_failed', detail, null, { 'WWW-Authenticate': 'Bearer' });
@@ -51,16 +65,28 @@ export const methodNotAllowed = (method: string) =>
 export const parseError = (detail: string) => new ApiError(400, 'invalid_request', 'parse_error', detail);
 
 export const payloadTooLarge = (limitBytes: number) =>
-  new ApiError(413, 'invalid_request', 'payload_too_large', `Request body is larger than the limit of ${limitBytes} bytes.`);
+  new ApiError(
+    413,
+    'invalid_request',
+    'payload_too_large',
+    `Request body is larger than the limit of ${limitBytes} bytes.`,
+  );
 
 export const unsupportedMediaType = (contentType: string) =>
   new ApiError(415, 'invalid_request', 'unsupported_media_type', `Unsupported media type "${contentType}" in request.`);
 
 /** 429 with Retry-After and, like every throttled answer, the X-RateLimit-* headers of the limit passed. */
 export const throttled = (waitSeconds: number, limit: number) =>
-  new ApiError(429, 'throttled_error', 'throttled', `Request was throttled. Expected available in ${waitSeconds} second${waitSeconds === 1 ? '' : 's'}.`, null, {
-    'Retry-After': String(waitSeconds),
-    'X-RateLimit-Limit': String(limit),
-    'X-RateLimit-Remaining': '0',
-    'X-RateLimit-Reset': String(waitSeconds),
-  });
+  new ApiError(
+    429,
+    'throttled_error',
+    'throttled',
+    `Request was throttled. Expected available in ${waitSeconds} second${waitSeconds === 1 ? '' : 's'}.`,
+    null,
+    {
+      'Retry-After': String(waitSeconds),
+      'X-RateLimit-Limit': String(limit),
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': String(waitSeconds),
+    },
+  );

@@ -13,8 +13,11 @@ export const invalidProjectToken = () =>
 
 /** The project an SDK's project API token belongs to; 401 in PostHog's words otherwise. */
 export async function projectByApiToken(em: EntityManager, token: unknown): Promise<ProjectRow> {
-  if (typeof token !== 'string' || token.trim() === '' || token.length > 200 || token.includes('\u0000')) throw invalidProjectToken();
-  const [project] = await em.getConnection().execute<ProjectRow[]>(`select * from project where api_token = ?`, [token.trim()]);
+  if (typeof token !== 'string' || token.trim() === '' || token.length > 200 || token.includes('\u0000'))
+    throw invalidProjectToken();
+  const [project] = await em
+    .getConnection()
+    .execute<ProjectRow[]>(`select * from project where api_token = ?`, [token.trim()]);
   if (!project) throw invalidProjectToken();
   return project;
 }

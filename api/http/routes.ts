@@ -56,7 +56,11 @@ export interface RouteDefinition<Q = any, B = any> {
 }
 
 /** The actor of a project route: the key's user in the resolved project. */
-export const actorOf = (ctx: ApiContext): Actor => ({ projectId: ctx.state.project.id, organizationId: ctx.state.project.organization_id, userId: ctx.state.auth.userId });
+export const actorOf = (ctx: ApiContext): Actor => ({
+  projectId: ctx.state.project.id,
+  organizationId: ctx.state.project.organization_id,
+  userId: ctx.state.auth.userId,
+});
 
 export const defineRoute = <Q = Record<string, any>, B = any>(route: RouteDefinition<Q, B>) => route as RouteDefinition;
 
@@ -81,7 +85,13 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
     if (route.scopes !== null) {
       const projectRoute = route.path.includes(':project_id');
-      const { key, project } = await authenticate(ctx, em, body, projectRoute ? apiCtx.state.params.project_id : undefined, deps.authCache);
+      const { key, project } = await authenticate(
+        ctx,
+        em,
+        body,
+        projectRoute ? apiCtx.state.params.project_id : undefined,
+        deps.authCache,
+      );
       apiCtx.state.auth = key;
       const throttleSettings = { ...deps.config.rateLimit, prefix: deps.config.redisPrefix };
       const throttle = await enforceThrottle(deps.redis, throttleSettings, key.keyId, deps.clock?.() ?? Date.now());
@@ -90,7 +100,8 @@ function routeMiddleware(route: RouteDefinition): Middleware {
         ctx.set('X-RateLimit-Remaining', String(throttle.remaining));
         ctx.set('X-RateLimit-Reset', String(throttle.resetSeconds));
       }
-      if (route.personalApiKeyAccess === false) throw permissionDenied('This action does not support Personal API Key access');
+      if (route.personalApiKeyAccess === false)
+        throw permissionDenied('This action does not support Personal API Key access');
       requireScopes(key, route.scopes);
       if (projectRoute) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id, project);
     }
@@ -129,7 +140,10 @@ function answerCsv(ctx: Context, route: RouteDefinition): void {
   const next = (answer as { next?: unknown }).next;
   ctx.body = route.csv!(answer);
   ctx.type = 'text/csv';
-  const name = route.path.split('/').filter((s) => s && !s.startsWith(':')).at(-1);
+  const name = route.path
+    .split('/')
+    .filter((s) => s && !s.startsWith(':'))
+    .at(-1);
   ctx.set('Content-Disposition', `attachment; filename="${name}.csv"`);
   if (typeof next === 'string' && URL.canParse(next)) {
     const url = new URL(next);
@@ -145,7 +159,12 @@ function checkResponseContract(route: RouteDefinition, ctx: Context): void {
   if (!isJsonAnswer(ctx.body)) return;
   const mismatch = responseMismatch(documented.schema, ctx.body);
   if (mismatch) {
-    throw new ApiError(500, 'server_error', 'response_contract', `${route.method} ${route.path} ${ctx.status}: response does not match its documented schema: ${mismatch}`);
+    throw new ApiError(
+      500,
+      'server_error',
+      'response_contract',
+      `${route.method} ${route.path} ${ctx.status}: response does not match its documented schema: ${mismatch}`,
+    );
   }
 }
 

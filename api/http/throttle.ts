@@ -23,7 +23,12 @@ export interface ThrottleState {
  * Counts this request against the key's minute and hour windows. Throws 429 past either limit;
  * otherwise returns the state of the tighter window, for the X-RateLimit-* headers.
  */
-export async function enforceThrottle(redis: RedisConnection, settings: ThrottleSettings, keyId: string, now = Date.now()): Promise<ThrottleState | null> {
+export async function enforceThrottle(
+  redis: RedisConnection,
+  settings: ThrottleSettings,
+  keyId: string,
+  now = Date.now(),
+): Promise<ThrottleState | null> {
   if (!settings.enabled) return null;
   const seconds = Math.floor(now / 1000);
   const minuteWindow = Math.floor(seconds / 60);

@@ -170,7 +170,10 @@ function valueAt(root: unknown, pointer: string): unknown {
 }
 
 function attrOf(pointer: string, extra?: string): string | null {
-  const parts = pointer.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
   if (extra !== undefined) parts.push(extra);
   return parts.length ? parts.join('__') : null;
 }
@@ -188,9 +191,18 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
     case 'type': {
       if (value === null) return validationError('This field may not be null.', attr, 'null');
       const expected = String(params.type).split(',')[0];
-      if (expected === 'array') return validationError(`Expected a list of items but got type "${describeJsonType(value)}".`, attr, 'not_a_list');
+      if (expected === 'array')
+        return validationError(
+          `Expected a list of items but got type "${describeJsonType(value)}".`,
+          attr,
+          'not_a_list',
+        );
       if (expected === 'object')
-        return validationError(`Expected a dictionary of items but got type "${describeJsonType(value)}".`, attr, 'not_a_dict');
+        return validationError(
+          `Expected a dictionary of items but got type "${describeJsonType(value)}".`,
+          attr,
+          'not_a_dict',
+        );
       return validationError(typeof custom === 'string' ? custom : (TYPE_MESSAGES[expected] ?? 'Invalid input.'), attr);
     }
     case 'minLength':
@@ -201,16 +213,27 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
     case 'maxItems':
       return validationError(`Ensure this field has no more than ${params.limit} elements.`, attr, 'max_length');
     case 'minItems':
-      return validationError(typeof custom === 'string' ? custom : `Ensure this field has at least ${params.limit} elements.`, attr, 'min_length');
+      return validationError(
+        typeof custom === 'string' ? custom : `Ensure this field has at least ${params.limit} elements.`,
+        attr,
+        'min_length',
+      );
     case 'enum':
     case 'const':
-      return validationError(`"${typeof value === 'string' ? value : JSON.stringify(value)}" is not a valid choice.`, attr, 'invalid_choice');
+      return validationError(
+        `"${typeof value === 'string' ? value : JSON.stringify(value)}" is not a valid choice.`,
+        attr,
+        'invalid_choice',
+      );
     case 'minimum':
       return validationError(`Ensure this value is greater than or equal to ${params.limit}.`, attr, 'min_value');
     case 'maximum':
       return validationError(`Ensure this value is less than or equal to ${params.limit}.`, attr, 'max_value');
     case 'additionalProperties':
-      return validationError(`Unknown field "${params.additionalProperty}".`, attrOf(error.instancePath, params.additionalProperty));
+      return validationError(
+        `Unknown field "${params.additionalProperty}".`,
+        attrOf(error.instancePath, params.additionalProperty),
+      );
     case 'format':
       if (params.format === 'date-time')
         return validationError(

@@ -1,7 +1,12 @@
 // Schemas the document names once under components/schemas and refers to wherever a route uses them,
 // so a generated client has one Experiment type, not one per operation.
 import { definitionSchema } from '../event-definitions/routes.ts';
-import { experimentSchema, featureFlagSchema, holdoutSchema, savedMetricLinkSchema } from '../experiments/serializers.ts';
+import {
+  experimentSchema,
+  featureFlagSchema,
+  holdoutSchema,
+  savedMetricLinkSchema,
+} from '../experiments/serializers.ts';
 import { organizationBasicSchema, organizationDetailSchema } from '../organizations/serializers.ts';
 import { deletionRequestSchema } from '../persons/routes.ts';
 import { personListItemSchema, personListRowSchema, personRecordSchema } from '../persons/serializers.ts';

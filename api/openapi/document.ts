@@ -9,7 +9,10 @@ const ERROR_SCHEMA = {
   required: ['type', 'code', 'detail', 'attr'],
   additionalProperties: false,
   properties: {
-    type: { type: 'string', enum: ['validation_error', 'invalid_request', 'authentication_error', 'throttled_error', 'server_error'] },
+    type: {
+      type: 'string',
+      enum: ['validation_error', 'invalid_request', 'authentication_error', 'throttled_error', 'server_error'],
+    },
     code: { type: 'string' },
     detail: { type: 'string' },
     attr: { type: ['string', 'null'] },
@@ -30,7 +33,9 @@ function withRefs(schema: unknown, self?: unknown): any {
   if (schema !== self && NAME_OF.has(schema)) return { $ref: `#/components/schemas/${NAME_OF.get(schema)}` };
   if (Array.isArray(schema)) return schema.map((item) => withRefs(item));
   if (!schema || typeof schema !== 'object') return schema;
-  return Object.fromEntries(Object.entries(schema).map(([key, value]) => [key, DATA_KEYWORDS.has(key) ? value : withRefs(value)]));
+  return Object.fromEntries(
+    Object.entries(schema).map(([key, value]) => [key, DATA_KEYWORDS.has(key) ? value : withRefs(value)]),
+  );
 }
 const responseSchema = (schema: unknown) => closedResponseSchema(withRefs(schema));
 
@@ -67,7 +72,10 @@ function operationId(route: RouteDefinition): string {
     .replace(/^\/api\/?/, '')
     .split('/')
     .filter((s) => s && !s.startsWith(':'));
-  return [route.method.toLowerCase(), ...words].join('_').replace(/[^a-zA-Z0-9_]/g, '_') + (route.path.endsWith('/:id') ? '_by_id' : '');
+  return (
+    [route.method.toLowerCase(), ...words].join('_').replace(/[^a-zA-Z0-9_]/g, '_') +
+    (route.path.endsWith('/:id') ? '_by_id' : '')
+  );
 }
 
 export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: string) {
@@ -82,7 +90,11 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses ?? { 200: { description: 'Success' } })) {
       // A non-JSON body (an HTML page, a CSV file) is a string unless its schema says more.
-      const schema = response.schema ? responseSchema(response.schema) : response.contentType ? { type: 'string' } : undefined;
+      const schema = response.schema
+        ? responseSchema(response.schema)
+        : response.contentType
+          ? { type: 'string' }
+          : undefined;
       responses[status] = {
         description: response.description,
         ...(schema ? { content: { [response.contentType ?? 'application/json']: { schema } } } : {}),
@@ -90,10 +102,20 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     }
     const authenticated = route.scopes !== null;
     if (authenticated) {
-      responses['401'] ??= { description: 'No or invalid personal API key', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
-      responses['403'] ??= { description: 'Missing scope or no access to the project', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+      responses['401'] ??= {
+        description: 'No or invalid personal API key',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
+      responses['403'] ??= {
+        description: 'Missing scope or no access to the project',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
     }
-    if (route.body || route.query) responses['400'] ??= { description: 'Invalid input', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    if (route.body || route.query)
+      responses['400'] ??= {
+        description: 'Invalid input',
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
     const scopes = route.scopes ?? [];
     paths[path] ??= {};
     paths[path][method] = {
@@ -105,10 +127,16 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         : 'No personal API key (see the endpoint description for its own authentication).',
       'x-required-scopes': scopes,
       parameters: [...pathParameters(route.path), ...queryParameters(route.query)],
-      ...(route.body ? { requestBody: { required: true, content: { 'application/json': { schema: openRequestSchema(route.body) } } } } : {}),
+      ...(route.body
+        ? {
+            requestBody: { required: true, content: { 'application/json': { schema: openRequestSchema(route.body) } } },
+          }
+        : {}),
       responses,
       // Declared on purpose with error statuses only (a hard delete answered 405, key management refused).
-      ...(route.responses && !Object.keys(route.responses).some((s) => s.startsWith('2')) ? { 'x-never-succeeds': true } : {}),
+      ...(route.responses && !Object.keys(route.responses).some((s) => s.startsWith('2'))
+        ? { 'x-never-succeeds': true }
+        : {}),
       security: authenticated ? [{ PersonalAPIKey: scopes }] : [],
     };
   }
@@ -122,10 +150,14 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),
     paths,
     components: {
-      securitySchemes: { PersonalAPIKey: { type: 'http', scheme: 'bearer', description: 'A personal API key, `phx_…`' } },
+      securitySchemes: {
+        PersonalAPIKey: { type: 'http', scheme: 'bearer', description: 'A personal API key, `phx_…`' },
+      },
       schemas: {
         Error: ERROR_SCHEMA,
-        ...Object.fromEntries(Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [name, closedResponseSchema(withRefs(schema, schema))])),
+        ...Object.fromEntries(
+          Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [name, closedResponseSchema(withRefs(schema, schema))]),
+        ),
       },
     },
   };

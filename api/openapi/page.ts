@@ -21,7 +21,8 @@ export function exampleFor(schema: Schema | undefined, depth = 0): unknown {
       const out: Record<string, unknown> = {};
       const required: string[] = schema.required ?? [];
       const props = Object.entries((schema.properties ?? {}) as Record<string, Schema>);
-      for (const [key, value] of props.filter(([k]) => required.includes(k) || props.length <= 4)) out[key] = exampleFor(value, depth + 1);
+      for (const [key, value] of props.filter(([k]) => required.includes(k) || props.length <= 4))
+        out[key] = exampleFor(value, depth + 1);
       return out;
     }
     case 'array':
@@ -66,7 +67,10 @@ export function renderReferencePage(document: Document, baseUrl: string): string
       const items = operations
         .map(({ method, path, operation }) => {
           const params = (operation.parameters ?? [])
-            .map((p: any) => `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${p.in}</td><td>${p.required ? 'yes' : 'no'}</td><td><code>${escapeHtml(JSON.stringify(p.schema))}</code></td></tr>`)
+            .map(
+              (p: any) =>
+                `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${p.in}</td><td>${p.required ? 'yes' : 'no'}</td><td><code>${escapeHtml(JSON.stringify(p.schema))}</code></td></tr>`,
+            )
             .join('');
           const body = operation.requestBody?.content?.['application/json']?.schema;
           const responses = Object.entries(operation.responses ?? {})

@@ -34,7 +34,12 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
     if (!right) {
       ctx.status = 401;
       ctx.set('WWW-Authenticate', 'Basic realm="queues"');
-      ctx.body = { type: 'authentication_error', code: 'not_authenticated', detail: 'Authentication credentials were not provided.', attr: null };
+      ctx.body = {
+        type: 'authentication_error',
+        code: 'not_authenticated',
+        detail: 'Authentication credentials were not provided.',
+        attr: null,
+      };
       return;
     }
     return board(ctx, next);

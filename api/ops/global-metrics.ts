@@ -44,11 +44,9 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     new Gauge({ name, help, labelNames, registers: [registry] });
   const counter = (name: string, help: string) =>
     new Counter({ name, help, labelNames: ['queue'], registers: [registry] });
-  const sourceUp = gauge(
-    'metrics_source_up',
-    '1 when the store was read for this scrape; 0: its figures are missing',
-    ['source'],
-  );
+  const sourceUp = gauge('metrics_source_up', '1 when the store was read for this scrape; 0: its figures are missing', [
+    'source',
+  ]);
 
   const now = Date.now();
   const redis = Promise.all([
@@ -69,7 +67,10 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     withTimeout(redis, SOURCE_TIMEOUT_MS, 'Redis'),
     withTimeout(postgres, SOURCE_TIMEOUT_MS, 'PostgreSQL'),
   ]);
-  for (const [source, read] of [['redis', redisRead], ['postgres', postgresRead]] as const) {
+  for (const [source, read] of [
+    ['redis', redisRead],
+    ['postgres', postgresRead],
+  ] as const) {
     sourceUp.set({ source }, read.status === 'fulfilled' ? 1 : 0);
     if (read.status === 'rejected')
       logger.warn({ source, err: (read.reason as Error).message }, 'global metrics: store not read');

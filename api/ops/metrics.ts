@@ -56,7 +56,7 @@ export function createApiMetrics(): ApiMetrics {
   });
   const eventsIngested = new Counter({
     name: 'events_ingested_total',
-    help: 'Events stored by this process\'s capture endpoints',
+    help: "Events stored by this process's capture endpoints",
     registers: [registry],
   });
   // Read at each scrape by render(): the gauges need the process's deps, which the app gets later.
@@ -67,7 +67,7 @@ export function createApiMetrics(): ApiMetrics {
   });
   const throttleRedisUsable = new Gauge({
     name: 'throttle_redis_usable',
-    help: '1 when the rate limiter\'s Redis commands succeed; 0 while requests pass unthrottled',
+    help: "1 when the rate limiter's Redis commands succeed; 0 while requests pass unthrottled",
     registers: [],
   });
   let connected = false;

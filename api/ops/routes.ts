@@ -107,8 +107,8 @@ export const opsRoutes = [
     },
     handler: async (ctx) => {
       const { deps } = ctx;
-      const throttle = throttleUsable(deps).then((usable): Check =>
-        usable === null ? 'disabled' : usable ? 'ok' : 'unavailable',
+      const throttle = throttleUsable(deps).then(
+        (usable): Check => (usable === null ? 'disabled' : usable ? 'ok' : 'unavailable'),
       );
       const [postgres, redis, queues, throttleCheck] = await Promise.all([
         check('postgres', () => ctx.state.em.getConnection().execute('select 1')),

@@ -6,7 +6,7 @@ import { projectDetail, projectDetailSchema } from '../projects/serializers.ts';
 import { organizationDetail, organizationDetailSchema } from './serializers.ts';
 import { resolveOrganization, visibleOrganizations, visibleProjects } from './visibility.ts';
 
-const organizationParam = 'A uuid, or `@current` for the user\'s current organization';
+const organizationParam = "A uuid, or `@current` for the user's current organization";
 
 export const organizationRoutes = [
   defineRoute({
@@ -19,8 +19,16 @@ export const organizationRoutes = [
     responses: { 200: { description: 'A page of organizations', schema: paginatedSchema(organizationDetailSchema) } },
     handler: async (ctx) => {
       const key = ctx.state.auth;
-      const [organizations, projects] = await Promise.all([visibleOrganizations(ctx.state.em, key), visibleProjects(ctx.state.em, key)]);
-      const items = organizations.map((o) => organizationDetail(o, projects.filter((p) => p.organization_id === o.id)));
+      const [organizations, projects] = await Promise.all([
+        visibleOrganizations(ctx.state.em, key),
+        visibleProjects(ctx.state.em, key),
+      ]);
+      const items = organizations.map((o) =>
+        organizationDetail(
+          o,
+          projects.filter((p) => p.organization_id === o.id),
+        ),
+      );
       ctx.body = paginatedList(ctx, items);
     },
   }),
@@ -30,7 +38,10 @@ export const organizationRoutes = [
     summary: `Retrieve an organization (${organizationParam})`,
     tags: ['organizations'],
     scopes: ['organization:read'],
-    responses: { 200: { description: 'The organization', schema: organizationDetailSchema }, 404: { description: 'Organization not found.' } },
+    responses: {
+      200: { description: 'The organization', schema: organizationDetailSchema },
+      404: { description: 'Organization not found.' },
+    },
     handler: async (ctx) => {
       const organization = await resolveOrganization(ctx.state.em, ctx.state.auth, ctx.state.params.organization_id);
       ctx.body = organizationDetail(organization, await visibleProjects(ctx.state.em, ctx.state.auth, organization.id));
@@ -52,7 +63,10 @@ export const organizationRoutes = [
     },
     handler: async (ctx) => {
       const organization = await resolveOrganization(ctx.state.em, ctx.state.auth, ctx.state.params.organization_id);
-      ctx.body = paginatedList(ctx, (await visibleProjects(ctx.state.em, ctx.state.auth, organization.id)).map(projectDetail));
+      ctx.body = paginatedList(
+        ctx,
+        (await visibleProjects(ctx.state.em, ctx.state.auth, organization.id)).map(projectDetail),
+      );
     },
   }),
 ];

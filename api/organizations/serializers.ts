@@ -4,7 +4,11 @@ import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
 import { dateTime, nullableString, openObject, record } from '../http/schemas.ts';
 import type { OrganizationRow } from './visibility.ts';
 
-const slugOf = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const slugOf = (name: string) =>
+  name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 
 /** OrganizationBasicSerializer: the items of `organizations` in /api/users/@me. */
 export function organizationBasic(organization: OrganizationRow) {
@@ -55,7 +59,11 @@ export const organizationDetailSchema = record({
   teams: { type: 'array', items: projectBasicSchema },
   projects: {
     type: 'array',
-    items: record({ id: { type: 'integer' }, name: { type: 'string' }, organization: { type: 'string', format: 'uuid' } }),
+    items: record({
+      id: { type: 'integer' },
+      name: { type: 'string' },
+      organization: { type: 'string', format: 'uuid' },
+    }),
   },
   available_product_features: { type: 'array', items: openObject() },
   is_member_join_email_enabled: { type: 'boolean' },

@@ -35,7 +35,11 @@ export async function visibleOrganizations(em: EntityManager, key: Authenticated
 }
 
 /** The key's projects (of one organization when given), by id. */
-export async function visibleProjects(em: EntityManager, key: AuthenticatedKey, organizationId: string | null = null): Promise<ProjectRow[]> {
+export async function visibleProjects(
+  em: EntityManager,
+  key: AuthenticatedKey,
+  organizationId: string | null = null,
+): Promise<ProjectRow[]> {
   const { organizations, teams } = scoping(key);
   return em.getConnection().execute<ProjectRow[]>(
     `select p.* from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ?
@@ -51,12 +55,21 @@ export async function visibleProjects(em: EntityManager, key: AuthenticatedKey, 
  * Resolves `:organization_id` (a uuid or `@current`). Unknown organizations and ones the user is
  * not a member of are 404, as in PostHog; one outside the key's scoping is 403 naming it.
  */
-export async function resolveOrganization(em: EntityManager, key: AuthenticatedKey, param: string): Promise<OrganizationRow> {
+export async function resolveOrganization(
+  em: EntityManager,
+  key: AuthenticatedKey,
+  param: string,
+): Promise<OrganizationRow> {
   // The user's organizations, and those the key's scoping leaves visible.
-  const [memberOf, visible] = await Promise.all([visibleOrganizations(em, { ...key, scopedOrganizations: null, scopedTeams: null }), visibleOrganizations(em, key)]);
+  const [memberOf, visible] = await Promise.all([
+    visibleOrganizations(em, { ...key, scopedOrganizations: null, scopedTeams: null }),
+    visibleOrganizations(em, key),
+  ]);
   let organization: OrganizationRow | undefined;
   if (param === '@current') {
-    const [user] = await em.getConnection().execute<any[]>(`select current_organization_id from app_user where id = ?`, [key.userId]);
+    const [user] = await em
+      .getConnection()
+      .execute<any[]>(`select current_organization_id from app_user where id = ?`, [key.userId]);
     organization = visible.find((o) => o.id === user?.current_organization_id) ?? visible[0];
   } else if (isUuid(param)) {
     organization = memberOf.find((o) => o.id === param.toLowerCase());

@@ -11,11 +11,27 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import { countOf, funnelPersonIdsSql, funnelStepsSql, lifecyclePersonIdsSql, parseDate, parseEventSteps, type FunnelParams } from './analysis.ts';
+import {
+  countOf,
+  funnelPersonIdsSql,
+  funnelStepsSql,
+  lifecyclePersonIdsSql,
+  parseDate,
+  parseEventSteps,
+  type FunnelParams,
+} from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, NEWEST_FIRST, withDistinctIds } from './queries.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
-import { dateTime, nullableDateTime, nullableInteger, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
+import {
+  dateTime,
+  nullableDateTime,
+  nullableInteger,
+  nullableString,
+  openObject,
+  record,
+  stringArray,
+} from '../http/schemas.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 
 const P = '/api/projects/:project_id/persons';
@@ -61,7 +77,10 @@ async function activityPage(ctx: ApiContext, itemId: string | null) {
   const where = `a.project_id = ? and a.scope = 'Person'${itemId ? ' and a.item_id = ?' : ''}`;
   const params = [ctx.state.project.id, ...(itemId ? [itemId] : [])];
   const conn = ctx.state.em.getConnection();
-  const [{ count }] = await conn.execute<any[]>(`select count(*)::int as count from activity_log a where ${where}`, params);
+  const [{ count }] = await conn.execute<any[]>(
+    `select count(*)::int as count from activity_log a where ${where}`,
+    params,
+  );
   const rows = await conn.execute<any[]>(
     `select a.*, u.first_name, u.email from activity_log a left join app_user u on u.id = a.user_id
       where ${where} order by a.created_at desc, a.id limit ? offset ?`,
@@ -76,7 +95,9 @@ async function activityPage(ctx: ApiContext, itemId: string | null) {
   ctx.body = {
     results: rows.map((r) => ({
       id: r.id,
-      user: r.is_system ? { first_name: 'System', email: null, is_system: true } : { first_name: r.first_name ?? '', email: r.email ?? null },
+      user: r.is_system
+        ? { first_name: 'System', email: null, is_system: true }
+        : { first_name: r.first_name ?? '', email: r.email ?? null },
       activity: r.activity,
       scope: r.scope,
       item_id: r.item_id,
@@ -102,10 +123,15 @@ async function splitPerson(ctx: ApiContext) {
       throw validationError('must be a list of strings', 'distinct_ids_to_split');
     if (body.distinct_ids_to_split.length === 0) throw validationError('must not be empty', 'distinct_ids_to_split');
     const foreign = body.distinct_ids_to_split.filter((d) => !ids.includes(d));
-    if (foreign.length) throw validationError(`not on this person: ${JSON.stringify(foreign)}`, 'distinct_ids_to_split');
+    if (foreign.length)
+      throw validationError(`not on this person: ${JSON.stringify(foreign)}`, 'distinct_ids_to_split');
     toSplit = [...new Set(body.distinct_ids_to_split as string[])];
   } else {
-    if (body.main_distinct_id !== undefined && body.main_distinct_id !== null && typeof body.main_distinct_id !== 'string')
+    if (
+      body.main_distinct_id !== undefined &&
+      body.main_distinct_id !== null &&
+      typeof body.main_distinct_id !== 'string'
+    )
       throw validationError('Not a valid string.', 'main_distinct_id');
     const main = (body.main_distinct_id as string | undefined) ?? ids[0];
     if (!ids.includes(main)) throw validationError(`not on this person: ${JSON.stringify([main])}`, 'main_distinct_id');
@@ -123,11 +149,22 @@ async function splitPerson(ctx: ApiContext) {
         `insert into person (uuid, project_id, properties, created_at, version)
          values (case when exists (select 1 from person where project_id = ? and uuid = ?::uuid) then ?::uuid else ?::uuid end, ?, '{}'::jsonb, now(), 0)
          returning id`,
-        [projectId, personUuidFor(projectId, distinctId), randomUUID(), personUuidFor(projectId, distinctId), projectId],
+        [
+          projectId,
+          personUuidFor(projectId, distinctId),
+          randomUUID(),
+          personUuidFor(projectId, distinctId),
+          projectId,
+        ],
         'all',
         txc,
       );
-      await conn.execute(`update person_distinct_id set person_id = ?, version = version + 1 where project_id = ? and distinct_id = ?`, [created.id, projectId, distinctId], 'run', txc);
+      await conn.execute(
+        `update person_distinct_id set person_id = ?, version = version + 1 where project_id = ? and distinct_id = ?`,
+        [created.id, projectId, distinctId],
+        'run',
+        txc,
+      );
     }
     await recordActivity(tx as EntityManager, {
       ...actorOf(ctx),
@@ -136,7 +173,15 @@ async function splitPerson(ctx: ApiContext) {
       activity: 'split_person',
       detail: {
         name: person.uuid,
-        changes: [{ type: 'Person', action: 'split', field: null, before: null, after: { distinct_ids: ids, distinct_ids_to_split: toSplit } }],
+        changes: [
+          {
+            type: 'Person',
+            action: 'split',
+            field: null,
+            before: null,
+            after: { distinct_ids: ids, distinct_ids_to_split: toSplit },
+          },
+        ],
       },
     });
   });
@@ -153,7 +198,9 @@ async function propertiesTimeline(ctx: ApiContext) {
   if (typeof q.properties === 'string' && q.properties) {
     try {
       const filters = JSON.parse(q.properties);
-      crucial = (Array.isArray(filters) ? filters : [filters]).map((f: any) => f?.key).filter((k: unknown): k is string => typeof k === 'string');
+      crucial = (Array.isArray(filters) ? filters : [filters])
+        .map((f: any) => f?.key)
+        .filter((k: unknown): k is string => typeof k === 'string');
     } catch {
       throw validationError('Properties filter must be a JSON array of property filters.', 'properties');
     }
@@ -168,7 +215,8 @@ async function propertiesTimeline(ctx: ApiContext) {
   );
   let state: Record<string, unknown> = {};
   const points: { timestamp: string | null; properties: Record<string, unknown>; relevant_event_count: number }[] = [];
-  const fingerprint = (props: Record<string, unknown>) => JSON.stringify(crucial.length ? crucial.map((k) => props[k]) : props);
+  const fingerprint = (props: Record<string, unknown>) =>
+    JSON.stringify(crucial.length ? crucial.map((k) => props[k]) : props);
   for (const event of events) {
     state = applyPropertyUpdate(state, personUpdateOf(event.event, event.properties)).properties;
     if (new Date(event.timestamp) < from) continue;
@@ -176,17 +224,26 @@ async function propertiesTimeline(ctx: ApiContext) {
     if (last && fingerprint(last.properties) === fingerprint(state)) last.relevant_event_count++;
     else points.push({ timestamp: isoTimestamp(event.timestamp), properties: { ...state }, relevant_event_count: 1 });
   }
-  ctx.body = { points, crucial_property_keys: crucial, effective_date_from: isoTimestamp(from), effective_date_to: isoTimestamp(to) };
+  ctx.body = {
+    points,
+    crucial_property_keys: crucial,
+    effective_date_from: isoTimestamp(from),
+    effective_date_to: isoTimestamp(to),
+  };
 }
 
 // ---- cohorts ----
 async function personCohorts(ctx: ApiContext) {
   const personId = ctx.state.query.person_id;
-  if (typeof personId !== 'string' || personId === '') throw validationError('This field is required.', 'person_id', 'required');
+  if (typeof personId !== 'string' || personId === '')
+    throw validationError('This field is required.', 'person_id', 'required');
   const person = await findPerson(ctx.state.em, ctx.state.project.id, personId);
   const projectId = ctx.state.project.id;
   const conn = ctx.state.em.getConnection();
-  const cohorts = await conn.execute<any[]>(`select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`, [projectId]);
+  const cohorts = await conn.execute<any[]>(
+    `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
+    [projectId],
+  );
   const byId = new Map(cohorts.map((c) => [c.id, c]));
   const results = [];
   for (const cohort of cohorts) {
@@ -197,7 +254,10 @@ async function personCohorts(ctx: ApiContext) {
       if (error instanceof FilterError) continue; // a cohort we cannot evaluate is not reported as containing the person
       throw error;
     }
-    const [row] = await conn.execute<any[]>(`select (${members.sql}) as member from person p where p.id = ?`, [...members.params, person.id]);
+    const [row] = await conn.execute<any[]>(`select (${members.sql}) as member from person p where p.id = ?`, [
+      ...members.params,
+      person.id,
+    ]);
     if (row?.member) results.push({ id: cohort.id, name: cohort.name, count: cohort.count });
   }
   ctx.body = { results };
@@ -205,12 +265,16 @@ async function personCohorts(ctx: ApiContext) {
 
 // ---- funnel, correlation, lifecycle: persons envelope ----
 function input(ctx: ApiContext): Record<string, any> {
-  return { ...ctx.state.query, ...(ctx.method === 'POST' && ctx.state.body && typeof ctx.state.body === 'object' ? ctx.state.body : {}) };
+  return {
+    ...ctx.state.query,
+    ...(ctx.method === 'POST' && ctx.state.body && typeof ctx.state.body === 'object' ? ctx.state.body : {}),
+  };
 }
 
 function funnelParams(params: Record<string, any>): FunnelParams {
   const windowDays = params.funnel_window_days === undefined ? 14 : Number(params.funnel_window_days);
-  if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365) throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');
+  if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365)
+    throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');
   return {
     steps: parseEventSteps(params.events),
     from: parseDate(params.date_from, new Date(Date.now() - 7 * 86400_000), 'date_from'),
@@ -228,7 +292,9 @@ async function actorsResponse(ctx: ApiContext, ids: SqlFragment, params: Record<
     [ctx.state.project.id, ...ids.params, page.limit, page.offset],
     NEWEST_FIRST,
   );
-  const url = new URL(`${ctx.protocol}://${ctx.host}${ctx.state.requestPath}${ctx.querystring ? `?${ctx.querystring}` : ''}`);
+  const url = new URL(
+    `${ctx.protocol}://${ctx.host}${ctx.state.requestPath}${ctx.querystring ? `?${ctx.querystring}` : ''}`,
+  );
   const initial = url.toString();
   url.searchParams.set('offset', String(page.offset + page.limit));
   url.searchParams.set('limit', String(page.limit));
@@ -245,14 +311,19 @@ async function actorsResponse(ctx: ApiContext, ids: SqlFragment, params: Record<
 async function funnelPersons(ctx: ApiContext) {
   const params = input(ctx);
   const funnel = funnelParams(params);
-  await actorsResponse(ctx, funnelPersonIdsSql(ctx.state.project.id, funnel, params.funnel_step === undefined ? 1 : Number(params.funnel_step)), params);
+  await actorsResponse(
+    ctx,
+    funnelPersonIdsSql(ctx.state.project.id, funnel, params.funnel_step === undefined ? 1 : Number(params.funnel_step)),
+    params,
+  );
 }
 
 async function funnelCorrelationPersons(ctx: ApiContext) {
   const params = input(ctx);
   const funnel = funnelParams(params);
   const [entity] = parseEventSteps(
-    typeof params.funnel_correlation_person_entity === 'string' && !params.funnel_correlation_person_entity.trim().startsWith('[')
+    typeof params.funnel_correlation_person_entity === 'string' &&
+      !params.funnel_correlation_person_entity.trim().startsWith('[')
       ? `[${params.funnel_correlation_person_entity}]`
       : params.funnel_correlation_person_entity,
     'funnel_correlation_person_entity',
@@ -260,7 +331,9 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
   const converted = String(params.funnel_correlation_person_converted ?? 'true') !== 'false';
   const steps = funnelStepsSql(ctx.state.project.id, funnel);
   const last = funnel.steps.length;
-  const outcome = converted ? `select person_id from s${last}` : `select person_id from s1 except select person_id from s${last}`;
+  const outcome = converted
+    ? `select person_id from s${last}`
+    : `select person_id from s1 except select person_id from s${last}`;
   const ids: SqlFragment = {
     sql: `${steps.sql} select o.person_id from (${outcome}) o where exists (
       select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
@@ -276,18 +349,27 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
 
 async function lifecyclePersons(ctx: ApiContext) {
   const params = input(ctx);
-  if (!params.target_date) throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include specified date', 'target_date');
-  if (!params.lifecycle_type) throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include lifecycle type', 'lifecycle_type');
+  if (!params.target_date)
+    throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include specified date', 'target_date');
+  if (!params.lifecycle_type)
+    throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include lifecycle type', 'lifecycle_type');
   const day = parseDate(params.target_date, new Date(), 'target_date');
   const event = params.events ? parseEventSteps(params.events)[0] : null;
-  await actorsResponse(ctx, lifecyclePersonIdsSql(ctx.state.project.id, day, String(params.lifecycle_type), event, ctx.state.project.timezone), params);
+  await actorsResponse(
+    ctx,
+    lifecyclePersonIdsSql(ctx.state.project.id, day, String(params.lifecycle_type), event, ctx.state.project.timezone),
+    params,
+  );
 }
 
 const actorsSchema = {
   type: 'object',
   required: ['results', 'next', 'initial', 'missing_persons', 'is_cached', 'last_refresh'],
   properties: {
-    results: { type: 'array', items: record({ people: { type: 'array', items: personListItemSchema }, count: { type: 'integer' } }) },
+    results: {
+      type: 'array',
+      items: record({ people: { type: 'array', items: personListItemSchema }, count: { type: 'integer' } }),
+    },
     next: nullableString,
     initial: { type: 'string' },
     missing_persons: { type: 'integer' },
@@ -302,7 +384,11 @@ const funnelQuery = {
   properties: {
     ...PAGE_QUERY_PROPERTIES,
     ...FORMAT,
-    events: { type: 'string', maxLength: 10_000, description: 'JSON array of steps: [{"id": "<event>", "order": 0}, …]' },
+    events: {
+      type: 'string',
+      maxLength: 10_000,
+      description: 'JSON array of steps: [{"id": "<event>", "order": 0}, …]',
+    },
     funnel_step: { type: 'integer', description: 'N: persons who reached step N; -N: dropped off before step N' },
     funnel_window_days: { type: 'integer' },
     date_from: { type: 'string', maxLength: 40 },
@@ -350,7 +436,8 @@ export const personAnalysisRoutes = [
     query: activityQuery,
     responses: { 200: { description: 'Activity page', schema: activitySchema } },
     csv: CSV,
-    handler: async (ctx) => activityPage(ctx, (await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)).id),
+    handler: async (ctx) =>
+      activityPage(ctx, (await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)).id),
   }),
   defineRoute({
     method: 'POST',
@@ -399,7 +486,12 @@ export const personAnalysisRoutes = [
     responses: {
       200: {
         description: 'Cohorts',
-        schema: record({ results: { type: 'array', items: record({ id: { type: 'integer' }, name: nullableString, count: nullableInteger }) } }),
+        schema: record({
+          results: {
+            type: 'array',
+            items: record({ id: { type: 'integer' }, name: nullableString, count: nullableInteger }),
+          },
+        }),
       },
     },
     csv: CSV,

@@ -53,7 +53,8 @@ export function parseEventSteps(raw: unknown, attr = 'events'): string[] {
   const steps = [...value].sort((a: any, b: any) => (Number(a?.order) || 0) - (Number(b?.order) || 0));
   return steps.map((step: any) => {
     const id = step?.id ?? step?.event;
-    if (typeof id !== 'string' || id === '' || id.length > 400) throw validationError('Each step needs an event name as "id".', attr);
+    if (typeof id !== 'string' || id === '' || id.length > 400)
+      throw validationError('Each step needs an event name as "id".', attr);
     return id;
   });
 }
@@ -87,16 +88,26 @@ export function funnelStepsSql(projectId: number, params: FunnelParams): SqlFrag
 export function funnelPersonIdsSql(projectId: number, params: FunnelParams, step: number): SqlFragment {
   const n = params.steps.length;
   const k = Math.abs(step);
-  if (!Number.isInteger(step) || step === 0 || k > n || step === -1) throw validationError(`funnel_step must be 1..${n}, or -2..-${n} for drop-offs.`, 'funnel_step');
+  if (!Number.isInteger(step) || step === 0 || k > n || step === -1)
+    throw validationError(`funnel_step must be 1..${n}, or -2..-${n} for drop-offs.`, 'funnel_step');
   const ctes = funnelStepsSql(projectId, params);
-  const select = step > 0 ? `select person_id from s${k}` : `select person_id from s${k - 1} except select person_id from s${k}`;
+  const select =
+    step > 0 ? `select person_id from s${k}` : `select person_id from s${k - 1} except select person_id from s${k}`;
   return { sql: `${ctes.sql} ${select}`, params: ctes.params };
 }
 
 /** Lifecycle buckets for a day, by PostHog's definitions (new, returning, resurrecting, dormant). */
-export function lifecyclePersonIdsSql(projectId: number, day: Date, type: string, event: string | null, timezone: string): SqlFragment {
+export function lifecyclePersonIdsSql(
+  projectId: number,
+  day: Date,
+  type: string,
+  event: string | null,
+  timezone: string,
+): SqlFragment {
   const start = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate()));
-  const active = (offsetDays: number) => `exists (select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
+  const active = (
+    offsetDays: number,
+  ) => `exists (select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
       where d.person_id = p.id and e.project_id = ? ${event ? 'and e.event = ?' : ''}
         and (e.timestamp at time zone ?)::date = (?::date + ${offsetDays}))`;
   const activeParams = () => [projectId, ...(event ? [event] : []), timezone, start.toISOString().slice(0, 10)];
@@ -105,7 +116,10 @@ export function lifecyclePersonIdsSql(projectId: number, day: Date, type: string
   const date = start.toISOString().slice(0, 10);
   switch (type) {
     case 'new':
-      return { sql: `select p.id from person p where p.project_id = ? and ${createdOn} and ${active(0)}`, params: [projectId, timezone, date, ...activeParams()] };
+      return {
+        sql: `select p.id from person p where p.project_id = ? and ${createdOn} and ${active(0)}`,
+        params: [projectId, timezone, date, ...activeParams()],
+      };
     case 'returning':
       return {
         sql: `select p.id from person p where p.project_id = ? and ${createdBefore} and ${active(0)} and ${active(-1)}`,
@@ -127,6 +141,8 @@ export function lifecyclePersonIdsSql(projectId: number, day: Date, type: string
 }
 
 export async function countOf(em: EntityManager, ids: SqlFragment): Promise<number> {
-  const [{ count }] = await em.getConnection().execute<any[]>(`select count(*)::int as count from (${ids.sql}) x`, ids.params);
+  const [{ count }] = await em
+    .getConnection()
+    .execute<any[]>(`select count(*)::int as count from (${ids.sql}) x`, ids.params);
   return count;
 }

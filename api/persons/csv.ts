@@ -119,8 +119,16 @@ export async function personsCsv(em: EntityManager, filter: SqlFragment, limit =
     filter.params,
   );
   const columns = [
-    'created_at', ...Array.from({ length: Math.min(max_ids, 1000) }, (_, i) => `distinct_ids.${i}`), 'id', 'is_identified', 'last_seen_at', 'name',
-    ...paths.map((path) => `properties.${path}`), 'type', 'uuid', 'value_at_data_point',
+    'created_at',
+    ...Array.from({ length: Math.min(max_ids, 1000) }, (_, i) => `distinct_ids.${i}`),
+    'id',
+    'is_identified',
+    'last_seen_at',
+    'name',
+    ...paths.map((path) => `properties.${path}`),
+    'type',
+    'uuid',
+    'value_at_data_point',
   ].sort();
   async function* rows() {
     yield csvLine(columns);

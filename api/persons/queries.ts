@@ -7,7 +7,6 @@ import { FilterError, propertyFiltersSql, type SqlFragment } from '../../shared/
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';
 
-
 /** The person `:id` names (numeric id or uuid) in the project; 400 for anything else, 404 if absent. */
 export async function findPerson(em: EntityManager, projectId: number, idParam: string): Promise<PersonWithIds> {
   let where: string;
@@ -17,13 +16,21 @@ export async function findPerson(em: EntityManager, projectId: number, idParam: 
     throw validationError(
       'The ID provided does not look like a personID. If you are using a distinctId, please use /persons?distinct_id=<id> instead.',
     );
-  const [person] = await withDistinctIds(em, `select p.* from person p where p.project_id = ? and ${where}`, [projectId, idParam]);
+  const [person] = await withDistinctIds(em, `select p.* from person p where p.project_id = ? and ${where}`, [
+    projectId,
+    idParam,
+  ]);
   if (!person) throw notFound();
   return person;
 }
 
 /** Runs a query returning person rows and attaches each person's distinct ids (insertion order). */
-export async function withDistinctIds(em: EntityManager, sql: string, params: unknown[], order = ''): Promise<PersonWithIds[]> {
+export async function withDistinctIds(
+  em: EntityManager,
+  sql: string,
+  params: unknown[],
+  order = '',
+): Promise<PersonWithIds[]> {
   return em.getConnection().execute<PersonWithIds[]>(
     `select q.id::text as id, q.uuid, q.properties, q.is_identified, q.created_at,
             coalesce((select array_agg(d.distinct_id order by d.id) from person_distinct_id d where d.person_id = q.id), '{}') as distinct_ids
@@ -42,11 +49,19 @@ export interface PersonListQuery {
 }
 
 /** The WHERE clause of a person list (alias `p`), from the list's query parameters. */
-export async function personListFilter(em: EntityManager, projectId: number, query: PersonListQuery): Promise<SqlFragment> {
+export async function personListFilter(
+  em: EntityManager,
+  projectId: number,
+  query: PersonListQuery,
+): Promise<SqlFragment> {
   const parts: SqlFragment[] = [{ sql: 'p.project_id = ?', params: [projectId] }];
   if (query.distinct_id !== undefined)
-    parts.push({ sql: 'p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = ?)', params: [projectId, query.distinct_id] });
-  if (query.email !== undefined) parts.push({ sql: `p.properties @> ?::jsonb`, params: [JSON.stringify({ email: query.email })] });
+    parts.push({
+      sql: 'p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = ?)',
+      params: [projectId, query.distinct_id],
+    });
+  if (query.email !== undefined)
+    parts.push({ sql: `p.properties @> ?::jsonb`, params: [JSON.stringify({ email: query.email })] });
   const search = query.search?.trim();
   if (search) {
     // One index-friendly branch per way of matching (an OR across them would scan every person).
@@ -86,7 +101,13 @@ export async function personListFilter(em: EntityManager, projectId: number, que
  * there is a next page; the total is counted only when asked for (PostHog's `include_total`),
  * since counting a large match costs far more than the page itself.
  */
-export async function listPersons(em: EntityManager, filter: SqlFragment, limit: number, offset: number, includeTotal: boolean) {
+export async function listPersons(
+  em: EntityManager,
+  filter: SqlFragment,
+  limit: number,
+  offset: number,
+  includeTotal: boolean,
+) {
   const rows = await withDistinctIds(
     em,
     `select p.* from person p where ${filter.sql} order by p.created_at desc, p.id desc limit ? offset ?`,
@@ -95,6 +116,9 @@ export async function listPersons(em: EntityManager, filter: SqlFragment, limit:
   );
   const hasMore = rows.length > limit;
   let count: number | null = null;
-  if (includeTotal) [{ count }] = await em.getConnection().execute<{ count: number }[]>(`select count(*)::int as count from person p where ${filter.sql}`, filter.params);
+  if (includeTotal)
+    [{ count }] = await em
+      .getConnection()
+      .execute<{ count: number }[]>(`select count(*)::int as count from person p where ${filter.sql}`, filter.params);
   return { rows: rows.slice(0, limit), hasMore, count };
 }

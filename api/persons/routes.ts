@@ -20,7 +20,6 @@ const P = '/api/projects/:project_id/persons';
 const CSV = csvOfAnswer();
 const BOOLEAN_PARAM = { type: 'boolean', default: false } as const;
 
-
 const UNSET_KEY = { type: 'string', minLength: 1, maxLength: 400 } as const;
 
 /**
@@ -69,7 +68,8 @@ async function personCount(em: EntityManager, filter: SqlFragment, offset: numbe
 }
 
 /** PostHog builds these 400s by hand with code and detail swapped; clients compare them literally. */
-const swappedRequired = (attr: string) => new ApiError(400, 'validation_error', 'This field is required.', 'required', attr);
+const swappedRequired = (attr: string) =>
+  new ApiError(400, 'validation_error', 'This field is required.', 'required', attr);
 
 function sendPerson(ctx: ApiContext, person: PersonWithIds) {
   if (ctx.state.query.format === 'csv') {
@@ -88,7 +88,11 @@ function setPersonProperties(ctx: ApiContext, person: PersonWithIds, set: Record
     person,
     { set },
     { name: '$set', properties: { $set: set } },
-    { name: 'updated', itemName: null, changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }] },
+    {
+      name: 'updated',
+      itemName: null,
+      changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }],
+    },
   );
 }
 
@@ -106,7 +110,11 @@ export const personRoutes = [
         ...FORMAT,
         distinct_id: { type: 'string', maxLength: 400, description: 'Persons owning this distinct id' },
         email: { type: 'string', maxLength: 1000, description: 'Exact match on the email property' },
-        search: { type: 'string', maxLength: 1000, description: 'Email or name substring, person uuid, or exact distinct id' },
+        search: {
+          type: 'string',
+          maxLength: 1000,
+          description: 'Email or name substring, person uuid, or exact distinct id',
+        },
         properties: { type: 'string', maxLength: 100_000, description: 'JSON array of property filters' },
         include_total: {
           type: 'string',
@@ -118,7 +126,7 @@ export const personRoutes = [
       200: {
         description:
           `A page of persons. \`count\` is exact up to ${EXACT_COUNT_LIMIT} matches and on the last page; beyond, ` +
-          'PostgreSQL\'s estimate, never below the persons known to exist (header X-Count-Estimated: true). ' +
+          "PostgreSQL's estimate, never below the persons known to exist (header X-Count-Estimated: true). " +
           '`next` is always exact.',
         schema: paginatedSchema(personListRowSchema),
       },
@@ -128,7 +136,11 @@ export const personRoutes = [
       if (ctx.state.query.format === 'csv') {
         ctx.type = 'text/csv';
         ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');
-        ctx.body = await personsCsv(ctx.state.em, filter, ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined);
+        ctx.body = await personsCsv(
+          ctx.state.em,
+          filter,
+          ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined,
+        );
         return;
       }
       const page = pageOf(ctx.state.query);
@@ -165,7 +177,11 @@ export const personRoutes = [
     tags: ['persons'],
     scopes: ['person:read'],
     query: { type: 'object', properties: FORMAT },
-    responses: { 200: { description: 'The person', schema: personRecordSchema }, 400: { description: 'Not a person id' }, 404: { description: 'Not found' } },
+    responses: {
+      200: { description: 'The person', schema: personRecordSchema },
+      400: { description: 'Not a person id' },
+      404: { description: 'Not found' },
+    },
     handler: async (ctx) => sendPerson(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
   }),
   defineRoute({
@@ -182,7 +198,8 @@ export const personRoutes = [
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const properties = ctx.state.body.properties;
       if (properties === undefined || properties === null) throw swappedRequired('properties');
-      if (typeof properties !== 'object' || Array.isArray(properties)) throw validationError('Expected a dictionary of items.', 'properties');
+      if (typeof properties !== 'object' || Array.isArray(properties))
+        throw validationError('Expected a dictionary of items.', 'properties');
       ctx.body = personRecord(await setPersonProperties(ctx, person, properties));
     },
   }),
@@ -236,7 +253,12 @@ export const personRoutes = [
       },
     },
     body: { type: 'object', properties: { $unset: UNSET_KEY } },
-    responses: { 200: { description: 'The updated person', schema: record({ success: { const: true }, ...personRecordSchema.properties }) } },
+    responses: {
+      200: {
+        description: 'The updated person',
+        schema: record({ success: { const: true }, ...personRecordSchema.properties }),
+      },
+    },
     csv: CSV,
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
@@ -248,7 +270,11 @@ export const personRoutes = [
         person,
         { unset: [key] },
         { name: '$delete_person_property', properties: { $unset: [key] } },
-        { name: 'delete_property', itemName: person.uuid, changes: [{ type: 'Person', action: 'changed', field: null, before: null, after: null }] },
+        {
+          name: 'delete_property',
+          itemName: person.uuid,
+          changes: [{ type: 'Person', action: 'changed', field: null, before: null, after: null }],
+        },
       );
       ctx.body = { success: true, ...personRecord(updated) };
     },
@@ -258,7 +284,21 @@ export const personRoutes = [
 const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
 export const deletionRequestSchema = {
   type: 'object',
-  required: ['id', 'person_uuid', 'deletion_type', 'mode', 'status', 'created_at', 'cutoff', 'attempts', 'failures', 'last_error', 'next_attempt_at', 'started_at', 'delete_verified_at'],
+  required: [
+    'id',
+    'person_uuid',
+    'deletion_type',
+    'mode',
+    'status',
+    'created_at',
+    'cutoff',
+    'attempts',
+    'failures',
+    'last_error',
+    'next_attempt_at',
+    'started_at',
+    'delete_verified_at',
+  ],
   properties: {
     id: { type: 'string' },
     project_id: { type: 'integer' },
@@ -269,7 +309,10 @@ export const deletionRequestSchema = {
     created_at: NULLABLE_TIME,
     cutoff: { ...NULLABLE_TIME, description: 'Only data up to this moment is deleted; a repeated request moves it' },
     attempts: { type: 'integer', description: 'Worker attempts so far' },
-    failures: { type: 'integer', description: 'Times it failed finally; each is retried automatically at next_attempt_at' },
+    failures: {
+      type: 'integer',
+      description: 'Times it failed finally; each is retried automatically at next_attempt_at',
+    },
     last_error: { type: ['string', 'null'] },
     next_attempt_at: { ...NULLABLE_TIME, description: 'When a failed request is tried again' },
     started_at: NULLABLE_TIME,
@@ -279,7 +322,14 @@ export const deletionRequestSchema = {
 
 const bulkDeleteResultSchema = {
   type: 'object',
-  required: ['persons_found', 'persons_deleted', 'events_queued_for_deletion', 'recordings_queued_for_deletion', 'deletion_errors', 'deletion_requests'],
+  required: [
+    'persons_found',
+    'persons_deleted',
+    'events_queued_for_deletion',
+    'recordings_queued_for_deletion',
+    'deletion_errors',
+    'deletion_requests',
+  ],
   properties: {
     persons_found: { type: 'integer' },
     persons_deleted: { type: 'integer' },
@@ -294,7 +344,8 @@ const bulkDeleteResultSchema = {
 function idList(ctx: ApiContext, name: 'ids' | 'distinct_ids'): unknown[] | undefined {
   const fromBody = ctx.state.body?.[name];
   if (fromBody !== undefined && fromBody !== null) {
-    if (!Array.isArray(fromBody)) throw validationError(`Expected a list of items but got type "${typeof fromBody}".`, name, 'not_a_list');
+    if (!Array.isArray(fromBody))
+      throw validationError(`Expected a list of items but got type "${typeof fromBody}".`, name, 'not_a_list');
     return fromBody;
   }
   const fromQuery = ctx.state.query[name];
@@ -314,7 +365,11 @@ const flag = (ctx: ApiContext, name: string) => {
 };
 
 /** POST /persons/:id/<action>: records a deletion request for the person, who stays. */
-function deletionRequestRoute(action: string, summary: string, what: { deleteEvents: boolean; deleteRecordings: boolean }) {
+function deletionRequestRoute(
+  action: string,
+  summary: string,
+  what: { deleteEvents: boolean; deleteRecordings: boolean },
+) {
   return defineRoute({
     method: 'POST',
     path: `${P}/:id/${action}`,
@@ -324,11 +379,18 @@ function deletionRequestRoute(action: string, summary: string, what: { deleteEve
     query: { type: 'object', properties: FORMAT },
     csv: CSV,
     responses: {
-      200: { description: 'The deletion request', schema: record({ deletion_requests: { type: 'array', items: deletionRequestSchema } }) },
+      200: {
+        description: 'The deletion request',
+        schema: record({ deletion_requests: { type: 'array', items: deletionRequestSchema } }),
+      },
     },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], { ...what, keepPerson: true, eventsMode: 'off_peak' });
+      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+        ...what,
+        keepPerson: true,
+        eventsMode: 'off_peak',
+      });
       ctx.body = { deletion_requests: requests };
     },
   });
@@ -364,8 +426,14 @@ export const personDeletionRoutes = [
       ctx.status = 204;
     },
   }),
-  deletionRequestRoute('delete_events', 'Queue deletion of all events of this person (runs in the off-peak window)', { deleteEvents: true, deleteRecordings: false }),
-  deletionRequestRoute('delete_recordings', 'Queue deletion of all recordings of this person (as soon as possible)', { deleteEvents: false, deleteRecordings: true }),
+  deletionRequestRoute('delete_events', 'Queue deletion of all events of this person (runs in the off-peak window)', {
+    deleteEvents: true,
+    deleteRecordings: false,
+  }),
+  deletionRequestRoute('delete_recordings', 'Queue deletion of all recordings of this person (as soon as possible)', {
+    deleteEvents: false,
+    deleteRecordings: true,
+  }),
   defineRoute({
     method: 'POST',
     path: `${P}/bulk_delete`,
@@ -419,8 +487,19 @@ export const personDeletionRoutes = [
           pgArray(distinctIds),
         ],
       );
-      const options = { deleteEvents: flag(ctx, 'delete_events'), deleteRecordings: flag(ctx, 'delete_recordings'), keepPerson: flag(ctx, 'keep_person'), eventsMode: 'weekly' as const };
-      const { personsDeleted, requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), persons, options);
+      const options = {
+        deleteEvents: flag(ctx, 'delete_events'),
+        deleteRecordings: flag(ctx, 'delete_recordings'),
+        keepPerson: flag(ctx, 'keep_person'),
+        eventsMode: 'weekly' as const,
+      };
+      const { personsDeleted, requests } = await deletePersons(
+        ctx.state.em,
+        ctx.deps.queues.deletions,
+        actorOf(ctx),
+        persons,
+        options,
+      );
       ctx.body = {
         persons_found: persons.length,
         persons_deleted: personsDeleted,
@@ -457,7 +536,8 @@ export const personDeletionRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/deletion_status/:id/retry`,
-    summary: 'Retry a failed deletion request now (failed requests are also retried automatically, with a growing delay)',
+    summary:
+      'Retry a failed deletion request now (failed requests are also retried automatically, with a growing delay)',
     tags: ['persons'],
     scopes: ['person:write'],
     responses: { 200: { description: 'The request, due at once', schema: deletionRequestSchema } },
@@ -466,7 +546,8 @@ export const personDeletionRoutes = [
       if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
       const result = await retryFailedDeletion(ctx.state.em, ctx.state.project.id, id);
       if (result === 'not_found') throw notFound();
-      if (result === 'not_failed') throw validationError(`Deletion request ${id} has not failed; only a failed request can be retried.`, 'id');
+      if (result === 'not_failed')
+        throw validationError(`Deletion request ${id} has not failed; only a failed request can be retried.`, 'id');
       // If Redis is away the request is still due: the worker's reconciler gives it a job.
       await requeueDeletions(ctx.deps.queues.deletions, [id]).catch(() => undefined);
       ctx.body = result;

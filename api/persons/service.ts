@@ -6,7 +6,12 @@ import { randomUUID } from 'node:crypto';
 import type { Queue } from 'bullmq';
 import { recordActivity, type ActivityChange, type Actor } from '../../shared/activity-log.ts';
 import type { DeletionMode } from '../../shared/deletions/schedule.ts';
-import { deletionRequestsByIds, recordDeletionRequests, type DeletionRequest, type DeletionRequestView } from '../../shared/deletions/store.ts';
+import {
+  deletionRequestsByIds,
+  recordDeletionRequests,
+  type DeletionRequest,
+  type DeletionRequestView,
+} from '../../shared/deletions/store.ts';
 import { storeEvents } from '../../shared/events/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { enqueueDeletions } from '../../shared/queues.ts';
@@ -31,7 +36,15 @@ export async function changePersonProperties(
     const distinctId = orderedDistinctIds(person.distinct_ids)[0];
     if (distinctId !== undefined) {
       await storeEvents(txEm, [
-        { uuid: randomUUID(), projectId: actor.projectId, event: event.name, distinctId, personId: person.uuid, properties: event.properties, timestamp: new Date() },
+        {
+          uuid: randomUUID(),
+          projectId: actor.projectId,
+          event: event.name,
+          distinctId,
+          personId: person.uuid,
+          properties: event.properties,
+          timestamp: new Date(),
+        },
       ]);
     }
     await recordActivity(txEm, {
@@ -88,7 +101,12 @@ export async function deletePersons(
     }
     const requests: DeletionRequest[] = [];
     for (const person of persons) {
-      const base = { projectId: actor.projectId, key: person.uuid, distinctIds: person.distinct_ids, createdById: actor.userId };
+      const base = {
+        projectId: actor.projectId,
+        key: person.uuid,
+        distinctIds: person.distinct_ids,
+        createdById: actor.userId,
+      };
       if (options.deleteEvents) requests.push({ ...base, type: 'person_events', mode: options.eventsMode });
       if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
     }
@@ -97,6 +115,9 @@ export async function deletePersons(
   const requests = await deletionRequestsByIds(em, requestIds);
   // Recordings go now; event deletions wait for their scheduled window. If Redis is down the rows
   // stay pending and the worker's reconciler enqueues them.
-  await enqueueDeletions(deletionQueue, requests.filter((r) => r.mode === 'immediate').map((r) => r.id));
+  await enqueueDeletions(
+    deletionQueue,
+    requests.filter((r) => r.mode === 'immediate').map((r) => r.id),
+  );
   return { personsDeleted, requests };
 }

@@ -3,7 +3,12 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
 import { defineRoute } from '../http/routes.ts';
 import { dateTime, nullableDateTime, nullableString, record, stringArray } from '../http/schemas.ts';
-import { organizationBasic, organizationBasicSchema, organizationDetail, organizationDetailSchema } from '../organizations/serializers.ts';
+import {
+  organizationBasic,
+  organizationBasicSchema,
+  organizationDetail,
+  organizationDetailSchema,
+} from '../organizations/serializers.ts';
 import { visibleOrganizations, visibleProjects } from '../organizations/visibility.ts';
 import { userBasic, userBasicSchema, userColumns } from './serializers.ts';
 
@@ -32,7 +37,9 @@ export const introspectionRoutes = [
       },
     },
     handler: async (ctx) => {
-      const [key] = await ctx.state.em.getConnection().execute<any[]>(`select * from personal_api_key where id = ?`, [ctx.state.auth.keyId]);
+      const [key] = await ctx.state.em
+        .getConnection()
+        .execute<any[]>(`select * from personal_api_key where id = ?`, [ctx.state.auth.keyId]);
       ctx.body = {
         id: key.id,
         label: key.label,
@@ -68,7 +75,12 @@ export const introspectionRoutes = [
       const em = ctx.state.em;
       const key = ctx.state.auth;
       const [[user], organizations, projects] = await Promise.all([
-        em.getConnection().execute<any[]>(`select ${userColumns('u', 'user')}, u.current_organization_id, u.current_project_id from app_user u where u.id = ?`, [key.userId]),
+        em
+          .getConnection()
+          .execute<any[]>(
+            `select ${userColumns('u', 'user')}, u.current_organization_id, u.current_project_id from app_user u where u.id = ?`,
+            [key.userId],
+          ),
         visibleOrganizations(em, key),
         visibleProjects(em, key),
       ]);

@@ -3,7 +3,17 @@ import { nullableOpenObject, nullableString, record } from '../http/schemas.ts';
 
 /** Columns of app_user as `<alias>_<column>` so one row can carry several users. */
 export const userColumns = (alias: string, prefix: string) =>
-  ['id', 'uuid', 'distinct_id', 'first_name', 'last_name', 'email', 'is_email_verified', 'hedgehog_config', 'role_at_organization']
+  [
+    'id',
+    'uuid',
+    'distinct_id',
+    'first_name',
+    'last_name',
+    'email',
+    'is_email_verified',
+    'hedgehog_config',
+    'role_at_organization',
+  ]
     .map((c) => `${alias}.${c} as ${prefix}_${c}`)
     .join(', ');
 

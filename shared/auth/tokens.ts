@@ -19,6 +19,7 @@ export const generateProjectApiToken = () => `phc_${base62(randomBytes(32))}`;
 export const generateKeyId = () => base62(randomBytes(24));
 
 /** The only form of a personal API key that is stored. Unsalted, as PostHog does, so lookup is one index probe. */
-export const hashPersonalApiKey = (value: string) => `sha256$${createHash('sha256').update(value, 'utf8').digest('hex')}`;
+export const hashPersonalApiKey = (value: string) =>
+  `sha256$${createHash('sha256').update(value, 'utf8').digest('hex')}`;
 
 export const maskPersonalApiKey = (value: string) => (value.length < 16 ? '********' : `phx_...${value.slice(-4)}`);

@@ -37,14 +37,20 @@ function referencedCohorts(node: unknown, out = new Set<number>()): Set<number> 
 }
 
 /** Loads every cohort `filters` refers to (transitively) and returns a resolver for cohort and behavioral items. */
-export async function cohortFilterResolver(em: EntityManager, projectId: number, filters: unknown): Promise<SpecialFilter> {
+export async function cohortFilterResolver(
+  em: EntityManager,
+  projectId: number,
+  filters: unknown,
+): Promise<SpecialFilter> {
   const cohorts = new Map<number, CohortRow>();
   let pending = [...referencedCohorts(filters)];
   for (let depth = 0; pending.length && depth < MAX_NESTING; depth++) {
-    const rows = await em.getConnection().execute<CohortRow[]>(
-      `select id, is_static, filters from cohort where project_id = ? and not deleted and id in (?)`,
-      [projectId, pending],
-    );
+    const rows = await em
+      .getConnection()
+      .execute<CohortRow[]>(
+        `select id, is_static, filters from cohort where project_id = ? and not deleted and id in (?)`,
+        [projectId, pending],
+      );
     for (const row of rows) cohorts.set(row.id, row);
     pending = rows.flatMap((r) => [...referencedCohorts(r.filters?.properties)]).filter((id) => !cohorts.has(id));
   }
@@ -68,9 +74,18 @@ function buildResolver(projectId: number, cohorts: Map<number, CohortRow>, depth
 const asText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** SQL true when person `p` is in `cohort`. */
-export function cohortMembersSql(projectId: number, cohort: CohortRow, cohorts: Map<number, CohortRow>, depth = 0): SqlFragment {
+export function cohortMembersSql(
+  projectId: number,
+  cohort: CohortRow,
+  cohorts: Map<number, CohortRow>,
+  depth = 0,
+): SqlFragment {
   if (depth > MAX_NESTING) throw new FilterError('Cohorts are nested too deeply.');
-  if (cohort.is_static) return { sql: `exists (select 1 from cohort_person cp where cp.cohort_id = ? and cp.person_id = p.id)`, params: [cohort.id] };
+  if (cohort.is_static)
+    return {
+      sql: `exists (select 1 from cohort_person cp where cp.cohort_id = ? and cp.person_id = p.id)`,
+      params: [cohort.id],
+    };
   const tree = cohort.filters?.properties;
   if (!tree) return { sql: 'false', params: [] };
   return propertyFiltersSql(tree, 'p.properties', buildResolver(projectId, cohorts, depth));

@@ -10,7 +10,14 @@ export function ormConfig(databaseUrl = config.databaseUrl, poolMax = config.dat
     clientUrl: databaseUrl,
     entities,
     extensions: [Migrator],
-    migrations: { migrationsList, tableName: 'mikro_orm_migrations', transactional: true, allOrNothing: true, snapshot: false, silent: true },
+    migrations: {
+      migrationsList,
+      tableName: 'mikro_orm_migrations',
+      transactional: true,
+      allOrNothing: true,
+      snapshot: false,
+      silent: true,
+    },
     pool: { min: 0, max: poolMax },
     debug: config.ormDebug,
   });

@@ -5,13 +5,19 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 
 /** The rows a statement returns. */
-export function rows<T = Record<string, unknown>>(em: EntityManager, sql: string, params: readonly unknown[] = []): Promise<T[]> {
+export function rows<T = Record<string, unknown>>(
+  em: EntityManager,
+  sql: string,
+  params: readonly unknown[] = [],
+): Promise<T[]> {
   return em.getConnection().execute<T[]>(sql, params as unknown[], 'all', em.getTransactionContext());
 }
 
 /** Runs a statement and returns how many rows it changed. */
 export async function run(em: EntityManager, sql: string, params: readonly unknown[] = []): Promise<number> {
-  const result = await em.getConnection().execute<{ affectedRows: number }>(sql, params as unknown[], 'run', em.getTransactionContext());
+  const result = await em
+    .getConnection()
+    .execute<{ affectedRows: number }>(sql, params as unknown[], 'run', em.getTransactionContext());
   return result.affectedRows;
 }
 

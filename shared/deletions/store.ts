@@ -106,7 +106,9 @@ function view(row: any): DeletionRequestView {
 
 export async function deletionRequestsByIds(em: EntityManager, ids: string[]): Promise<DeletionRequestView[]> {
   if (ids.length === 0) return [];
-  return (await rows(em, `select ${VIEW_COLUMNS} from async_deletion where id = any(?::bigint[]) order by id`, [pgArray(ids)])).map(view);
+  return (
+    await rows(em, `select ${VIEW_COLUMNS} from async_deletion where id = any(?::bigint[]) order by id`, [pgArray(ids)])
+  ).map(view);
 }
 
 export interface DeletionListFilter {
@@ -138,7 +140,11 @@ export async function listDeletionRequests(
     where.push('key = ?');
     params.push(filter.personUuid.toLowerCase());
   }
-  const [{ count }] = await rows<{ count: number }>(em, `select count(*)::int as count from async_deletion where ${where.join(' and ')}`, params);
+  const [{ count }] = await rows<{ count: number }>(
+    em,
+    `select count(*)::int as count from async_deletion where ${where.join(' and ')}`,
+    params,
+  );
   const found = await rows(
     em,
     `select ${VIEW_COLUMNS} from async_deletion where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
@@ -169,14 +175,22 @@ export async function retryFailedDeletion(
     [id, projectId, projectId],
   );
   if (updated) return view(updated);
-  const [exists] = await rows(em, `select 1 from async_deletion where id = ? and (?::int is null or project_id = ?)`, [id, projectId, projectId]);
+  const [exists] = await rows(em, `select 1 from async_deletion where id = ? and (?::int is null or project_id = ?)`, [
+    id,
+    projectId,
+    projectId,
+  ]);
   return exists ? 'not_failed' : 'not_found';
 }
 
 // ---- The worker's side -------------------------------------------------------------------------
 
 /** Hands a scheduled window's pending requests to the worker; `createdBefore` null: all of them. */
-export async function releaseDeletions(em: EntityManager, mode: DeletionMode, createdBefore: Date | null): Promise<string[]> {
+export async function releaseDeletions(
+  em: EntityManager,
+  mode: DeletionMode,
+  createdBefore: Date | null,
+): Promise<string[]> {
   const released = await rows<{ id: string }>(
     em,
     `update async_deletion set released_at = now()
@@ -234,7 +248,11 @@ export interface ClaimedDeletion {
  * one round trip (the select sees the row as it was before this statement, which is what the answer
  * needs when the update matched nothing). A failed request may be claimed: its job is its retry.
  */
-export async function claimDeletion(em: EntityManager, id: string, leaseSeconds: number): Promise<ClaimedDeletion | undefined> {
+export async function claimDeletion(
+  em: EntityManager,
+  id: string,
+  leaseSeconds: number,
+): Promise<ClaimedDeletion | undefined> {
   const [result] = await rows<ClaimedDeletion>(
     em,
     `with claimed as (
@@ -252,7 +270,12 @@ export async function claimDeletion(em: EntityManager, id: string, leaseSeconds:
 }
 
 /** Other released event-deletion requests of the lead's project, claimed into its batch. */
-export async function claimCompanions(em: EntityManager, lead: ClaimedDeletion, leaseSeconds: number, limit: number): Promise<string[]> {
+export async function claimCompanions(
+  em: EntityManager,
+  lead: ClaimedDeletion,
+  leaseSeconds: number,
+  limit: number,
+): Promise<string[]> {
   if (limit <= 0) return [];
   const claimed = await rows<{ id: string }>(
     em,
@@ -271,7 +294,10 @@ export async function claimCompanions(em: EntityManager, lead: ClaimedDeletion, 
 }
 
 /** What a batch of event-deletion requests covers, oldest cutoff first. */
-export async function eventDeletionTargets(em: EntityManager, batch: string[]): Promise<{ key: string; distinct_ids: string[]; cutoff: string }[]> {
+export async function eventDeletionTargets(
+  em: EntityManager,
+  batch: string[],
+): Promise<{ key: string; distinct_ids: string[]; cutoff: string }[]> {
   return rows(
     em,
     `select key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
@@ -305,7 +331,11 @@ export async function completeDeletions(em: EntityManager, batch: string[]): Pro
 
 /** After an error: the retry (or, for a batch, any worker) may claim the rows at once rather than after the lease. */
 export async function dropLeases(em: EntityManager, batch: string[]): Promise<void> {
-  await run(em, `update async_deletion set lease_until = now() where id = any(?::bigint[]) and delete_verified_at is null`, [pgArray(batch)]);
+  await run(
+    em,
+    `update async_deletion set lease_until = now() where id = any(?::bigint[]) and delete_verified_at is null`,
+    [pgArray(batch)],
+  );
 }
 
 /**

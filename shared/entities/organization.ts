@@ -7,7 +7,10 @@ export const Organization = defineEntity({
     id: p.uuid().primary(),
     name: p.string().length(64),
     createdAt: p.datetime().onCreate(() => new Date()),
-    updatedAt: p.datetime().onCreate(() => new Date()).onUpdate(() => new Date()),
+    updatedAt: p
+      .datetime()
+      .onCreate(() => new Date())
+      .onUpdate(() => new Date()),
   },
 });
 

@@ -12,7 +12,12 @@ export const PersonalApiKey = defineEntity({
     secureValue: p.string().length(300).unique(),
     /** null or empty: a legacy key with full access. */
     scopes: p.array().nullable(),
-    scopedTeams: p.array<number>((v) => Number(v), (v) => String(v)).nullable(),
+    scopedTeams: p
+      .array<number>(
+        (v) => Number(v),
+        (v) => String(v),
+      )
+      .nullable(),
     scopedOrganizations: p.array().nullable(),
     createdAt: p.datetime().onCreate(() => new Date()),
     lastUsedAt: p.datetime().nullable(),

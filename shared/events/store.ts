@@ -29,7 +29,16 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
     const chunk = rows.slice(start, start + 500);
     const values: unknown[] = [];
     const tuples = chunk.map((row) => {
-      values.push(row.uuid, row.projectId, row.event, row.distinctId, row.personId, JSON.stringify(row.properties), row.timestamp, now);
+      values.push(
+        row.uuid,
+        row.projectId,
+        row.event,
+        row.distinctId,
+        row.personId,
+        JSON.stringify(row.properties),
+        row.timestamp,
+        now,
+      );
       return ROW_PLACEHOLDERS;
     });
     await conn.execute(
@@ -52,7 +61,11 @@ const LAST_SEEN_RESOLUTION_SECONDS = 60;
  * minute stale. (An upsert with DO UPDATE would lock every shared definition row until commit and
  * serialise concurrent ingestion.)
  */
-export async function upsertEventDefinitions(em: EntityManager, rows: Pick<EventRow, 'projectId' | 'event'>[], seenAt = new Date()): Promise<void> {
+export async function upsertEventDefinitions(
+  em: EntityManager,
+  rows: Pick<EventRow, 'projectId' | 'event'>[],
+  seenAt = new Date(),
+): Promise<void> {
   const unique = new Map<string, { projectId: number; event: string }>();
   for (const row of rows) unique.set(`${row.projectId}\u0000${row.event}`, row);
   if (unique.size === 0) return;

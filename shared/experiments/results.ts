@@ -237,8 +237,8 @@ async function metricSeries(
       ctx,
     );
     for (const r of rows) {
-      const target = r.step < 0 ? series(n, r.variant, zeros)
-        : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
+      const target =
+        r.step < 0 ? series(n, r.variant, zeros) : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
       for (let d = r.day; d < days; d++) target[d] += r.d;
     }
   }

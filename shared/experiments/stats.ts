@@ -22,7 +22,18 @@ function erfc(x: number): number {
   const r =
     t *
     Math.exp(
-      -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
+      -z * z -
+        1.26551223 +
+        t *
+          (1.00002368 +
+            t *
+              (0.37409196 +
+                t *
+                  (0.09678418 +
+                    t *
+                      (-0.18628806 +
+                        t *
+                          (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))),
     );
   return x >= 0 ? r : 2 - r;
 }
@@ -32,24 +43,38 @@ export const normalCdf = (x: number) => 0.5 * erfc(-x / Math.SQRT2);
 /** Inverse of the standard normal CDF (Acklam's algorithm, relative error < 1.2e-9). */
 export function normalQuantile(p: number): number {
   if (p <= 0 || p >= 1) throw new RangeError('p must be in (0, 1)');
-  const a = [-39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239];
+  const a = [
+    -39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239,
+  ];
   const b = [-54.47609879822406, 161.5858368580409, -155.6989798598866, 66.80131188771972, -13.28068155288572];
-  const c = [-0.007784894002430293, -0.3223964580411365, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+  const c = [
+    -0.007784894002430293, -0.3223964580411365, -2.400758277161838, -2.549732539343734, 4.374664141464968,
+    2.938163982698783,
+  ];
   const d = [0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416];
   const low = 0.02425;
   if (p < low) {
     const q = Math.sqrt(-2 * Math.log(p));
-    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+    return (
+      (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+      ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+    );
   }
   if (p > 1 - low) return -normalQuantile(1 - p);
   const q = p - 0.5;
   const r = q * q;
-  return ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q) / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  return (
+    ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q) /
+    (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+  );
 }
 
 function logGamma(x: number): number {
-  // biome-ignore lint/correctness/noPrecisionLoss: the published coefficients, as written
-  const g = [76.18009172947146, -86.50532032941677, 24.01409824083091, -1.231739572450155, 0.1208650973866179e-2, -0.5395239384953e-5];
+  // Lanczos coefficients (Numerical Recipes); -86.50532032941678 there is the same double as below.
+  const g = [
+    76.18009172947146, -86.50532032941678, 24.01409824083091, -1.231739572450155, 0.1208650973866179e-2,
+    -0.5395239384953e-5,
+  ];
   let y = x;
   const tmp = x + 5.5 - (x + 0.5) * Math.log(x + 5.5);
   let ser = 1.000000000190015;
@@ -145,7 +170,13 @@ export interface ExperimentResult {
 }
 
 /** Compares every variant with the baseline, by `method` (bayesian: chance to win; frequentist: p-value). */
-export function compareVariants(variants: VariantStats[], baselineKey: string, kind: MetricKind, method: 'bayesian' | 'frequentist', level = 0.95): ExperimentResult {
+export function compareVariants(
+  variants: VariantStats[],
+  baselineKey: string,
+  kind: MetricKind,
+  method: 'bayesian' | 'frequentist',
+  level = 0.95,
+): ExperimentResult {
   const baseline = variants.find((v) => v.key === baselineKey) ?? variants[0];
   const baselineFailures = validationFailures(baseline, kind, true);
   const results = variants
@@ -153,7 +184,10 @@ export function compareVariants(variants: VariantStats[], baselineKey: string, k
     .map((v) => {
       const failures = validationFailures(v, kind, false);
       const base = { ...v, method, validation_failures: failures };
-      const empty = method === 'bayesian' ? { chance_to_win: null, credible_interval: null, significant: null } : { p_value: null, confidence_interval: null, significant: null };
+      const empty =
+        method === 'bayesian'
+          ? { chance_to_win: null, credible_interval: null, significant: null }
+          : { p_value: null, confidence_interval: null, significant: null };
       if (failures.length || baselineFailures.length) return { ...base, ...empty };
       const c = moments(baseline, kind);
       const t = moments(v, kind);
@@ -164,7 +198,12 @@ export function compareVariants(variants: VariantStats[], baselineKey: string, k
       if (method === 'bayesian') {
         const chance = normalCdf(theta / sd);
         const z = normalQuantile(1 - (1 - level) / 2);
-        return { ...base, chance_to_win: chance, credible_interval: [theta - z * sd, theta + z * sd], significant: chance > level || chance < 1 - level };
+        return {
+          ...base,
+          chance_to_win: chance,
+          credible_interval: [theta - z * sd, theta + z * sd],
+          significant: chance > level || chance < 1 - level,
+        };
       }
       const a = t.variance / t.n;
       const b = c.variance / c.n;

@@ -39,7 +39,13 @@ export interface FlagDefinition {
   filters: FlagFilters;
 }
 
-export type FlagReasonCode = 'condition_match' | 'no_condition_match' | 'out_of_rollout_bound' | 'holdout' | 'disabled' | 'no_group_type';
+export type FlagReasonCode =
+  | 'condition_match'
+  | 'no_condition_match'
+  | 'out_of_rollout_bound'
+  | 'holdout'
+  | 'disabled'
+  | 'no_group_type';
 
 export interface FlagEvaluation {
   key: string;
@@ -159,9 +165,19 @@ export function propertyMatches(filter: PropertyFilter, properties: Record<strin
  * kept for experience continuity); `properties` are the stored person properties overlaid with the
  * ones the SDK sent.
  */
-export function evaluateFlag(flag: FlagDefinition, bucketingValue: string, properties: Record<string, unknown>): FlagEvaluation {
+export function evaluateFlag(
+  flag: FlagDefinition,
+  bucketingValue: string,
+  properties: Record<string, unknown>,
+): FlagEvaluation {
   const payloadFor = (value: string | boolean) => flag.filters.payloads?.[String(value)] ?? null;
-  const result = (enabled: boolean, variant: string | undefined, code: FlagReasonCode, index: number | null, description: string): FlagEvaluation => ({
+  const result = (
+    enabled: boolean,
+    variant: string | undefined,
+    code: FlagReasonCode,
+    index: number | null,
+    description: string,
+  ): FlagEvaluation => ({
     key: flag.key,
     id: flag.id,
     version: flag.version,
@@ -184,10 +200,18 @@ export function evaluateFlag(flag: FlagDefinition, bucketingValue: string, prope
       outOfRollout ??= index;
       continue;
     }
-    const override = condition.variant && variants.some((v) => v.key === condition.variant) ? condition.variant : undefined;
+    const override =
+      condition.variant && variants.some((v) => v.key === condition.variant) ? condition.variant : undefined;
     const variant = override ?? (variants.length ? variantFor(flag.key, bucketingValue, variants) : undefined);
     return result(true, variant, 'condition_match', index, `Matched condition set ${index + 1}`);
   }
-  if (outOfRollout !== null) return result(false, undefined, 'out_of_rollout_bound', outOfRollout, `Out of rollout bound for condition set ${outOfRollout + 1}`);
+  if (outOfRollout !== null)
+    return result(
+      false,
+      undefined,
+      'out_of_rollout_bound',
+      outOfRollout,
+      `Out of rollout bound for condition set ${outOfRollout + 1}`,
+    );
   return result(false, undefined, 'no_condition_match', null, 'No matching condition set');
 }

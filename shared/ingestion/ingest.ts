@@ -20,11 +20,26 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
         const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
         await storeEvents(
           tx as EntityManager,
-          ordinary.map((r) => ({ uuid: r.uuid, projectId, event: r.event, distinctId: r.distinctId, personId: r.personId, properties: r.properties, timestamp: r.timestamp })),
+          ordinary.map((r) => ({
+            uuid: r.uuid,
+            projectId,
+            event: r.event,
+            distinctId: r.distinctId,
+            personId: r.personId,
+            properties: r.properties,
+            timestamp: r.timestamp,
+          })),
         );
         await storeRecordings(tx as EntityManager, projectId, recordings);
         if (!projectsIngesting.has(projectId))
-          await tx.getConnection().execute(`update project set ingested_event = true where id = ? and not ingested_event`, [projectId], 'run', tx.getTransactionContext());
+          await tx
+            .getConnection()
+            .execute(
+              `update project set ingested_event = true where id = ? and not ingested_event`,
+              [projectId],
+              'run',
+              tx.getTransactionContext(),
+            );
       });
       projectsIngesting.add(projectId);
       return;
@@ -36,8 +51,14 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
 }
 
 /** `$snapshot` events become session recordings (one row per session) and their snapshot data. */
-async function storeRecordings(em: EntityManager, projectId: number, rows: (IngestEvent & { personId: string })[]): Promise<void> {
-  const withSession = rows.filter((r) => typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '');
+async function storeRecordings(
+  em: EntityManager,
+  projectId: number,
+  rows: (IngestEvent & { personId: string })[],
+): Promise<void> {
+  const withSession = rows.filter(
+    (r) => typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '',
+  );
   if (withSession.length === 0) return;
   const payload = JSON.stringify(
     withSession.map((r) => ({

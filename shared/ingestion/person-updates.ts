@@ -3,15 +3,44 @@ import { unsetKeys, type Properties, type PropertyUpdate } from '../persons/prop
 
 // Properties PostHog copies onto the person ($set) and, as $initial_*, once ($set_once).
 const AUTO_PERSON_PROPERTIES = [
-  '$browser', '$browser_version', '$device_type', '$current_url', '$pathname', '$os', '$os_version',
-  '$referring_domain', '$referrer', '$app_build', '$app_name', '$app_namespace', '$app_version',
-  'utm_source', 'utm_medium', 'utm_campaign', 'utm_content', 'utm_name', 'utm_term',
-  'gclid', 'gad_source', 'gclsrc', 'dclid', 'gbraid', 'wbraid', 'fbclid', 'msclkid', 'twclid', 'li_fat_id', 'mc_cid', 'igshid', 'ttclid',
+  '$browser',
+  '$browser_version',
+  '$device_type',
+  '$current_url',
+  '$pathname',
+  '$os',
+  '$os_version',
+  '$referring_domain',
+  '$referrer',
+  '$app_build',
+  '$app_name',
+  '$app_namespace',
+  '$app_version',
+  'utm_source',
+  'utm_medium',
+  'utm_campaign',
+  'utm_content',
+  'utm_name',
+  'utm_term',
+  'gclid',
+  'gad_source',
+  'gclsrc',
+  'dclid',
+  'gbraid',
+  'wbraid',
+  'fbclid',
+  'msclkid',
+  'twclid',
+  'li_fat_id',
+  'mc_cid',
+  'igshid',
+  'ttclid',
 ];
 const NO_AUTO_PROPERTIES = new Set(['$snapshot', '$performance_event']);
 const OS_PROPERTIES = new Set(['$os', '$os_version']);
 
-const asObject = (value: unknown): Properties => (value && typeof value === 'object' && !Array.isArray(value) ? (value as Properties) : {});
+const asObject = (value: unknown): Properties =>
+  value && typeof value === 'object' && !Array.isArray(value) ? (value as Properties) : {};
 
 /** The person update an event carries, after PostHog's normalisation. */
 export function personUpdateOf(event: string, properties: Properties): PropertyUpdate {
@@ -30,7 +59,18 @@ export function personUpdateOf(event: string, properties: Properties): PropertyU
 }
 
 // Distinct ids PostHog refuses to merge on (spec §10.4).
-const ILLEGAL_CASE_INSENSITIVE = new Set(['anonymous', 'guest', 'distinctid', 'distinct_id', 'id', 'not_authenticated', 'email', 'undefined', 'true', 'false']);
+const ILLEGAL_CASE_INSENSITIVE = new Set([
+  'anonymous',
+  'guest',
+  'distinctid',
+  'distinct_id',
+  'id',
+  'not_authenticated',
+  'email',
+  'undefined',
+  'true',
+  'false',
+]);
 const ILLEGAL_CASE_SENSITIVE = new Set(['[object Object]', 'NaN', 'None', 'none', 'null', '0', 'undefined']);
 
 export function isIllegalDistinctId(id: string): boolean {

@@ -33,7 +33,11 @@ interface LockedPerson {
 function mergePartner(event: IngestEvent): string | null {
   const p = event.properties;
   if (event.event === '$identify' && typeof p.$anon_distinct_id === 'string') return p.$anon_distinct_id;
-  if ((event.event === '$create_alias' || event.event === '$merge_dangerously') && (typeof p.alias === 'string' || typeof p.alias === 'number')) return String(p.alias);
+  if (
+    (event.event === '$create_alias' || event.event === '$merge_dangerously') &&
+    (typeof p.alias === 'string' || typeof p.alias === 'number')
+  )
+    return String(p.alias);
   return null;
 }
 
@@ -64,11 +68,19 @@ export async function processPersons(em: EntityManager, projectId: number, event
     }
     const partner = mergePartner(event);
     if (partner !== null && !storableDistinctId(partner)) {
-      logger.warn({ projectId, eventUuid: event.uuid, event: event.event, length: partner.length }, 'merge refused: the other distinct id is over 400 characters');
+      logger.warn(
+        { projectId, eventUuid: event.uuid, event: event.event, length: partner.length },
+        'merge refused: the other distinct id is over 400 characters',
+      );
       run.push(index);
       continue;
     }
-    if (partner === null || partner === event.distinctId || isIllegalDistinctId(partner) || isIllegalDistinctId(event.distinctId)) {
+    if (
+      partner === null ||
+      partner === event.distinctId ||
+      isIllegalDistinctId(partner) ||
+      isIllegalDistinctId(event.distinctId)
+    ) {
       run.push(index);
       continue;
     }
@@ -108,9 +120,22 @@ class PersonSession {
     if (missing.length === 0) return;
     const firstSeen = new Map<string, IngestEvent>();
     for (const e of events) if (!firstSeen.has(e.distinctId)) firstSeen.set(e.distinctId, e);
-    const rows = missing.map((id) => ({ uuid: personUuidFor(this.projectId, id), distinct_id: id, created_at: firstSeen.get(id)!.timestamp.toISOString() }));
+    const rows = missing.map((id) => ({
+      uuid: personUuidFor(this.projectId, id),
+      distinct_id: id,
+      created_at: firstSeen.get(id)!.timestamp.toISOString(),
+    }));
     // Deterministic uuids make a concurrent create of the same distinct id collide here and wait.
-    const inserted = await this.execute<{ id: string; uuid: string; properties: Properties; is_identified: boolean; created_at: string; version: string }[]>(
+    const inserted = await this.execute<
+      {
+        id: string;
+        uuid: string;
+        properties: Properties;
+        is_identified: boolean;
+        created_at: string;
+        version: string;
+      }[]
+    >(
       `insert into person (uuid, project_id, properties, created_at)
        select r.uuid, ?, '{}'::jsonb, r.created_at from jsonb_to_recordset(?::jsonb) as r(uuid uuid, created_at timestamptz)
        order by r.uuid on conflict (project_id, uuid) do nothing returning id, uuid, properties, is_identified, created_at, version`,
@@ -150,7 +175,8 @@ class PersonSession {
     // Distinct ids another request created a person for: lock that person.
     const theirs = missing.filter((id) => !this.byDistinctId.has(id));
     if (theirs.length > 0) await this.lockExisting(theirs);
-    for (const id of missing) if (!this.byDistinctId.has(id)) throw new Error('person for distinct id could not be created');
+    for (const id of missing)
+      if (!this.byDistinctId.has(id)) throw new Error('person for distinct id could not be created');
   }
 
   // One index probe per distinct id (a LATERAL … LIMIT 1 is not flattened into a join), so the whole
@@ -172,7 +198,16 @@ class PersonSession {
       const key = String(row.id);
       let person = byId.get(key);
       if (!person) {
-        person = { id: key, uuid: row.uuid, properties: row.properties ?? {}, is_identified: row.is_identified, created_at: new Date(row.created_at), version: String(row.version), changed: false, created: false };
+        person = {
+          id: key,
+          uuid: row.uuid,
+          properties: row.properties ?? {},
+          is_identified: row.is_identified,
+          created_at: new Date(row.created_at),
+          version: String(row.version),
+          changed: false,
+          created: false,
+        };
         byId.set(key, person);
       }
       this.byDistinctId.set(row.distinct_id, person);
@@ -242,7 +277,8 @@ class PersonSession {
       [target.id, other.id],
     );
     await this.execute(`delete from person where id = ?`, [other.id]);
-    for (const [distinctId, person] of this.byDistinctId) if (person === other) this.byDistinctId.set(distinctId, target);
+    for (const [distinctId, person] of this.byDistinctId)
+      if (person === other) this.byDistinctId.set(distinctId, target);
     return target.uuid;
   }
 
@@ -254,11 +290,10 @@ class PersonSession {
   }
 
   private async addDistinctId(person: LockedPerson, distinctId: string) {
-    await this.execute(`insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?) on conflict (project_id, distinct_id) do nothing`, [
-      this.projectId,
-      person.id,
-      distinctId,
-    ]);
+    await this.execute(
+      `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?) on conflict (project_id, distinct_id) do nothing`,
+      [this.projectId, person.id, distinctId],
+    );
     this.byDistinctId.set(distinctId, person);
   }
 
@@ -271,7 +306,17 @@ class PersonSession {
               version = greatest(p.version, v.version) + 1
          from jsonb_to_recordset(?::jsonb) as v(id bigint, properties jsonb, is_identified boolean, created_at timestamptz, version bigint)
         where p.id = v.id`,
-      [JSON.stringify(changed.map((p) => ({ id: p.id, properties: p.properties, is_identified: p.is_identified, created_at: p.created_at.toISOString(), version: p.version })))],
+      [
+        JSON.stringify(
+          changed.map((p) => ({
+            id: p.id,
+            properties: p.properties,
+            is_identified: p.is_identified,
+            created_at: p.created_at.toISOString(),
+            version: p.version,
+          })),
+        ),
+      ],
     );
   }
 }

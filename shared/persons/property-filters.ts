@@ -21,8 +21,25 @@ export interface PropertyFilterItem {
 export class FilterError extends Error {}
 
 const OPERATORS = new Set([
-  'exact', 'is_not', 'icontains', 'not_icontains', 'regex', 'not_regex', 'gt', 'gte', 'lt', 'lte',
-  'is_set', 'is_not_set', 'is_date_exact', 'is_date_before', 'is_date_after', 'between', 'not_between', 'in', 'not_in',
+  'exact',
+  'is_not',
+  'icontains',
+  'not_icontains',
+  'regex',
+  'not_regex',
+  'gt',
+  'gte',
+  'lt',
+  'lte',
+  'is_set',
+  'is_not_set',
+  'is_date_exact',
+  'is_date_before',
+  'is_date_after',
+  'between',
+  'not_between',
+  'in',
+  'not_in',
 ]);
 /** The only operators that take no value (PostHog ignores one if sent). */
 const VALUELESS = new Set(['is_set', 'is_not_set']);
@@ -77,7 +94,8 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
   if (typeof item.key !== 'string' || item.key === '') throw new FilterError('Each property filter needs a "key".');
   if (!storableText(item.key)) throw new FilterError(UNSTORABLE_TEXT);
   const operator = item.operator === undefined || item.operator === null ? 'exact' : item.operator;
-  if (typeof operator !== 'string' || !OPERATORS.has(operator)) throw new FilterError(`Unknown property filter operator "${asText(operator)}".`);
+  if (typeof operator !== 'string' || !OPERATORS.has(operator))
+    throw new FilterError(`Unknown property filter operator "${asText(operator)}".`);
   const values = valuesOf(item, operator);
   if (values.length > 1 && !LIST_OPERATORS.has(operator)) {
     const parts = values.map((value) => scalarConditionSql(item.key as string, operator, [value], column));
@@ -99,7 +117,9 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
       const parts = values.map(() => `${column} @> ?::jsonb or ${text} = ?`).join(' or ');
       const params = values.flatMap((v) => [JSON.stringify({ [key]: v }), key, asText(v)]);
       const sql = `(${parts})`;
-      return operator === 'exact' || operator === 'in' ? { sql, params } : { sql: `not coalesce(${sql}, false)`, params };
+      return operator === 'exact' || operator === 'in'
+        ? { sql, params }
+        : { sql: `not coalesce(${sql}, false)`, params };
     }
     case 'icontains':
       return { sql: `coalesce(${text} ilike ?, false)`, params: [key, containsPattern(asText(value))] };
@@ -121,7 +141,9 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
       if (values.length !== 2) throw new FilterError(`"${operator}" needs two numbers.`);
       const [low, high] = values.map((v) => numberOf(v, operator));
       const sql = `coalesce(try_numeric(${text}) between ? and ?, false)`;
-      return operator === 'between' ? { sql, params: [key, low, high] } : { sql: `not ${sql}`, params: [key, low, high] };
+      return operator === 'between'
+        ? { sql, params: [key, low, high] }
+        : { sql: `not ${sql}`, params: [key, low, high] };
     }
     case 'is_set':
       return { sql: `jsonb_exists(${column}, ?)`, params: [key] };
@@ -152,11 +174,18 @@ export function propertyFiltersSql(filters: unknown, column: string, special?: S
   let count = 0;
   const build = (node: unknown, depth: number): SqlFragment => {
     if (depth > MAX_DEPTH) throw new FilterError('Property filters are nested too deeply.');
-    if (Array.isArray(node)) return combine(node.map((n) => build(n, depth + 1)), 'and');
+    if (Array.isArray(node))
+      return combine(
+        node.map((n) => build(n, depth + 1)),
+        'and',
+      );
     if (!node || typeof node !== 'object') throw new FilterError('Each property filter must be an object.');
     const group = node as { type?: unknown; values?: unknown };
     if ((group.type === 'AND' || group.type === 'OR') && Array.isArray(group.values)) {
-      return combine(group.values.map((n) => build(n, depth + 1)), group.type === 'OR' ? 'or' : 'and');
+      return combine(
+        group.values.map((n) => build(n, depth + 1)),
+        group.type === 'OR' ? 'or' : 'and',
+      );
     }
     if (++count > MAX_FILTERS) throw new FilterError(`At most ${MAX_FILTERS} property filters.`);
     return propertyConditionSql(node as PropertyFilterItem, column, special);

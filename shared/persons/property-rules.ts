@@ -16,7 +16,10 @@ export interface PropertyUpdate {
  * present), then `$set` writes every key, then `$unset` removes keys. Returns the new properties and
  * whether anything changed.
  */
-export function applyPropertyUpdate(current: Properties, update: PropertyUpdate): { properties: Properties; changed: boolean } {
+export function applyPropertyUpdate(
+  current: Properties,
+  update: PropertyUpdate,
+): { properties: Properties; changed: boolean } {
   const properties: Properties = { ...current };
   let changed = false;
   for (const [key, value] of Object.entries(update.setOnce ?? {})) {

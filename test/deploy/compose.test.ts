@@ -28,7 +28,11 @@ function composeConfig(env: Record<string, string>): { code: number; stdout: str
 
 /** docker-compose prints YAML; its own dependency (python3-yaml) turns it into JSON. */
 const parseYaml = (yaml: string) =>
-  JSON.parse(execFileSync('python3', ['-c', 'import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))'], { input: yaml }).toString());
+  JSON.parse(
+    execFileSync('python3', ['-c', 'import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))'], {
+      input: yaml,
+    }).toString(),
+  );
 
 /** docker-compose's duration strings ("45s", "1m30s") in milliseconds. */
 function durationMs(value: string): number {
@@ -70,7 +74,8 @@ describe('docker-compose.yml', () => {
 
   it('gives the API and the worker settings the service accepts', () => {
     for (const name of ['api', 'worker', 'bootstrap']) {
-      for (const variable of Object.keys(env(name))) expect(Object.keys(SETTINGS_SCHEMA.properties), `${name}: ${variable}`).toContain(variable);
+      for (const variable of Object.keys(env(name)))
+        expect(Object.keys(SETTINGS_SCHEMA.properties), `${name}: ${variable}`).toContain(variable);
       expect(() => loadConfig(env(name)), name).not.toThrow();
     }
     expect(env('api').DATABASE_URL).toBe('postgres://postgres:pw-for-the-test@postgres:5432/analytics');
@@ -78,9 +83,16 @@ describe('docker-compose.yml', () => {
   });
 
   it('restarts the long-running services, runs bootstrap once before the API and worker', () => {
-    for (const name of ['postgres', 'redis', 'api', 'worker']) expect(services[name].restart, name).toBe('unless-stopped');
+    for (const name of ['postgres', 'redis', 'api', 'worker'])
+      expect(services[name].restart, name).toBe('unless-stopped');
     expect(services.bootstrap.restart).toBe('no');
-    expect(services.bootstrap.command).toEqual(['node', 'scripts/bootstrap.ts', '--if-new', '--email', 'admin@example.com']);
+    expect(services.bootstrap.command).toEqual([
+      'node',
+      'scripts/bootstrap.ts',
+      '--if-new',
+      '--email',
+      'admin@example.com',
+    ]);
     for (const name of ['api', 'worker']) {
       expect(services[name].depends_on, name).toEqual({
         bootstrap: { condition: 'service_completed_successfully' },
@@ -92,7 +104,10 @@ describe('docker-compose.yml', () => {
   });
 
   it('keeps data in named volumes and installs dependencies in an image, never into the host', () => {
-    const mounts = (name: string) => (services[name].volumes ?? []).map((v: any) => (typeof v === 'string' ? v.replace(/:rw$/, '') : `${v.source}:${v.target}`));
+    const mounts = (name: string) =>
+      (services[name].volumes ?? []).map((v: any) =>
+        typeof v === 'string' ? v.replace(/:rw$/, '') : `${v.source}:${v.target}`,
+      );
     expect(mounts('postgres')).toEqual(['pgdata:/var/lib/postgresql/data']);
     expect(mounts('redis')).toEqual(['redisdata:/data']);
     expect(services.redis.command).toEqual(['redis-server', '--appendonly', 'yes']);
@@ -109,7 +124,9 @@ describe('docker-compose.yml', () => {
   });
 
   it('publishes ports on 127.0.0.1 only', () => {
-    const published = Object.entries(services).flatMap(([name, s]: [string, any]) => (s.ports ?? []).map((p: any) => [name, p]));
+    const published = Object.entries(services).flatMap(([name, s]: [string, any]) =>
+      (s.ports ?? []).map((p: any) => [name, p]),
+    );
     expect(published.map(([name]) => name).sort()).toEqual(['api', 'postgres', 'redis']);
     for (const [name, port] of published) {
       const hostIp = typeof port === 'string' ? port.split(':')[0] : port.host_ip;
@@ -117,7 +134,7 @@ describe('docker-compose.yml', () => {
     }
   });
 
-  it("gives the worker longer than its shutdown timeout to stop, and the API longer than its drain", () => {
+  it('gives the worker longer than its shutdown timeout to stop, and the API longer than its drain', () => {
     const shutdownMs = loadConfig(env('worker')).worker.shutdownTimeoutMs;
     expect(shutdownMs).toBe(30_000);
     expect(durationMs(services.worker.stop_grace_period)).toBeGreaterThan(shutdownMs);
@@ -141,10 +158,14 @@ describe('docker-compose.yml', () => {
     expect(await probe(test, { WORKER_METRICS_PORT: port })).toBe(1);
     const worker = startWorkerProcess({ WORKER_METRICS_PORT: port, REDIS_PREFIX: `compose-${port}` });
     running.push(worker);
-    await eventually(async () => {
-      if (worker.child.exitCode !== null) throw new Error(`worker exited: ${worker.output()}`);
-      return (await probe(test, { WORKER_METRICS_PORT: port })) === 0 || null;
-    }, 60_000, 500);
+    await eventually(
+      async () => {
+        if (worker.child.exitCode !== null) throw new Error(`worker exited: ${worker.output()}`);
+        return (await probe(test, { WORKER_METRICS_PORT: port })) === 0 || null;
+      },
+      60_000,
+      500,
+    );
     await worker.stop();
     expect(await probe(test, { WORKER_METRICS_PORT: port })).toBe(1);
   }, 90_000);
@@ -155,8 +176,11 @@ describe('docker-compose.yml', () => {
     // Had it bootstrapped, this user would exist now.
     const email = `bootstrap-${randomUUID().slice(0, 8)}@example.com`;
     const run = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) =>
-      execFile(process.execPath, ['scripts/bootstrap.ts', '--if-new', '--email', email], { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent' } }, (error, stdout, stderr) =>
-        resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      execFile(
+        process.execPath,
+        ['scripts/bootstrap.ts', '--if-new', '--email', email],
+        { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent' } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
       ),
     );
     expect(run.code, run.stderr).toBe(0);

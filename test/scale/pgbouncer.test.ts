@@ -50,14 +50,20 @@ describe('behind PgBouncer (transaction pooling)', () => {
       expect(res.status, `${method} ${path}: ${res.text}\n${api.output()}`).toBeLessThan(300);
       return res.body;
     };
-    const batch = { api_key: account.projectToken, batch: [{ event: 'signed up', distinct_id: 'pooled', properties: { $set: { email: 'p@example.com' } } }] };
+    const batch = {
+      api_key: account.projectToken,
+      batch: [{ event: 'signed up', distinct_id: 'pooled', properties: { $set: { email: 'p@example.com' } } }],
+    };
     expect((await call(api.baseUrl, 'POST', '/batch/', { body: batch })).status).toBe(200);
     await ok('GET', '/api/projects/');
     const person = (await ok('GET', `${B}/persons/?distinct_id=pooled`)).results[0];
     expect(person.properties.email).toBe('p@example.com');
     await ok('GET', `${B}/persons/${person.uuid}/`);
     await ok('PATCH', `${B}/persons/${person.uuid}/`, { properties: { plan: 'pro' } });
-    const experiment = await ok('POST', `${B}/experiments/`, { name: 'Pooled', feature_flag_key: `pooled-${randomUUID().slice(0, 6)}` });
+    const experiment = await ok('POST', `${B}/experiments/`, {
+      name: 'Pooled',
+      feature_flag_key: `pooled-${randomUUID().slice(0, 6)}`,
+    });
     await ok('PATCH', `${B}/experiments/${experiment.id}/`, { start_date: new Date().toISOString() });
     await ok('GET', `${B}/experiments/${experiment.id}/`);
     await ok('GET', `${B}/event_definitions/?search=signed`);
@@ -73,13 +79,24 @@ describe('behind PgBouncer (transaction pooling)', () => {
     const request = (await ok('POST', `${B}/persons/${person.uuid}/delete_events/`)).deletion_requests[0];
     const run = await execFileAsync(['scripts/manage.ts', 'deletion', 'run-window', '--mode', 'off_peak', '--json']);
     expect(run.code, run.stderr).toBe(0);
-    await eventually(async () => (await sql(orm, `select status from async_deletion where id = ?`, [request.id]))[0].status === 'completed', 30_000);
-    expect((await sql(orm, `select count(*)::int as n from event where project_id = ? and distinct_id = 'pooled'`, [account.projectId]))[0].n).toBe(0);
+    await eventually(
+      async () =>
+        (await sql(orm, `select status from async_deletion where id = ?`, [request.id]))[0].status === 'completed',
+      30_000,
+    );
+    expect(
+      (
+        await sql(orm, `select count(*)::int as n from event where project_id = ? and distinct_id = 'pooled'`, [
+          account.projectId,
+        ])
+      )[0].n,
+    ).toBe(0);
   });
 
   it('refuses a key revoked with npm run manage on the very next request', async () => {
     const path = `/api/projects/${account.projectId}/persons/`;
-    for (let i = 0; i < 3; i++) expect((await call(api.baseUrl, 'GET', path, { key: account.apiKey })).status).toBe(200); // cached now
+    for (let i = 0; i < 3; i++)
+      expect((await call(api.baseUrl, 'GET', path, { key: account.apiKey })).status).toBe(200); // cached now
     const [{ id }] = await sql(orm, `select id::text from personal_api_key where user_id = ?`, [account.userId]);
     const revoked = await execFileAsync(['scripts/manage.ts', 'key', 'revoke', '--key', id, '--json']);
     expect(revoked.code, revoked.stderr).toBe(0);
@@ -89,8 +106,11 @@ describe('behind PgBouncer (transaction pooling)', () => {
 
 function execFileAsync(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: root, env: { ...process.env, ...env, LOG_LEVEL: 'silent' } }, (error, stdout, stderr) =>
-      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      args,
+      { cwd: root, env: { ...process.env, ...env, LOG_LEVEL: 'silent' } },
+      (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
   });
 }

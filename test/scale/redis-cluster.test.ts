@@ -20,7 +20,12 @@ const prefix = uniqueRedisPrefix();
 
 beforeAll(async () => {
   cluster = await startRedisCluster();
-  const env = { REDIS_CLUSTER_NODES: cluster.nodes, REDIS_URL: 'redis://127.0.0.1:1', REDIS_PREFIX: prefix, RATE_LIMIT_PER_MINUTE: '5' };
+  const env = {
+    REDIS_CLUSTER_NODES: cluster.nodes,
+    REDIS_URL: 'redis://127.0.0.1:1',
+    REDIS_PREFIX: prefix,
+    RATE_LIMIT_PER_MINUTE: '5',
+  };
   api = await startApiProcess(env);
   worker = startWorkerProcess({ ...env, DELETION_RECONCILE_SECONDS: '1' });
   orm = await initOrm(process.env.DATABASE_URL!);
@@ -44,13 +49,24 @@ describe('on a Redis Cluster', () => {
     try {
       await eventually(async () => (await queues.deletions.getJobSchedulers()).length === 2 || null, 30_000);
       const B = `/api/projects/${account.projectId}`;
-      const batch = { api_key: account.projectToken, batch: [{ event: '$snapshot', distinct_id: 'clustered', properties: { $session_id: 'c-1', $snapshot_data: {} } }] };
+      const batch = {
+        api_key: account.projectToken,
+        batch: [
+          { event: '$snapshot', distinct_id: 'clustered', properties: { $session_id: 'c-1', $snapshot_data: {} } },
+        ],
+      };
       expect((await call(api.baseUrl, 'POST', '/batch/', { body: batch })).status).toBe(200);
-      const person = (await call(api.baseUrl, 'GET', `${B}/persons/?distinct_id=clustered`, { key: account.apiKey })).body.results[0];
-      const res = await call(api.baseUrl, 'POST', `${B}/persons/${person.uuid}/delete_recordings/`, { key: account.apiKey });
+      const person = (await call(api.baseUrl, 'GET', `${B}/persons/?distinct_id=clustered`, { key: account.apiKey }))
+        .body.results[0];
+      const res = await call(api.baseUrl, 'POST', `${B}/persons/${person.uuid}/delete_recordings/`, {
+        key: account.apiKey,
+      });
       expect(res.status).toBe(200);
       const id = res.body.deletion_requests[0].id;
-      await eventually(async () => (await sql(orm, `select status from async_deletion where id = ?`, [id]))[0].status === 'completed', 30_000);
+      await eventually(
+        async () => (await sql(orm, `select status from async_deletion where id = ?`, [id]))[0].status === 'completed',
+        30_000,
+      );
       const job = await queues.deletions.getJob(`deletion-${id}`);
       expect(await job?.getState()).toBe('completed'); // run through the cluster's queue, not only by the reconciler's row
     } finally {

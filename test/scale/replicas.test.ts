@@ -62,8 +62,12 @@ describe('replicas', () => {
 
   it('does a bulk deletion once with two workers: each job runs once, nothing left, counts exact', async () => {
     const ids = Array.from({ length: 20 }, () => `replica-${randomUUID().slice(0, 8)}`);
-    const batch = ids.flatMap((id) => Array.from({ length: 30 }, () => ({ event: 'e', distinct_id: id, properties: {} })));
-    expect((await call(apis[0].baseUrl, 'POST', '/batch/', { body: { api_key: account.projectToken, batch } })).status).toBe(200);
+    const batch = ids.flatMap((id) =>
+      Array.from({ length: 30 }, () => ({ event: 'e', distinct_id: id, properties: {} })),
+    );
+    expect(
+      (await call(apis[0].baseUrl, 'POST', '/batch/', { body: { api_key: account.projectToken, batch } })).status,
+    ).toBe(200);
     const bulk = await call(apis[1].baseUrl, 'POST', `/api/projects/${account.projectId}/persons/bulk_delete/`, {
       key: account.apiKey,
       body: { distinct_ids: ids, delete_events: true },
@@ -74,15 +78,23 @@ describe('replicas', () => {
     await sql(orm, `update async_deletion set released_at = now() where id = any(?::bigint[])`, [pgArray(requestIds)]);
     // The workers' reconcilers (every second) hand the released requests to the queue.
     const done = await eventually(async () => {
-      const rows = await sql(orm, `select status, rows_deleted from async_deletion where id = any(?::bigint[])`, [pgArray(requestIds)]);
+      const rows = await sql(orm, `select status, rows_deleted from async_deletion where id = any(?::bigint[])`, [
+        pgArray(requestIds),
+      ]);
       return rows.every((r) => r.status === 'completed') ? rows : null;
     }, 60_000);
     expect(done.reduce((sum, r) => sum + Number(r.rows_deleted), 0)).toBe(600);
-    const [left] = await sql(orm, `select count(*)::int as n from event where project_id = ? and distinct_id = any(?::text[])`, [account.projectId, pgArray(ids)]);
+    const [left] = await sql(
+      orm,
+      `select count(*)::int as n from event where project_id = ? and distinct_id = any(?::text[])`,
+      [account.projectId, pgArray(ids)],
+    );
     expect(left.n).toBe(0);
     // Nothing left to run: every deletion job there was has finished (a re-run would be one of them).
     await eventually(async () => {
-      const states = await Promise.all(requestIds.map(async (id) => (await queues.deletions.getJob(`deletion-${id}`))?.getState()));
+      const states = await Promise.all(
+        requestIds.map(async (id) => (await queues.deletions.getJob(`deletion-${id}`))?.getState()),
+      );
       return states.every((state) => state === 'completed') || null;
     }, 30_000);
     const runs = workers

@@ -37,13 +37,18 @@ afterAll(async () => {
 
 function manage(...args: string[]): Promise<{ code: number; json: any; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, ['scripts/manage.ts', ...args, '--json'], { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent' } }, (error, stdout, stderr) => {
-      let json: any = null;
-      try {
-        json = JSON.parse(stdout);
-      } catch {}
-      resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
-    });
+    execFile(
+      process.execPath,
+      ['scripts/manage.ts', ...args, '--json'],
+      { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent' } },
+      (error, stdout, stderr) => {
+        let json: any = null;
+        try {
+          json = JSON.parse(stdout);
+        } catch {}
+        resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
+      },
+    );
   });
 }
 
@@ -57,7 +62,10 @@ describe('schedules', () => {
     workers.push(startWorkerProcess({ ...env, DELETION_WEEKLY_CRON: mine }));
     await eventually(async () => (await weeklyPattern()) === recordedWeekly, 30_000);
     const dissenter = workers[1];
-    await eventually(async () => dissenter.output().includes(`DELETION_WEEKLY_CRON here is \\"${mine}\\"`) || null, 30_000);
+    await eventually(
+      async () => dissenter.output().includes(`DELETION_WEEKLY_CRON here is \\"${mine}\\"`) || null,
+      30_000,
+    );
     expect(await weeklyPattern()).toBe(recordedWeekly); // not re-scheduled by the last to start
 
     const set = await manage('schedule', 'set', '--id', 'deletion-weekly-batch', '--cron', '0 4 * * 1');
@@ -69,6 +77,8 @@ describe('schedules', () => {
     const bad = await manage('schedule', 'set', '--id', 'deletion-weekly-batch', '--cron', '0 4 * * 9');
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('Invalid cron pattern');
-    expect((await manage('schedule', 'set', '--id', 'nope', '--cron', '* * * * *')).stderr).toContain('Unknown schedule nope');
+    expect((await manage('schedule', 'set', '--id', 'nope', '--cron', '* * * * *')).stderr).toContain(
+      'Unknown schedule nope',
+    );
   }, 90_000);
 });

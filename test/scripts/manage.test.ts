@@ -68,7 +68,18 @@ describe('npm run manage', { timeout: 240_000 }, () => {
   it('creates a key with exactly its scopes and project; lists it masked; roll and revoke take effect at once', async () => {
     const { org, web, app, email } = await setUp();
     expect(web).toMatchObject({ name: 'Web', organization: org.id, api_token: expect.stringMatching(/^phc_/) });
-    const key = await ok('key', 'create', '--user', email, '--label', 'reader', '--scopes', 'person:read', '--projects', String(web.id));
+    const key = await ok(
+      'key',
+      'create',
+      '--user',
+      email,
+      '--label',
+      'reader',
+      '--scopes',
+      'person:read',
+      '--projects',
+      String(web.id),
+    );
     expect(key.value).toMatch(/^phx_/);
 
     expect((await get(`/api/projects/${web.id}/persons/`, key.value)).status).toBe(200);
@@ -78,19 +89,40 @@ describe('npm run manage', { timeout: 240_000 }, () => {
     const missingScope = await get(`/api/projects/${web.id}/experiments/`, key.value);
     expect(missingScope.status).toBe(403);
     expect(missingScope.body.detail).toBe("API key missing required scope 'experiment:read'");
-    expect((await call(api.baseUrl, 'POST', `/api/projects/${web.id}/persons/bulk_delete/`, { key: key.value, body: { ids: [] } })).body.detail).toBe(
-      "API key missing required scope 'person:write'",
-    );
+    expect(
+      (
+        await call(api.baseUrl, 'POST', `/api/projects/${web.id}/persons/bulk_delete/`, {
+          key: key.value,
+          body: { ids: [] },
+        })
+      ).body.detail,
+    ).toBe("API key missing required scope 'person:write'");
     const current = (await get('/api/personal_api_keys/@current', key.value)).body;
-    expect(current).toMatchObject({ id: key.id, label: 'reader', scopes: ['person:read'], scoped_teams: [web.id], scoped_organizations: [], value: null });
+    expect(current).toMatchObject({
+      id: key.id,
+      label: 'reader',
+      scopes: ['person:read'],
+      scoped_teams: [web.id],
+      scoped_organizations: [],
+      value: null,
+    });
 
     const listed = await manage('key', 'list', '--user', email);
     expect(listed.json).toEqual([
-      expect.objectContaining({ id: key.id, label: 'reader', mask_value: `phx_...${key.value.slice(-4)}`, scopes: ['person:read'], projects: [web.id], organizations: [] }),
+      expect.objectContaining({
+        id: key.id,
+        label: 'reader',
+        mask_value: `phx_...${key.value.slice(-4)}`,
+        scopes: ['person:read'],
+        projects: [web.id],
+        organizations: [],
+      }),
     ]);
     expect(listed.stdout).not.toContain(key.value);
     const table = await new Promise<string>((resolve) =>
-      execFile(process.execPath, ['scripts/manage.ts', 'key', 'list', '--user', email], { cwd: root }, (_e, stdout) => resolve(stdout)),
+      execFile(process.execPath, ['scripts/manage.ts', 'key', 'list', '--user', email], { cwd: root }, (_e, stdout) =>
+        resolve(stdout),
+      ),
     );
     expect(table).toContain('phx_...');
     expect(table).not.toContain(key.value);
@@ -112,13 +144,14 @@ describe('npm run manage', { timeout: 240_000 }, () => {
     const { org, web, app, email } = await setUp();
     const elsewhere = await ok('org', 'create', '--name', 'Elsewhere');
     const far = await ok('project', 'create', '--org', elsewhere.id, '--name', 'Far');
-    expect((await manage('key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--orgs', elsewhere.id)).stderr).toContain(
-      'You must be a member of all organizations/teams that you are scoping the key to.',
-    );
+    expect(
+      (await manage('key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--orgs', elsewhere.id)).stderr,
+    ).toContain('You must be a member of all organizations/teams that you are scoping the key to.');
     await ok('org', 'add-member', '--org', elsewhere.id, '--user', email);
     const scoped = await ok('key', 'create', '--user', email, '--label', 'org', '--scopes', '*', '--orgs', org.id);
     const all = await ok('key', 'create', '--user', email, '--label', 'all', '--scopes', '*');
-    const listIds = async (path: string, key: string) => (await get(path, key)).body.results.map((r: any) => r.id).sort();
+    const listIds = async (path: string, key: string) =>
+      (await get(path, key)).body.results.map((r: any) => r.id).sort();
     expect(await listIds('/api/projects/', scoped.value)).toEqual([web.id, app.id].sort());
     expect(await listIds('/api/organizations/', scoped.value)).toEqual([org.id]);
     expect(await listIds('/api/projects/', all.value)).toEqual([web.id, app.id, far.id].sort());
@@ -134,7 +167,10 @@ describe('npm run manage', { timeout: 240_000 }, () => {
   it('rotates a project token: SDKs with the old one get 401', async () => {
     const { web } = await setUp();
     const send = (token: string) =>
-      fetch(`${api.baseUrl}/capture/`, { method: 'POST', body: JSON.stringify({ api_key: token, event: 'e', distinct_id: 'd' }) }).then((r) => r.status);
+      fetch(`${api.baseUrl}/capture/`, {
+        method: 'POST',
+        body: JSON.stringify({ api_key: token, event: 'e', distinct_id: 'd' }),
+      }).then((r) => r.status);
     expect(await send(web.api_token)).toBe(200);
     const rotated = await ok('project', 'rotate-token', '--project', String(web.id));
     expect(rotated.api_token).toMatch(/^phc_/);
@@ -145,21 +181,49 @@ describe('npm run manage', { timeout: 240_000 }, () => {
   it('refuses bad input with the reason and a non-zero exit, and creates nothing', async () => {
     const { org, web, email } = await setUp();
     const cases: [string[], number, string][] = [
-      [['key', 'create', '--user', email, '--label', 'x', '--scopes', 'person:read,persons:write'], 1, 'Invalid scope: persons:write'],
+      [
+        ['key', 'create', '--user', email, '--label', 'x', '--scopes', 'person:read,persons:write'],
+        1,
+        'Invalid scope: persons:write',
+      ],
       [['key', 'create', '--user', email, '--label', '   ', '--scopes', '*'], 1, 'label: This field may not be blank.'],
       [['key', 'create', '--user', email, '--label', 'x'.repeat(41), '--scopes', '*'], 1, 'no more than 40 characters'],
       [['key', 'create', '--user', email, '--label', 'x', '--scopes', ','], 1, 'scopes: This field is required.'],
-      [['key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--projects', 'abc'], 1, 'Invalid project id: abc'],
-      [['key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--projects', '999999999'], 1, 'You must be a member'],
-      [['key', 'create', '--user', 'nobody@example.com', '--label', 'x', '--scopes', '*'], 1, 'No user with the email nobody@example.com'],
+      [
+        ['key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--projects', 'abc'],
+        1,
+        'Invalid project id: abc',
+      ],
+      [
+        ['key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--projects', '999999999'],
+        1,
+        'You must be a member',
+      ],
+      [
+        ['key', 'create', '--user', 'nobody@example.com', '--label', 'x', '--scopes', '*'],
+        1,
+        'No user with the email nobody@example.com',
+      ],
       [['key', 'create', '--user', email, '--label', 'x'], 2, '--scopes is required'],
-      [['key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--color', 'red'], 2, "Unknown option '--color'"],
+      [
+        ['key', 'create', '--user', email, '--label', 'x', '--scopes', '*', '--color', 'red'],
+        2,
+        "Unknown option '--color'",
+      ],
       [['key', 'roll', '--key', 'nope'], 1, 'No personal API key with id nope'],
       [['user', 'create', '--email', 'not-an-email', '--org', org.id], 1, 'Enter a valid email address'],
       [['user', 'create', '--email', email, '--org', org.id], 1, 'There is already a user with the email'],
-      [['user', 'create', '--email', 'x@example.com', '--org', org.id, '--level', 'boss'], 1, 'Invalid membership level: boss'],
+      [
+        ['user', 'create', '--email', 'x@example.com', '--org', org.id, '--level', 'boss'],
+        1,
+        'Invalid membership level: boss',
+      ],
       [['project', 'create', '--org', 'not-a-uuid', '--name', 'P'], 1, 'No organization with id not-a-uuid'],
-      [['project', 'create', '--org', org.id, '--name', 'P', '--timezone', 'Mars/Olympus'], 1, '"Mars/Olympus" is not a valid choice.'],
+      [
+        ['project', 'create', '--org', org.id, '--name', 'P', '--timezone', 'Mars/Olympus'],
+        1,
+        '"Mars/Olympus" is not a valid choice.',
+      ],
       [['project', 'rotate-token', '--project', '999999999'], 1, 'No project with id 999999999'],
       [['org', 'create', '--name', ' '], 1, 'name: This field may not be blank.'],
       [['org', 'destroy'], 2, 'Unknown command: org destroy'],
@@ -175,12 +239,15 @@ describe('npm run manage', { timeout: 240_000 }, () => {
     expect((await ok('project', 'list', '--org', org.id)).map((p: any) => p.id)).toEqual([web.id, expect.any(Number)]);
   }, 300_000);
 
-  it('stops at ten keys per user, with PostHog\'s message', async () => {
+  it("stops at ten keys per user, with PostHog's message", async () => {
     const { email } = await setUp();
-    for (let i = 0; i < 10; i++) await ok('key', 'create', '--user', email, '--label', `k${i}`, '--scopes', 'person:read');
+    for (let i = 0; i < 10; i++)
+      await ok('key', 'create', '--user', email, '--label', `k${i}`, '--scopes', 'person:read');
     const eleventh = await manage('key', 'create', '--user', email, '--label', 'k10', '--scopes', 'person:read');
     expect(eleventh.code).toBe(1);
-    expect(eleventh.stderr).toContain('You can only have 10 personal API keys. Remove an existing key before creating a new one.');
+    expect(eleventh.stderr).toContain(
+      'You can only have 10 personal API keys. Remove an existing key before creating a new one.',
+    );
   }, 300_000);
 });
 
@@ -199,13 +266,16 @@ async function admin<T>(query: string, params: unknown[] = []): Promise<T[]> {
 }
 
 describe('npm run manage: help, databases, outages', () => {
-  it('prints usage on stdout and exits 0 for help, --help and a command\'s --help', async () => {
-    const runs = await Promise.all([['help'], ['--help'], ['-h']].map(async (args) => [args, await run(args)] as const));
+  it("prints usage on stdout and exits 0 for help, --help and a command's --help", async () => {
+    const runs = await Promise.all(
+      [['help'], ['--help'], ['-h']].map(async (args) => [args, await run(args)] as const),
+    );
     for (const [args, help] of runs) {
       expect(help.code, args.join(' ')).toBe(0);
       expect(help.stderr).toBe('');
       expect(help.stdout).toContain('Usage: npm run manage -- <command> [options] [--json]');
-      for (const command of ['queue status', 'migration status', 'deletion list', 'schedule set']) expect(help.stdout).toContain(`  ${command}`);
+      for (const command of ['queue status', 'migration status', 'deletion list', 'schedule set'])
+        expect(help.stdout).toContain(`  ${command}`);
     }
     const one = await run(['key', 'create', '--help']);
     expect(one.code).toBe(0);
@@ -214,8 +284,16 @@ describe('npm run manage: help, databases, outages', () => {
 
   it('never creates a database: a misspelt name is an error for reads and writes alike, and stays absent', async () => {
     const name = `analytics_typo_${randomUUID().slice(0, 8)}`;
-    const commands = [['org', 'list'], ['deletion', 'list'], ['schedule', 'list'], ['migration', 'status'], ['org', 'create', '--name', 'X']];
-    const runs = await Promise.all(commands.map(async (args) => [args, await run(args, { DATABASE_URL: databaseUrl(name) })] as const));
+    const commands = [
+      ['org', 'list'],
+      ['deletion', 'list'],
+      ['schedule', 'list'],
+      ['migration', 'status'],
+      ['org', 'create', '--name', 'X'],
+    ];
+    const runs = await Promise.all(
+      commands.map(async (args) => [args, await run(args, { DATABASE_URL: databaseUrl(name) })] as const),
+    );
     for (const [args, result] of runs) {
       expect(result.code, args.join(' ')).toBe(1);
       expect(result.stdout, args.join(' ')).toBe('');
@@ -231,7 +309,12 @@ describe('npm run manage: help, databases, outages', () => {
     await admin(`create database ${name}`);
     try {
       const env = { DATABASE_URL: databaseUrl(name) };
-      const commands = [['user', 'list'], ['key', 'list'], ['schedule', 'list'], ['org', 'create', '--name', 'X']];
+      const commands = [
+        ['user', 'list'],
+        ['key', 'list'],
+        ['schedule', 'list'],
+        ['org', 'create', '--name', 'X'],
+      ];
       const runs = await Promise.all(commands.map(async (args) => [args, await run(args, env)] as const));
       for (const [args, result] of runs) {
         expect(result.code, args.join(' ')).toBe(1);
@@ -245,7 +328,9 @@ describe('npm run manage: help, databases, outages', () => {
       const tables = await new Promise<string>((resolve) => {
         const client = new pg.Client({ connectionString: databaseUrl(name) });
         client.connect().then(async () => {
-          resolve((await client.query(`select count(*)::text as n from pg_tables where schemaname = 'public'`)).rows[0].n);
+          resolve(
+            (await client.query(`select count(*)::text as n from pg_tables where schemaname = 'public'`)).rows[0].n,
+          );
           await client.end();
         });
       });
@@ -259,16 +344,23 @@ describe('npm run manage: help, databases, outages', () => {
     const status = await manage('migration', 'status');
     expect(status.code, status.stderr).toBe(0);
     expect(status.json.map((m: any) => m.name)).toEqual(migrationsList.map((m) => m.name));
-    for (const m of status.json) expect(m).toEqual({ name: m.name, status: 'applied', applied_at: expect.stringMatching(ISO) });
+    for (const m of status.json)
+      expect(m).toEqual({ name: m.name, status: 'applied', applied_at: expect.stringMatching(ISO) });
   });
 
   it('answers one line and exit 1 when PostgreSQL or Redis is down, not a stack trace', async () => {
     const pgDown = { DATABASE_URL: 'postgres://postgres:secret@127.0.0.1:1/analytics' };
-    const commands = [['org', 'list'], ['key', 'revoke', '--key', 'x'], ['migration', 'status']];
+    const commands = [
+      ['org', 'list'],
+      ['key', 'revoke', '--key', 'x'],
+      ['migration', 'status'],
+    ];
     const runs = await Promise.all(commands.map(async (args) => [args, await run(args, pgDown)] as const));
     for (const [args, result] of runs) {
       expect(result.code, args.join(' ')).toBe(1);
-      expect(result.stderr.trim(), args.join(' ')).toMatch(/^Error: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\)$/);
+      expect(result.stderr.trim(), args.join(' ')).toMatch(
+        /^Error: cannot reach PostgreSQL at 127\.0\.0\.1:1 \(.*ECONNREFUSED.*\)$/,
+      );
       expect(result.stderr).not.toContain('secret');
     }
     const redisDown = await run(['queue', 'status'], { REDIS_URL: 'redis://127.0.0.1:1' });
@@ -292,48 +384,111 @@ describe('npm run manage: queues and typed JSON', () => {
       expect(status.code, status.stderr).toBe(0);
       const byQueue = Object.fromEntries(status.json.map((q: any) => [q.queue, q]));
       expect(Object.keys(byQueue).sort()).toEqual(['deletions', 'experiment-results', 'maintenance']);
-      expect(byQueue.deletions).toMatchObject({ waiting: 2, active: 0, delayed: 1, failed: 0, completed: 0, paused: false });
+      expect(byQueue.deletions).toMatchObject({
+        waiting: 2,
+        active: 0,
+        delayed: 1,
+        failed: 0,
+        completed: 0,
+        paused: false,
+      });
       expect(byQueue.deletions.oldest_waiting_since).toBe(new Date(minuteAgo).toISOString());
       expect(byQueue.deletions.oldest_waiting_seconds).toBeGreaterThanOrEqual(60);
       expect(byQueue.deletions.oldest_waiting_seconds).toBeLessThan(90);
-      expect(byQueue.maintenance).toMatchObject({ waiting: 0, delayed: 1, oldest_waiting_since: null, oldest_waiting_seconds: null });
+      expect(byQueue.maintenance).toMatchObject({
+        waiting: 0,
+        delayed: 1,
+        oldest_waiting_since: null,
+        oldest_waiting_seconds: null,
+      });
       expect(byQueue['experiment-results']).toMatchObject({ waiting: 0, delayed: 0, oldest_waiting_seconds: null });
       const text = await run(['queue', 'status'], { REDIS_PREFIX: prefix });
       expect(text.stdout.split('\n')[0]).toMatch(/^queue\s+waiting\s+prioritized\s+active/);
     } finally {
-      await Promise.all(Object.values(queues).map(async (q) => {
+      await Promise.all(
+        Object.values(queues).map(async (q) => {
           await q.obliterate({ force: true });
           await q.close();
-        }),)
+        }),
+      );
       redis.disconnect();
     }
   }, 120_000);
 
   it('--json answers arrays as arrays, numbers as numbers and times as ISO strings in every list', async () => {
     const { org, web, email } = await setUp();
-    await ok('key', 'create', '--user', email, '--label', 'typed', '--scopes', 'person:read,experiment:read', '--projects', String(web.id));
+    await ok(
+      'key',
+      'create',
+      '--user',
+      email,
+      '--label',
+      'typed',
+      '--scopes',
+      'person:read,experiment:read',
+      '--projects',
+      String(web.id),
+    );
     const [orgRow] = (await ok('org', 'list')).filter((o: any) => o.id === org.id);
-    expect(orgRow).toEqual({ id: org.id, name: org.name, members: 1, projects: 2, created_at: expect.stringMatching(ISO) });
+    expect(orgRow).toEqual({
+      id: org.id,
+      name: org.name,
+      members: 1,
+      projects: 2,
+      created_at: expect.stringMatching(ISO),
+    });
     const [project] = (await ok('project', 'list', '--org', org.id)).filter((p: any) => p.id === web.id);
     expect(project).toMatchObject({ id: web.id, organization: org.id, timezone: 'Europe/Berlin' });
     const [user] = (await ok('user', 'list')).filter((u: any) => u.email === email);
     expect(user).toEqual({ id: expect.any(Number), email, active: true, keys: 1, organizations: [org.id] });
     const [key] = await ok('key', 'list', '--user', email);
-    expect(key).toMatchObject({ scopes: ['person:read', 'experiment:read'], projects: [web.id], organizations: [], created_at: expect.stringMatching(ISO), last_used_at: null });
+    expect(key).toMatchObject({
+      scopes: ['person:read', 'experiment:read'],
+      projects: [web.id],
+      organizations: [],
+      created_at: expect.stringMatching(ISO),
+      last_used_at: null,
+    });
     const all = await ok('key', 'create', '--user', email, '--label', 'all', '--scopes', '*');
     expect((await ok('key', 'list', '--user', email)).find((k: any) => k.id === all.id).scopes).toEqual(['*']);
-    expect(await ok('org', 'add-member', '--org', org.id, '--user', email, '--level', 'admin')).toEqual({ organization: org.id, user: email, level: 'admin' });
+    expect(await ok('org', 'add-member', '--org', org.id, '--user', email, '--level', 'admin')).toEqual({
+      organization: org.id,
+      user: email,
+      level: 'admin',
+    });
 
     const api2 = api.orm.em.fork();
     const [id] = await recordDeletionRequests(api2 as any, [
-      { projectId: web.id, type: 'person_events', mode: 'weekly', key: randomUUID(), distinctIds: ['d'], createdById: null },
+      {
+        projectId: web.id,
+        type: 'person_events',
+        mode: 'weekly',
+        key: randomUUID(),
+        distinctIds: ['d'],
+        createdById: null,
+      },
     ]);
     const deletions = await ok('deletion', 'list', '--project', String(web.id));
     expect(deletions).toEqual([
-      expect.objectContaining({ id, project: web.id, status: 'pending', created_at: expect.stringMatching(ISO), attempts: 0, failures: 0, next_attempt_at: null }),
+      expect.objectContaining({
+        id,
+        project: web.id,
+        status: 'pending',
+        created_at: expect.stringMatching(ISO),
+        attempts: 0,
+        failures: 0,
+        next_attempt_at: null,
+      }),
     ]);
     const schedules = await ok('schedule', 'list');
     expect(schedules.length).toBeGreaterThan(3);
-    for (const s of schedules) expect(s).toEqual({ id: expect.any(String), cron: expect.any(String), queue: expect.any(String), job: expect.any(String), setting: expect.any(String) });
+    for (const s of schedules)
+      expect(s).toEqual({
+        id: expect.any(String),
+        cron: expect.any(String),
+        queue: expect.any(String),
+        job: expect.any(String),
+        setting: expect.any(String),
+      });
   }, 180_000);
 });

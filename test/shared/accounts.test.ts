@@ -11,10 +11,10 @@ afterAll(() => api.close());
 describe('personal API key storage', () => {
   it('stores only sha256$<hex> of the key, never the key itself', async () => {
     const account = await createAccount(api.orm);
-    const rows = await api.orm.em.fork().getConnection().execute<any[]>(
-      `select k.* from personal_api_key k where k.user_id = ?`,
-      [account.userId],
-    );
+    const rows = await api.orm.em
+      .fork()
+      .getConnection()
+      .execute<any[]>(`select k.* from personal_api_key k where k.user_id = ?`, [account.userId]);
     expect(rows).toHaveLength(1);
     const expected = `sha256$${createHash('sha256').update(account.apiKey).digest('hex')}`;
     expect(rows[0].secure_value).toBe(expected);

@@ -17,8 +17,10 @@ describe('configuration', () => {
   });
 
   it('reads the usual spellings of a boolean', () => {
-    for (const yes of ['true', 'TRUE', '1', 'yes', 'on']) expect(loadConfig({ RATE_LIMIT_ENABLED: yes }).rateLimit.enabled).toBe(true);
-    for (const no of ['false', 'False', '0', 'no', 'off']) expect(loadConfig({ RATE_LIMIT_ENABLED: no }).rateLimit.enabled).toBe(false);
+    for (const yes of ['true', 'TRUE', '1', 'yes', 'on'])
+      expect(loadConfig({ RATE_LIMIT_ENABLED: yes }).rateLimit.enabled).toBe(true);
+    for (const no of ['false', 'False', '0', 'no', 'off'])
+      expect(loadConfig({ RATE_LIMIT_ENABLED: no }).rateLimit.enabled).toBe(false);
     expect(loadConfig({ TRUST_PROXY: '1' }).trustProxy).toBe(true);
     expect(loadConfig({ ORM_DEBUG: 'on' }).ormDebug).toBe(true);
   });
@@ -31,8 +33,14 @@ describe('configuration', () => {
       [{ WORKER_CONCURRENCY: '0' }, 'WORKER_CONCURRENCY must be at least 1, got "0"'],
       [{ DELETION_OFF_PEAK_CRON: '0 25 * * *' }, 'DELETION_OFF_PEAK_CRON must be a cron pattern, got "0 25 * * *"'],
       [{ STATISTICS_REFRESH_CRON: 'hourly' }, 'STATISTICS_REFRESH_CRON must be a cron pattern, got "hourly"'],
-      [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"'],
-      [{ REDIS_CLUSTER_NODES: '10.0.0.1:7000,10.0.0.2' }, 'REDIS_CLUSTER_NODES must be host:port,host:port,…, got "10.0.0.2"'],
+      [
+        { LOG_LEVEL: 'verbose' },
+        'LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent, got "verbose"',
+      ],
+      [
+        { REDIS_CLUSTER_NODES: '10.0.0.1:7000,10.0.0.2' },
+        'REDIS_CLUSTER_NODES must be host:port,host:port,…, got "10.0.0.2"',
+      ],
       [{ DATABASE_URL: 'postgress://u@db/analytics' }, 'DATABASE_URL must be a postgres:// URL'],
       [{ REDIS_URL: 'localhost:6379' }, 'REDIS_URL must be a redis:// URL'],
     ];
@@ -82,7 +90,9 @@ describe('configuration', () => {
       ),
     );
     expect(run.code).toBe(1);
-    expect(run.stderr.trim()).toBe('Configuration error: RATE_LIMIT_ENABLED must be true or false (1/0, yes/no, on/off), got "ture"');
+    expect(run.stderr.trim()).toBe(
+      'Configuration error: RATE_LIMIT_ENABLED must be true or false (1/0, yes/no, on/off), got "ture"',
+    );
   });
 
   it('is the only reader of process.env in the service code', () => {
@@ -106,12 +116,17 @@ describe('configuration', () => {
 
   it("matches README's Configuration table, variable for variable and default for default", () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('## Configuration'), readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1));
+    const section = readme.slice(
+      readme.indexOf('## Configuration'),
+      readme.indexOf('\n## ', readme.indexOf('## Configuration') + 1),
+    );
     const rows = section.split('\n').filter((line) => /^\| `[A-Z_]+`/.test(line));
-    const documented = new Map(rows.map((row) => {
-      const [, name, fallback] = row.split('|').map((cell) => cell.trim());
-      return [name.replaceAll('`', ''), fallback];
-    }));
+    const documented = new Map(
+      rows.map((row) => {
+        const [, name, fallback] = row.split('|').map((cell) => cell.trim());
+        return [name.replaceAll('`', ''), fallback];
+      }),
+    );
     expect([...documented.keys()].sort()).toEqual(names());
     for (const [name, schema] of Object.entries(SETTINGS_SCHEMA.properties) as [string, { default?: unknown }][]) {
       const expected = schema.default === undefined ? documented.get(name) : `\`${schema.default}\``;

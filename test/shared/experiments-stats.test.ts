@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { compareVariants, normalCdf, normalQuantile, studentTCdf, studentTQuantile } from '../../shared/experiments/stats.ts';
+import {
+  compareVariants,
+  normalCdf,
+  normalQuantile,
+  studentTCdf,
+  studentTQuantile,
+} from '../../shared/experiments/stats.ts';
 
 describe('numerical functions (reference values)', () => {
   it('normal CDF and quantile', () => {

@@ -9,7 +9,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileDeletions } from '../../worker/jobs/deletion-schedules.ts';
 import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
-import { call, createAccount, createKey, eventually, settledJob, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+import {
+  call,
+  createAccount,
+  createKey,
+  eventually,
+  settledJob,
+  startApi,
+  startTestWorker,
+  uniqueRedisPrefix,
+  type TestAccount,
+  type TestApi,
+} from '../helpers.ts';
 import type { Config } from '../../shared/config.ts';
 import { createQueues, deletionJobId } from '../../shared/queues.ts';
 
@@ -43,11 +54,17 @@ const P = () => `/api/projects/${account.projectId}/persons`;
 const personByDistinctId = async (id: string) =>
   (await call(api.baseUrl, 'GET', `${P()}/?distinct_id=${id}`, { key: account.apiKey })).body.results[0];
 const countEvents = async (distinctId: string) =>
-  (await sql(api.orm, `select count(*)::int as n from event where project_id = ? and distinct_id = ?`, [account.projectId, distinctId]))[0].n;
+  (
+    await sql(api.orm, `select count(*)::int as n from event where project_id = ? and distinct_id = ?`, [
+      account.projectId,
+      distinctId,
+    ])
+  )[0].n;
 const requestsOf = (uuid: string) =>
   sql(api.orm, `select * from async_deletion where project_id = ? and key = ? order by id`, [account.projectId, uuid]);
 const row = async (id: string) => (await sql(api.orm, `select * from async_deletion where id = ?`, [id]))[0];
-const events = (distinctId: string, n: number) => Array.from({ length: n }, (_, i) => ({ event: 'e', distinct_id: distinctId, properties: { i } }));
+const events = (distinctId: string, n: number) =>
+  Array.from({ length: n }, (_, i) => ({ event: 'e', distinct_id: distinctId, properties: { i } }));
 const release = (mode: 'weekly' | 'off_peak') => worker.deps.queues.deletions.add('release-batch', { mode });
 /** Waits until every request of the person is completed. */
 const allCompleted = (uuid: string) =>
@@ -59,8 +76,14 @@ const allCompleted = (uuid: string) =>
 /** A fault in PostgreSQL: deleting this distinct id's events raises, until the returned function removes it. */
 async function failDeletesOf(distinctId: string): Promise<() => Promise<void>> {
   const name = `fail_${randomUUID().replace(/-/g, '')}`;
-  await sql(api.orm, `create function ${name}() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`);
-  await sql(api.orm, `create trigger ${name} before delete on event for each row when (old.distinct_id = '${distinctId}') execute function ${name}()`);
+  await sql(
+    api.orm,
+    `create function ${name}() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`,
+  );
+  await sql(
+    api.orm,
+    `create trigger ${name} before delete on event for each row when (old.distinct_id = '${distinctId}') execute function ${name}()`,
+  );
   return async () => {
     await sql(api.orm, `drop trigger ${name} on event`);
     await sql(api.orm, `drop function ${name}()`);
@@ -71,11 +94,15 @@ describe('a repeated request covers what was captured since the earlier one', ()
   it('DELETE ?delete_events=true twice (the person came back through new events): every event goes', async () => {
     await capture(api.baseUrl, account.projectToken, events('returner', 3));
     const first = await personByDistinctId('returner');
-    expect((await call(api.baseUrl, 'DELETE', `${P()}/${first.uuid}/?delete_events=true`, { key: account.apiKey })).status).toBe(204);
+    expect(
+      (await call(api.baseUrl, 'DELETE', `${P()}/${first.uuid}/?delete_events=true`, { key: account.apiKey })).status,
+    ).toBe(204);
     await capture(api.baseUrl, account.projectToken, events('returner', 7)); // the person comes back
     const again = await personByDistinctId('returner');
     expect(again.uuid).toBe(first.uuid); // the same deterministic uuid
-    expect((await call(api.baseUrl, 'DELETE', `${P()}/${again.uuid}/?delete_events=true`, { key: account.apiKey })).status).toBe(204);
+    expect(
+      (await call(api.baseUrl, 'DELETE', `${P()}/${again.uuid}/?delete_events=true`, { key: account.apiKey })).status,
+    ).toBe(204);
     expect(await countEvents('returner')).toBe(10);
 
     await release('weekly');
@@ -107,7 +134,11 @@ describe('a repeated request covers what was captured since the earlier one', ()
     const a = await call(api.baseUrl, 'POST', `${P()}/${person.id}/delete_events/`, { key: account.apiKey });
     const firstId = a.body.deletion_requests[0].id;
     // As if a worker had claimed it and were deleting (a live lease): it can no longer take more.
-    await sql(api.orm, `update async_deletion set status = 'running', lease_until = now() + interval '1 hour', released_at = now() where id = ?`, [firstId]);
+    await sql(
+      api.orm,
+      `update async_deletion set status = 'running', lease_until = now() + interval '1 hour', released_at = now() where id = ?`,
+      [firstId],
+    );
     await capture(api.baseUrl, account.projectToken, events('midway', 4));
     const b = await call(api.baseUrl, 'POST', `${P()}/${person.id}/delete_events/`, { key: account.apiKey });
     const secondId = b.body.deletion_requests[0].id;
@@ -152,10 +183,17 @@ describe('a failed request is not final', () => {
       expect(firstDelay).toBeLessThan(70);
 
       // The API shows why and when it is tried again.
-      const status = await call(api.baseUrl, 'GET', `${P()}/deletion_status/?status=failed&person_uuid=${person.uuid}`, { key: account.apiKey });
+      const status = await call(
+        api.baseUrl,
+        'GET',
+        `${P()}/deletion_status/?status=failed&person_uuid=${person.uuid}`,
+        { key: account.apiKey },
+      );
       expect(status.body.results[0]).toMatchObject({ id: failedId, status: 'failed', attempts: 2, failures: 1 });
       expect(status.body.results[0].last_error).toContain('injected fault');
-      expect(new Date(status.body.results[0].next_attempt_at).getTime()).toBe(new Date(failed.next_attempt_at).getTime());
+      expect(new Date(status.body.results[0].next_attempt_at).getTime()).toBe(
+        new Date(failed.next_attempt_at).getTime(),
+      );
 
       // Not due yet: the reconciler leaves it alone (its finished job stays as it is).
       const job = (await worker.deps.queues.deletions.getJob(deletionJobId(failedId)))!;
@@ -215,7 +253,12 @@ describe('a failed request is not final', () => {
     expect(again.status).toBe(400);
     expect(again.body).toMatchObject({ type: 'validation_error', code: 'invalid_input' });
     const other = await createAccount(api.orm);
-    const foreign = await call(api.baseUrl, 'POST', `/api/projects/${other.projectId}/persons/deletion_status/${id}/retry/`, { key: other.apiKey });
+    const foreign = await call(
+      api.baseUrl,
+      'POST',
+      `/api/projects/${other.projectId}/persons/deletion_status/${id}/retry/`,
+      { key: other.apiKey },
+    );
     expect(foreign.status).toBe(404);
     const readOnly = await call(api.baseUrl, 'POST', `${P()}/deletion_status/${id}/retry/`, {
       key: await createKey(api.orm, account.userId, { scopes: ['person:read'] }),
@@ -227,14 +270,25 @@ describe('a failed request is not final', () => {
 describe('from the command line (npm run manage)', () => {
   const manage = (...args: string[]) =>
     new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
-      const env = { ...process.env, LOG_LEVEL: 'silent', REDIS_PREFIX: prefix, JOB_ATTEMPTS: '2', JOB_BACKOFF_MS: '50' };
-      execFile(process.execPath, ['scripts/manage.ts', ...args, '--json'], { cwd: root, env }, (error, stdout, stderr) => {
-        let json: any = null;
-        try {
-          json = JSON.parse(stdout);
-        } catch {}
-        resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
-      });
+      const env = {
+        ...process.env,
+        LOG_LEVEL: 'silent',
+        REDIS_PREFIX: prefix,
+        JOB_ATTEMPTS: '2',
+        JOB_BACKOFF_MS: '50',
+      };
+      execFile(
+        process.execPath,
+        ['scripts/manage.ts', ...args, '--json'],
+        { cwd: root, env },
+        (error, stdout, stderr) => {
+          let json: any = null;
+          try {
+            json = JSON.parse(stdout);
+          } catch {}
+          resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
+        },
+      );
     });
 
   it('runs a window now, lists failed requests with their error, and retries one', async () => {
@@ -254,7 +308,14 @@ describe('from the command line (npm run manage)', () => {
     }
     const listed = await manage('deletion', 'list', '--project', String(account.projectId), '--status', 'failed');
     expect(listed.code, listed.stderr).toBe(0);
-    expect(listed.json).toEqual([expect.objectContaining({ id, status: 'failed', failures: 1, last_error: expect.stringContaining('injected fault') })]);
+    expect(listed.json).toEqual([
+      expect.objectContaining({
+        id,
+        status: 'failed',
+        failures: 1,
+        last_error: expect.stringContaining('injected fault'),
+      }),
+    ]);
     expect(listed.json[0].next_attempt_at).toMatch(/^\d{4}-\d\d-\d\dT/);
 
     const retried = await manage('deletion', 'retry', '--id', id);
@@ -274,18 +335,27 @@ describe('the schedules survive Redis losing its data', () => {
   it('a real worker re-creates its schedulers after an empty Redis comes back, and releases overdue requests without them', async () => {
     const port = 18_000 + Math.floor(Math.random() * 1000);
     const startRedis = () =>
-      spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+      spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+        stdio: 'ignore',
+      });
     let redis = startRedis();
     const ownPrefix = uniqueRedisPrefix();
     const child = spawn(process.execPath, ['worker/main.ts'], {
       cwd: root,
-      env: { ...process.env, REDIS_URL: `redis://127.0.0.1:${port}`, REDIS_PREFIX: ownPrefix, LOG_LEVEL: 'silent', DELETION_RECONCILE_SECONDS: '1' },
+      env: {
+        ...process.env,
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+        REDIS_PREFIX: ownPrefix,
+        LOG_LEVEL: 'silent',
+        DELETION_RECONCILE_SECONDS: '1',
+      },
       stdio: 'ignore',
     });
     const client = new Redis(`redis://127.0.0.1:${port}`, { maxRetriesPerRequest: null });
     client.on('error', () => undefined);
     const queues = createQueues(client, { redisPrefix: ownPrefix, jobs: { attempts: 1, backoffMs: 0 } });
-    const schedulerIds = async () => (await queues.deletions.getJobSchedulers().catch(() => [])).map((s) => s.key).sort();
+    const schedulerIds = async () =>
+      (await queues.deletions.getJobSchedulers().catch(() => [])).map((s) => s.key).sort();
     try {
       await eventually(async () => (await schedulerIds()).includes('deletion-weekly-batch'), 30_000);
       redis.kill('SIGKILL');
@@ -298,8 +368,13 @@ describe('the schedules survive Redis losing its data', () => {
       // A weekly request whose window passed while no schedule was there: released and done.
       await capture(api.baseUrl, account.projectToken, events('overdue', 3));
       const person = await personByDistinctId('overdue');
-      expect((await call(api.baseUrl, 'DELETE', `${P()}/${person.uuid}/?delete_events=true`, { key: account.apiKey })).status).toBe(204);
-      await sql(api.orm, `update async_deletion set created_at = created_at - interval '8 days' where key = ?`, [person.uuid]);
+      expect(
+        (await call(api.baseUrl, 'DELETE', `${P()}/${person.uuid}/?delete_events=true`, { key: account.apiKey }))
+          .status,
+      ).toBe(204);
+      await sql(api.orm, `update async_deletion set created_at = created_at - interval '8 days' where key = ?`, [
+        person.uuid,
+      ]);
       await eventually(async () => (await requestsOf(person.uuid))[0].status === 'completed', 30_000);
       expect(await countEvents('overdue')).toBe(0);
     } finally {
@@ -316,7 +391,10 @@ describe('the reconciler and batches', () => {
     await capture(api.baseUrl, account.projectToken, [...events('lead', 2), ...events('companion', 2)]);
     const lead = await personByDistinctId('lead');
     const companion = await personByDistinctId('companion');
-    const bulk = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, { key: account.apiKey, body: { ids: [lead.uuid, companion.uuid], delete_events: true } });
+    const bulk = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, {
+      key: account.apiKey,
+      body: { ids: [lead.uuid, companion.uuid], delete_events: true },
+    });
     const [leadId, companionId] = bulk.body.deletion_requests.map((r: { id: string }) => r.id);
     // The lead's job holds both (live lease on the lead); the companion's own job ran and stepped aside.
     await sql(
@@ -325,7 +403,11 @@ describe('the reconciler and batches', () => {
         where id in (?, ?)`,
       [leadId, leadId, leadId, companionId],
     );
-    const job = await worker.deps.queues.deletions.add('delete', { deletionId: companionId }, { jobId: deletionJobId(companionId) });
+    const job = await worker.deps.queues.deletions.add(
+      'delete',
+      { deletionId: companionId },
+      { jobId: deletionJobId(companionId) },
+    );
     const stepped = await settledJob(worker.deps.queues.deletions, job);
     expect(stepped.returnvalue).toEqual({ deleted: 0, skipped: `in the batch of deletion request ${leadId}` });
 

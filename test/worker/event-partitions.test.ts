@@ -12,7 +12,12 @@ const { worker, account } = await workerWithAccount();
 
 /** The partition holding the event `uuid`. */
 const partitionOf = async (uuid: string) =>
-  (await sql(worker.deps.orm, `select tableoid::regclass::text as name from event where project_id = ? and uuid = ?`, [account.projectId, uuid]))[0]?.name;
+  (
+    await sql(worker.deps.orm, `select tableoid::regclass::text as name from event where project_id = ? and uuid = ?`, [
+      account.projectId,
+      uuid,
+    ])
+  )[0]?.name;
 
 const monthName = (date: Date) => `event_y${date.getUTCFullYear()}m${String(date.getUTCMonth() + 1).padStart(2, '0')}`;
 const monthsFromNow = (n: number) => {
@@ -25,7 +30,10 @@ const runJob = async (data: Record<string, unknown>) =>
 
 describe('event partitions', () => {
   it('is scheduled daily at 01:00 UTC by default', () => {
-    expect(defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({ job: 'ensureEventPartitions', pattern: '0 1 * * *' });
+    expect(defaultSchedules(loadConfig()).find((s) => s.schedulerId === 'event-partitions')).toMatchObject({
+      job: 'ensureEventPartitions',
+      pattern: '0 1 * * *',
+    });
   });
 
   it('stores an event of this month in this month’s partition, and an old one in the default partition', async () => {
@@ -45,13 +53,23 @@ describe('event partitions', () => {
     // again at the end, so every run starts without it.
     const target = monthsFromNow(3);
     const dropTarget = async () => {
-      const [{ exists }] = await sql(worker.deps.orm, `select to_regclass(?) is not null as exists`, [monthName(target)]);
-      if (exists) await sql(worker.deps.orm, `alter table event detach partition ${monthName(target)}; drop table ${monthName(target)}`);
+      const [{ exists }] = await sql(worker.deps.orm, `select to_regclass(?) is not null as exists`, [
+        monthName(target),
+      ]);
+      if (exists)
+        await sql(
+          worker.deps.orm,
+          `alter table event detach partition ${monthName(target)}; drop table ${monthName(target)}`,
+        );
     };
     await dropTarget();
     try {
       const uuid = randomUUID();
-      await sql(worker.deps.orm, `insert into event (uuid, project_id, event, distinct_id, timestamp) values (?, ?, 'future', 'a', ?)`, [uuid, account.projectId, target.toISOString()]);
+      await sql(
+        worker.deps.orm,
+        `insert into event (uuid, project_id, event, distinct_id, timestamp) values (?, ?, 'future', 'a', ?)`,
+        [uuid, account.projectId, target.toISOString()],
+      );
       expect(await partitionOf(uuid)).toBe('event_default');
 
       const job = await runJob({ monthsAhead: 3 });

@@ -38,7 +38,10 @@ const METRICS = [
   {
     kind: 'ExperimentMetric',
     metric_type: 'funnel',
-    series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }],
+    series: [
+      { kind: 'EventsNode', event: 'cart' },
+      { kind: 'EventsNode', event: 'purchase' },
+    ],
   },
 ];
 
@@ -272,7 +275,9 @@ describe('experiment results backfill cost', () => {
           f.steps[k]++;
         }
       }
-      const dayText = dayStart(-DAYS + day).toISOString().slice(0, 10);
+      const dayText = dayStart(-DAYS + day)
+        .toISOString()
+        .slice(0, 10);
       const [meanRow, funnelRow] = exp.metrics.map((metric: any) =>
         stored.find((r) => r.metric_uuid === metric.uuid && r.day === dayText),
       );

@@ -2,7 +2,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { capture } from '../fixtures.ts';
-import { call, createAccount, eventually, startApi, startTestWorker, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+import {
+  call,
+  createAccount,
+  eventually,
+  startApi,
+  startTestWorker,
+  uniqueRedisPrefix,
+  type TestAccount,
+  type TestApi,
+} from '../helpers.ts';
 
 const prefix = uniqueRedisPrefix();
 let api: TestApi;
@@ -26,7 +35,8 @@ const P = () => `/api/projects/${account.projectId}/experiments`;
 describe('experiment results job', () => {
   it('counts exposures and metric values per variant, per day, cumulatively', async () => {
     const today = new Date();
-    const dayStart = (offset: number) => new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() + offset));
+    const dayStart = (offset: number) =>
+      new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() + offset));
     const at = (offset: number, hour: number) => new Date(dayStart(offset).getTime() + hour * 3600_000).toISOString();
     const exp = (
       await call(api.baseUrl, 'POST', `${P()}/`, {
@@ -36,16 +46,34 @@ describe('experiment results job', () => {
           feature_flag_key: 'checkout',
           start_date: dayStart(-1).toISOString(),
           metrics: [
-            { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' } },
-            { kind: 'ExperimentMetric', metric_type: 'funnel', series: [{ kind: 'EventsNode', event: 'cart' }, { kind: 'EventsNode', event: 'purchase' }] },
+            {
+              kind: 'ExperimentMetric',
+              metric_type: 'mean',
+              source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
+            },
+            {
+              kind: 'ExperimentMetric',
+              metric_type: 'funnel',
+              series: [
+                { kind: 'EventsNode', event: 'cart' },
+                { kind: 'EventsNode', event: 'purchase' },
+              ],
+            },
           ],
         },
       })
     ).body;
-    const exposed = (id: string, variant: string, offset: number) => ({ event: '$feature_flag_called', distinct_id: id, timestamp: at(offset, 1), properties: { $feature_flag: 'checkout', $feature_flag_response: variant } });
+    const exposed = (id: string, variant: string, offset: number) => ({
+      event: '$feature_flag_called',
+      distinct_id: id,
+      timestamp: at(offset, 1),
+      properties: { $feature_flag: 'checkout', $feature_flag_response: variant },
+    });
     await capture(api.baseUrl, account.projectToken, [
       // Yesterday: c1, c2 in control; t1 in test. c1 buys 10; t1 carts and buys 5 + 7.
-      exposed('c1', 'control', -1), exposed('c2', 'control', -1), exposed('t1', 'test', -1),
+      exposed('c1', 'control', -1),
+      exposed('c2', 'control', -1),
+      exposed('t1', 'test', -1),
       { event: 'purchase', distinct_id: 'c1', timestamp: at(-1, 2), properties: { amount: 10 } },
       { event: 'cart', distinct_id: 't1', timestamp: at(-1, 2) },
       { event: 'purchase', distinct_id: 't1', timestamp: at(-1, 3), properties: { amount: 5 } },
@@ -53,7 +81,8 @@ describe('experiment results job', () => {
       // A purchase before exposure does not count; a person in both variants counts nowhere.
       { event: 'purchase', distinct_id: 't2', timestamp: at(-1, 0), properties: { amount: 100 } },
       exposed('t2', 'test', -1),
-      exposed('both', 'control', -1), exposed('both', 'test', -1),
+      exposed('both', 'control', -1),
+      exposed('both', 'test', -1),
       { event: 'purchase', distinct_id: 'both', timestamp: at(-1, 5), properties: { amount: 50 } },
       // Today: t3 joins test, carts, buys 4.
       exposed('t3', 'test', 0),
@@ -61,18 +90,42 @@ describe('experiment results job', () => {
       { event: 'purchase', distinct_id: 't3', timestamp: at(0, 3), properties: { amount: 4 } },
     ]);
 
-    const run = await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps, new Date(at(0, 6)));
+    const run = await computeExperimentResults(
+      { data: { experimentId: exp.id } } as any,
+      worker.deps,
+      new Date(at(0, 6)),
+    );
     expect(run.results).toBe(4); // 2 metrics × 2 days
 
     const [mean, funnel] = (await call(api.baseUrl, 'GET', `${P()}/${exp.id}/`, { key: account.apiKey })).body.metrics;
-    const series = async (m: any) => (await call(api.baseUrl, 'GET', `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`, { key: account.apiKey })).body;
+    const series = async (m: any) =>
+      (
+        await call(
+          api.baseUrl,
+          'GET',
+          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+          { key: account.apiKey },
+        )
+      ).body;
     const meanSeries = await series(mean);
     expect(meanSeries.status).toBe('completed');
     const yesterday = dayStart(-1).toISOString().slice(0, 10);
     const todayKey = dayStart(0).toISOString().slice(0, 10);
     const day1 = meanSeries.timeseries[yesterday];
-    expect(day1.baseline).toMatchObject({ key: 'control', number_of_samples: 2, sum: 10, sum_squares: 100, validation_failures: ['NOT_ENOUGH_EXPOSURES'] });
-    expect(day1.variant_results[0]).toMatchObject({ key: 'test', number_of_samples: 2, sum: 12, sum_squares: 144, chance_to_win: null });
+    expect(day1.baseline).toMatchObject({
+      key: 'control',
+      number_of_samples: 2,
+      sum: 10,
+      sum_squares: 100,
+      validation_failures: ['NOT_ENOUGH_EXPOSURES'],
+    });
+    expect(day1.variant_results[0]).toMatchObject({
+      key: 'test',
+      number_of_samples: 2,
+      sum: 12,
+      sum_squares: 144,
+      chance_to_win: null,
+    });
     const day2 = meanSeries.timeseries[todayKey]; // cumulative: t3 added
     expect(day2.variant_results[0]).toMatchObject({ number_of_samples: 3, sum: 16, sum_squares: 160 });
 
@@ -85,14 +138,26 @@ describe('experiment results job', () => {
     const exp = (
       await call(api.baseUrl, 'POST', `${P()}/`, {
         key: account.apiKey,
-        body: { name: 'Queued', feature_flag_key: 'queued', start_date: new Date(Date.now() - 3600_000).toISOString(), metrics: [{ kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'x' } }] },
+        body: {
+          name: 'Queued',
+          feature_flag_key: 'queued',
+          start_date: new Date(Date.now() - 3600_000).toISOString(),
+          metrics: [{ kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'x' } }],
+        },
       })
     ).body;
     const res = await call(api.baseUrl, 'POST', `${P()}/${exp.id}/recalculate_timeseries/`, { key: account.apiKey });
     expect(res.status).toBe(202);
     const m = exp.metrics[0];
     const done = await eventually(async () => {
-      const body = (await call(api.baseUrl, 'GET', `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`, { key: account.apiKey })).body;
+      const body = (
+        await call(
+          api.baseUrl,
+          'GET',
+          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+          { key: account.apiKey },
+        )
+      ).body;
       return body.status === 'completed' ? body : null;
     });
     expect(Object.values(done.timeseries).every((v: any) => v && v.baseline.number_of_samples === 0)).toBe(true);

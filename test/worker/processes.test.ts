@@ -60,14 +60,27 @@ async function seedPerson(distinctId: string, n: number): Promise<string> {
 
 async function request(uuid: string, distinctId: string): Promise<string> {
   const em = api.orm.em.fork();
-  const [id] = await recordDeletionRequests(em as any, [{ projectId: account.projectId, type: 'person_events', mode: 'immediate', key: uuid, distinctIds: [distinctId], createdById: null }]);
+  const [id] = await recordDeletionRequests(em as any, [
+    {
+      projectId: account.projectId,
+      type: 'person_events',
+      mode: 'immediate',
+      key: uuid,
+      distinctIds: [distinctId],
+      createdById: null,
+    },
+  ]);
   return id;
 }
 const row = async (id: string) => (await sql(api.orm, `select * from async_deletion where id = ?`, [id]))[0];
 
 describe('worker processes', () => {
   it('refuses to start with a malformed setting, naming it', async () => {
-    const child = spawn(process.execPath, ['worker/main.ts'], { cwd: root, env: { ...process.env, REDIS_PREFIX: prefix, DELETION_CHUNK_SIZE: 'lots' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['worker/main.ts'], {
+      cwd: root,
+      env: { ...process.env, REDIS_PREFIX: prefix, DELETION_CHUNK_SIZE: 'lots' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr!.on('data', (chunk) => (stderr += chunk));
     const code = await new Promise((r) => child.once('exit', r));
@@ -91,26 +104,46 @@ describe('worker processes', () => {
     startWorkerProcess({ DELETION_CHUNK_SIZE: '2000' });
     const done = await eventually(async () => ((await row(id)).status === 'completed' ? row(id) : null), 60_000, 200);
     expect(Number(done.rows_deleted)).toBe(20_000); // every chunk counted exactly once
-    const [left] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = ?`, [account.projectId, victim]);
+    const [left] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = ?`, [
+      account.projectId,
+      victim,
+    ]);
     expect(left.n).toBe(0);
-    const [kept] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = ?`, [account.projectId, bystander]);
+    const [kept] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = ?`, [
+      account.projectId,
+      bystander,
+    ]);
     expect(kept.n).toBe(500);
   }, 120_000);
 
   it('serves job metrics and, on SIGTERM, exits within its shutdown limit, leaving the job to another worker', async () => {
     // Only this test's worker may take the job: stop the ones earlier tests left running.
-    await Promise.all(children.splice(0).map((c) => new Promise((r) => {
-      if (c.exitCode !== null || c.signalCode !== null) return r(null);
-      c.once('exit', r);
-      c.kill('SIGKILL');
-    })));
+    await Promise.all(
+      children.splice(0).map(
+        (c) =>
+          new Promise((r) => {
+            if (c.exitCode !== null || c.signalCode !== null) return r(null);
+            c.once('exit', r);
+            c.kill('SIGKILL');
+          }),
+      ),
+    );
     const victim = await seedPerson('term-victim', 100_000);
     const id = await request(victim, 'term-victim');
     const metricsPort = 19_000 + Math.floor(Math.random() * 1000);
-    const first = startWorkerProcess({ DELETION_CHUNK_SIZE: '100', WORKER_SHUTDOWN_TIMEOUT_MS: '1000', WORKER_METRICS_PORT: String(metricsPort) });
+    const first = startWorkerProcess({
+      DELETION_CHUNK_SIZE: '100',
+      WORKER_SHUTDOWN_TIMEOUT_MS: '1000',
+      WORKER_METRICS_PORT: String(metricsPort),
+    });
     await enqueueDeletions(api.deps.queues.deletions, [id]);
     await eventually(async () => Number((await row(id)).rows_deleted) > 0, 30_000, 20);
-    const metrics = await eventually(() => fetch(`http://127.0.0.1:${metricsPort}/metrics`).then((r) => r.text(), () => ''));
+    const metrics = await eventually(() =>
+      fetch(`http://127.0.0.1:${metricsPort}/metrics`).then(
+        (r) => r.text(),
+        () => '',
+      ),
+    );
     expect(metrics).toContain('# TYPE worker_job_duration_seconds histogram');
     const stopped = Date.now();
     first.kill('SIGTERM');
@@ -131,16 +164,30 @@ describe('worker processes', () => {
       const uuid = await seedPerson(`pair-${i}`, 300);
       requests.push({ id: await request(uuid, `pair-${i}`), uuid });
     }
-    await enqueueDeletions(api.deps.queues.deletions, requests.map((r) => r.id));
-    await enqueueDeletions(api.deps.queues.deletions, requests.map((r) => r.id)); // a duplicate enqueue is ignored
+    await enqueueDeletions(
+      api.deps.queues.deletions,
+      requests.map((r) => r.id),
+    );
+    await enqueueDeletions(
+      api.deps.queues.deletions,
+      requests.map((r) => r.id),
+    ); // a duplicate enqueue is ignored
     let deleted = 0;
     for (const r of requests) {
-      const done = await eventually(async () => ((await row(r.id)).status === 'completed' ? row(r.id) : null), 60_000, 200);
+      const done = await eventually(
+        async () => ((await row(r.id)).status === 'completed' ? row(r.id) : null),
+        60_000,
+        200,
+      );
       expect(done.attempts).toBe(1);
       deleted += Number(done.rows_deleted); // on the row of whichever request led its batch
     }
     expect(deleted).toBe(8 * 300);
-    const [left] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and person_id = any(?::uuid[])`, [account.projectId, pgArray(requests.map((r) => r.uuid))]);
+    const [left] = await sql(
+      api.orm,
+      `select count(*)::int as n from event where project_id = ? and person_id = any(?::uuid[])`,
+      [account.projectId, pgArray(requests.map((r) => r.uuid))],
+    );
     expect(left.n).toBe(0);
   }, 120_000);
 });

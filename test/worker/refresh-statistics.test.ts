@@ -11,7 +11,15 @@ const runJob = async (data: Record<string, unknown>) =>
   settledJob(worker.deps.queues.maintenance, await worker.deps.queues.maintenance.add('refresh-statistics', data));
 
 const lastAnalyze = async (table: string) =>
-  Number((await sql(worker.deps.orm, `select coalesce(extract(epoch from last_analyze), 0) * 1000 as ms from pg_stat_user_tables where relname = ? and schemaname = current_schema()`, [table]))[0].ms);
+  Number(
+    (
+      await sql(
+        worker.deps.orm,
+        `select coalesce(extract(epoch from last_analyze), 0) * 1000 as ms from pg_stat_user_tables where relname = ? and schemaname = current_schema()`,
+        [table],
+      )
+    )[0].ms,
+  );
 
 describe('statistics refresh job', () => {
   it('is scheduled every five minutes by default', () => {
@@ -20,7 +28,11 @@ describe('statistics refresh job', () => {
   });
 
   it('analyzes the tables that changed, and skips them below the threshold', async () => {
-    await sql(worker.deps.orm, `insert into person (uuid, project_id, properties) select gen_random_uuid(), ?, '{}' from generate_series(1, 20)`, [account.projectId]);
+    await sql(
+      worker.deps.orm,
+      `insert into person (uuid, project_id, properties) select gen_random_uuid(), ?, '{}' from generate_series(1, 20)`,
+      [account.projectId],
+    );
     const before = await lastAnalyze('person');
 
     // A threshold no table reaches: nothing is analyzed.

@@ -32,9 +32,13 @@ export const DELETE_CHUNK = config.deletion.chunkSize;
 
 export class DeletionBusyError extends Error {}
 
-export async function deletePersonData(job: Job<JobData['deletion']>, deps: WorkerDeps): Promise<{ deleted: number; requests?: number; skipped?: string }> {
+export async function deletePersonData(
+  job: Job<JobData['deletion']>,
+  deps: WorkerDeps,
+): Promise<{ deleted: number; requests?: number; skipped?: string }> {
   const id = job.data?.deletionId;
-  if (typeof id !== 'string' || !/^\d+$/.test(id)) throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
+  if (typeof id !== 'string' || !/^\d+$/.test(id))
+    throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork() as EntityManager;
   // A claim holds leaseSeconds without renewal (renewed every third of it while the job runs); an event
   // deletion takes up to batchSize requests of its project in one pass (a bulk_delete makes up to 1000).
@@ -45,14 +49,21 @@ export async function deletePersonData(job: Job<JobData['deletion']>, deps: Work
     if (result.status === 'completed') return { deleted: 0, skipped: 'already completed' };
     // Taken into another request's batch: that job finishes it, and if it dies the reconciler
     // re-enqueues this request once the lease runs out.
-    if (result.claimed_by && result.claimed_by !== id) return { deleted: 0, skipped: `in the batch of deletion request ${result.claimed_by}` };
+    if (result.claimed_by && result.claimed_by !== id)
+      return { deleted: 0, skipped: `in the batch of deletion request ${result.claimed_by}` };
     // This request's own earlier attempt holds a live lease: retry later rather than delete twice.
     throw new DeletionBusyError(`deletion request ${id} is being processed by another worker`);
   }
   const row = result;
-  deps.logger.info({ deletionId: id, type: row.deletion_type, projectId: row.project_id, jobId: job.id }, 'deletion started');
+  deps.logger.info(
+    { deletionId: id, type: row.deletion_type, projectId: row.project_id, jobId: job.id },
+    'deletion started',
+  );
   const started = Date.now();
-  const batch = row.deletion_type === 'person_events' ? [id, ...(await claimCompanions(em, row, leaseSeconds, batchSize - 1))] : [id];
+  const batch =
+    row.deletion_type === 'person_events'
+      ? [id, ...(await claimCompanions(em, row, leaseSeconds, batchSize - 1))]
+      : [id];
   let deleted = 0;
   let renewedAt = Date.now();
   // After every chunk: progress for the dashboard, and the batch's leases renewed every third of their length.
@@ -84,7 +95,10 @@ export async function deletePersonData(job: Job<JobData['deletion']>, deps: Work
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
     await completeDeletions(em, batch);
-    deps.logger.info({ deletionId: id, requests: batch.length, deleted, ms: Date.now() - started }, 'deletion completed');
+    deps.logger.info(
+      { deletionId: id, requests: batch.length, deleted, ms: Date.now() - started },
+      'deletion completed',
+    );
     return { deleted, requests: batch.length };
   } catch (error) {
     await dropLeases(em, batch).catch(() => undefined);
@@ -95,7 +109,12 @@ export async function deletePersonData(job: Job<JobData['deletion']>, deps: Work
 /** The job's last quick retry failed: the request says so and is tried again later (never final). */
 export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Error, deps: WorkerDeps): Promise<void> {
   if (typeof job.data?.deletionId !== 'string') return;
-  await markDeletionFailed(deps.orm.em.fork() as EntityManager, job.data.deletionId, error.message, deps.config.deletion);
+  await markDeletionFailed(
+    deps.orm.em.fork() as EntityManager,
+    job.data.deletionId,
+    error.message,
+    deps.config.deletion,
+  );
 }
 
 /** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
@@ -127,7 +146,13 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
 // sub-selects so the planner does not estimate each of their thousand elements in every partition
 // (about 6–10 ms of planning per statement); the plan is the same.
 const GROUP_EVENTS = `project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[])) and timestamp <= ?::timestamptz and created_at <= ?::timestamptz`;
-const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectId, pgArray(g.personIds), pgArray(g.distinctIds), g.cutoff, g.cutoff];
+const groupEventParams = (projectId: number, g: EventDeletionGroup) => [
+  projectId,
+  pgArray(g.personIds),
+  pgArray(g.distinctIds),
+  g.cutoff,
+  g.cutoff,
+];
 
 /**
  * Where the group's events up to the cutoff begin and end, in epoch milliseconds (lo null: none):
@@ -138,7 +163,12 @@ const groupEventParams = (projectId: number, g: EventDeletionGroup) => [projectI
  * of the whole table would descend into every partition for every key: the default partition keeps
  * the planner from reading partitions in order.) Both bounds are constants, so pruning is at plan time.
  */
-async function oldestEventBounds(em: EntityManager, projectId: number, g: EventDeletionGroup, monthsStart: string | null): Promise<{ lo: number | null; hi: number }> {
+async function oldestEventBounds(
+  em: EntityManager,
+  projectId: number,
+  g: EventDeletionGroup,
+  monthsStart: string | null,
+): Promise<{ lo: number | null; hi: number }> {
   const oldest = (column: 'person_id' | 'distinct_id') =>
     `coalesce((select timestamp from event where project_id = ? and ${column} = k and timestamp < ?::timestamptz and timestamp <= ?::timestamptz order by timestamp limit 1),
               (select timestamp from event where project_id = ? and ${column} = k and timestamp >= ?::timestamptz and timestamp <= ?::timestamptz order by timestamp limit 1))`;
@@ -196,7 +226,10 @@ async function deleteGroupEvents(
     });
     await chunkDone(n);
     // Aim the next window at DELETE_CHUNK rows, changing its length at most eightfold per step.
-    span = Math.max(1, Math.floor(n === 0 ? span * 8 : Math.min(span * 8, Math.max(span / 8, (span * DELETE_CHUNK) / n))));
+    span = Math.max(
+      1,
+      Math.floor(n === 0 ? span * 8 : Math.min(span * 8, Math.max(span / 8, (span * DELETE_CHUNK) / n))),
+    );
     from = to;
   }
 }
@@ -207,12 +240,19 @@ async function deleteGroupEvents(
  * person's and distinct id's index range instead visits every dead entry and its heap tuple: two
  * to three times slower here (470–620 ms against 150–280 ms after deleting 500,000 rows).
  */
-async function countEventSurvivors(em: EntityManager, projectId: number, groups: EventDeletionGroup[]): Promise<number> {
+async function countEventSurvivors(
+  em: EntityManager,
+  projectId: number,
+  groups: EventDeletionGroup[],
+): Promise<number> {
   let survivors = 0;
   for (const g of groups) {
     const [row] = await em
       .getConnection()
-      .execute<{ n: number }[]>(`select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`, groupEventParams(projectId, g));
+      .execute<{ n: number }[]>(
+        `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`,
+        groupEventParams(projectId, g),
+      );
     survivors += row.n;
   }
   return survivors;
@@ -227,7 +267,12 @@ interface RecordingTarget {
 }
 
 function targetOf(row: ClaimedDeletion): RecordingTarget {
-  return { projectId: row.project_id, personUuid: row.key, distinctIds: pgArray(row.distinct_ids ?? []), cutoff: row.cutoff };
+  return {
+    projectId: row.project_id,
+    personUuid: row.key,
+    distinctIds: pgArray(row.distinct_ids ?? []),
+    cutoff: row.cutoff,
+  };
 }
 
 const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id = any(?::text[])) and created_at <= ?::timestamptz`;
@@ -252,7 +297,12 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
       'all',
       ctx,
     );
-    await c.execute(`delete from session_recording where project_id = ? and session_id = any(?::text[])`, [t.projectId, ids], 'run', ctx);
+    await c.execute(
+      `delete from session_recording where project_id = ? and session_id = any(?::text[])`,
+      [t.projectId, ids],
+      'run',
+      ctx,
+    );
     const n = sessions.length + snapshots.length;
     await addRowsDeleted(tx as EntityManager, deletionId, n);
     return n;
@@ -260,6 +310,11 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
 }
 
 async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
-  const [row] = await em.getConnection().execute<any[]>(`select count(*)::int as n from session_recording where ${RECORDING_MATCH}`, recordingMatchParams(t));
+  const [row] = await em
+    .getConnection()
+    .execute<any[]>(
+      `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`,
+      recordingMatchParams(t),
+    );
   return row.n;
 }

@@ -12,7 +12,10 @@ import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 /** The window is open now (its cron fired, or an operator ran it): every pending request of the mode goes. */
-export async function releaseDeletionBatch(job: Job<{ mode: ScheduledDeletionMode }>, deps: WorkerDeps): Promise<{ released: number }> {
+export async function releaseDeletionBatch(
+  job: Job<{ mode: ScheduledDeletionMode }>,
+  deps: WorkerDeps,
+): Promise<{ released: number }> {
   const mode = job.data?.mode;
   if (mode !== 'weekly' && mode !== 'off_peak') throw new Error(`unknown deletion batch mode ${JSON.stringify(mode)}`);
   const ids = await releaseDeletions(deps.orm.em.fork() as EntityManager, mode, null);
@@ -21,17 +24,22 @@ export async function releaseDeletionBatch(job: Job<{ mode: ScheduledDeletionMod
   return { released: ids.length };
 }
 
-export async function reconcileDeletions(_job: Job | null, deps: WorkerDeps): Promise<{ released: number; enqueued: number }> {
+export async function reconcileDeletions(
+  _job: Job | null,
+  deps: WorkerDeps,
+): Promise<{ released: number; enqueued: number }> {
   const em = deps.orm.em.fork() as EntityManager;
   let released = 0;
   const { schedules } = await recordedSchedules(em, defaultSchedules(deps.config));
   for (const [mode, cron] of Object.entries(deletionCrons(schedules)) as [ScheduledDeletionMode, string][]) {
     // Requests made before the window last opened should have gone with it.
     const overdue = await releaseDeletions(em, mode, lastWindowStart(cron));
-    if (overdue.length) deps.logger.warn({ mode, released: overdue.length }, 'released deletion requests their window missed');
+    if (overdue.length)
+      deps.logger.warn({ mode, released: overdue.length }, 'released deletion requests their window missed');
     released += overdue.length;
   }
   const enqueued = await requeueDeletions(deps.queues.deletions, await dueDeletionIds(em));
-  if (enqueued.length) deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued deletion requests without a live job');
+  if (enqueued.length)
+    deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued deletion requests without a live job');
   return { released, enqueued: enqueued.length };
 }

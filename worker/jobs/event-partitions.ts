@@ -5,17 +5,26 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { WorkerDeps } from '../deps.ts';
 
-export async function ensureEventPartitions(job: Job<{ monthsAhead?: number }> | null, deps: WorkerDeps): Promise<{ created: string[] }> {
+export async function ensureEventPartitions(
+  job: Job<{ monthsAhead?: number }> | null,
+  deps: WorkerDeps,
+): Promise<{ created: string[] }> {
   const monthsAhead = job?.data?.monthsAhead ?? deps.config.maintenance.eventPartitionsAhead;
-  if (!Number.isInteger(monthsAhead) || monthsAhead < 0 || monthsAhead > 120) throw new UnrecoverableError(`invalid monthsAhead ${JSON.stringify(monthsAhead)}`);
-  const rows = await deps.orm.em.fork().getConnection().execute<{ name: string }[]>(`select ensure_event_partitions(?) as name`, [monthsAhead]);
+  if (!Number.isInteger(monthsAhead) || monthsAhead < 0 || monthsAhead > 120)
+    throw new UnrecoverableError(`invalid monthsAhead ${JSON.stringify(monthsAhead)}`);
+  const rows = await deps.orm.em
+    .fork()
+    .getConnection()
+    .execute<{ name: string }[]>(`select ensure_event_partitions(?) as name`, [monthsAhead]);
   const created = rows.map((r) => r.name);
   if (created.length > 0) deps.logger.info({ created }, 'event partitions created');
   return { created };
 }
 
 /** Where the event table's first monthly partition begins, read from the catalog (null: none yet). */
-export async function firstMonthlyPartitionStart(conn: ReturnType<EntityManager['getConnection']>): Promise<string | null> {
+export async function firstMonthlyPartitionStart(
+  conn: ReturnType<EntityManager['getConnection']>,
+): Promise<string | null> {
   const [{ start }] = await conn.execute<{ start: string | null }[]>(
     `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
        from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,

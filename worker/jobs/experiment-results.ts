@@ -10,13 +10,17 @@ import type { WorkerDeps } from '../deps.ts';
 
 const DAY = 86400_000;
 
-export async function computeExperimentResults(job: Job<{ experimentId?: number }>, deps: WorkerDeps, now = new Date()): Promise<{ experiments: number; results: number }> {
+export async function computeExperimentResults(
+  job: Job<{ experimentId?: number }>,
+  deps: WorkerDeps,
+  now = new Date(),
+): Promise<{ experiments: number; results: number }> {
   const em = deps.orm.em.fork() as EntityManager;
   const conn = em.getConnection();
   const only = job.data?.experimentId;
   const experiments = await conn.execute<any[]>(
     `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
-      where not x.deleted and x.start_date is not null and x.start_date <= now() ${only ? 'and x.id = ?' : 'and (x.end_date is null or x.end_date > now() - interval \'1 day\')'}`,
+      where not x.deleted and x.start_date is not null and x.start_date <= now() ${only ? 'and x.id = ?' : "and (x.end_date is null or x.end_date > now() - interval '1 day')"}`,
     only ? [only] : [],
   );
   let results = 0;
@@ -32,12 +36,21 @@ export async function computeExperimentResults(job: Job<{ experimentId?: number 
       baselineKey: x.stats_config?.baseline_variant_key ?? (variants.includes('control') ? 'control' : variants[0]),
     };
     const end = new Date(Math.min(now.getTime(), x.end_date ? new Date(x.end_date).getTime() : now.getTime()));
-    const firstDay = Date.UTC(experiment.startDate.getUTCFullYear(), experiment.startDate.getUTCMonth(), experiment.startDate.getUTCDate());
+    const firstDay = Date.UTC(
+      experiment.startDate.getUTCFullYear(),
+      experiment.startDate.getUTCMonth(),
+      experiment.startDate.getUTCDate(),
+    );
     const pending: { metric: any; days: { index: number; text: string }[] }[] = [];
     for (const metric of [...(x.metrics ?? []), ...(x.metrics_secondary ?? [])]) {
       if (!metric?.uuid || !metric?.fingerprint) continue;
       const done = new Set(
-        (await conn.execute<any[]>(`select day::text as day from experiment_metric_result where experiment_id = ? and metric_uuid = ? and fingerprint = ? and status = 'completed'`, [x.id, metric.uuid, metric.fingerprint])).map((r) => r.day),
+        (
+          await conn.execute<any[]>(
+            `select day::text as day from experiment_metric_result where experiment_id = ? and metric_uuid = ? and fingerprint = ? and status = 'completed'`,
+            [x.id, metric.uuid, metric.fingerprint],
+          )
+        ).map((r) => r.day),
       );
       const days: { index: number; text: string }[] = [];
       for (let day = firstDay, index = 0; day <= end.getTime(); day += DAY, index++) {
@@ -53,7 +66,12 @@ export async function computeExperimentResults(job: Job<{ experimentId?: number 
     let computed: (MetricResult[] | Error)[];
     try {
       const until = new Date(end.getTime() + 1);
-      computed = await computeExperimentSeries(em, experiment, pending.map((p) => p.metric), until);
+      computed = await computeExperimentSeries(
+        em,
+        experiment,
+        pending.map((p) => p.metric),
+        until,
+      );
     } catch (e) {
       computed = pending.map(() => e as Error);
     }

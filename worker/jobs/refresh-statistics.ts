@@ -8,11 +8,22 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import { pgArray } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
 
-const TABLES = ['person', 'person_distinct_id', 'cohort_person', 'event_definition', 'session_recording', 'async_deletion'];
+const TABLES = [
+  'person',
+  'person_distinct_id',
+  'cohort_person',
+  'event_definition',
+  'session_recording',
+  'async_deletion',
+];
 
-export async function refreshStatistics(job: Job<{ minChangedRows?: number }> | null, deps: WorkerDeps): Promise<{ analyzed: string[] }> {
+export async function refreshStatistics(
+  job: Job<{ minChangedRows?: number }> | null,
+  deps: WorkerDeps,
+): Promise<{ analyzed: string[] }> {
   const minChangedRows = job?.data?.minChangedRows ?? deps.config.maintenance.statisticsRefreshRows;
-  if (typeof minChangedRows !== 'number' || !(minChangedRows >= 0)) throw new UnrecoverableError(`invalid minChangedRows ${JSON.stringify(minChangedRows)}`);
+  if (typeof minChangedRows !== 'number' || !(minChangedRows >= 0))
+    throw new UnrecoverableError(`invalid minChangedRows ${JSON.stringify(minChangedRows)}`);
   const conn = deps.orm.em.fork().getConnection();
   const due = await conn.execute<{ relname: string }[]>(
     `select s.relname from pg_stat_user_tables s

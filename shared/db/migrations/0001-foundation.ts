@@ -53,7 +53,9 @@ export class Migration0001Foundation extends Migration {
         updated_at timestamptz not null default now()
       )`);
     this.addSql(`create index project_organization_idx on project (organization_id)`);
-    this.addSql(`alter table app_user add constraint app_user_current_project_fk foreign key (current_project_id) references project(id) on delete set null`);
+    this.addSql(
+      `alter table app_user add constraint app_user_current_project_fk foreign key (current_project_id) references project(id) on delete set null`,
+    );
     this.addSql(`
       create table personal_api_key (
         id varchar(50) primary key,

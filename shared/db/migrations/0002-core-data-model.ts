@@ -128,8 +128,12 @@ export class Migration0002CoreDataModel extends Migration {
         delete_verified_at timestamptz
       )`);
     // Re-requesting a pending deletion is a no-op (insert … on conflict do nothing).
-    this.addSql(`create unique index async_deletion_unique_pending on async_deletion (project_id, deletion_type, key) where delete_verified_at is null`);
-    this.addSql(`create index async_deletion_pending_idx on async_deletion (mode, created_at) where delete_verified_at is null`);
+    this.addSql(
+      `create unique index async_deletion_unique_pending on async_deletion (project_id, deletion_type, key) where delete_verified_at is null`,
+    );
+    this.addSql(
+      `create index async_deletion_pending_idx on async_deletion (mode, created_at) where delete_verified_at is null`,
+    );
     this.addSql(`create index async_deletion_project_idx on async_deletion (project_id, created_at desc)`);
 
     this.addSql(`
@@ -156,6 +160,8 @@ export class Migration0002CoreDataModel extends Migration {
         data jsonb not null,
         created_at timestamptz not null default now()
       )`);
-    this.addSql(`create index session_recording_snapshot_session_idx on session_recording_snapshot (project_id, session_id, timestamp)`);
+    this.addSql(
+      `create index session_recording_snapshot_session_idx on session_recording_snapshot (project_id, session_id, timestamp)`,
+    );
   }
 }

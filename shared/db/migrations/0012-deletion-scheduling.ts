@@ -9,6 +9,8 @@ export class Migration0012DeletionScheduling extends Migration {
   override name = '0012-deletion-scheduling';
 
   override up(): void {
-    this.addSql(`alter table async_deletion add column released_at timestamptz, add column lease_until timestamptz, add column finished_at timestamptz`);
+    this.addSql(
+      `alter table async_deletion add column released_at timestamptz, add column lease_until timestamptz, add column finished_at timestamptz`,
+    );
   }
 }

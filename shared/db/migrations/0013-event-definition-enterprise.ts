@@ -18,7 +18,9 @@ export class Migration0013EventDefinitionEnterprise extends Migration {
         add column hidden boolean not null default false,
         add column default_columns text[] not null default '{}',
         add column post_to_slack boolean not null default false`);
-    this.addSql(`create index event_definition_project_seen_idx on event_definition (project_id, ((last_seen_at at time zone 'UTC')::date) desc nulls last, name collate "C")`);
+    this.addSql(
+      `create index event_definition_project_seen_idx on event_definition (project_id, ((last_seen_at at time zone 'UTC')::date) desc nulls last, name collate "C")`,
+    );
     this.addSql(`
       create table event_definition_usage (
         definition_id uuid not null references event_definition(id) on delete cascade,

@@ -17,9 +17,17 @@ export class Migration0017AuthChangeNotifications extends Migration {
         perform pg_notify('auth_changed', tg_table_name);
         return null;
       end $$`);
-    this.addSql(`create trigger personal_api_key_auth_changed after update of user_id, secure_value, scopes, scoped_teams, scoped_organizations or delete on personal_api_key for each statement execute function notify_auth_changed()`);
-    this.addSql(`create trigger app_user_auth_changed after update of is_active, current_project_id or delete on app_user for each statement execute function notify_auth_changed()`);
-    this.addSql(`create trigger organization_membership_auth_changed after insert or update or delete on organization_membership for each statement execute function notify_auth_changed()`);
-    this.addSql(`create trigger project_auth_changed after insert or update or delete on project for each statement execute function notify_auth_changed()`);
+    this.addSql(
+      `create trigger personal_api_key_auth_changed after update of user_id, secure_value, scopes, scoped_teams, scoped_organizations or delete on personal_api_key for each statement execute function notify_auth_changed()`,
+    );
+    this.addSql(
+      `create trigger app_user_auth_changed after update of is_active, current_project_id or delete on app_user for each statement execute function notify_auth_changed()`,
+    );
+    this.addSql(
+      `create trigger organization_membership_auth_changed after insert or update or delete on organization_membership for each statement execute function notify_auth_changed()`,
+    );
+    this.addSql(
+      `create trigger project_auth_changed after insert or update or delete on project for each statement execute function notify_auth_changed()`,
+    );
   }
 }

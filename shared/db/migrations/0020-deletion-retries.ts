@@ -18,7 +18,9 @@ export class Migration0020DeletionRetries extends Migration {
     this.addSql(
       `create unique index async_deletion_one_pending on async_deletion (project_id, deletion_type, key, mode) where status = 'pending'`,
     );
-    this.addSql(`alter table async_deletion add column failures integer not null default 0, add column next_attempt_at timestamptz`);
+    this.addSql(
+      `alter table async_deletion add column failures integer not null default 0, add column next_attempt_at timestamptz`,
+    );
     this.addSql(`create index async_deletion_retry_idx on async_deletion (next_attempt_at) where status = 'failed'`);
   }
 }

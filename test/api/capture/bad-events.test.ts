@@ -9,12 +9,21 @@ import { apiWithAccount } from '../../helpers.ts';
 const { api, account } = await apiWithAccount();
 
 async function sendBatch(events: unknown[], extra: Record<string, unknown> = {}) {
-  const body = typeof events === 'string' ? events : JSON.stringify({ api_key: account.projectToken, batch: events, ...extra });
-  const res = await fetch(`${api.baseUrl}/batch/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const body =
+    typeof events === 'string' ? events : JSON.stringify({ api_key: account.projectToken, batch: events, ...extra });
+  const res = await fetch(`${api.baseUrl}/batch/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
   return { status: res.status, body: await res.json() };
 }
 const stored = (event: string) =>
-  sql(api.orm, `select distinct_id, properties, timestamp from event where project_id = ? and event = ? order by timestamp`, [account.projectId, event]);
+  sql(
+    api.orm,
+    `select distinct_id, properties, timestamp from event where project_id = ? and event = ? order by timestamp`,
+    [account.projectId, event],
+  );
 const good = (event: string) => ({ event, distinct_id: 'good-user', properties: { ok: true } });
 const EPOCH = new Date(0).getTime();
 
@@ -32,7 +41,9 @@ describe('timestamps PostgreSQL cannot store', () => {
     expect(new Date((await stored('ts-year-0'))[0].timestamp).getTime()).toBe(EPOCH);
     expect(new Date((await stored('ts-negative-year'))[0].timestamp).getTime()).toBe(EPOCH);
     // More than 23 hours ahead: the server's time.
-    expect(Math.abs(new Date((await stored('ts-year-10000'))[0].timestamp).getTime() - Date.now())).toBeLessThan(60_000);
+    expect(Math.abs(new Date((await stored('ts-year-10000'))[0].timestamp).getTime() - Date.now())).toBeLessThan(
+      60_000,
+    );
   });
 
   it('a huge offset, either way, and a sent_at that skews the timestamp out of range', async () => {
@@ -50,7 +61,9 @@ describe('timestamps PostgreSQL cannot store', () => {
     expect(await stored('offset-good')).toHaveLength(1);
     expect(new Date((await stored('offset-past'))[0].timestamp).getTime()).toBe(EPOCH);
     expect(new Date((await stored('offset-far-past'))[0].timestamp).getTime()).toBe(EPOCH);
-    expect(Math.abs(new Date((await stored('offset-future'))[0].timestamp).getTime() - Date.now())).toBeLessThan(60_000);
+    expect(Math.abs(new Date((await stored('offset-future'))[0].timestamp).getTime() - Date.now())).toBeLessThan(
+      60_000,
+    );
     expect(new Date((await stored('skewed-out'))[0].timestamp).getTime()).toBe(EPOCH);
   });
 });
@@ -58,7 +71,8 @@ describe('timestamps PostgreSQL cannot store', () => {
 describe('properties nested too deep', () => {
   it('drop that event only; the rest of the batch is stored', async () => {
     const deep = `${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}`;
-    const body = `{"api_key":${JSON.stringify(account.projectToken)},"batch":[${JSON.stringify(good('deep-good'))},` +
+    const body =
+      `{"api_key":${JSON.stringify(account.projectToken)},"batch":[${JSON.stringify(good('deep-good'))},` +
       `{"event":"deep-bad","distinct_id":"u","properties":${deep}},{"event":"deep-set","distinct_id":"u","$set":${deep}}]}`;
     const res = await sendBatch(body as unknown as unknown[]);
     expect(res).toEqual({ status: 200, body: { status: 1 } });
@@ -77,11 +91,18 @@ describe('properties nested too deep', () => {
 
 describe('lone surrogates (PostgreSQL jsonb refuses them)', () => {
   it('in a distinct id become U+FFFD', async () => {
-    const res = await sendBatch([good('sur-good'), { event: 'sur-distinct', distinct_id: 'user-\ud800-x', properties: {} }]);
+    const res = await sendBatch([
+      good('sur-good'),
+      { event: 'sur-distinct', distinct_id: 'user-\ud800-x', properties: {} },
+    ]);
     expect(res).toEqual({ status: 200, body: { status: 1 } });
     expect(await stored('sur-good')).toHaveLength(1);
     expect((await stored('sur-distinct'))[0].distinct_id).toBe('user-\ufffd-x');
-    const [person] = await sql(api.orm, `select distinct_id from person_distinct_id where project_id = ? and distinct_id like 'user-%-x'`, [account.projectId]);
+    const [person] = await sql(
+      api.orm,
+      `select distinct_id from person_distinct_id where project_id = ? and distinct_id like 'user-%-x'`,
+      [account.projectId],
+    );
     expect(person.distinct_id).toBe('user-\ufffd-x');
   });
 
@@ -91,7 +112,12 @@ describe('lone surrogates (PostgreSQL jsonb refuses them)', () => {
       {
         event: 'sur-props',
         distinct_id: 'sur-person',
-        properties: { 'k\udc00': 'v\ud83d', pair: '\ud83d\ude00', nested: [{ 'x\ud800': '\udfff' }], $set: { 'name\ud800': 'a\udc00' } },
+        properties: {
+          'k\udc00': 'v\ud83d',
+          pair: '\ud83d\ude00',
+          nested: [{ 'x\ud800': '\udfff' }],
+          $set: { 'name\ud800': 'a\udc00' },
+        },
       },
       { event: 'sur-name-\ud800', distinct_id: 'u' },
     ]);
@@ -138,11 +164,24 @@ describe('an alias over 400 characters', () => {
 describe('the reasons, as logged', () => {
   it('lists each dropped event and each replaced timestamp with its index', () => {
     const deep = JSON.parse(`${'{"a":'.repeat(200)}1${'}'.repeat(200)}`);
-    const request = requestOf({ api_key: 'phc_x', batch: [{ event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' }, { event: 'b', distinct_id: 'u', properties: deep }] }, { engagePath: false });
+    const request = requestOf(
+      {
+        api_key: 'phc_x',
+        batch: [
+          { event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' },
+          { event: 'b', distinct_id: 'u', properties: deep },
+        ],
+      },
+      { engagePath: false },
+    );
     const { events, warnings } = eventsOf(request, {});
     expect(events.map((e) => e.event)).toEqual(['a']);
     expect(warnings).toEqual([
-      { index: 0, type: 'ignored_invalid_timestamp', detail: 'timestamp before year 1 or after 9999; the Unix epoch is used' },
+      {
+        index: 0,
+        type: 'ignored_invalid_timestamp',
+        detail: 'timestamp before year 1 or after 9999; the Unix epoch is used',
+      },
       { index: 1, type: 'event_dropped', detail: 'event nested more than 128 levels deep' },
     ]);
   });

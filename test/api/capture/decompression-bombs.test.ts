@@ -20,7 +20,10 @@ beforeAll(async () => {
     stdio: 'ignore',
   });
   for (let i = 0; ; i++) {
-    const up = await fetch(`${baseUrl}/_health`).then((r) => r.ok, () => false);
+    const up = await fetch(`${baseUrl}/_health`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) break;
     if (i > 100 || child.exitCode !== null) throw new Error('API process did not start');
     await new Promise((r) => setTimeout(r, 100));
@@ -38,7 +41,10 @@ async function whileProbingHealth(request: () => Promise<Response>) {
   const prober = (async () => {
     while (!done) {
       const started = performance.now();
-      const ok = await fetch(`${baseUrl}/_health`, { signal: AbortSignal.timeout(5000) }).then((r) => r.ok, () => false);
+      const ok = await fetch(`${baseUrl}/_health`, { signal: AbortSignal.timeout(5000) }).then(
+        (r) => r.ok,
+        () => false,
+      );
       const ms = performance.now() - started;
       slowestProbeMs = Math.max(slowestProbeMs, ok ? ms : Infinity);
       probes++;
@@ -60,16 +66,32 @@ async function whileProbingHealth(request: () => Promise<Response>) {
   return { status: response?.status ?? 0, body, ms, slowestProbeMs, probes };
 }
 
-const post = (path: string, body: string | Buffer, headers: Record<string, string> = {}) => () =>
-  fetch(baseUrl + path, { method: 'POST', body: body as BodyInit, headers: { 'content-type': 'text/plain', ...headers }, signal: AbortSignal.timeout(15_000) });
+const post =
+  (path: string, body: string | Buffer, headers: Record<string, string> = {}) =>
+  () =>
+    fetch(baseUrl + path, {
+      method: 'POST',
+      body: body as BodyInit,
+      headers: { 'content-type': 'text/plain', ...headers },
+      signal: AbortSignal.timeout(15_000),
+    });
 
 describe('decompression bombs', () => {
   const cases: [string, () => () => Promise<Response>][] = [
     ['261 KB lz64 to /e (2 MB limit)', () => post('/e/?compression=lz64', lz64Bomb(261 * 1024))],
     ['70 KB lz64 to /e', () => post('/e/?compression=lz64', lz64Bomb(70 * 1024))],
     ['261 KB lz64 to /batch (20 MB limit)', () => post('/batch/?compression=lz64', lz64Bomb(261 * 1024))],
-    ['lz64 in a form field', () => post('/e/', `compression=lz64&data=${encodeURIComponent(lz64Bomb(261 * 1024))}`, { 'content-type': 'application/x-www-form-urlencoded' })],
-    ['gzip of 64 MB to /batch (20 MB limit)', () => post('/batch/', gzipBomb(64 * 1024 * 1024), { 'content-encoding': 'gzip' })],
+    [
+      'lz64 in a form field',
+      () =>
+        post('/e/', `compression=lz64&data=${encodeURIComponent(lz64Bomb(261 * 1024))}`, {
+          'content-type': 'application/x-www-form-urlencoded',
+        }),
+    ],
+    [
+      'gzip of 64 MB to /batch (20 MB limit)',
+      () => post('/batch/', gzipBomb(64 * 1024 * 1024), { 'content-encoding': 'gzip' }),
+    ],
     ['gzip sniffed, 64 MB to /i/v0/e', () => post('/i/v0/e/', gzipBomb(64 * 1024 * 1024))],
     ['lz64 to /flags', () => post('/flags/?v=2&compression=lz64', lz64Bomb(261 * 1024))],
   ];

@@ -13,17 +13,24 @@ const outcome = async (parse: () => unknown) => {
 
 describe('parseJsonYielding', () => {
   // Tiny thresholds, so that every container of the generated documents is walked by our code.
-  it.each([1, 8, 64])('parses any JSON text as JSON.parse does (containers over %i characters walked)', async (smallChars) => {
-    await fc.assert(
-      fc.asyncProperty(fc.json({ maxDepth: 6 }), async (text) => {
-        expect(await parseJsonYielding(text, { smallChars })).toEqual(JSON.parse(text));
-      }),
-      { numRuns: 300 },
-    );
-  });
+  it.each([1, 8, 64])(
+    'parses any JSON text as JSON.parse does (containers over %i characters walked)',
+    async (smallChars) => {
+      await fc.assert(
+        fc.asyncProperty(fc.json({ maxDepth: 6 }), async (text) => {
+          expect(await parseJsonYielding(text, { smallChars })).toEqual(JSON.parse(text));
+        }),
+        { numRuns: 300 },
+      );
+    },
+  );
 
   it('refuses what JSON.parse refuses, and only that', async () => {
-    const mangled = fc.tuple(fc.json({ maxDepth: 4 }), fc.nat(), fc.constantFrom('', '[', ']', '{', '}', ',', ':', '"', '\\', 'x', ' ', '1'));
+    const mangled = fc.tuple(
+      fc.json({ maxDepth: 4 }),
+      fc.nat(),
+      fc.constantFrom('', '[', ']', '{', '}', ',', ':', '"', '\\', 'x', ' ', '1'),
+    );
     await fc.assert(
       fc.asyncProperty(mangled, async ([text, at, insert]) => {
         const i = at % (text.length + 1);
@@ -46,11 +53,17 @@ describe('parseJsonYielding', () => {
 
   it('refuses nesting deeper than it keeps track of, and an unterminated text without parsing it', async () => {
     await expect(parseJsonYielding('['.repeat(200_001) + ']'.repeat(200_001))).rejects.toBeInstanceOf(JsonTooDeep);
-    await expect(parseJsonYielding(`[${'{},'.repeat(100_000)}{}`, { smallChars: 1000 })).rejects.toBeInstanceOf(SyntaxError);
+    await expect(parseJsonYielding(`[${'{},'.repeat(100_000)}{}`, { smallChars: 1000 })).rejects.toBeInstanceOf(
+      SyntaxError,
+    );
   });
 
   it('gives the event loop many turns while it parses a 20 MB batch (JSON.parse gives none)', async () => {
-    const event = (i: number) => ({ event: '$pageview', distinct_id: `user-${i % 1000}`, properties: { $current_url: `https://example.com/${i}`, n: i } });
+    const event = (i: number) => ({
+      event: '$pageview',
+      distinct_id: `user-${i % 1000}`,
+      properties: { $current_url: `https://example.com/${i}`, n: i },
+    });
     const text = JSON.stringify({ api_key: 'phc_x', batch: Array.from({ length: 200_000 }, (_, i) => event(i)) });
     expect(text.length).toBeGreaterThan(19_000_000);
     const turns = async (parse: () => unknown) => {

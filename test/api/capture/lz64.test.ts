@@ -12,7 +12,11 @@ const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((n) => String.fromCharC
 
 describe('decompressLz64', () => {
   it('decodes what LZString.compressToBase64 made, for any string', async () => {
-    const strings = fc.oneof(fc.string({ unit: 'binary', maxLength: 3000 }), fc.string({ unit: codeUnit, maxLength: 3000 }), fc.string({ maxLength: 3000 }));
+    const strings = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 3000 }),
+      fc.string({ unit: codeUnit, maxLength: 3000 }),
+      fc.string({ maxLength: 3000 }),
+    );
     await fc.assert(
       fc.asyncProperty(strings, async (text) => {
         const compressed = LZString.compressToBase64(text);
@@ -23,7 +27,13 @@ describe('decompressLz64', () => {
   });
 
   it('decodes long repetitive text (the dictionary grows past several code widths)', async () => {
-    const text = JSON.stringify(Array.from({ length: 5000 }, (_, i) => ({ event: '$pageview', distinct_id: `user-${i % 37}`, properties: { n: i } })));
+    const text = JSON.stringify(
+      Array.from({ length: 5000 }, (_, i) => ({
+        event: '$pageview',
+        distinct_id: `user-${i % 37}`,
+        properties: { n: i },
+      })),
+    );
     expect(await decompressLz64(LZString.compressToBase64(text), LIMIT)).toBe(text);
   });
 

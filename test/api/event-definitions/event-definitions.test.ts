@@ -10,8 +10,16 @@ let other: TestAccount;
 const P = () => `/api/projects/${account.projectId}/event_definitions`;
 
 async function define(projectId: number, name: string, lastSeen: string | null) {
-  await upsertEventDefinitions(api.orm.em.fork() as any, [{ projectId, event: name }], new Date('2019-01-01T00:00:00Z'));
-  await sql(api.orm, `update event_definition set last_seen_at = ? where project_id = ? and name = ?`, [lastSeen, projectId, name]);
+  await upsertEventDefinitions(
+    api.orm.em.fork() as any,
+    [{ projectId, event: name }],
+    new Date('2019-01-01T00:00:00Z'),
+  );
+  await sql(api.orm, `update event_definition set last_seen_at = ? where project_id = ? and name = ?`, [
+    lastSeen,
+    projectId,
+    name,
+  ]);
 }
 
 beforeAll(async () => {
@@ -29,14 +37,43 @@ beforeAll(async () => {
 });
 afterAll(() => api.close());
 
-const names = async (query: string) => (await call(api.baseUrl, 'GET', `${P()}/${query}`, { key: account.apiKey })).body.results.map((d: any) => d.name);
+const names = async (query: string) =>
+  (await call(api.baseUrl, 'GET', `${P()}/${query}`, { key: account.apiKey })).body.results.map((d: any) => d.name);
 
 describe('list', () => {
   it('orders as PostHog does', async () => {
-    expect(await names('?ordering=name')).toEqual(['$pageview', 'entered_free_trial', 'installed_app', 'purchase', 'rated_app', 'watched_movie']);
-    expect(await names('?ordering=-last_seen_at::date&ordering=-name')).toEqual(['installed_app', 'entered_free_trial', '$pageview', 'purchase', 'rated_app', 'watched_movie']);
-    expect(await names('')).toEqual(['$pageview', 'entered_free_trial', 'installed_app', 'purchase', 'rated_app', 'watched_movie']);
-    expect(await names('?ordering=last_seen_at')).toEqual(['watched_movie', 'rated_app', 'purchase', 'installed_app', '$pageview', 'entered_free_trial']);
+    expect(await names('?ordering=name')).toEqual([
+      '$pageview',
+      'entered_free_trial',
+      'installed_app',
+      'purchase',
+      'rated_app',
+      'watched_movie',
+    ]);
+    expect(await names('?ordering=-last_seen_at::date&ordering=-name')).toEqual([
+      'installed_app',
+      'entered_free_trial',
+      '$pageview',
+      'purchase',
+      'rated_app',
+      'watched_movie',
+    ]);
+    expect(await names('')).toEqual([
+      '$pageview',
+      'entered_free_trial',
+      'installed_app',
+      'purchase',
+      'rated_app',
+      'watched_movie',
+    ]);
+    expect(await names('?ordering=last_seen_at')).toEqual([
+      'watched_movie',
+      'rated_app',
+      'purchase',
+      'installed_app',
+      '$pageview',
+      'entered_free_trial',
+    ]);
   });
 
   it('searches every term, case-insensitively, and filters by event_type and exclusions', async () => {
@@ -45,20 +82,27 @@ describe('list', () => {
     expect(await names('?search=app')).toEqual(['installed_app', 'rated_app']);
     expect(await names('?event_type=event_posthog')).toEqual(['$pageview']);
     expect((await names('?event_type=event_custom')).length).toBe(5);
-    expect(await names(`?search=app&excluded_properties=${encodeURIComponent('["rated_app"]')}`)).toEqual(['installed_app']);
+    expect(await names(`?search=app&excluded_properties=${encodeURIComponent('["rated_app"]')}`)).toEqual([
+      'installed_app',
+    ]);
     expect((await call(api.baseUrl, 'GET', `${P()}/?event_type=bogus`, { key: account.apiKey })).status).toBe(400);
   });
 
   it('never shows another project’s definitions', async () => {
     expect(await names('?search=secret')).toEqual([]);
-    const res = await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/event_definitions/`, { key: account.apiKey });
+    const res = await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/event_definitions/`, {
+      key: account.apiKey,
+    });
     expect(res.status).toBe(403);
     expect(res.body.detail).toBe("You don't have access to the project.");
   });
 
   it('pages 306 definitions as 100/100/100/6 through next', async () => {
     const many = await createAccount(api.orm);
-    await upsertEventDefinitions(api.orm.em.fork() as any, Array.from({ length: 306 }, (_, i) => ({ projectId: many.projectId, event: `event_${i}` })));
+    await upsertEventDefinitions(
+      api.orm.em.fork() as any,
+      Array.from({ length: 306 }, (_, i) => ({ projectId: many.projectId, event: `event_${i}` })),
+    );
     const sizes: number[] = [];
     let path: string | null = `/api/projects/${many.projectId}/event_definitions/`;
     while (path) {
@@ -72,27 +116,58 @@ describe('list', () => {
 });
 
 describe('retrieve, update, delete, metrics', () => {
-  const byName = async (name: string) => (await call(api.baseUrl, 'GET', `${P()}/?search=${name}`, { key: account.apiKey })).body.results.find((d: any) => d.name === name);
+  const byName = async (name: string) =>
+    (await call(api.baseUrl, 'GET', `${P()}/?search=${name}`, { key: account.apiKey })).body.results.find(
+      (d: any) => d.name === name,
+    );
 
   it('retrieves with the enterprise field set; unknown or foreign ids are 404', async () => {
     const def = await byName('purchase');
     const res = await call(api.baseUrl, 'GET', `${P()}/${def.id}/`, { key: account.apiKey });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ name: 'purchase', description: '', tags: [], verified: false, hidden: false, is_action: false, post_to_slack: false, default_columns: [], owner: null });
+    expect(res.body).toMatchObject({
+      name: 'purchase',
+      description: '',
+      tags: [],
+      verified: false,
+      hidden: false,
+      is_action: false,
+      post_to_slack: false,
+      default_columns: [],
+      owner: null,
+    });
     expect((await call(api.baseUrl, 'GET', `${P()}/not-a-uuid/`, { key: account.apiKey })).status).toBe(404);
-    const foreign = (await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/event_definitions/`, { key: other.apiKey })).body.results[0];
+    const foreign = (
+      await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/event_definitions/`, { key: other.apiKey })
+    ).body.results[0];
     expect((await call(api.baseUrl, 'GET', `${P()}/${foreign.id}/`, { key: account.apiKey })).status).toBe(404);
   });
 
   it('updates description, de-duplicated tags and owner, with updated_by and an activity entry', async () => {
     const def = await byName('installed_app');
-    const res = await call(api.baseUrl, 'PATCH', `${P()}/${def.id}/`, { key: account.apiKey, body: { description: 'Installs', tags: ['a', 'b', 'a'], owner: account.userId, name: 'ignored' } });
+    const res = await call(api.baseUrl, 'PATCH', `${P()}/${def.id}/`, {
+      key: account.apiKey,
+      body: { description: 'Installs', tags: ['a', 'b', 'a'], owner: account.userId, name: 'ignored' },
+    });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ name: 'installed_app', description: 'Installs', tags: ['a', 'b'], owner: { id: account.userId }, updated_by: { id: account.userId } });
-    const [entry] = await sql(api.orm, `select activity, detail from activity_log where scope = 'EventDefinition' and item_id = ?`, [def.id]);
+    expect(res.body).toMatchObject({
+      name: 'installed_app',
+      description: 'Installs',
+      tags: ['a', 'b'],
+      owner: { id: account.userId },
+      updated_by: { id: account.userId },
+    });
+    const [entry] = await sql(
+      api.orm,
+      `select activity, detail from activity_log where scope = 'EventDefinition' and item_id = ?`,
+      [def.id],
+    );
     expect(entry.activity).toBe('changed');
     expect(entry.detail.changes.map((c: any) => c.field).sort()).toEqual(['description', 'owner', 'tags']);
-    expect((await call(api.baseUrl, 'PATCH', `${P()}/${def.id}/`, { key: account.apiKey, body: { owner: other.userId } })).status).toBe(400);
+    expect(
+      (await call(api.baseUrl, 'PATCH', `${P()}/${def.id}/`, { key: account.apiKey, body: { owner: other.userId } }))
+        .status,
+    ).toBe(400);
   });
 
   it('applies the verify and hide rules', async () => {
@@ -121,10 +196,12 @@ describe('retrieve, update, delete, metrics', () => {
 
   it('counts API reads in metrics', async () => {
     const def = await byName('watched_movie');
-    const before = (await call(api.baseUrl, 'GET', `${P()}/${def.id}/metrics/`, { key: account.apiKey })).body.query_usage_30_day;
+    const before = (await call(api.baseUrl, 'GET', `${P()}/${def.id}/metrics/`, { key: account.apiKey })).body
+      .query_usage_30_day;
     await call(api.baseUrl, 'GET', `${P()}/${def.id}/`, { key: account.apiKey });
     await call(api.baseUrl, 'GET', `${P()}/?search=watched`, { key: account.apiKey });
-    const after = (await call(api.baseUrl, 'GET', `${P()}/${def.id}/metrics/`, { key: account.apiKey })).body.query_usage_30_day;
+    const after = (await call(api.baseUrl, 'GET', `${P()}/${def.id}/metrics/`, { key: account.apiKey })).body
+      .query_usage_30_day;
     expect(after).toBe(before + 2);
   });
 
@@ -133,9 +210,17 @@ describe('retrieve, update, delete, metrics', () => {
     const def = await byName('doomed');
     expect((await call(api.baseUrl, 'DELETE', `${P()}/${def.id}/`, { key: account.apiKey })).status).toBe(204);
     expect((await call(api.baseUrl, 'GET', `${P()}/${def.id}/`, { key: account.apiKey })).status).toBe(404);
-    const [events] = await sql(api.orm, `select count(*)::int as n from event where project_id = ? and event = 'doomed'`, [account.projectId]);
+    const [events] = await sql(
+      api.orm,
+      `select count(*)::int as n from event where project_id = ? and event = 'doomed'`,
+      [account.projectId],
+    );
     expect(events.n).toBe(1);
-    const [entry] = await sql(api.orm, `select activity, detail from activity_log where scope = 'EventDefinition' and item_id = ?`, [def.id]);
+    const [entry] = await sql(
+      api.orm,
+      `select activity, detail from activity_log where scope = 'EventDefinition' and item_id = ?`,
+      [def.id],
+    );
     expect(entry).toMatchObject({ activity: 'deleted', detail: { name: 'doomed' } });
     await capture(api.baseUrl, account.projectToken, [{ event: 'doomed', distinct_id: 'x' }]);
     expect((await byName('doomed')).id).not.toBe(def.id);

@@ -18,9 +18,36 @@ beforeAll(async () => {
 afterAll(() => api.close());
 
 const FIELDS = [
-  'id', 'name', 'description', 'start_date', 'end_date', 'feature_flag_key', 'feature_flag', 'holdout', 'holdout_id', 'exposure_cohort', 'parameters',
-  'secondary_metrics', 'saved_metrics', 'saved_metrics_ids', 'filters', 'archived', 'deleted', 'created_by', 'created_at', 'updated_at', 'type', 'exposure_criteria', 'metrics',
-  'metrics_secondary', 'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids', 'user_access_level',
+  'id',
+  'name',
+  'description',
+  'start_date',
+  'end_date',
+  'feature_flag_key',
+  'feature_flag',
+  'holdout',
+  'holdout_id',
+  'exposure_cohort',
+  'parameters',
+  'secondary_metrics',
+  'saved_metrics',
+  'saved_metrics_ids',
+  'filters',
+  'archived',
+  'deleted',
+  'created_by',
+  'created_at',
+  'updated_at',
+  'type',
+  'exposure_criteria',
+  'metrics',
+  'metrics_secondary',
+  'stats_config',
+  'conclusion',
+  'conclusion_comment',
+  'primary_metrics_ordered_uuids',
+  'secondary_metrics_ordered_uuids',
+  'user_access_level',
 ];
 
 describe('create, retrieve, list', () => {
@@ -28,12 +55,29 @@ describe('create, retrieve, list', () => {
     const res = await post(`${P()}/`, { name: 'Checkout test', feature_flag_key: 'checkout-test' });
     expect(res.status).toBe(201);
     expect(Object.keys(res.body)).toEqual(FIELDS);
-    expect(res.body.feature_flag).toMatchObject({ key: 'checkout-test', name: 'Feature Flag for Experiment Checkout test', active: false, deleted: false, version: 1, team_id: account.projectId });
+    expect(res.body.feature_flag).toMatchObject({
+      key: 'checkout-test',
+      name: 'Feature Flag for Experiment Checkout test',
+      active: false,
+      deleted: false,
+      version: 1,
+      team_id: account.projectId,
+    });
     expect(res.body.feature_flag.filters.multivariate.variants.map((v: any) => v.key)).toEqual(['control', 'test']);
     expect(res.body.feature_flag.filters.groups).toEqual([{ properties: [], rollout_percentage: 100 }]);
     expect(res.body.stats_config).toEqual({ method: 'bayesian' });
     expect(res.body.created_by).toMatchObject({ id: account.userId });
-    expect(Object.keys(res.body.created_by).sort()).toEqual(['distinct_id', 'email', 'first_name', 'hedgehog_config', 'id', 'is_email_verified', 'last_name', 'role_at_organization', 'uuid']);
+    expect(Object.keys(res.body.created_by).sort()).toEqual([
+      'distinct_id',
+      'email',
+      'first_name',
+      'hedgehog_config',
+      'id',
+      'is_email_verified',
+      'last_name',
+      'role_at_organization',
+      'uuid',
+    ]);
     expect(res.body.created_at).toMatch(/Z$/);
     expect((await get(res.body.id)).body).toEqual(res.body);
   });
@@ -43,10 +87,31 @@ describe('create, retrieve, list', () => {
       [{ name: null, feature_flag_key: 'a' }, 'This field may not be null.'],
       [{ feature_flag_key: 'a' }, 'This field is required.'],
       [{ name: 'x' }, 'This field is required.'],
-      [{ name: 'x', feature_flag_key: 'bad key!' }, 'Only letters, numbers, hyphens (-) & underscores (_) are allowed.'],
-      [{ name: 'x', feature_flag_key: 'k1', start_date: '2026-01-02T00:00:00Z', end_date: '2026-01-01T00:00:00Z' }, 'End date must be after start date'],
-      [{ name: 'x', feature_flag_key: 'k2', parameters: { feature_flag_variants: [{ key: 'a', rollout_percentage: 50 }, { key: 'b', rollout_percentage: 50 }] } }, 'Feature flag variants must contain a control variant'],
-      [{ name: 'x', feature_flag_key: 'k3', saved_metrics_ids: [{ id: 999999 }] }, 'Saved metric does not exist or does not belong to this project'],
+      [
+        { name: 'x', feature_flag_key: 'bad key!' },
+        'Only letters, numbers, hyphens (-) & underscores (_) are allowed.',
+      ],
+      [
+        { name: 'x', feature_flag_key: 'k1', start_date: '2026-01-02T00:00:00Z', end_date: '2026-01-01T00:00:00Z' },
+        'End date must be after start date',
+      ],
+      [
+        {
+          name: 'x',
+          feature_flag_key: 'k2',
+          parameters: {
+            feature_flag_variants: [
+              { key: 'a', rollout_percentage: 50 },
+              { key: 'b', rollout_percentage: 50 },
+            ],
+          },
+        },
+        'Feature flag variants must contain a control variant',
+      ],
+      [
+        { name: 'x', feature_flag_key: 'k3', saved_metrics_ids: [{ id: 999999 }] },
+        'Saved metric does not exist or does not belong to this project',
+      ],
       [{ name: 'x', feature_flag_key: 'k4', holdout_id: 123456 }, 'Invalid pk "123456" - object does not exist.'],
       [{ name: 'x', feature_flag_key: 'k5', type: 'other' }, '"other" is not a valid choice.'],
     ];
@@ -66,13 +131,25 @@ describe('create, retrieve, list', () => {
 
   it('lists newest first, hides archived unless asked, filters status and search', async () => {
     const mine = await createAccount(api.orm);
-    const mk = async (name: string, extra = {}) => (await call(api.baseUrl, 'POST', `/api/projects/${mine.projectId}/experiments/`, { key: mine.apiKey, body: { name, feature_flag_key: name.toLowerCase(), ...extra } })).body;
+    const mk = async (name: string, extra = {}) =>
+      (
+        await call(api.baseUrl, 'POST', `/api/projects/${mine.projectId}/experiments/`, {
+          key: mine.apiKey,
+          body: { name, feature_flag_key: name.toLowerCase(), ...extra },
+        })
+      ).body;
     await mk('Draft');
     const running = await mk('Running', { start_date: '2026-01-01T00:00:00Z' });
     await mk('Done', { start_date: '2026-01-01T00:00:00Z', end_date: '2026-01-05T00:00:00Z' });
     const archived = await mk('Archived');
-    await call(api.baseUrl, 'PATCH', `/api/projects/${mine.projectId}/experiments/${archived.id}/`, { key: mine.apiKey, body: { archived: true } });
-    const names = async (q: string) => (await call(api.baseUrl, 'GET', `/api/projects/${mine.projectId}/experiments/${q}`, { key: mine.apiKey })).body.results.map((e: any) => e.name);
+    await call(api.baseUrl, 'PATCH', `/api/projects/${mine.projectId}/experiments/${archived.id}/`, {
+      key: mine.apiKey,
+      body: { archived: true },
+    });
+    const names = async (q: string) =>
+      (
+        await call(api.baseUrl, 'GET', `/api/projects/${mine.projectId}/experiments/${q}`, { key: mine.apiKey })
+      ).body.results.map((e: any) => e.name);
     expect(await names('')).toEqual(['Done', 'Running', 'Draft']);
     expect(await names('?archived=true')).toEqual(['Archived']);
     expect(await names('?status=running')).toEqual(['Running']);
@@ -80,7 +157,13 @@ describe('create, retrieve, list', () => {
     expect(await names('?status=complete')).toEqual(['Done']);
     expect(await names('?search=RUN')).toEqual(['Running']);
     expect(await names('?order=name')).toEqual(['Done', 'Draft', 'Running']);
-    expect((await call(api.baseUrl, 'GET', `/api/projects/${mine.projectId}/experiments/?order=id;drop`, { key: mine.apiKey })).status).toBe(400);
+    expect(
+      (
+        await call(api.baseUrl, 'GET', `/api/projects/${mine.projectId}/experiments/?order=id;drop`, {
+          key: mine.apiKey,
+        })
+      ).status,
+    ).toBe(400);
     expect(running.feature_flag.active).toBe(true); // created already launched
   });
 });
@@ -88,9 +171,17 @@ describe('create, retrieve, list', () => {
 describe('update lifecycle', () => {
   it('keeps the flag inactive in draft, activates it on launch, then freezes variants', async () => {
     const exp = (await post(`${P()}/`, { name: 'Life', feature_flag_key: 'life' })).body;
-    const variants = [{ key: 'control', rollout_percentage: 34 }, { key: 'test', rollout_percentage: 33 }, { key: 'test-2', rollout_percentage: 33 }];
+    const variants = [
+      { key: 'control', rollout_percentage: 34 },
+      { key: 'test', rollout_percentage: 33 },
+      { key: 'test-2', rollout_percentage: 33 },
+    ];
     const draft = await patch(exp.id, { parameters: { feature_flag_variants: variants } });
-    expect(draft.body.feature_flag.filters.multivariate.variants.map((v: any) => v.key)).toEqual(['control', 'test', 'test-2']);
+    expect(draft.body.feature_flag.filters.multivariate.variants.map((v: any) => v.key)).toEqual([
+      'control',
+      'test',
+      'test-2',
+    ]);
     expect(draft.body.feature_flag.active).toBe(false);
     const launched = await patch(exp.id, { start_date: '2026-02-01T00:00:00Z' });
     expect(launched.body.feature_flag.active).toBe(true);
@@ -98,16 +189,22 @@ describe('update lifecycle', () => {
     const frozen = await patch(exp.id, { parameters: { feature_flag_variants: variants.slice(0, 2) } });
     expect(frozen.status).toBe(400);
     expect(frozen.body.detail).toBe("Can't update feature_flag_variants on Experiment");
-    const rollout = await patch(exp.id, { parameters: { feature_flag_variants: variants.map((v) => ({ ...v, rollout_percentage: 10 })) } });
+    const rollout = await patch(exp.id, {
+      parameters: { feature_flag_variants: variants.map((v) => ({ ...v, rollout_percentage: 10 })) },
+    });
     expect(rollout.status).toBe(200);
   });
 
   it('rejects keys that cannot change, a new flag key, and global filter properties', async () => {
     const exp = (await post(`${P()}/`, { name: 'Keys', feature_flag_key: 'keys' })).body;
     // A draft's type and feature_flag_key are writable (seed): see draft-type-and-flag-key.test.ts.
-    expect((await patch(exp.id, { type: 'web', feature_flag: {}, created_at: 'x' })).body.detail).toBe("Can't update keys: created_at, feature_flag on Experiment");
+    expect((await patch(exp.id, { type: 'web', feature_flag: {}, created_at: 'x' })).body.detail).toBe(
+      "Can't update keys: created_at, feature_flag on Experiment",
+    );
     expect((await patch(exp.id, { feature_flag_key: 'keys', description: 'same key is fine' })).status).toBe(200);
-    expect((await patch(exp.id, { filters: { properties: [{ key: 'a' }] } })).body.detail).toBe('Experiments do not support global filter properties');
+    expect((await patch(exp.id, { filters: { properties: [{ key: 'a' }] } })).body.detail).toBe(
+      'Experiments do not support global filter properties',
+    );
   });
 
   it('soft-deletes with deleted: true; DELETE is 405 with no body', async () => {
@@ -118,7 +215,9 @@ describe('update lifecycle', () => {
     expect((await get(exp.id)).status).toBe(200);
     expect((await patch(exp.id, { deleted: true })).status).toBe(200);
     expect((await get(exp.id)).status).toBe(404);
-    const list = (await call(api.baseUrl, 'GET', `${P()}/?limit=1000`, { key: account.apiKey })).body.results.map((e: any) => e.id);
+    const list = (await call(api.baseUrl, 'GET', `${P()}/?limit=1000`, { key: account.apiKey })).body.results.map(
+      (e: any) => e.id,
+    );
     expect(list).not.toContain(exp.id);
   });
 
@@ -135,10 +234,23 @@ describe('update lifecycle', () => {
 
 describe('actions', () => {
   it('duplicates as "(Copy)", "(Copy) 1", reusing the flag, reset to draft', async () => {
-    const src = (await post(`${P()}/`, { name: 'Dup', feature_flag_key: 'dup', start_date: '2026-01-01T00:00:00Z', description: 'd' })).body;
+    const src = (
+      await post(`${P()}/`, {
+        name: 'Dup',
+        feature_flag_key: 'dup',
+        start_date: '2026-01-01T00:00:00Z',
+        description: 'd',
+      })
+    ).body;
     const first = await post(`${P()}/${src.id}/duplicate/`, {});
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ name: 'Dup (Copy)', description: 'd', start_date: null, end_date: null, archived: false });
+    expect(first.body).toMatchObject({
+      name: 'Dup (Copy)',
+      description: 'd',
+      start_date: null,
+      end_date: null,
+      archived: false,
+    });
     expect(first.body.feature_flag.id).toBe(src.feature_flag.id);
     expect((await post(`${P()}/${src.id}/duplicate/`, {})).body.name).toBe('Dup (Copy) 1');
     const custom = await post(`${P()}/${src.id}/duplicate/`, { feature_flag_key: 'dup-new' });
@@ -147,45 +259,101 @@ describe('actions', () => {
 
   it('creates the exposure cohort once, for launched experiments, evaluable by the persons API', async () => {
     const draft = (await post(`${P()}/`, { name: 'Expo draft', feature_flag_key: 'expo-draft' })).body;
-    expect((await post(`${P()}/${draft.id}/create_exposure_cohort_for_experiment/`, {})).body.detail).toBe('Experiment does not have a start date');
-    const exp = (await post(`${P()}/`, { name: 'Expo', feature_flag_key: 'expo', start_date: '2026-01-01T00:00:00Z' })).body;
+    expect((await post(`${P()}/${draft.id}/create_exposure_cohort_for_experiment/`, {})).body.detail).toBe(
+      'Experiment does not have a start date',
+    );
+    const exp = (await post(`${P()}/`, { name: 'Expo', feature_flag_key: 'expo', start_date: '2026-01-01T00:00:00Z' }))
+      .body;
     const res = await post(`${P()}/${exp.id}/create_exposure_cohort_for_experiment/`, {});
     expect(res.status).toBe(200);
-    expect(res.body.cohort).toMatchObject({ name: 'Users exposed to experiment "Expo"', is_static: false, experiment_set: [exp.id] });
+    expect(res.body.cohort).toMatchObject({
+      name: 'Users exposed to experiment "Expo"',
+      is_static: false,
+      experiment_set: [exp.id],
+    });
     expect((await get(exp.id)).body.exposure_cohort).toBe(res.body.cohort.id);
-    expect((await post(`${P()}/${exp.id}/create_exposure_cohort_for_experiment/`, {})).body.detail).toBe('Experiment already has an exposure cohort');
+    expect((await post(`${P()}/${exp.id}/create_exposure_cohort_for_experiment/`, {})).body.detail).toBe(
+      'Experiment already has an exposure cohort',
+    );
 
     await capture(api.baseUrl, account.projectToken, [
-      { event: '$feature_flag_called', distinct_id: 'exposed', properties: { $feature_flag: 'expo', $feature_flag_response: 'test' } },
-      { event: '$feature_flag_called', distinct_id: 'elsewhere', properties: { $feature_flag: 'other-flag', $feature_flag_response: 'test' } },
+      {
+        event: '$feature_flag_called',
+        distinct_id: 'exposed',
+        properties: { $feature_flag: 'expo', $feature_flag_response: 'test' },
+      },
+      {
+        event: '$feature_flag_called',
+        distinct_id: 'elsewhere',
+        properties: { $feature_flag: 'other-flag', $feature_flag_response: 'test' },
+      },
     ]);
-    const members = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?properties=${encodeURIComponent(JSON.stringify([{ type: 'cohort', key: 'id', value: res.body.cohort.id }]))}`, { key: account.apiKey });
+    const members = await call(
+      api.baseUrl,
+      'GET',
+      `/api/projects/${account.projectId}/persons/?properties=${encodeURIComponent(JSON.stringify([{ type: 'cohort', key: 'id', value: res.body.cohort.id }]))}`,
+      { key: account.apiKey },
+    );
     expect(members.body.results.map((p: any) => p.distinct_ids[0])).toEqual(['exposed']);
   });
 
   it('requires_flag_implementation is false once events carry $feature/ properties', async () => {
-    const q = (e: string) => `${P()}/requires_flag_implementation/?events=${encodeURIComponent(JSON.stringify([{ id: e }]))}`;
+    const q = (e: string) =>
+      `${P()}/requires_flag_implementation/?events=${encodeURIComponent(JSON.stringify([{ id: e }]))}`;
     await capture(api.baseUrl, account.projectToken, [
       { event: 'with_flags', distinct_id: 'f', properties: { '$feature/expo': 'test' } },
       { event: 'without_flags', distinct_id: 'f' },
     ]);
     expect((await call(api.baseUrl, 'GET', q('with_flags'), { key: account.apiKey })).body).toEqual({ result: false });
-    expect((await call(api.baseUrl, 'GET', q('without_flags'), { key: account.apiKey })).body).toEqual({ result: true });
-    expect((await call(api.baseUrl, 'GET', `${P()}/requires_flag_implementation/`, { key: account.apiKey })).body).toEqual({ result: true });
+    expect((await call(api.baseUrl, 'GET', q('without_flags'), { key: account.apiKey })).body).toEqual({
+      result: true,
+    });
+    expect(
+      (await call(api.baseUrl, 'GET', `${P()}/requires_flag_implementation/`, { key: account.apiKey })).body,
+    ).toEqual({ result: true });
   });
 
   it('timeseries_results validates its parameters and reports pending before any computation', async () => {
     const draft = (await post(`${P()}/`, { name: 'TS draft', feature_flag_key: 'ts-draft' })).body;
-    expect((await call(api.baseUrl, 'GET', `${P()}/${draft.id}/timeseries_results/`, { key: account.apiKey })).body.detail).toBe('metric_uuid query parameter is required');
-    expect((await call(api.baseUrl, 'GET', `${P()}/${draft.id}/timeseries_results/?metric_uuid=m`, { key: account.apiKey })).body.detail).toBe('fingerprint query parameter is required');
-    expect((await call(api.baseUrl, 'GET', `${P()}/${draft.id}/timeseries_results/?metric_uuid=m&fingerprint=f`, { key: account.apiKey })).body.detail).toBe('Experiment has not been started yet');
-    const exp = (await post(`${P()}/`, { name: 'TS', feature_flag_key: 'ts', start_date: '2026-01-01T00:00:00Z', end_date: '2026-01-03T00:00:00Z' })).body;
-    const res = await call(api.baseUrl, 'GET', `${P()}/${exp.id}/timeseries_results/?metric_uuid=m&fingerprint=f`, { key: account.apiKey });
-    expect(res.body).toMatchObject({ status: 'pending', timeseries: { '2026-01-01': null, '2026-01-02': null, '2026-01-03': null }, errors: null });
+    expect(
+      (await call(api.baseUrl, 'GET', `${P()}/${draft.id}/timeseries_results/`, { key: account.apiKey })).body.detail,
+    ).toBe('metric_uuid query parameter is required');
+    expect(
+      (await call(api.baseUrl, 'GET', `${P()}/${draft.id}/timeseries_results/?metric_uuid=m`, { key: account.apiKey }))
+        .body.detail,
+    ).toBe('fingerprint query parameter is required');
+    expect(
+      (
+        await call(api.baseUrl, 'GET', `${P()}/${draft.id}/timeseries_results/?metric_uuid=m&fingerprint=f`, {
+          key: account.apiKey,
+        })
+      ).body.detail,
+    ).toBe('Experiment has not been started yet');
+    const exp = (
+      await post(`${P()}/`, {
+        name: 'TS',
+        feature_flag_key: 'ts',
+        start_date: '2026-01-01T00:00:00Z',
+        end_date: '2026-01-03T00:00:00Z',
+      })
+    ).body;
+    const res = await call(api.baseUrl, 'GET', `${P()}/${exp.id}/timeseries_results/?metric_uuid=m&fingerprint=f`, {
+      key: account.apiKey,
+    });
+    expect(res.body).toMatchObject({
+      status: 'pending',
+      timeseries: { '2026-01-01': null, '2026-01-02': null, '2026-01-03': null },
+      errors: null,
+    });
   });
 
   it('keeps other projects’ experiments invisible', async () => {
-    const theirs = (await call(api.baseUrl, 'POST', `/api/projects/${other.projectId}/experiments/`, { key: other.apiKey, body: { name: 'Theirs', feature_flag_key: 'theirs' } })).body;
+    const theirs = (
+      await call(api.baseUrl, 'POST', `/api/projects/${other.projectId}/experiments/`, {
+        key: other.apiKey,
+        body: { name: 'Theirs', feature_flag_key: 'theirs' },
+      })
+    ).body;
     expect((await get(theirs.id)).status).toBe(404);
     expect((await patch(theirs.id, { name: 'mine now' })).status).toBe(404);
     expect((await post(`${P()}/${theirs.id}/duplicate/`, {})).status).toBe(404);

@@ -396,10 +396,10 @@ describe('queries per /flags request after warm-up', () => {
        values (gen_random_uuid(), $1, '{"email": "x@corp.com"}') returning id`,
       [account.projectId],
     );
-    await db.query(
-      `insert into person_distinct_id (project_id, person_id, distinct_id) values ($1, $2, 'known')`,
-      [account.projectId, rows[0].id],
-    );
+    await db.query(`insert into person_distinct_id (project_id, person_id, distinct_id) values ($1, $2, 'known')`, [
+      account.projectId,
+      rows[0].id,
+    ]);
     expect((await flagsFor(account, 'known'))['by-email'].enabled).toBe(true);
     expect((await flagsFor(account, 'stranger'))['by-email'].enabled).toBe(false);
     // Experience continuity: bucketed by the anonymous id first seen, whatever the distinct id.

@@ -25,7 +25,9 @@ describe('authentication', () => {
   });
 
   it('answers 401 authentication_failed for an unknown key, naming where it was found', async () => {
-    const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, { key: 'phx_not_a_real_key_at_all' });
+    const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, {
+      key: 'phx_not_a_real_key_at_all',
+    });
     expect(res.status).toBe(401);
     expect(res.body).toEqual({
       type: 'authentication_error',
@@ -38,7 +40,11 @@ describe('authentication', () => {
   });
 
   it('accepts the key from the query string and tolerates extra whitespace in the header', async () => {
-    const viaQuery = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/?personal_api_key=${account.apiKey}`);
+    const viaQuery = await call(
+      api.baseUrl,
+      'GET',
+      `/api/projects/${account.projectId}/?personal_api_key=${account.apiKey}`,
+    );
     expect(viaQuery.status).toBe(200);
     const spaced = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, {
       headers: { authorization: `Bearer   ${account.apiKey}  ` },
@@ -48,7 +54,10 @@ describe('authentication', () => {
 
   it('refuses a key of a deactivated user with 401', async () => {
     const victim = await createAccount(api.orm);
-    await api.orm.em.fork().getConnection().execute('update app_user set is_active = false where id = ?', [victim.userId]);
+    await api.orm.em
+      .fork()
+      .getConnection()
+      .execute('update app_user set is_active = false where id = ?', [victim.userId]);
     const res = await call(api.baseUrl, 'GET', `/api/projects/${victim.projectId}/`, { key: victim.apiKey });
     expect(res.status).toBe(401);
     expect(res.body.code).toBe('authentication_failed');
@@ -96,7 +105,9 @@ describe('scopes', () => {
     const scoped = await createKey(api.orm, account.userId, { scopedOrganizations: [other.organizationId] });
     const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, { key: scoped });
     expect(res.status).toBe(403);
-    expect(res.body.detail).toBe(`API key does not have access to the requested organization: ID ${account.organizationId}.`);
+    expect(res.body.detail).toBe(
+      `API key does not have access to the requested organization: ID ${account.organizationId}.`,
+    );
   });
 });
 
@@ -104,16 +115,32 @@ describe('project access', () => {
   it("answers 403 for another organization's project and 404 for an unknown one", async () => {
     const res = await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/`, { key: account.apiKey });
     expect(res.status).toBe(403);
-    expect(res.body).toEqual({ type: 'authentication_error', code: 'permission_denied', detail: "You don't have access to the project.", attr: null });
+    expect(res.body).toEqual({
+      type: 'authentication_error',
+      code: 'permission_denied',
+      detail: "You don't have access to the project.",
+      attr: null,
+    });
     for (const id of ['999999999', 'abc', '-1', "1'--"]) {
-      const missing = await call(api.baseUrl, 'GET', `/api/projects/${encodeURIComponent(id)}/`, { key: account.apiKey });
+      const missing = await call(api.baseUrl, 'GET', `/api/projects/${encodeURIComponent(id)}/`, {
+        key: account.apiKey,
+      });
       expect(missing.status, id).toBe(404);
-      expect(missing.body).toEqual({ type: 'invalid_request', code: 'not_found', detail: 'Project not found.', attr: null });
+      expect(missing.body).toEqual({
+        type: 'invalid_request',
+        code: 'not_found',
+        detail: 'Project not found.',
+        attr: null,
+      });
     }
   });
 
   it('resolves @current to the user’s current project, with or without trailing slash', async () => {
-    for (const path of ['/api/projects/@current', '/api/projects/@current/', `/api/environments/${account.projectId}`]) {
+    for (const path of [
+      '/api/projects/@current',
+      '/api/projects/@current/',
+      `/api/environments/${account.projectId}`,
+    ]) {
       const res = await call(api.baseUrl, 'GET', path, { key: account.apiKey });
       expect(res.status, path).toBe(200);
       expect(res.body.id).toBe(account.projectId);
@@ -140,6 +167,11 @@ describe('error bodies', () => {
     expect(missing.body).toEqual({ type: 'invalid_request', code: 'not_found', detail: 'Not found.', attr: null });
     const wrongMethod = await call(api.baseUrl, 'PUT', `/api/projects/${account.projectId}/`, { key: account.apiKey });
     expect(wrongMethod.status).toBe(405);
-    expect(wrongMethod.body).toEqual({ type: 'invalid_request', code: 'method_not_allowed', detail: 'Method "PUT" not allowed.', attr: null });
+    expect(wrongMethod.body).toEqual({
+      type: 'invalid_request',
+      code: 'method_not_allowed',
+      detail: 'Method "PUT" not allowed.',
+      attr: null,
+    });
   });
 });

@@ -25,7 +25,8 @@ afterAll(async () => {
 });
 
 /** Runs `statement` without firing triggers, so no API process hears of it. */
-const silently = (statement: string) => db.query(`begin; set local session_replication_role = replica; ${statement}; commit`);
+const silently = (statement: string) =>
+  db.query(`begin; set local session_replication_role = replica; ${statement}; commit`);
 
 const status = async (account: TestAccount, key = account.apiKey) =>
   (await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/`, { key })).status;
@@ -48,13 +49,37 @@ describe('authentication cache', () => {
 
   it.each([
     ['the key is deleted', (a: TestAccount) => `delete from personal_api_key where user_id = ${a.userId}`, 401],
-    ['the key is rolled', (a: TestAccount) => `update personal_api_key set secure_value = 'rolled-' || id where user_id = ${a.userId}`, 401],
-    ['its scopes change', (a: TestAccount) => `update personal_api_key set scopes = '{insight:read}' where user_id = ${a.userId}`, 403],
-    ['it is scoped to another project', (a: TestAccount) => `update personal_api_key set scoped_teams = '{0}' where user_id = ${a.userId}`, 403],
-    ['the user is deactivated', (a: TestAccount) => `update app_user set is_active = false where id = ${a.userId}`, 401],
-    ['the user leaves the organization', (a: TestAccount) => `delete from organization_membership where user_id = ${a.userId}`, 403],
+    [
+      'the key is rolled',
+      (a: TestAccount) => `update personal_api_key set secure_value = 'rolled-' || id where user_id = ${a.userId}`,
+      401,
+    ],
+    [
+      'its scopes change',
+      (a: TestAccount) => `update personal_api_key set scopes = '{insight:read}' where user_id = ${a.userId}`,
+      403,
+    ],
+    [
+      'it is scoped to another project',
+      (a: TestAccount) => `update personal_api_key set scoped_teams = '{0}' where user_id = ${a.userId}`,
+      403,
+    ],
+    [
+      'the user is deactivated',
+      (a: TestAccount) => `update app_user set is_active = false where id = ${a.userId}`,
+      401,
+    ],
+    [
+      'the user leaves the organization',
+      (a: TestAccount) => `delete from organization_membership where user_id = ${a.userId}`,
+      403,
+    ],
     ['the project is deleted', (a: TestAccount) => `delete from project where id = ${a.projectId}`, 404],
-    ['the organization is deleted', (a: TestAccount) => `delete from organization where id = '${a.organizationId}'`, 404],
+    [
+      'the organization is deleted',
+      (a: TestAccount) => `delete from organization where id = '${a.organizationId}'`,
+      404,
+    ],
   ])('answers from PostgreSQL again once %s, whoever changed it', async (_, change, expected) => {
     const account = await cachedAccount();
     await db.query(change(account));
@@ -64,9 +89,13 @@ describe('authentication cache', () => {
   it('sees a membership granted after a refusal was cached', async () => {
     const member = await cachedAccount();
     const outsider = await createAccount(api.orm);
-    const outsiderAsks = () => call(api.baseUrl, 'GET', `/api/projects/${member.projectId}/persons/`, { key: outsider.apiKey });
+    const outsiderAsks = () =>
+      call(api.baseUrl, 'GET', `/api/projects/${member.projectId}/persons/`, { key: outsider.apiKey });
     expect((await outsiderAsks()).status).toBe(403);
-    await db.query(`insert into organization_membership (organization_id, user_id, level) values ($1, $2, 1)`, [member.organizationId, outsider.userId]);
+    await db.query(`insert into organization_membership (organization_id, user_id, level) values ($1, $2, 1)`, [
+      member.organizationId,
+      outsider.userId,
+    ]);
     await eventually(async () => (await outsiderAsks()).status === 200, 2000, 20);
   });
 
@@ -74,7 +103,9 @@ describe('authentication cache', () => {
     const cache = api.deps.authCache!;
     expect(cache.active).toBe(true);
     const account = await cachedAccount();
-    await db.query(`select pg_terminate_backend(pid) from pg_stat_activity where query = 'listen auth_changed' and pid <> pg_backend_pid()`);
+    await db.query(
+      `select pg_terminate_backend(pid) from pg_stat_activity where query = 'listen auth_changed' and pid <> pg_backend_pid()`,
+    );
     await eventually(async () => !cache.active, 2000, 10);
     // Off: a change no one announced is seen at once.
     await silently(`update personal_api_key set scopes = '{insight:read}' where user_id = ${account.userId}`);
@@ -109,7 +140,9 @@ describe('without the cache', () => {
       const key = await createKey(uncached.orm, account.userId);
       const ask = () => call(uncached.baseUrl, 'GET', `/api/projects/${account.projectId}/persons/`, { key });
       expect((await ask()).status).toBe(200);
-      await silently(`update personal_api_key set scopes = '{insight:read}' where secure_value <> '' and user_id = ${account.userId}`);
+      await silently(
+        `update personal_api_key set scopes = '{insight:read}' where secure_value <> '' and user_id = ${account.userId}`,
+      );
       expect((await ask()).status).toBe(403);
     } finally {
       await uncached.close();

@@ -39,7 +39,9 @@ const liar = defineRoute({
   path: '/api/projects/:project_id/test_liar',
   summary: 'test only: answers something other than it documents',
   scopes: [],
-  responses: { 200: { description: 'x', schema: { type: 'object', required: ['id'], properties: { id: { type: 'integer' } } } } },
+  responses: {
+    200: { description: 'x', schema: { type: 'object', required: ['id'], properties: { id: { type: 'integer' } } } },
+  },
   handler: (ctx) => {
     ctx.body = { id: 'not-an-integer' };
   },
@@ -97,12 +99,30 @@ describe('validation errors use DRF codes and attr paths', () => {
     [{}, { code: 'required', detail: 'This field is required.', attr: 'name' }],
     [{ name: null }, { code: 'null', detail: 'This field may not be null.', attr: 'name' }],
     [{ name: '' }, { code: 'blank', detail: 'This field may not be blank.', attr: 'name' }],
-    [{ name: 'x'.repeat(11) }, { code: 'max_length', detail: 'Ensure this field has no more than 10 characters.', attr: 'name' }],
-    [{ name: 'x', kind: 'c' }, { code: 'invalid_choice', detail: '"c" is not a valid choice.', attr: 'kind' }],
-    [{ name: 'x', count: 'many' }, { code: 'invalid_input', detail: 'A valid integer is required.', attr: 'count' }],
-    [{ name: 'x', nested: { items: [1, 'two'] } }, { code: 'invalid_input', detail: 'A valid integer is required.', attr: 'nested__items__1' }],
-    [{ name: 'x', when: 'yesterday' }, { code: 'invalid_input', attr: 'when' }],
-    [{ name: 'x', surprise: 1 }, { code: 'invalid_input', attr: 'surprise' }],
+    [
+      { name: 'x'.repeat(11) },
+      { code: 'max_length', detail: 'Ensure this field has no more than 10 characters.', attr: 'name' },
+    ],
+    [
+      { name: 'x', kind: 'c' },
+      { code: 'invalid_choice', detail: '"c" is not a valid choice.', attr: 'kind' },
+    ],
+    [
+      { name: 'x', count: 'many' },
+      { code: 'invalid_input', detail: 'A valid integer is required.', attr: 'count' },
+    ],
+    [
+      { name: 'x', nested: { items: [1, 'two'] } },
+      { code: 'invalid_input', detail: 'A valid integer is required.', attr: 'nested__items__1' },
+    ],
+    [
+      { name: 'x', when: 'yesterday' },
+      { code: 'invalid_input', attr: 'when' },
+    ],
+    [
+      { name: 'x', surprise: 1 },
+      { code: 'invalid_input', attr: 'surprise' },
+    ],
     [[1, 2], { code: 'not_a_dict', attr: null }],
   ];
   it.each(cases)('%j', async (body, expected) => {
@@ -115,8 +135,15 @@ describe('validation errors use DRF codes and attr paths', () => {
   it('rejects NUL characters in bodies and query strings as DRF does', async () => {
     const res = await post({ name: 'a\u0000b' });
     expect(res.status).toBe(400);
-    expect(res.body).toEqual({ type: 'validation_error', code: 'null_characters_not_allowed', detail: 'Null characters are not allowed.', attr: 'name' });
-    const query = await call(baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?email=%00`, { key: account.apiKey });
+    expect(res.body).toEqual({
+      type: 'validation_error',
+      code: 'null_characters_not_allowed',
+      detail: 'Null characters are not allowed.',
+      attr: 'name',
+    });
+    const query = await call(baseUrl, 'GET', `/api/projects/${account.projectId}/persons/?email=%00`, {
+      key: account.apiKey,
+    });
     expect(query.status).toBe(400);
     expect(query.body.attr).toBe('email');
   });

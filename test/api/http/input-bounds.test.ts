@@ -119,7 +119,10 @@ describe('dates out of range', () => {
   );
 
   it('takes the first and last representable days', async () => {
-    for (const [key, start] of [['k-first', '0001-01-01T00:00:00Z'], ['k-last', '9999-12-31T23:59:59Z']]) {
+    for (const [key, start] of [
+      ['k-first', '0001-01-01T00:00:00Z'],
+      ['k-last', '9999-12-31T23:59:59Z'],
+    ]) {
       const res = await req('POST', '/experiments/', { name: key, feature_flag_key: key, start_date: start });
       expect(res.status, res.text).toBe(201);
     }

@@ -27,18 +27,23 @@ beforeAll(async () => {
   });
   account = await createAccount(api.orm);
   // Every table (not partition) with a project_id column, including ones added later.
-  const rows = await api.orm.em.fork().getConnection().execute<{ table_name: string }[]>(
-    `select c.relname as table_name from pg_class c
+  const rows = await api.orm.em
+    .fork()
+    .getConnection()
+    .execute<{ table_name: string }[]>(
+      `select c.relname as table_name from pg_class c
        join pg_namespace n on n.oid = c.relnamespace and n.nspname = 'public'
        join pg_attribute a on a.attrelid = c.oid and a.attname = 'project_id' and not a.attisdropped
       where c.relkind in ('r', 'p') and not c.relispartition`,
-  );
+    );
   projectTables = [...new Set(rows.map((r) => r.table_name))].sort();
   fixtures = await createFixtures();
 });
 afterAll(async () => {
   const total = Object.values(casesRun).reduce((a, b) => a + b, 0);
-  console.log(`robustness: ${total} generated requests over ${Object.keys(casesRun).length} routes (${RUNS_PER_ROUTE} per route)`);
+  console.log(
+    `robustness: ${total} generated requests over ${Object.keys(casesRun).length} routes (${RUNS_PER_ROUTE} per route)`,
+  );
   await api.close();
 });
 
@@ -56,13 +61,36 @@ async function fingerprint(): Promise<string> {
 }
 
 const nasty = fc.oneof(
-  fc.constantFrom("'; drop table person; --", '" OR 1=1 --', '\\', '%', '_', '{"a":', '[[[', '\u0000', '$where', '../../etc/passwd', '$' + '{7*7}', '\ud800'),
+  fc.constantFrom(
+    "'; drop table person; --",
+    '" OR 1=1 --',
+    '\\',
+    '%',
+    '_',
+    '{"a":',
+    '[[[',
+    '\u0000',
+    '$where',
+    '../../etc/passwd',
+    '$' + '{7*7}',
+    '\ud800',
+  ),
   fc.string({ maxLength: 50 }),
   fc.string({ minLength: 5000, maxLength: 20000 }),
 );
 const anyJson = fc.jsonValue({ maxDepth: 3 });
 const idLike = fc.oneof(
-  fc.constantFrom('abc', '-1', '0', '99999999999999999999999', '1.5', 'null', '%27', '00000000-0000-0000-0000-00000000000g', '1;select'),
+  fc.constantFrom(
+    'abc',
+    '-1',
+    '0',
+    '99999999999999999999999',
+    '1.5',
+    'null',
+    '%27',
+    '00000000-0000-0000-0000-00000000000g',
+    '1;select',
+  ),
   fc.uuid(),
   fc.nat().map(String),
 );
@@ -74,7 +102,9 @@ function badBody(route: RouteDefinition) {
   return fc.oneof(
     fc.constantFrom('{', '{"a": }', 'null', '[]', '"text"', '123', '{"a":1,}', 'NaN'),
     anyJson.map((v) => JSON.stringify(v)),
-    fc.record({ key: known, value: fc.oneof(anyJson, nasty, fc.array(nasty, { maxLength: 3000 })) }).map(({ key, value }) => JSON.stringify({ [key]: value })),
+    fc
+      .record({ key: known, value: fc.oneof(anyJson, nasty, fc.array(nasty, { maxLength: 3000 })) })
+      .map(({ key, value }) => JSON.stringify({ [key]: value })),
     fc.dictionary(fc.string({ maxLength: 12 }), anyJson, { maxKeys: 5 }).map((v) => JSON.stringify(v)),
   );
 }
@@ -82,11 +112,22 @@ function badBody(route: RouteDefinition) {
 function badQuery(route: RouteDefinition) {
   const properties = Object.keys((route.query?.properties as Record<string, unknown>) ?? {});
   const names = fc.constantFrom(...properties, 'limit', 'offset', 'format', 'properties', 'search', 'ordering');
-  return fc.array(fc.tuple(names, fc.oneof(nasty, anyJson.map((v) => JSON.stringify(v)))), { maxLength: 4 }).map((pairs) => {
-    const params = new URLSearchParams();
-    for (const [name, value] of pairs) params.append(name, value);
-    return params.toString();
-  });
+  return fc
+    .array(
+      fc.tuple(
+        names,
+        fc.oneof(
+          nasty,
+          anyJson.map((v) => JSON.stringify(v)),
+        ),
+      ),
+      { maxLength: 4 },
+    )
+    .map((pairs) => {
+      const params = new URLSearchParams();
+      for (const [name, value] of pairs) params.append(name, value);
+      return params.toString();
+    });
 }
 
 function pathWith(route: RouteDefinition, id: string): string {
@@ -101,9 +142,14 @@ describe.each(authenticated.map((r) => [`${r.method} ${r.path}`, r] as const))('
     casesRun[name] = 0;
     const check = await checker(route, name);
     await fc.assert(
-      fc.asyncProperty(idLike, badQuery(route), sendsBody ? badBody(route) : fc.constant(undefined), async (id, query, body) => {
-        await check(`${pathWith(route, id)}${query ? `?${query}` : ''}`, body);
-      }),
+      fc.asyncProperty(
+        idLike,
+        badQuery(route),
+        sendsBody ? badBody(route) : fc.constant(undefined),
+        async (id, query, body) => {
+          await check(`${pathWith(route, id)}${query ? `?${query}` : ''}`, body);
+        },
+      ),
       { numRuns: RUNS_PER_ROUTE, endOnFailure: true },
     );
   });

@@ -26,7 +26,8 @@ const request = (route: RouteDefinition, key: string | undefined, projectId = ac
   call(api.baseUrl, route.method, pathFor(route, projectId), { key, body: hasBody(route) ? {} : undefined });
 
 /** A scope the route does not need (so a key holding only it lacks the route's scopes). */
-const unrelatedScope = (route: RouteDefinition) => (route.scopes!.some((s) => s.startsWith('cohort:')) ? 'experiment:read' : 'cohort:read');
+const unrelatedScope = (route: RouteDefinition) =>
+  route.scopes!.some((s) => s.startsWith('cohort:')) ? 'experiment:read' : 'cohort:read';
 
 // Each case exists only for the routes it applies to, so every generated test asserts something.
 const cases = (routes: RouteDefinition[]) => routes.map((r) => [`${r.method} ${r.path}`, r] as const);
@@ -56,7 +57,9 @@ describe.each(cases(scoped))('%s', (_name, route) => {
 describe.each(cases(writing))('%s', (_name, route) => {
   it('refuses a read-only key on a route that needs a write scope', async () => {
     const writes = route.scopes!.filter((s) => s.endsWith(':write'));
-    const key = await createKey(api.orm, account.userId, { scopes: route.scopes!.map((s) => s.replace(':write', ':read')) });
+    const key = await createKey(api.orm, account.userId, {
+      scopes: route.scopes!.map((s) => s.replace(':write', ':read')),
+    });
     const res = await request(route, key);
     expect(res.status).toBe(403);
     expect(res.body.detail).toBe(`API key missing required scope '${writes[0]}'`);

@@ -18,7 +18,12 @@ afterAll(() => api.close());
 /** The schema a component or inline schema resolves to. */
 function deref(schema: any): any {
   if (!schema?.$ref) return schema;
-  return deref(schema.$ref.slice(2).split('/').reduce((node: any, key: string) => node[key], doc));
+  return deref(
+    schema.$ref
+      .slice(2)
+      .split('/')
+      .reduce((node: any, key: string) => node[key], doc),
+  );
 }
 const responseSchema = (path: string, method: string, status: string) =>
   deref(doc.paths[path][method].responses[status].content['application/json'].schema);
@@ -34,15 +39,49 @@ function freeForm(schema: any): boolean {
 
 // The Experiment table of the seed (shared/spec/api-seed.md), in its order.
 const SEED_EXPERIMENT_FIELDS = [
-  'id', 'name', 'description', 'start_date', 'end_date', 'feature_flag_key', 'feature_flag', 'holdout', 'holdout_id',
-  'exposure_cohort', 'parameters', 'secondary_metrics', 'saved_metrics', 'saved_metrics_ids', 'filters', 'archived',
-  'deleted', 'created_by', 'created_at', 'updated_at', 'type', 'exposure_criteria', 'metrics', 'metrics_secondary',
-  'stats_config', 'conclusion', 'conclusion_comment', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids',
+  'id',
+  'name',
+  'description',
+  'start_date',
+  'end_date',
+  'feature_flag_key',
+  'feature_flag',
+  'holdout',
+  'holdout_id',
+  'exposure_cohort',
+  'parameters',
+  'secondary_metrics',
+  'saved_metrics',
+  'saved_metrics_ids',
+  'filters',
+  'archived',
+  'deleted',
+  'created_by',
+  'created_at',
+  'updated_at',
+  'type',
+  'exposure_criteria',
+  'metrics',
+  'metrics_secondary',
+  'stats_config',
+  'conclusion',
+  'conclusion_comment',
+  'primary_metrics_ordered_uuids',
+  'secondary_metrics_ordered_uuids',
   'user_access_level',
 ];
 // Fields the seed calls free-form: their members may be any JSON value.
-const FREE_FORM = ['parameters', 'secondary_metrics', 'filters', 'exposure_criteria', 'metrics', 'metrics_secondary',
-  'stats_config', 'primary_metrics_ordered_uuids', 'secondary_metrics_ordered_uuids'];
+const FREE_FORM = [
+  'parameters',
+  'secondary_metrics',
+  'filters',
+  'exposure_criteria',
+  'metrics',
+  'metrics_secondary',
+  'stats_config',
+  'primary_metrics_ordered_uuids',
+  'secondary_metrics_ordered_uuids',
+];
 
 describe('GET /api/schema/ is a document a client generator can use', () => {
   it('is a valid OpenAPI 3.1 document (structure, and every schema a valid JSON Schema 2020-12)', () => {
@@ -55,13 +94,16 @@ describe('GET /api/schema/ is a document a client generator can use', () => {
 
   it('describes every field of the seed Experiment, free-form ones as any JSON value', () => {
     const experiment = responseSchema('/api/projects/{project_id}/experiments/{id}/', 'get', '200');
-    expect(Object.keys(experiment.properties)).toEqual(expect.arrayContaining(SEED_EXPERIMENT_FIELDS.filter((f) => f !== '_create_in_folder')));
+    expect(Object.keys(experiment.properties)).toEqual(
+      expect.arrayContaining(SEED_EXPERIMENT_FIELDS.filter((f) => f !== '_create_in_folder')),
+    );
     for (const field of FREE_FORM) expect(freeForm(experiment.properties[field]), field).toBe(true);
     expect(deref(experiment.properties.feature_flag).properties.filters.additionalProperties).toBe(true);
   });
 
   it('names each shared shape once: operations refer to components/schemas', () => {
-    const list = doc.paths['/api/projects/{project_id}/experiments/'].get.responses['200'].content['application/json'].schema;
+    const list =
+      doc.paths['/api/projects/{project_id}/experiments/'].get.responses['200'].content['application/json'].schema;
     expect(list.properties.results.items).toEqual({ $ref: '#/components/schemas/Experiment' });
     expect(doc.components.schemas.Experiment.properties.created_by).toEqual({ $ref: '#/components/schemas/UserBasic' });
   });
@@ -75,8 +117,13 @@ describe('GET /api/schema/ is a document a client generator can use', () => {
 
 describe('the response check (VALIDATE_RESPONSES=1) is strict about undeclared fields', () => {
   const person = {
-    id: 1, name: 'a', distinct_ids: ['a'], properties: { email: 'a@example.com', nested: { any: [1] } },
-    created_at: '2024-01-01T00:00:00Z', uuid: '0190a0a0-0000-7000-8000-000000000000', last_seen_at: null,
+    id: 1,
+    name: 'a',
+    distinct_ids: ['a'],
+    properties: { email: 'a@example.com', nested: { any: [1] } },
+    created_at: '2024-01-01T00:00:00Z',
+    uuid: '0190a0a0-0000-7000-8000-000000000000',
+    last_seen_at: null,
   };
 
   it('accepts a documented body, with anything inside a free-form member', () => {
@@ -84,10 +131,22 @@ describe('the response check (VALIDATE_RESPONSES=1) is strict about undeclared f
   });
 
   it('refuses a field the schema does not declare, at any depth', () => {
-    expect(responseMismatch(personRecordSchema, { ...person, surprise: 1 })).toContain('must NOT have additional properties');
+    expect(responseMismatch(personRecordSchema, { ...person, surprise: 1 })).toContain(
+      'must NOT have additional properties',
+    );
     const flag = {
-      id: 1, team_id: 1, name: '', key: 'k', filters: {}, deleted: false, active: true, ensure_experience_continuity: false,
-      has_encrypted_payloads: false, version: 1, evaluation_runtime: 'all', evaluation_tags: [],
+      id: 1,
+      team_id: 1,
+      name: '',
+      key: 'k',
+      filters: {},
+      deleted: false,
+      active: true,
+      ensure_experience_continuity: false,
+      has_encrypted_payloads: false,
+      version: 1,
+      evaluation_runtime: 'all',
+      evaluation_tags: [],
     };
     const partial = { ...experimentSchema, required: [] };
     expect(responseMismatch(partial, { feature_flag: flag })).toBeNull();

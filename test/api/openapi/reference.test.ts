@@ -24,7 +24,9 @@ describe('GET /api/schema/', () => {
       const pathParams = operation.parameters.filter((p: any) => p.in === 'path').map((p: any) => p.name);
       expect(pathParams).toEqual([...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]));
     }
-    const ids = Object.values(res.body.paths).flatMap((methods: any) => Object.values(methods).map((op: any) => op.operationId));
+    const ids = Object.values(res.body.paths).flatMap((methods: any) =>
+      Object.values(methods).map((op: any) => op.operationId),
+    );
     expect(new Set(ids).size).toBe(ids.length);
   });
 });
@@ -41,7 +43,9 @@ describe('GET /api/docs/ in a browser', () => {
       expect(response?.status()).toBe(200);
       const paths = await page.locator('code.path').allTextContents();
       for (const route of allRoutes) expect(paths).toContain(openApiPath(route.path));
-      const projectsSection = page.locator('section.op', { has: page.locator('code.path', { hasText: /^\/api\/projects\/\{project_id\}\/$/ }) });
+      const projectsSection = page.locator('section.op', {
+        has: page.locator('code.path', { hasText: /^\/api\/projects\/\{project_id\}\/$/ }),
+      });
       const example = await projectsSection.locator('pre.example').textContent();
       expect(example).toContain(`curl -X GET '${api.baseUrl}/api/projects/@current/'`);
       expect(example).toContain('Authorization: Bearer');

@@ -95,7 +95,9 @@ describe('GET /metrics', () => {
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toContain('text/plain');
     const text = res.text;
-    expect(text).toMatch(/http_request_duration_seconds_count\{method="GET",route="\/api\/projects\/:project_id\/persons",status="200"\} \d+/);
+    expect(text).toMatch(
+      /http_request_duration_seconds_count\{method="GET",route="\/api\/projects\/:project_id\/persons",status="200"\} \d+/,
+    );
     // Queue and deletion figures are the install's, on /metrics/global (metrics.test.ts).
     const bearer = from('10.0.1.1', `Bearer ${METRICS_TOKEN}`);
     const global = (await call(api.baseUrl, 'GET', '/metrics/global', bearer)).text;

@@ -30,7 +30,11 @@ describe('health and readiness', () => {
   it('fails readiness with 503 when its Redis is stopped', async () => {
     // A Redis server of this test's own, so stopping it disturbs no other test file.
     const port = 16_000 + Math.floor(Math.random() * 2000);
-    ownRedis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    ownRedis = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
     const app = await startApi((config) => {
       config.redisUrl = `redis://127.0.0.1:${port}`;
     });

@@ -193,10 +193,14 @@ describe('GET /_ready', () => {
     );
     expect(n).toBeGreaterThanOrEqual(1);
     // The listener comes back after a second: catch the moment it is off.
-    const off = await eventually(async () => {
-      const current = await ready(target);
-      return current.body.checks.auth_cache === 'unavailable' ? current : null;
-    }, 5000, 20);
+    const off = await eventually(
+      async () => {
+        const current = await ready(target);
+        return current.body.checks.auth_cache === 'unavailable' ? current : null;
+      },
+      5000,
+      20,
+    );
     expect(off.status).toBe(200);
     expect(off.body).toMatchObject({
       status: 'degraded',

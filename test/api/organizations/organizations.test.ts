@@ -36,7 +36,10 @@ describe('organizations', () => {
     expect(first).toMatchObject({ membership_level: 1, member_count: 1, slug: expect.stringMatching(/^org-/) });
     expect(first.teams.map((t: any) => t.id).sort()).toEqual([account.projectId, extraProject].sort());
     expect(first.projects.map((p: any) => p.id).sort()).toEqual([account.projectId, extraProject].sort());
-    expect(res.body.results.find((o: any) => o.id === secondOrgId)).toMatchObject({ name: 'Second Org', membership_level: 8 });
+    expect(res.body.results.find((o: any) => o.id === secondOrgId)).toMatchObject({
+      name: 'Second Org',
+      membership_level: 8,
+    });
     expect(JSON.stringify(res.body)).not.toContain(other.organizationId);
     const paged = await get('/api/organizations/?limit=1');
     expect(paged.body).toMatchObject({ count: 2, previous: null });
@@ -52,11 +55,19 @@ describe('organizations', () => {
     for (const id of [other.organizationId, '00000000-0000-0000-0000-000000000000', 'not-a-uuid']) {
       const res = await get(`/api/organizations/${id}/`);
       expect(res.status, id).toBe(404);
-      expect(res.body).toEqual({ type: 'invalid_request', code: 'not_found', detail: 'Organization not found.', attr: null });
+      expect(res.body).toEqual({
+        type: 'invalid_request',
+        code: 'not_found',
+        detail: 'Organization not found.',
+        attr: null,
+      });
     }
     const projects = await get(`/api/organizations/${account.organizationId}/projects/`);
     expect(ids(projects.body)).toEqual([account.projectId, extraProject].sort());
-    expect(projects.body.results[0]).toMatchObject({ organization: account.organizationId, api_token: expect.stringMatching(/^phc_/) });
+    expect(projects.body.results[0]).toMatchObject({
+      organization: account.organizationId,
+      api_token: expect.stringMatching(/^phc_/),
+    });
     expect((await get(`/api/organizations/${other.organizationId}/projects/`)).status).toBe(404);
   });
 
@@ -74,7 +85,9 @@ describe('organizations', () => {
     expect(ids((await get('/api/projects/', key)).body)).toEqual([secondOrgProject]);
     const denied = await get(`/api/organizations/${account.organizationId}/`, key);
     expect(denied.status).toBe(403);
-    expect(denied.body.detail).toBe(`API key does not have access to the requested organization: ID ${account.organizationId}.`);
+    expect(denied.body.detail).toBe(
+      `API key does not have access to the requested organization: ID ${account.organizationId}.`,
+    );
     expect((await get(`/api/organizations/${account.organizationId}/projects/`, key)).status).toBe(403);
     const me = (await get('/api/users/@me/', key)).body;
     expect(me.organizations.map((o: any) => o.id)).toEqual([secondOrgId]);
@@ -83,13 +96,15 @@ describe('organizations', () => {
     expect((await get('/api/organizations/@current/', key)).body.id).toBe(secondOrgId);
   });
 
-  it('a project-scoped key sees only its project and that project\'s organization (PostHog answers 403 on lists)', async () => {
+  it("a project-scoped key sees only its project and that project's organization (PostHog answers 403 on lists)", async () => {
     const key = await createKey(api.orm, account.userId, { scopedTeams: [extraProject] });
     expect(ids((await get('/api/projects/', key)).body)).toEqual([extraProject]);
     expect(ids((await get('/api/organizations/', key)).body)).toEqual([account.organizationId]);
     const org = (await get(`/api/organizations/${account.organizationId}/`, key)).body;
     expect(org.teams.map((t: any) => t.id)).toEqual([extraProject]);
-    expect(ids((await get(`/api/organizations/${account.organizationId}/projects/`, key)).body)).toEqual([extraProject]);
+    expect(ids((await get(`/api/organizations/${account.organizationId}/projects/`, key)).body)).toEqual([
+      extraProject,
+    ]);
     expect((await get(`/api/organizations/${secondOrgId}/`, key)).status).toBe(403);
     const me = (await get('/api/users/@me/', key)).body;
     expect(me.organizations.map((o: any) => o.id)).toEqual([account.organizationId]);
@@ -97,8 +112,16 @@ describe('organizations', () => {
   });
 
   it('refuses key management with a personal API key, as PostHog does', async () => {
-    for (const [method, path] of [['GET', '/api/personal_api_keys/'], ['POST', '/api/personal_api_keys/'], ['DELETE', '/api/personal_api_keys/abc/'], ['POST', '/api/personal_api_keys/abc/roll/']]) {
-      const res = await call(api.baseUrl, method, path, { key: account.apiKey, body: method === 'POST' ? { label: 'x', scopes: ['*'] } : undefined });
+    for (const [method, path] of [
+      ['GET', '/api/personal_api_keys/'],
+      ['POST', '/api/personal_api_keys/'],
+      ['DELETE', '/api/personal_api_keys/abc/'],
+      ['POST', '/api/personal_api_keys/abc/roll/'],
+    ]) {
+      const res = await call(api.baseUrl, method, path, {
+        key: account.apiKey,
+        body: method === 'POST' ? { label: 'x', scopes: ['*'] } : undefined,
+      });
       expect(res.status, `${method} ${path}`).toBe(403);
       expect(res.body.detail).toBe('This action does not support Personal API Key access');
     }

@@ -17,10 +17,12 @@ async function newPerson(distinctId: string) {
   return res.body.results[0] as { uuid: string };
 }
 const remaining = async (uuids: string[]) =>
-  (await sql(api.orm, `select uuid::text from person where project_id = ? and uuid = any(?::uuid[]) order by uuid`, [
-    account.projectId,
-    `{${uuids.join(',')}}`,
-  ])).map((r) => r.uuid);
+  (
+    await sql(api.orm, `select uuid::text from person where project_id = ? and uuid = any(?::uuid[]) order by uuid`, [
+      account.projectId,
+      `{${uuids.join(',')}}`,
+    ])
+  ).map((r) => r.uuid);
 
 describe('bulk_delete with both ids and distinct_ids', () => {
   it('removes the union, a person named both ways counted once', async () => {

@@ -25,7 +25,12 @@ await capture(api.baseUrl, account.projectToken, [
   { event: 'activate', distinct_id: 'ada', timestamp: day(3) },
   { event: 'pay', distinct_id: 'ada', timestamp: day(4), properties: { $set: { plan: 'pro' } } },
   // `nested` is an object for ada, a string for bob: the export has both columns.
-  { event: 'signup', distinct_id: 'bob', timestamp: day(2), properties: { $set: { email: 'bob@x.com', nested: 'flat' } } },
+  {
+    event: 'signup',
+    distinct_id: 'bob',
+    timestamp: day(2),
+    properties: { $set: { email: 'bob@x.com', nested: 'flat' } },
+  },
   { event: 'help', distinct_id: 'bob', timestamp: day(3) },
   ...['sp1', 'sp2'].flatMap((id) => [
     { event: 'e', distinct_id: id, timestamp: day(1) },
@@ -127,9 +132,12 @@ async function sameRead(method: string, path: string, body?: unknown, rows = row
   return expectCsvOf(await csv(method, path, body), rows(answer));
 }
 
-const funnelEvents = [{ id: 'signup', order: 0 }, { id: 'activate', order: 1 }, { id: 'pay', order: 2 }];
-const funnelQuery =
-  `events=${encodeURIComponent(JSON.stringify(funnelEvents))}&date_from=2026-03-01&date_to=2026-03-10`;
+const funnelEvents = [
+  { id: 'signup', order: 0 },
+  { id: 'activate', order: 1 },
+  { id: 'pay', order: 2 },
+];
+const funnelQuery = `events=${encodeURIComponent(JSON.stringify(funnelEvents))}&date_from=2026-03-01&date_to=2026-03-10`;
 const correlationQuery =
   `${funnelQuery}&funnel_correlation_person_entity=${encodeURIComponent('{"id":"help","type":"events"}')}` +
   '&funnel_correlation_person_converted=false';
@@ -270,14 +278,15 @@ describe('formula guard', () => {
 
 describe('format is declared where it is honoured', () => {
   const document = buildOpenApiDocument(allRoutes) as any;
-  const personPaths = Object.keys(document.paths)
-    .filter((p) => p.includes('/persons') && !p.includes('/deletion_status'));
+  const personPaths = Object.keys(document.paths).filter(
+    (p) => p.includes('/persons') && !p.includes('/deletion_status'),
+  );
 
   it('documents format on each of the nineteen person operations', () => {
     const operations = personPaths.flatMap((p) =>
       Object.entries(document.paths[p])
         .filter(([method]) => !(p.endsWith('/persons/') && method === 'post')) // creating a person: 405 by design
-        .map(([method, op]: [string, any]) => [`${method} ${p}`, op.parameters.find((q: any) => q.name === 'format')])
+        .map(([method, op]: [string, any]) => [`${method} ${p}`, op.parameters.find((q: any) => q.name === 'format')]),
     );
     expect(operations).toHaveLength(19);
     for (const [name, format] of operations) expect(format?.schema?.enum, name).toEqual(['json', 'csv']);

@@ -55,7 +55,10 @@ describe('GET /persons envelope', () => {
     const res = await fetch(`${api.baseUrl}${P()}/?format=csv&email=p2@example.com`, {
       headers: { authorization: `Bearer ${account.apiKey}` },
     });
-    const [header, row] = (await res.text()).trim().split('\r\n').map((line) => line.split(','));
+    const [header, row] = (await res.text())
+      .trim()
+      .split('\r\n')
+      .map((line) => line.split(','));
     const person = (await list('?email=p2@example.com')).results[0];
     expect(row[header.indexOf('id')]).toMatch(/^\d+$/);
     expect(row[header.indexOf('id')]).toBe(String(person.id));

@@ -17,8 +17,23 @@ const list = (filters: unknown) => {
 };
 
 const VALUE_OPERATORS = [
-  'exact', 'is_not', 'icontains', 'not_icontains', 'regex', 'not_regex', 'gt', 'gte', 'lt', 'lte',
-  'is_date_exact', 'is_date_before', 'is_date_after', 'between', 'not_between', 'in', 'not_in',
+  'exact',
+  'is_not',
+  'icontains',
+  'not_icontains',
+  'regex',
+  'not_regex',
+  'gt',
+  'gte',
+  'lt',
+  'lte',
+  'is_date_exact',
+  'is_date_before',
+  'is_date_after',
+  'between',
+  'not_between',
+  'in',
+  'not_in',
 ];
 
 describe('person properties filter items', () => {

@@ -76,7 +76,9 @@ describe('update_property with query parameters', () => {
     // Nested as deep as a body may be: stored; deeper (a URL carries 2000 levels): the same 400 as a body.
     const deep = '['.repeat(MAX_JSON_DEPTH) + ']'.repeat(MAX_JSON_DEPTH);
     expect((await post(`${person.id}/update_property/?${q({ key: 'k', value: deep })}`)).status).toBe(200);
-    const tooDeep = await post(`${person.id}/update_property/?${q({ key: 'k', value: '['.repeat(2000) + ']'.repeat(2000) })}`);
+    const tooDeep = await post(
+      `${person.id}/update_property/?${q({ key: 'k', value: '['.repeat(2000) + ']'.repeat(2000) })}`,
+    );
     expect(tooDeep.status).toBe(400);
     expect(tooDeep.body).toMatchObject({ code: 'parse_error', attr: 'value' });
   });

@@ -59,7 +59,12 @@ describe('GET /api/projects/', () => {
   });
 
   it('answers absurdly large limits and offsets without a database error', async () => {
-    const res = await call(api.baseUrl, 'GET', '/api/projects/?limit=99999999999999999999999&offset=99999999999999999999999', { key: account.apiKey });
+    const res = await call(
+      api.baseUrl,
+      'GET',
+      '/api/projects/?limit=99999999999999999999999&offset=99999999999999999999999',
+      { key: account.apiKey },
+    );
     expect(res.status).toBe(200);
     expect(res.body.results).toEqual([]);
   });
@@ -78,7 +83,9 @@ describe('organization-scoped keys', () => {
     const res = await call(api.baseUrl, 'GET', '/api/projects/', { key: scoped });
     expect(res.status).toBe(200);
     expect(res.body.count).toBe(5);
-    const elsewhere = await createKey(api.orm, account.userId, { scopedOrganizations: ['00000000-0000-0000-0000-000000000000'] });
+    const elsewhere = await createKey(api.orm, account.userId, {
+      scopedOrganizations: ['00000000-0000-0000-0000-000000000000'],
+    });
     const none = await call(api.baseUrl, 'GET', '/api/projects/', { key: elsewhere });
     expect(none.body.count).toBe(0);
   });
@@ -88,7 +95,12 @@ describe('GET /api/projects/:id/', () => {
   it('returns the detail fields with Z timestamps', async () => {
     const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}`, { key: account.apiKey });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ id: account.projectId, project_id: account.projectId, timezone: 'UTC', organization: account.organizationId });
+    expect(res.body).toMatchObject({
+      id: account.projectId,
+      project_id: account.projectId,
+      timezone: 'UTC',
+      organization: account.organizationId,
+    });
     expect(res.body.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z$/);
   });
 });

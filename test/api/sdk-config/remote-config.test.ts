@@ -131,4 +131,3 @@ describe('CORS on every answer of an SDK endpoint', () => {
     expect(res.headers.get('access-control-allow-origin')).toBeNull();
   });
 });
-

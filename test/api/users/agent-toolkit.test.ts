@@ -32,7 +32,16 @@ describe('PostHog agent toolkit against this API', () => {
     expect(created.status).toBe(201);
 
     const kit = await toolkit(account.apiKey);
-    expect(kit.tools).toEqual(expect.arrayContaining(['organizations-get', 'organization-details-get', 'projects-get', 'event-definitions-list', 'experiment-get-all', 'experiment-get']));
+    expect(kit.tools).toEqual(
+      expect.arrayContaining([
+        'organizations-get',
+        'organization-details-get',
+        'projects-get',
+        'event-definitions-list',
+        'experiment-get-all',
+        'experiment-get',
+      ]),
+    );
     expect(await kit.context.stateManager.getOrgID()).toBe(account.organizationId);
     expect(await kit.context.stateManager.getProjectId()).toBe(String(account.projectId));
 
@@ -47,7 +56,10 @@ describe('PostHog agent toolkit against this API', () => {
 
   it('offers only the tools the key has scopes for, and a project-scoped key lands in its project', async () => {
     const second = await createProject(api.orm.em.fork(), account.organizationId, 'Agent second');
-    const key = await createKey(api.orm, account.userId, { scopes: ['experiment:read', 'organization:read', 'project:read', 'user:read'], scopedTeams: [second.id] });
+    const key = await createKey(api.orm, account.userId, {
+      scopes: ['experiment:read', 'organization:read', 'project:read', 'user:read'],
+      scopedTeams: [second.id],
+    });
     const kit = await toolkit(key);
     expect(kit.tools).toContain('experiment-get-all');
     expect(kit.tools).not.toContain('event-definitions-list');

@@ -2,7 +2,13 @@
 // must land in the same bucket and variant here and in posthog-node.
 import { getFeatureFlagHash, getFeatureFlagVariant, getHoldoutVariant } from '@posthog/core';
 import { describe, expect, it } from 'vitest';
-import { evaluateFlag, flagHash, propertyMatches, variantFor, type FlagDefinition } from '../../../shared/flags/evaluate.ts';
+import {
+  evaluateFlag,
+  flagHash,
+  propertyMatches,
+  variantFor,
+  type FlagDefinition,
+} from '../../../shared/flags/evaluate.ts';
 
 const variants = [
   { key: 'control', rollout_percentage: 50 },
@@ -18,7 +24,18 @@ describe('hashing agrees with posthog-node', () => {
       expect(variantFor('my-flag', id, variants)).toBe(await getFeatureFlagVariant('my-flag', id, variants));
       const holdout = { id: 7, exclusion_percentage: 25 };
       const expected = await getHoldoutVariant(holdout, id);
-      const ours = evaluateFlag({ id: 1, key: 'my-flag', version: 1, active: true, deleted: false, filters: { holdout, groups: [{ rollout_percentage: 100 }] } }, id, {});
+      const ours = evaluateFlag(
+        {
+          id: 1,
+          key: 'my-flag',
+          version: 1,
+          active: true,
+          deleted: false,
+          filters: { holdout, groups: [{ rollout_percentage: 100 }] },
+        },
+        id,
+        {},
+      );
       expect(ours.variant === 'holdout-7' ? 'holdout-7' : undefined).toBe(expected);
     }
   });
@@ -26,7 +43,14 @@ describe('hashing agrees with posthog-node', () => {
   it('splits a 50/50 rollout within statistical bounds', () => {
     let control = 0;
     const n = 10_000;
-    for (let i = 0; i < n; i++) if (variantFor('exp', `d${i}`, [{ key: 'control', rollout_percentage: 50 }, { key: 'test', rollout_percentage: 50 }]) === 'control') control++;
+    for (let i = 0; i < n; i++)
+      if (
+        variantFor('exp', `d${i}`, [
+          { key: 'control', rollout_percentage: 50 },
+          { key: 'test', rollout_percentage: 50 },
+        ]) === 'control'
+      )
+        control++;
     expect(Math.abs(control / n - 0.5)).toBeLessThan(0.02); // ~4 standard deviations
   });
 });
@@ -43,23 +67,42 @@ describe('evaluateFlag', () => {
   });
 
   it('is off when inactive or deleted', () => {
-    expect(evaluateFlag(flag({ groups: [{ rollout_percentage: 100 }] }, { active: false }), 'a', {}).enabled).toBe(false);
-    expect(evaluateFlag(flag({ groups: [{ rollout_percentage: 100 }] }, { deleted: true }), 'a', {}).reason.code).toBe('disabled');
+    expect(evaluateFlag(flag({ groups: [{ rollout_percentage: 100 }] }, { active: false }), 'a', {}).enabled).toBe(
+      false,
+    );
+    expect(evaluateFlag(flag({ groups: [{ rollout_percentage: 100 }] }, { deleted: true }), 'a', {}).reason.code).toBe(
+      'disabled',
+    );
   });
 
   it('matches release conditions on person properties, in order', () => {
     const f = flag({
       groups: [
-        { properties: [{ key: 'email', value: '@corp.com', operator: 'icontains', type: 'person' }], rollout_percentage: 100, variant: 'test' },
+        {
+          properties: [{ key: 'email', value: '@corp.com', operator: 'icontains', type: 'person' }],
+          rollout_percentage: 100,
+          variant: 'test',
+        },
         { rollout_percentage: 0 },
       ],
-      multivariate: { variants: [{ key: 'control', rollout_percentage: 50 }, { key: 'test', rollout_percentage: 50 }] },
+      multivariate: {
+        variants: [
+          { key: 'control', rollout_percentage: 50 },
+          { key: 'test', rollout_percentage: 50 },
+        ],
+      },
     });
     const corp = evaluateFlag(f, 'x', { email: 'A@Corp.com' });
-    expect(corp).toMatchObject({ enabled: true, variant: 'test', reason: { code: 'condition_match', condition_index: 0 } });
+    expect(corp).toMatchObject({
+      enabled: true,
+      variant: 'test',
+      reason: { code: 'condition_match', condition_index: 0 },
+    });
     const other = evaluateFlag(f, 'x', { email: 'a@else.com' });
     expect(other).toMatchObject({ enabled: false, reason: { code: 'out_of_rollout_bound', condition_index: 1 } });
-    expect(evaluateFlag(flag({ groups: [{ properties: [{ key: 'plan', value: ['pro'], type: 'person' }] }] }), 'x', {})).toMatchObject({
+    expect(
+      evaluateFlag(flag({ groups: [{ properties: [{ key: 'plan', value: ['pro'], type: 'person' }] }] }), 'x', {}),
+    ).toMatchObject({
       enabled: false,
       reason: { code: 'no_condition_match' },
     });

@@ -14,14 +14,31 @@ async function capture(...events: Record<string, unknown>[]) {
   });
   expect(res.status).toBe(200);
 }
-const personOf = async (distinctId: string) => (await personsOf(api.orm, account.projectId)).find((p) => p.distinct_ids.includes(distinctId));
+const personOf = async (distinctId: string) =>
+  (await personsOf(api.orm, account.projectId)).find((p) => p.distinct_ids.includes(distinctId));
 
 describe('property updates', () => {
   it('applies $set_once, then $set, then $unset, and adds $initial_ properties', async () => {
-    await capture({ event: 'e', distinct_id: 'p1', properties: { $set: { a: 1, b: 1 }, $set_once: { c: 1 }, $browser: 'Firefox', utm_source: 'news' } });
-    await capture({ event: 'e', distinct_id: 'p1', properties: { $set_once: { a: 2, c: 2, d: null }, $set: { b: 2 }, $unset: ['a'], $browser: 'Chrome' } });
+    await capture({
+      event: 'e',
+      distinct_id: 'p1',
+      properties: { $set: { a: 1, b: 1 }, $set_once: { c: 1 }, $browser: 'Firefox', utm_source: 'news' },
+    });
+    await capture({
+      event: 'e',
+      distinct_id: 'p1',
+      properties: { $set_once: { a: 2, c: 2, d: null }, $set: { b: 2 }, $unset: ['a'], $browser: 'Chrome' },
+    });
     const person = await personOf('p1');
-    expect(person!.properties).toMatchObject({ b: 2, c: 1, d: null, $browser: 'Chrome', $initial_browser: 'Firefox', utm_source: 'news', $initial_utm_source: 'news' });
+    expect(person!.properties).toMatchObject({
+      b: 2,
+      c: 1,
+      d: null,
+      $browser: 'Chrome',
+      $initial_browser: 'Firefox',
+      utm_source: 'news',
+      $initial_utm_source: 'news',
+    });
     expect(person!.properties).not.toHaveProperty('a');
   });
 
@@ -34,9 +51,15 @@ describe('property updates', () => {
   });
 
   it('creates no person for $process_person_profile: false, but records the deterministic uuid', async () => {
-    await capture({ event: 'personless', distinct_id: 'ghost', properties: { $process_person_profile: false, $set: { a: 1 } } });
+    await capture({
+      event: 'personless',
+      distinct_id: 'ghost',
+      properties: { $process_person_profile: false, $set: { a: 1 } },
+    });
     expect(await personOf('ghost')).toBeUndefined();
-    const [row] = await sql(api.orm, `select person_id from event where project_id = ? and event = 'personless'`, [account.projectId]);
+    const [row] = await sql(api.orm, `select person_id from event where project_id = ? and event = 'personless'`, [
+      account.projectId,
+    ]);
     expect(row.person_id).toBe(personUuidFor(account.projectId, 'ghost'));
   });
 });
@@ -45,7 +68,11 @@ describe('merges', () => {
   it('$identify with $anon_distinct_id attaches the identified id to the anonymous person', async () => {
     await capture({ event: 'pageview', distinct_id: 'anon-a', properties: { $set: { from: 'anon' } } });
     const anon = await personOf('anon-a');
-    await capture({ event: '$identify', distinct_id: 'user-a', properties: { $anon_distinct_id: 'anon-a', $set: { email: 'a@x.com' } } });
+    await capture({
+      event: '$identify',
+      distinct_id: 'user-a',
+      properties: { $anon_distinct_id: 'anon-a', $set: { email: 'a@x.com' } },
+    });
     const person = await personOf('user-a');
     expect(person!.uuid).toBe(anon!.uuid);
     expect(person!.distinct_ids).toEqual(['anon-a', 'user-a']);
@@ -81,12 +108,18 @@ describe('merges', () => {
 describe('concurrency', () => {
   it('creates exactly one person for 20 concurrent requests about one new distinct id, keeping every $set', async () => {
     await Promise.all(
-      Array.from({ length: 20 }, (_, i) => capture({ event: 'burst', distinct_id: 'racer', properties: { $set: { [`k${i}`]: i } } })),
+      Array.from({ length: 20 }, (_, i) =>
+        capture({ event: 'burst', distinct_id: 'racer', properties: { $set: { [`k${i}`]: i } } }),
+      ),
     );
     const persons = (await personsOf(api.orm, account.projectId)).filter((p) => p.distinct_ids.includes('racer'));
     expect(persons).toHaveLength(1);
     for (let i = 0; i < 20; i++) expect(persons[0].properties[`k${i}`]).toBe(i);
-    const [orphans] = await sql(api.orm, `select count(*)::int as n from person p where project_id = ? and not exists (select 1 from person_distinct_id d where d.person_id = p.id)`, [account.projectId]);
+    const [orphans] = await sql(
+      api.orm,
+      `select count(*)::int as n from person p where project_id = ? and not exists (select 1 from person_distinct_id d where d.person_id = p.id)`,
+      [account.projectId],
+    );
     expect(orphans.n).toBe(0);
   });
 
@@ -102,12 +135,21 @@ describe('concurrency', () => {
     const other = api.orm.em.fork().transactional(async (tx) => {
       await tx
         .getConnection()
-        .execute(`insert into person_distinct_id (project_id, person_id, distinct_id) select project_id, id, 'contested' from person where uuid = ?`, [claimant.uuid], 'run', tx.getTransactionContext());
+        .execute(
+          `insert into person_distinct_id (project_id, person_id, distinct_id) select project_id, id, 'contested' from person where uuid = ?`,
+          [claimant.uuid],
+          'run',
+          tx.getTransactionContext(),
+        );
       linked();
       await held;
     });
     await linking;
-    const request = capture({ event: 'contested-event', distinct_id: 'contested', properties: { $set: { seen: true } } });
+    const request = capture({
+      event: 'contested-event',
+      distinct_id: 'contested',
+      properties: { $set: { seen: true } },
+    });
     await new Promise((r) => setTimeout(r, 300));
     commit();
     await other;
@@ -116,9 +158,16 @@ describe('concurrency', () => {
     const person = (await personOf('contested'))!;
     expect(person.uuid).toBe(claimant.uuid);
     expect(person.properties.seen).toBe(true);
-    const [event] = await sql(api.orm, `select person_id from event where project_id = ? and event = 'contested-event'`, [account.projectId]);
+    const [event] = await sql(
+      api.orm,
+      `select person_id from event where project_id = ? and event = 'contested-event'`,
+      [account.projectId],
+    );
     expect(event.person_id).toBe(claimant.uuid);
-    const [own] = await sql(api.orm, `select count(*)::int as n from person where project_id = ? and uuid = ?`, [account.projectId, personUuidFor(account.projectId, 'contested')]);
+    const [own] = await sql(api.orm, `select count(*)::int as n from person where project_id = ? and uuid = ?`, [
+      account.projectId,
+      personUuidFor(account.projectId, 'contested'),
+    ]);
     expect(own.n).toBe(0); // the person the request created for it was removed
   });
 
@@ -131,7 +180,11 @@ describe('concurrency', () => {
         ),
       ),
     );
-    const ids = await sql(api.orm, `select distinct_id, count(*)::int as n from person_distinct_id where project_id = ? and distinct_id like 'c-%' group by distinct_id`, [account.projectId]);
+    const ids = await sql(
+      api.orm,
+      `select distinct_id, count(*)::int as n from person_distinct_id where project_id = ? and distinct_id like 'c-%' group by distinct_id`,
+      [account.projectId],
+    );
     expect(ids.every((r) => r.n === 1)).toBe(true);
     expect(ids).toHaveLength(5);
   });
