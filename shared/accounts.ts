@@ -10,7 +10,7 @@ import {
   maskPersonalApiKey,
 } from './auth/tokens.ts';
 import { isValidScope } from './auth/scopes.ts';
-import { isUuid, pgArray } from './db/sql.ts';
+import { isUuid, pgArray, rows } from './db/sql.ts';
 import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from './entities/index.ts';
 
 export async function createOrganization(em: EntityManager, name: string) {
@@ -231,4 +231,43 @@ export async function bootstrapInstall(
   });
   const { key, value } = await createPersonalApiKey(em, { userId: user.id, label: 'bootstrap', scopes: ['*'] });
   return { organization, project, user, key, apiKey: value };
+}
+
+/** Columns of app_user as `<alias>_<column>` so one row can carry several users. */
+export const userColumns = (alias: string, prefix: string) =>
+  [
+    'id',
+    'uuid',
+    'distinct_id',
+    'first_name',
+    'last_name',
+    'email',
+    'is_email_verified',
+    'hedgehog_config',
+    'role_at_organization',
+  ]
+    .map((c) => `${alias}.${c} as ${prefix}_${c}`)
+    .join(', ');
+
+export async function isOrganizationMember(em: EntityManager, organizationId: string, userId: number) {
+  const found = await rows(em, `select 1 from organization_membership where organization_id = ? and user_id = ?`, [
+    organizationId,
+    userId,
+  ]);
+  return found.length > 0;
+}
+
+export async function findPersonalApiKey(em: EntityManager, keyId: string) {
+  const [key] = await rows<Record<string, any>>(em, `select * from personal_api_key where id = ?`, [keyId]);
+  return key ?? null;
+}
+
+/** The user as `user_<column>` (see userColumns) with their current organization and project. */
+export async function findUserWithCurrent(em: EntityManager, userId: number) {
+  const [user] = await rows<Record<string, any>>(
+    em,
+    `select ${userColumns('u', 'user')}, u.current_organization_id, u.current_project_id from app_user u where u.id = ?`,
+    [userId],
+  );
+  return user ?? null;
 }

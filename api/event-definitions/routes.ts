@@ -1,22 +1,18 @@
 // Event definitions: created by ingestion, managed here. The enterprise fields (description, tags,
 // owner, verified, hidden …) work without a licence.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { isOrganizationMember } from '../../shared/accounts.ts';
 import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
-import { containsPattern, isUuid, pgArray } from '../../shared/db/sql.ts';
+import { isUuid } from '../../shared/db/sql.ts';
+import * as store from '../../shared/event-definitions/store.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { dateTime, nullableDateTime, record, stringArray } from '../http/schemas.ts';
-import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
+import { userBasic, userBasicSchema } from '../users/serializers.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
-
-const SELECT = `select d.*, ${userColumns('o', 'owner')}, ${userColumns('ub', 'updated_by')}, ${userColumns('vb', 'verified_by')}
-  from event_definition d
-  left join app_user o on o.id = d.owner_id
-  left join app_user ub on ub.id = d.updated_by_id
-  left join app_user vb on vb.id = d.verified_by_id`;
 
 function serialize(row: Record<string, any>) {
   return {
@@ -62,84 +58,41 @@ export const definitionSchema = record({
   query_usage_30_day: { type: 'null', description: 'See the metrics endpoint' },
 });
 
-/** Every read through the API counts towards `query_usage_30_day`: one statement per request. */
-async function countReads(em: EntityManager, ids: string[]) {
-  if (ids.length === 0) return;
-  await em.getConnection().execute(
-    `insert into event_definition_usage (definition_id, day, reads)
-     select id::uuid, current_date, 1 from jsonb_array_elements_text(?::jsonb) as t(id)
-     on conflict (definition_id, day) do update set reads = event_definition_usage.reads + 1`,
-    [JSON.stringify(ids)],
-  );
-}
-
 async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
   const id = ctx.state.params.id;
   if (!isUuid(id)) throw notFound();
-  const [row] = await ctx.state.em
-    .getConnection()
-    .execute<any[]>(`${SELECT} where d.project_id = ? and d.id = ?::uuid`, [ctx.state.project.id, id]);
+  const row = await store.findDefinition(ctx.state.em, ctx.state.project.id, id);
   if (!row) throw notFound();
   return row;
 }
 
-// ?ordering: name, last_seen_at, last_seen_at::date, each optionally descending; others are ignored.
-const ORDER_COLUMNS: Record<string, string> = {
-  name: 'd.name collate "C"',
-  last_seen_at: 'd.last_seen_at',
-  'last_seen_at::date': `((d.last_seen_at at time zone 'UTC')::date)`,
-};
-
-function orderBy(ordering: string[] | undefined): string {
-  const terms = (ordering?.length ? ordering : ['-last_seen_at::date', 'name'])
-    .map((o) => {
-      const desc = o.startsWith('-');
-      const column = ORDER_COLUMNS[desc ? o.slice(1) : o];
-      return column ? `${column} ${desc ? 'desc nulls last' : 'asc nulls first'}` : null;
-    })
-    .filter(Boolean);
-  return [...(terms.length ? terms : ['d.name collate "C" asc']), 'd.id'].join(', ');
-}
-
 async function list(ctx: ApiContext) {
   const q = ctx.state.query;
-  const where = ['d.project_id = ?'];
-  const params: unknown[] = [ctx.state.project.id];
-  // NUL cannot be bound as a PostgreSQL text parameter.
-  const terms = String(q.search ?? '')
-    .replaceAll('\u0000', '')
-    .split(' ')
-    .filter(Boolean);
-  for (const term of terms) {
-    where.push(`d.name ilike ?`);
-    params.push(containsPattern(term));
-  }
-  if (q.event_type === 'event_custom') where.push(`d.name not like '$%'`);
-  if (q.event_type === 'event_posthog') where.push(`d.name like '$%'`);
+  let excluded: string[] | undefined;
   if (q.excluded_properties) {
-    let excluded: unknown;
+    let parsed: unknown;
     try {
-      excluded = JSON.parse(q.excluded_properties);
+      parsed = JSON.parse(q.excluded_properties);
     } catch {
-      excluded = null;
+      parsed = null;
     }
-    if (!Array.isArray(excluded))
+    if (!Array.isArray(parsed))
       throw validationError('excluded_properties must be a JSON array of event names.', 'excluded_properties');
-    where.push(`d.name not in (select jsonb_array_elements_text(?::jsonb))`);
-    params.push(JSON.stringify([...new Set(excluded.map(String))]));
+    excluded = [...new Set(parsed.map(String))];
   }
-  if (q.exclude_hidden === true) where.push('not d.hidden');
+  const filter = {
+    // NUL cannot be bound as a PostgreSQL text parameter.
+    terms: String(q.search ?? '')
+      .replaceAll('\u0000', '')
+      .split(' ')
+      .filter(Boolean),
+    eventType: q.event_type,
+    excluded,
+    excludeHidden: q.exclude_hidden === true,
+  };
   const page = pageOf(q);
-  const conn = ctx.state.em.getConnection();
-  const [{ count }] = await conn.execute<any[]>(
-    `select count(*)::int as count from event_definition d where ${where.join(' and ')}`,
-    params,
-  );
-  const rows = await conn.execute<any[]>(
-    `${SELECT} where ${where.join(' and ')} order by ${orderBy(q.ordering)} limit ? offset ?`,
-    [...params, page.limit, page.offset],
-  );
-  await countReads(
+  const { count, rows } = await store.listDefinitions(ctx.state.em, ctx.state.project.id, filter, q.ordering, page);
+  await store.countReads(
     ctx.state.em,
     rows.map((r) => r.id),
   );
@@ -151,7 +104,7 @@ async function update(ctx: ApiContext) {
   const body = ctx.state.body as Record<string, any>;
   if (body.hidden === true && body.verified === true)
     throw validationError('An event cannot be both hidden and verified');
-  const next: Record<string, any> = {
+  const next: store.DefinitionChange = {
     description: body.description ?? before.description,
     tags: body.tags !== undefined ? [...new Set<string>(body.tags)] : before.tags,
     owner_id: body.owner !== undefined ? body.owner : before.owner_id,
@@ -162,15 +115,11 @@ async function update(ctx: ApiContext) {
     verified_at: before.verified_at,
     verified_by_id: before.verified_by_id,
   };
-  if (body.owner !== undefined && body.owner !== null) {
-    const [member] = await ctx.state.em
-      .getConnection()
-      .execute<any[]>(`select 1 from organization_membership where organization_id = ? and user_id = ?`, [
-        ctx.state.project.organization_id,
-        body.owner,
-      ]);
-    if (!member) throw validationError('The owner must be a member of this organization.', 'owner');
-  }
+  const ownerIsMember =
+    body.owner === undefined ||
+    body.owner === null ||
+    (await isOrganizationMember(ctx.state.em, ctx.state.project.organization_id, body.owner));
+  if (!ownerIsMember) throw validationError('The owner must be a member of this organization.', 'owner');
   if (body.verified === true && !before.verified)
     Object.assign(next, {
       verified: true,
@@ -198,25 +147,7 @@ async function update(ctx: ApiContext) {
       changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
   }
   await ctx.state.em.fork().transactional(async (tx) => {
-    await tx.getConnection().execute(
-      `update event_definition set description = ?, tags = ?::text[], owner_id = ?, default_columns = ?::text[], post_to_slack = ?, hidden = ?, verified = ?,
-              verified_at = ?, verified_by_id = ?, updated_at = now(), updated_by_id = ? where id = ?`,
-      [
-        next.description,
-        pgArray(next.tags),
-        next.owner_id,
-        pgArray(next.default_columns),
-        next.post_to_slack,
-        next.hidden,
-        next.verified,
-        next.verified_at,
-        next.verified_by_id,
-        ctx.state.auth.userId,
-        before.id,
-      ],
-      'run',
-      tx.getTransactionContext(),
-    );
+    await store.updateDefinition(tx as EntityManager, before.id, next, ctx.state.auth.userId);
     await recordActivity(tx as EntityManager, {
       ...actorOf(ctx),
       scope: 'EventDefinition',
@@ -267,7 +198,7 @@ export const eventDefinitionRoutes = [
     responses: { 200: { description: 'The definition', schema: definitionSchema }, 404: { description: 'Not found' } },
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
-      await countReads(ctx.state.em, [row.id]);
+      await store.countReads(ctx.state.em, [row.id]);
       ctx.body = serialize(row);
     },
   }),
@@ -302,9 +233,7 @@ export const eventDefinitionRoutes = [
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
       await ctx.state.em.fork().transactional(async (tx) => {
-        await tx
-          .getConnection()
-          .execute(`delete from event_definition where id = ?`, [row.id], 'run', tx.getTransactionContext());
+        await store.deleteDefinition(tx as EntityManager, row.id);
         await recordActivity(tx as EntityManager, {
           ...actorOf(ctx),
           scope: 'EventDefinition',
@@ -325,13 +254,7 @@ export const eventDefinitionRoutes = [
     responses: { 200: { description: 'Usage', schema: record({ query_usage_30_day: { type: 'integer' } }) } },
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
-      const [usage] = await ctx.state.em
-        .getConnection()
-        .execute<any[]>(
-          `select coalesce(sum(reads), 0)::int as n from event_definition_usage where definition_id = ? and day > current_date - 30`,
-          [row.id],
-        );
-      ctx.body = { query_usage_30_day: usage.n };
+      ctx.body = { query_usage_30_day: await store.readsInLast30Days(ctx.state.em, row.id) };
     },
   }),
 ];

@@ -1,12 +1,14 @@
 // Experiments, their holdouts and saved metrics.
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import { containsPattern } from '../../shared/db/sql.ts';
+import * as store from '../../shared/experiments/store.ts';
+import { recentEventsCarryFlagValues } from '../../shared/events/store.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { anyJson, dateTime, nullableDateTime, nullableInteger, nullableString, record } from '../http/schemas.ts';
-import { experimentRows, experimentSchema, serializeExperiment } from './serializers.ts';
+import { experimentSchema, serializeExperiment } from './serializers.ts';
 import { createExperiment, updateExperiment } from './service.ts';
 import { enqueue } from '../../shared/jobs.ts';
 
@@ -39,62 +41,25 @@ const writableProperties = {
 
 async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promise<any> {
   if (!/^\d{1,9}$/.test(id)) throw notFound();
-  const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ? and not x.deleted', [
-    ctx.state.project.id,
-    id,
-  ]);
+  const row = await store.findExperiment(ctx.state.em, ctx.state.project.id, id);
   if (!row) throw notFound();
   return row;
 }
 
-const ORDERS: Record<string, string> = {
-  created_at: 'x.created_at',
-  created_by: 'x.created_by_id',
-  updated_at: 'x.updated_at',
-  name: 'x.name',
-  start_date: 'x.start_date',
-  end_date: 'x.end_date',
-  duration: `(coalesce(x.end_date, now()) - x.start_date)`,
-  status: `(case when x.start_date is null then 0 when x.end_date is null then 1 else 2 end)`,
-};
+const STATUSES = new Set(['draft', 'running', 'complete']);
 
 async function list(ctx: ApiContext) {
   const q = ctx.state.query;
-  const where = [
-    'x.project_id = ?',
-    'not x.deleted',
-    String(q.archived).toLowerCase() === 'true' ? 'x.archived' : 'not x.archived',
-  ];
-  const params: unknown[] = [ctx.state.project.id];
   const status = String(q.status ?? '').toLowerCase();
-  if (status === 'draft') where.push('x.start_date is null');
-  if (status === 'running') where.push('x.start_date is not null and x.end_date is null');
-  if (status === 'complete') where.push('x.end_date is not null');
-  if (q.search) {
-    where.push('x.name ilike ?');
-    params.push(containsPattern(String(q.search)));
-  }
-  if (q.created_by_id !== undefined) {
-    where.push('x.created_by_id = ?');
-    params.push(q.created_by_id);
-  }
-  let order = 'x.created_at desc';
-  if (q.order) {
-    const desc = q.order.startsWith('-');
-    const column = ORDERS[desc ? q.order.slice(1) : q.order];
-    if (!column) throw validationError(`Invalid order field: '${q.order}'`, 'order');
-    order = `${column} ${desc ? 'desc' : 'asc'} nulls last`;
-  }
+  const filter: store.ExperimentFilter = {
+    archived: String(q.archived).toLowerCase() === 'true',
+    status: STATUSES.has(status) ? (status as store.ExperimentFilter['status']) : undefined,
+    search: q.search ? String(q.search) : undefined,
+    createdById: q.created_by_id,
+  };
+  if (q.order && !store.isExperimentOrder(q.order)) throw validationError(`Invalid order field: '${q.order}'`, 'order');
   const page = pageOf(q);
-  const [{ count }] = await ctx.state.em
-    .getConnection()
-    .execute<any[]>(`select count(*)::int as count from experiment x where ${where.join(' and ')}`, params);
-  const rows = await experimentRows(
-    ctx.state.em,
-    where.join(' and '),
-    params,
-    `order by ${order}, x.id desc limit ${page.limit} offset ${page.offset}`,
-  );
+  const { count, rows } = await store.listExperiments(ctx.state.em, ctx.state.project.id, filter, q.order, page);
   ctx.body = paginated(ctx, page, count, rows.map(serializeExperiment));
 }
 
@@ -106,16 +71,7 @@ async function duplicate(ctx: ApiContext) {
     (typeof body.feature_flag_key !== 'string' || body.feature_flag_key === '')
   )
     throw validationError('Not a valid string.', 'feature_flag_key');
-  const names = new Set(
-    (
-      await ctx.state.em
-        .getConnection()
-        .execute<any[]>(`select name from experiment where project_id = ? and not deleted and name like ?`, [
-          ctx.state.project.id,
-          `${source.name} (Copy)%`,
-        ])
-    ).map((r) => r.name),
-  );
+  const names = await store.experimentNamesStartingWith(ctx.state.em, ctx.state.project.id, `${source.name} (Copy)`);
   let name = `${source.name} (Copy)`;
   for (let n = 1; names.has(name); n++) name = `${source.name} (Copy) ${n}`;
   const id = await createExperiment(ctx.state.em, actorOf(ctx), {
@@ -169,28 +125,18 @@ async function exposureCohort(ctx: ApiContext) {
       ],
     },
   };
-  let cohort: any;
-  await ctx.state.em.fork().transactional(async (tx) => {
-    const conn = tx.getConnection();
-    const txc = tx.getTransactionContext();
-    [cohort] = await conn.execute<any[]>(
-      `insert into cohort (project_id, name, filters, is_static, is_calculating, created_by_id) values (?, ?, ?::jsonb, false, true, ?) returning *`,
-      [
+  const cohort = await ctx.state.em
+    .fork()
+    .transactional((tx) =>
+      store.createExposureCohort(
+        tx as EntityManager,
         ctx.state.project.id,
+        experiment.id,
         `Users exposed to experiment "${experiment.name}"`,
-        JSON.stringify(filters),
+        filters,
         ctx.state.auth.userId,
-      ],
-      'all',
-      txc,
+      ),
     );
-    await conn.execute(
-      `update experiment set exposure_cohort_id = ? where id = ?`,
-      [cohort.id, experiment.id],
-      'run',
-      txc,
-    );
-  });
   ctx.body = {
     cohort: {
       id: cohort.id,
@@ -224,12 +170,7 @@ async function requiresFlagImplementation(ctx: ApiContext) {
     ctx.body = { result: true };
     return;
   }
-  const [row] = await ctx.state.em.getConnection().execute<any[]>(
-    `select exists (select 1 from (select properties from event where project_id = ? and event in (?) and timestamp > now() - interval '7 days' limit 20) s
-       where exists (select 1 from jsonb_object_keys(s.properties) k where k like '$feature/%')) as has_flags`,
-    [ctx.state.project.id, events],
-  );
-  ctx.body = { result: !row.has_flags };
+  ctx.body = { result: !(await recentEventsCarryFlagValues(ctx.state.em, ctx.state.project.id, events)) };
 }
 
 async function timeseries(ctx: ApiContext) {
@@ -238,18 +179,9 @@ async function timeseries(ctx: ApiContext) {
   if (!metric_uuid) throw validationError('metric_uuid query parameter is required');
   if (!fingerprint) throw validationError('fingerprint query parameter is required');
   if (!experiment.start_date) throw validationError('Experiment has not been started yet');
-  const rows = await ctx.state.em.getConnection().execute<any[]>(
-    `select day::text as day, status, result, error_message, computed_at, created_at, updated_at from experiment_metric_result
-      where experiment_id = ? and metric_uuid = ? and fingerprint = ? order by day`,
-    [experiment.id, metric_uuid, fingerprint],
-  );
+  const rows = await store.metricResults(ctx.state.em, experiment.id, metric_uuid, fingerprint);
   const tz = ctx.state.project.timezone;
-  const [{ days }] = await ctx.state.em
-    .getConnection()
-    .execute<any[]>(
-      `select array(select d::date::text from generate_series((?::timestamptz at time zone ?)::date, (coalesce(?::timestamptz, now()) at time zone ?)::date, interval '1 day') d) as days`,
-      [experiment.start_date, tz, experiment.end_date, tz],
-    );
+  const days = await store.daysBetween(ctx.state.em, experiment.start_date, experiment.end_date, tz);
   const series: Record<string, unknown> = Object.fromEntries((days as string[]).map((d) => [d, null]));
   const errors: Record<string, string> = {};
   let completed = 0;
@@ -419,11 +351,7 @@ export const experimentRoutes = [
     handler: async (ctx) => {
       const current = await findExperiment(ctx);
       await updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body);
-      const [row] = await experimentRows(ctx.state.em, 'x.project_id = ? and x.id = ?', [
-        ctx.state.project.id,
-        current.id,
-      ]);
-      ctx.body = serializeExperiment(row);
+      ctx.body = serializeExperiment(await store.findExperiment(ctx.state.em, ctx.state.project.id, current.id, true));
     },
   }),
   defineRoute({

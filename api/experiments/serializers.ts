@@ -1,6 +1,5 @@
-// The Experiment shape of the seed, read with one query per page (flag, holdout, creator and saved
-// metric links joined in), so a list costs the same number of queries however long it is.
-import type { EntityManager } from '@mikro-orm/postgresql';
+// The Experiment shape of the seed, from the rows shared/experiments/store.ts reads (flag, holdout,
+// creator and saved-metric links joined in).
 import { isoTimestamp } from '../../shared/time.ts';
 import {
   anyJson,
@@ -13,27 +12,7 @@ import {
   record,
   stringArray,
 } from '../http/schemas.ts';
-import { userBasic, userBasicSchema, userColumns } from '../users/serializers.ts';
-
-export const EXPERIMENT_SELECT = `
-  select x.*, ${userColumns('u', 'creator')}, ${userColumns('hu', 'holdout_creator')},
-    jsonb_build_object('id', f.id, 'team_id', f.project_id, 'name', f.name, 'key', f.key, 'filters', f.filters, 'deleted', f.deleted,
-      'active', f.active, 'ensure_experience_continuity', f.ensure_experience_continuity, 'has_encrypted_payloads', f.has_encrypted_payloads,
-      'version', f.version, 'evaluation_runtime', f.evaluation_runtime, 'evaluation_tags', to_jsonb(f.evaluation_tags)) as feature_flag,
-    case when h.id is null then null else jsonb_build_object('id', h.id, 'name', h.name, 'description', h.description, 'filters', h.filters,
-      'created_at', h.created_at, 'updated_at', h.updated_at) end as holdout,
-    coalesce((select jsonb_agg(jsonb_build_object('id', l.id, 'experiment', l.experiment_id, 'saved_metric', l.saved_metric_id,
-      'metadata', l.metadata, 'created_at', l.created_at, 'query', m.query, 'name', m.name) order by l.id)
-      from experiment_to_saved_metric l join experiment_saved_metric m on m.id = l.saved_metric_id where l.experiment_id = x.id), '[]'::jsonb) as saved_metrics
-  from experiment x
-  join feature_flag f on f.id = x.feature_flag_id
-  left join experiment_holdout h on h.id = x.holdout_id
-  left join app_user u on u.id = x.created_by_id
-  left join app_user hu on hu.id = h.created_by_id`;
-
-export async function experimentRows(em: EntityManager, where: string, params: unknown[], tail = ''): Promise<any[]> {
-  return em.getConnection().execute<any[]>(`${EXPERIMENT_SELECT} where ${where} ${tail}`, params);
-}
+import { userBasic, userBasicSchema } from '../users/serializers.ts';
 
 const iso = (v: unknown) => isoTimestamp(v as string | null);
 
@@ -149,3 +128,21 @@ export const experimentSchema = record({
   secondary_metrics_ordered_uuids: anyJsonArray,
   user_access_level: { type: 'string' },
 });
+
+/** The fields holdouts and saved metrics share. */
+export const sideRowBase = (row: Record<string, any>) => ({
+  id: row.id,
+  name: row.name,
+  description: row.description,
+  created_by: userBasic(row, 'creator'),
+  created_at: iso(row.created_at),
+  updated_at: iso(row.updated_at),
+});
+export const sideRowBaseSchema = {
+  id: { type: 'integer' },
+  name: { type: 'string' },
+  description: nullableString,
+  created_by: userBasicSchema,
+  created_at: dateTime,
+  updated_at: dateTime,
+};

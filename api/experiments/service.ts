@@ -4,11 +4,22 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { recordActivity, type Actor } from '../../shared/activity-log.ts';
 import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
+import {
+  findSideRow,
+  holdoutFilters as storedHoldoutFilters,
+} from '../../shared/experiments/holdout-and-metric-store.ts';
+import {
+  type FlagRef,
+  insertExperiment,
+  insertFlagUnlessTaken,
+  liveFlag,
+  replaceSavedMetricLinks,
+  updateExperimentColumns,
+  updateFlagFilters,
+} from '../../shared/experiments/store.ts';
 import { validationError } from '../http/errors.ts';
 
 type Tx = EntityManager;
-const run = (tx: Tx, sql: string, params: unknown[]) =>
-  tx.getConnection().execute<any[]>(sql, params, 'all', tx.getTransactionContext());
 
 export const DEFAULT_VARIANTS = [
   { key: 'control', name: 'Control Group', rollout_percentage: 50 },
@@ -54,8 +65,8 @@ function orderedUuids(existing: unknown, metrics: any[]): string[] | null {
 }
 
 async function savedMetricLinks(tx: Tx, actor: Actor, experimentId: number, ids: unknown) {
-  await run(tx, `delete from experiment_to_saved_metric where experiment_id = ?`, [experimentId]);
-  if (ids === null || ids === undefined) return;
+  const links: { id: number; metadata: unknown }[] = [];
+  if (ids === null || ids === undefined) return replaceSavedMetricLinks(tx, experimentId, links);
   if (!Array.isArray(ids))
     throw validationError(
       `Expected a list of items but got type "${typeof ids === 'object' ? 'dict' : typeof ids}".`,
@@ -75,45 +86,26 @@ async function savedMetricLinks(tx: Tx, actor: Actor, experimentId: number, ids:
       throw validationError('Metadata must have a type key', 'saved_metrics_ids');
     if (!Number.isInteger(item.id))
       throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
-    const [metric] = await run(tx, `select id from experiment_saved_metric where id = ? and project_id = ?`, [
-      item.id,
-      actor.projectId,
-    ]);
-    if (!metric)
+    if (!(await findSideRow(tx, 'experiment_saved_metric', actor.projectId, item.id)))
       throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
-    await run(
-      tx,
-      `insert into experiment_to_saved_metric (experiment_id, saved_metric_id, metadata) values (?, ?, ?::jsonb)`,
-      [experimentId, item.id, JSON.stringify(item.metadata ?? {})],
-    );
+    links.push({ id: item.id, metadata: item.metadata });
   }
+  await replaceSavedMetricLinks(tx, experimentId, links);
 }
 
 async function holdoutFilters(tx: Tx, actor: Actor, holdoutId: unknown): Promise<any> {
   if (holdoutId === null || holdoutId === undefined) return null;
-  const [holdout] = Number.isInteger(holdoutId)
-    ? await run(tx, `select id, filters from experiment_holdout where id = ? and project_id = ?`, [
-        holdoutId,
-        actor.projectId,
-      ])
-    : [];
-  if (!holdout)
+  const filters = Number.isInteger(holdoutId)
+    ? await storedHoldoutFilters(tx, actor.projectId, holdoutId as number)
+    : null;
+  if (!filters)
     throw validationError(`Invalid pk "${String(holdoutId)}" - object does not exist.`, 'holdout_id', 'does_not_exist');
-  return holdout.filters;
-}
-
-interface FlagRef {
-  id: number;
-  filters: any;
+  return filters;
 }
 
 /** The live flag with this key, if any, checked to be usable by an experiment. */
 async function eligibleFlag(tx: Tx, actor: Actor, key: string): Promise<FlagRef | null> {
-  const [existing] = await run(
-    tx,
-    `select id, filters from feature_flag where project_id = ? and key = ? and not deleted`,
-    [actor.projectId, key],
-  );
+  const existing = await liveFlag(tx, actor.projectId, key);
   if (!existing) return null;
   const variants = existing.filters?.multivariate?.variants ?? [];
   if (variants.length < 2) throw validationError('Feature flag is not eligible for experiments.');
@@ -143,22 +135,18 @@ async function resolveFlag(
     holdout_groups: holdoutGroups ?? null,
     ...(holdoutGroups ? { holdout: holdoutOf(holdoutGroups) } : {}),
   };
-  // A concurrent request may make a flag with this key after the lookup: then that flag is the one,
-  // as if it had been there (not a unique-violation 500).
-  const [flag] = await run(
+  // A concurrent request may make a flag with this key after the lookup: then that flag is the one.
+  const flag = await insertFlagUnlessTaken(
     tx,
-    `insert into feature_flag (project_id, key, name, filters, active, ensure_experience_continuity, created_by_id)
-       values (?, ?, ?, ?::jsonb, ?, ?, ?)
-       on conflict (project_id, key) where not deleted do nothing returning id, filters`,
-    [
-      actor.projectId,
+    {
+      projectId: actor.projectId,
       key,
-      `Feature Flag for Experiment ${name}`,
-      JSON.stringify(filters),
-      !draft,
-      parameters?.ensure_experience_continuity === true,
-      actor.userId,
-    ],
+      name: `Feature Flag for Experiment ${name}`,
+      filters,
+      active: !draft,
+      continuity: parameters?.ensure_experience_continuity === true,
+    },
+    actor.userId,
   );
   const resolved = flag ?? (await eligibleFlag(tx, actor, key));
   if (!resolved) throw validationError('The feature flag key changed while saving; try again.', 'feature_flag_key');
@@ -197,38 +185,30 @@ export async function createExperiment(
       statsConfig,
       body.exposure_criteria,
     );
-    const [row] = await run(
-      tx as Tx,
-      `insert into experiment (project_id, name, description, filters, parameters, secondary_metrics, created_by_id, feature_flag_id, holdout_id,
-         start_date, end_date, archived, type, exposure_criteria, metrics, metrics_secondary, stats_config, conclusion, conclusion_comment,
-         primary_metrics_ordered_uuids, secondary_metrics_ordered_uuids, create_in_folder)
-       values (?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?::jsonb, ?) returning id`,
-      [
-        actor.projectId,
-        body.name,
-        body.description ?? null,
-        JSON.stringify(body.filters ?? {}),
-        JSON.stringify(body.parameters ?? {}),
-        JSON.stringify(body.secondary_metrics ?? []),
-        actor.userId,
-        flagId,
-        body.holdout_id ?? null,
-        body.start_date ?? null,
-        body.end_date ?? null,
-        body.archived ?? false,
-        body.type ?? 'product',
-        JSON.stringify(body.exposure_criteria ?? {}),
-        JSON.stringify(metrics),
-        JSON.stringify(secondary),
-        JSON.stringify(statsConfig),
-        body.conclusion ?? null,
-        body.conclusion_comment ?? null,
-        JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids, metrics)),
-        JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids, secondary)),
-        body._create_in_folder ?? null,
-      ],
-    );
-    id = row.id;
+    id = await insertExperiment(tx as Tx, {
+      project_id: actor.projectId,
+      name: body.name,
+      description: body.description ?? null,
+      filters: JSON.stringify(body.filters ?? {}),
+      parameters: JSON.stringify(body.parameters ?? {}),
+      secondary_metrics: JSON.stringify(body.secondary_metrics ?? []),
+      created_by_id: actor.userId,
+      feature_flag_id: flagId,
+      holdout_id: body.holdout_id ?? null,
+      start_date: body.start_date ?? null,
+      end_date: body.end_date ?? null,
+      archived: body.archived ?? false,
+      type: body.type ?? 'product',
+      exposure_criteria: JSON.stringify(body.exposure_criteria ?? {}),
+      metrics: JSON.stringify(metrics),
+      metrics_secondary: JSON.stringify(secondary),
+      stats_config: JSON.stringify(statsConfig),
+      conclusion: body.conclusion ?? null,
+      conclusion_comment: body.conclusion_comment ?? null,
+      primary_metrics_ordered_uuids: JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids, metrics)),
+      secondary_metrics_ordered_uuids: JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids, secondary)),
+      create_in_folder: body._create_in_folder ?? null,
+    });
     await savedMetricLinks(tx as Tx, actor, id, body.saved_metrics_ids);
     if (options.activity !== false)
       await recordActivity(tx as Tx, {
@@ -367,22 +347,7 @@ export async function updateExperiment(
     fields.secondary_metrics_ordered_uuids = JSON.stringify(
       orderedUuids(body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids, secondary),
     );
-    const jsonb = new Set([
-      'filters',
-      'parameters',
-      'secondary_metrics',
-      'exposure_criteria',
-      'primary_metrics_ordered_uuids',
-      'secondary_metrics_ordered_uuids',
-      'stats_config',
-      'metrics',
-      'metrics_secondary',
-    ]);
-    const sets = Object.keys(fields).map((k) => `${k} = ?${jsonb.has(k) ? '::jsonb' : ''}`);
-    await run(t, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [
-      ...Object.values(fields),
-      current.id,
-    ]);
+    await updateExperimentColumns(t, current.id, fields);
     if (body.saved_metrics_ids !== undefined) await savedMetricLinks(t, actor, current.id, body.saved_metrics_ids);
 
     // The flag: variants follow a draft's parameters; the holdout follows holdout_id; launch activates it.
@@ -401,12 +366,7 @@ export async function updateExperiment(
     }
     const launching = !launched && !!body.start_date;
     if (flagChanged || launching) {
-      await run(
-        t,
-        `update feature_flag set filters = ?::jsonb, active = active or ?, version = version + 1, updated_at = now()
-          where id = ?`,
-        [JSON.stringify(filters), launching, flag.id],
-      );
+      await updateFlagFilters(t, flag.id, filters, launching);
     }
     await recordActivity(t, {
       ...actor,

@@ -1,4 +1,5 @@
 import type { Context } from 'koa';
+import type { Page } from '../../shared/db/sql.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 
@@ -8,10 +9,7 @@ export const PAGE_QUERY_PROPERTIES = {
   offset: { type: 'integer', format: 'int64', description: 'Index of the first result.' },
 } as const;
 
-export interface Page {
-  limit: number;
-  offset: number;
-}
+export type { Page };
 
 /** DRF LimitOffsetPagination: a non-integer or non-positive limit falls back to 100; a bad offset is 0. */
 // Beyond this PostgreSQL's bigint LIMIT/OFFSET would overflow; no real page is that large.

@@ -1,4 +1,5 @@
 // Introspection: what a client's key is and whose it is, in PostHog's shapes.
+import { findPersonalApiKey, findUserWithCurrent } from '../../shared/accounts.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
 import { defineRoute } from '../http/routes.ts';
@@ -10,7 +11,7 @@ import {
   organizationDetailSchema,
 } from '../organizations/serializers.ts';
 import { visibleOrganizations, visibleProjects } from '../organizations/visibility.ts';
-import { userBasic, userBasicSchema, userColumns } from './serializers.ts';
+import { userBasic, userBasicSchema } from './serializers.ts';
 
 export const introspectionRoutes = [
   defineRoute({
@@ -37,9 +38,7 @@ export const introspectionRoutes = [
       },
     },
     handler: async (ctx) => {
-      const [key] = await ctx.state.em
-        .getConnection()
-        .execute<any[]>(`select * from personal_api_key where id = ?`, [ctx.state.auth.keyId]);
+      const key = await findPersonalApiKey(ctx.state.em, ctx.state.auth.keyId);
       ctx.body = {
         id: key.id,
         label: key.label,
@@ -74,13 +73,8 @@ export const introspectionRoutes = [
     handler: async (ctx) => {
       const em = ctx.state.em;
       const key = ctx.state.auth;
-      const [[user], organizations, projects] = await Promise.all([
-        em
-          .getConnection()
-          .execute<any[]>(
-            `select ${userColumns('u', 'user')}, u.current_organization_id, u.current_project_id from app_user u where u.id = ?`,
-            [key.userId],
-          ),
+      const [user, organizations, projects] = await Promise.all([
+        findUserWithCurrent(em, key.userId),
         visibleOrganizations(em, key),
         visibleProjects(em, key),
       ]);

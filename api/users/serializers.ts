@@ -1,22 +1,6 @@
 // The User shape of the seed (created_by, owner, updated_by, verified_by …).
 import { nullableOpenObject, nullableString, record } from '../http/schemas.ts';
 
-/** Columns of app_user as `<alias>_<column>` so one row can carry several users. */
-export const userColumns = (alias: string, prefix: string) =>
-  [
-    'id',
-    'uuid',
-    'distinct_id',
-    'first_name',
-    'last_name',
-    'email',
-    'is_email_verified',
-    'hedgehog_config',
-    'role_at_organization',
-  ]
-    .map((c) => `${alias}.${c} as ${prefix}_${c}`)
-    .join(', ');
-
 export function userBasic(row: Record<string, any>, prefix: string) {
   if (row[`${prefix}_id`] === null || row[`${prefix}_id`] === undefined) return null;
   return {

@@ -2,6 +2,7 @@
 // event equivalent to their change ($set, $delete_person_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
+import { rows, run } from '../db/sql.ts';
 
 export interface EventRow {
   uuid: string;
@@ -91,4 +92,17 @@ export async function upsertEventDefinitions(
     'run',
     ctx,
   );
+}
+
+/** PostHog's check: whether recent events of these names carry `$feature/…` properties (the SDK sends flag values). */
+export async function recentEventsCarryFlagValues(em: EntityManager, projectId: number, events: string[]) {
+  const [row] = await rows<{ has_flags: boolean }>(
+    em,
+    `select exists (
+       select 1 from (select properties from event
+                       where project_id = ? and event in (?) and timestamp > now() - interval '7 days' limit 20) s
+        where exists (select 1 from jsonb_object_keys(s.properties) k where k like '$feature/%')) as has_flags`,
+    [projectId, events],
+  );
+  return row.has_flags;
 }
