@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { bootstrapInstall } from '../shared/accounts.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
+import { rows } from '../shared/db/sql.ts';
 
 const { values } = parseArgs({
   options: {
@@ -17,7 +18,7 @@ const orm = await initOrm();
 try {
   await migrate(orm);
   const em = orm.em.fork();
-  const [{ count }] = await em.getConnection().execute<any[]>('select count(*)::int as count from app_user');
+  const [{ count }] = await rows<any>(em, 'select count(*)::int as count from app_user');
   if (count > 0 && values['if-new']) {
     console.log('This install already has users: migrated, nothing else to do.');
   } else if (count > 0 && !values.force) {

@@ -28,6 +28,7 @@ import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
 import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 import { JOBS } from '../shared/jobs.ts';
+import { rows, run } from '../shared/db/sql.ts';
 
 class UsageError extends Error {}
 /** Something the operator must fix (an unreachable service, a database to migrate): one line, exit 1. */
@@ -185,9 +186,7 @@ const projectIds = (value: unknown) =>
   });
 
 async function userByEmail(em: EntityManager, email: string): Promise<{ id: number; email: string }> {
-  const [user] = await em
-    .getConnection()
-    .execute<any[]>(`select id, email from app_user where lower(email) = lower(?)`, [email]);
+  const [user] = await rows<any>(em, `select id, email from app_user where lower(email) = lower(?)`, [email]);
   if (!user) throw new AccountError(`No user with the email ${email}`);
   return user;
 }
@@ -242,7 +241,8 @@ const commands: Record<string, Command> = {
     options: {},
     run: async (em) =>
       withTimes(
-        await em.getConnection().execute(
+        await rows(
+          em,
           `select o.id, o.name, (select count(*)::int from organization_membership m where m.organization_id = o.id) as members,
                 (select count(*)::int from project p where p.organization_id = o.id) as projects, o.created_at
            from organization o order by o.created_at, o.id`,
@@ -273,12 +273,11 @@ const commands: Record<string, Command> = {
     usage: '[--org ORG_ID]',
     options: text('org'),
     run: (em, v) =>
-      em
-        .getConnection()
-        .execute(
-          `select id, organization_id as organization, name, timezone, api_token from project where (?::text is null or organization_id::text = ?) order by id`,
-          [v.org ?? null, v.org ?? null],
-        ),
+      rows(
+        em,
+        `select id, organization_id as organization, name, timezone, api_token from project where (?::text is null or organization_id::text = ?) order by id`,
+        [v.org ?? null, v.org ?? null],
+      ),
   },
   'project rotate-token': {
     usage: '--project PROJECT_ID',
@@ -295,9 +294,11 @@ const commands: Record<string, Command> = {
     required: ['email', 'org'],
     run: async (em, v) => {
       const level = membershipLevel(String(v.level ?? 'member'));
-      const [first] = await em
-        .getConnection()
-        .execute<any[]>(`select id from project where organization_id::text = ? order by id limit 1`, [String(v.org)]);
+      const [first] = await rows<any>(
+        em,
+        `select id from project where organization_id::text = ? order by id limit 1`,
+        [String(v.org)],
+      );
       const user = await createUser(em, {
         email: String(v.email),
         organizationId: String(v.org),
@@ -313,7 +314,8 @@ const commands: Record<string, Command> = {
     usage: '',
     options: {},
     run: (em) =>
-      em.getConnection().execute(
+      rows(
+        em,
         `select u.id, u.email, u.is_active as active, (select count(*)::int from personal_api_key k where k.user_id = u.id) as keys,
                 array(select m.organization_id::text from organization_membership m where m.user_id = u.id order by m.organization_id) as organizations
            from app_user u order by u.id`,
@@ -346,14 +348,15 @@ const commands: Record<string, Command> = {
     options: text('user'),
     run: async (em, v) => {
       const userId = v.user ? (await userByEmail(em, String(v.user))).id : null;
-      const rows = await em.getConnection().execute(
+      const keys = await rows(
+        em,
         `select k.id, u.email as user, k.label, k.mask_value, coalesce(k.scopes, array['*']) as scopes,
                 coalesce(k.scoped_teams, '{}') as projects, coalesce(k.scoped_organizations, '{}') as organizations,
                 k.created_at, k.last_used_at, k.last_rolled_at
            from personal_api_key k join app_user u on u.id = k.user_id where (?::int is null or k.user_id = ?) order by k.created_at, k.id`,
         [userId, userId],
       );
-      return withTimes(rows, ['created_at', 'last_used_at', 'last_rolled_at']);
+      return withTimes(keys, ['created_at', 'last_used_at', 'last_rolled_at']);
     },
   },
   'key roll': {

@@ -24,7 +24,7 @@ export async function createOrganization(em: EntityManager, name: string) {
 async function requireOrganization(em: EntityManager, organizationId: string) {
   const found =
     isUuid(organizationId) &&
-    (await em.getConnection().execute<any[]>(`select 1 from organization where id = ?`, [organizationId])).length > 0;
+    (await rows<any>(em, `select 1 from organization where id = ?`, [organizationId])).length > 0;
   if (!found) throw new AccountError(`No organization with id ${organizationId}`);
 }
 
@@ -67,9 +67,7 @@ export async function createUser(
   if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(input.email) || input.email.length > 254)
     throw new AccountError(`Enter a valid email address: ${input.email}`);
   await requireOrganization(em, input.organizationId);
-  const taken = await em
-    .getConnection()
-    .execute<any[]>(`select 1 from app_user where lower(email) = lower(?)`, [input.email]);
+  const taken = await rows<any>(em, `select 1 from app_user where lower(email) = lower(?)`, [input.email]);
   if (taken.length > 0) throw new AccountError(`There is already a user with the email ${input.email}`);
   const user = em.create(User, {
     uuid: randomUUID(),
@@ -95,7 +93,8 @@ export class AccountError extends Error {}
 /** Adds a user to an organization, or changes their level there. */
 export async function setMembership(em: EntityManager, organizationId: string, userId: number, level: number) {
   await requireOrganization(em, organizationId);
-  await em.getConnection().execute(
+  await rows(
+    em,
     `insert into organization_membership (organization_id, user_id, level, joined_at) values (?, ?, ?, now())
      on conflict (organization_id, user_id) do update set level = excluded.level`,
     [organizationId, userId, level],
@@ -104,7 +103,7 @@ export async function setMembership(em: EntityManager, organizationId: string, u
 
 /** A deactivated user's keys answer 401 at once; reactivating brings them back. */
 export async function setUserActive(em: EntityManager, userId: number, active: boolean) {
-  await em.getConnection().execute(`update app_user set is_active = ? where id = ?`, [active, userId]);
+  await rows(em, `update app_user set is_active = ? where id = ?`, [active, userId]);
 }
 
 export const MAX_KEYS_PER_USER = 10;
@@ -130,9 +129,9 @@ async function checkKeyInput(em: EntityManager, input: KeyInput, limit: number |
   if (!input.label.trim()) throw new AccountError('label: This field may not be blank.');
   if (input.label.length > 40) throw new AccountError('label: Ensure this field has no more than 40 characters.');
   for (const scope of input.scopes ?? []) if (!isValidScope(scope)) throw new AccountError(`Invalid scope: ${scope}`);
-  const conn = em.getConnection();
   if (checkScoping && (input.scopedTeams?.length || input.scopedOrganizations?.length)) {
-    const [{ missing }] = await conn.execute<any[]>(
+    const [{ missing }] = await rows<any>(
+      em,
       `select (select count(*)::int from unnest(?::int[]) t(id)
                 where not exists (select 1 from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ? where p.id = t.id))
             + (select count(*)::int from unnest(?::text[]) o(id)
@@ -143,10 +142,9 @@ async function checkKeyInput(em: EntityManager, input: KeyInput, limit: number |
       throw new AccountError('You must be a member of all organizations/teams that you are scoping the key to.');
   }
   if (limit !== null) {
-    const [{ count }] = await conn.execute<any[]>(
-      `select count(*)::int as count from personal_api_key where user_id = ?`,
-      [input.userId],
-    );
+    const [{ count }] = await rows<any>(em, `select count(*)::int as count from personal_api_key where user_id = ?`, [
+      input.userId,
+    ]);
     if (count >= limit)
       throw new AccountError(
         `You can only have ${limit} personal API keys. Remove an existing key before creating a new one.`,
@@ -186,33 +184,29 @@ export async function createPersonalApiKey(
 /** A new secret for an existing key (same id, label and scopes); the old value stops working at once. */
 export async function rollPersonalApiKey(em: EntityManager, keyId: string): Promise<string> {
   const value = generatePersonalApiKey();
-  const rows = await em
-    .getConnection()
-    .execute<any[]>(
-      `update personal_api_key set secure_value = ?, mask_value = ?, last_rolled_at = now() where id = ? returning id`,
-      [hashPersonalApiKey(value), maskPersonalApiKey(value), keyId],
-    );
-  if (rows.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
+  const changed = await rows<any>(
+    em,
+    `update personal_api_key set secure_value = ?, mask_value = ?, last_rolled_at = now() where id = ? returning id`,
+    [hashPersonalApiKey(value), maskPersonalApiKey(value), keyId],
+  );
+  if (changed.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
   return value;
 }
 
 export async function revokePersonalApiKey(em: EntityManager, keyId: string): Promise<void> {
-  const rows = await em
-    .getConnection()
-    .execute<any[]>(`delete from personal_api_key where id = ? returning id`, [keyId]);
-  if (rows.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
+  const changed = await rows<any>(em, `delete from personal_api_key where id = ? returning id`, [keyId]);
+  if (changed.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
 }
 
 /** A new phc_ token for a project (PostHog's reset_token); SDKs holding the old one get 401. */
 export async function rotateProjectToken(em: EntityManager, projectId: number): Promise<string> {
   const token = generateProjectApiToken();
-  const rows = await em
-    .getConnection()
-    .execute<any[]>(`update project set api_token = ?, updated_at = now() where id = ? returning id`, [
-      token,
-      projectId,
-    ]);
-  if (rows.length === 0) throw new AccountError(`No project with id ${projectId}`);
+  const changed = await rows<any>(
+    em,
+    `update project set api_token = ?, updated_at = now() where id = ? returning id`,
+    [token, projectId],
+  );
+  if (changed.length === 0) throw new AccountError(`No project with id ${projectId}`);
   return token;
 }
 

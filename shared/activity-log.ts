@@ -1,6 +1,7 @@
 // The activity log: one writer for every resource (persons, experiments, event definitions).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
+import { rows } from './db/sql.ts';
 
 export interface ActivityChange {
   type: string;
@@ -37,7 +38,8 @@ export interface ActivityEntry {
 /** Writes an entry; pass the transaction's `em` so the entry commits with the change it records. */
 export async function recordActivity(em: EntityManager, entry: ActivityEntry): Promise<void> {
   const detail = { changes: null, trigger: null, type: null, name: null, short_id: null, ...entry.detail };
-  await em.getConnection().execute(
+  await rows(
+    em,
     `insert into activity_log (id, project_id, organization_id, user_id, is_system, scope, item_id, activity, detail)
      values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)`,
     [
@@ -51,7 +53,5 @@ export async function recordActivity(em: EntityManager, entry: ActivityEntry): P
       entry.activity,
       JSON.stringify(detail),
     ],
-    'all',
-    em.getTransactionContext(),
   );
 }

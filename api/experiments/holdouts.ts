@@ -50,7 +50,7 @@ function columnsOf(body: Record<string, any>, partial: boolean): Record<string, 
 
 /** Tags each group with the holdout's variant and puts the groups on its experiments' flags. */
 async function syncFlags(tx: EntityManager, id: number, filters: unknown[] | null) {
-  const groups = filters && filters.map((f) => ({ ...(f as object), variant: `holdout-${id}` }));
+  const groups = filters ? filters.map((f) => ({ ...(f as object), variant: `holdout-${id}` })) : null;
   const exclusion = Number((groups?.[0] as { rollout_percentage?: unknown })?.rollout_percentage ?? 0);
   await store.setHoldoutGroups(tx, id, groups, groups ? { id, exclusion_percentage: exclusion } : null);
 }

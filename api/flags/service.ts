@@ -10,6 +10,7 @@ import {
   type FlagEvaluation,
 } from '../../shared/flags/evaluate.ts';
 import type { FlagCache, ProjectFlags } from './cache.ts';
+import { rows } from '../../shared/db/sql.ts';
 
 export interface StoredFlag extends FlagDefinition {
   name: string;
@@ -24,7 +25,8 @@ export interface PreparedFlag extends StoredFlag {
 }
 
 export async function activeFlags(em: EntityManager, projectId: number): Promise<StoredFlag[]> {
-  return em.getConnection().execute<StoredFlag[]>(
+  return rows<StoredFlag>(
+    em,
     `select id, key, name, version, active, deleted, filters, ensure_experience_continuity, evaluation_runtime
        from feature_flag where project_id = ? and active and not deleted order by id`,
     [projectId],
@@ -77,9 +79,9 @@ export async function evaluateFlagsForPerson(
   const needsPerson = flags.some(
     (f) => f.ensure_experience_continuity || f.personKeys.some((k) => !Object.hasOwn(sent, k)),
   );
-  const conn = em.getConnection();
   const [person] = needsPerson
-    ? await conn.execute<{ id: string; properties: Record<string, unknown> }[]>(
+    ? await rows<{ id: string; properties: Record<string, unknown> }>(
+        em,
         `select p.id, p.properties from person_distinct_id d join person p on p.id = d.person_id
           where d.project_id = ? and d.distinct_id = ?`,
         [projectId, request.distinctId],
@@ -90,14 +92,16 @@ export async function evaluateFlagsForPerson(
   const continuity = flags.filter((f) => f.ensure_experience_continuity);
   if (person && continuity.length) {
     if (request.anonDistinctId) {
-      await conn.execute(
+      await rows(
+        em,
         `insert into feature_flag_hash_key_override (project_id, person_id, feature_flag_key, hash_key)
          select ?, ?, k.key, ? from jsonb_array_elements_text(?::jsonb) as k(key)
          on conflict (project_id, person_id, feature_flag_key) do nothing`,
         [projectId, person.id, request.anonDistinctId, JSON.stringify(continuity.map((f) => f.key))],
       );
     }
-    const overrides = await conn.execute<{ feature_flag_key: string; hash_key: string }[]>(
+    const overrides = await rows<{ feature_flag_key: string; hash_key: string }>(
+      em,
       `select feature_flag_key, hash_key from feature_flag_hash_key_override where project_id = ? and person_id = ?`,
       [projectId, person.id],
     );

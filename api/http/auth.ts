@@ -7,6 +7,7 @@ import type { AuthCache } from './auth-cache.ts';
 import { hashPersonalApiKey } from '../../shared/auth/tokens.ts';
 import { scopesGrant } from '../../shared/auth/scopes.ts';
 import { authenticationFailed, notAuthenticated, notFound, permissionDenied } from './errors.ts';
+import { rows, run } from '../../shared/db/sql.ts';
 
 export interface AuthenticatedKey {
   keyId: string;
@@ -77,7 +78,8 @@ export async function authenticate(
   if (!row) {
     const generation = cache?.snapshot() ?? 0;
     // The key's columns are prefixed key_; every other column is the project's.
-    const rows = await em.getConnection().execute<any[]>(
+    const keyRows = await rows<any>(
+      em,
       `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
               k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at, u.current_project_id as key_current_project_id, p.*
          from personal_api_key k join app_user u on u.id = k.user_id
@@ -85,7 +87,7 @@ export async function authenticate(
         where k.secure_value = ? and u.is_active`,
       [wanted !== null, typeof wanted === 'number' ? wanted : null, secureValue],
     );
-    row = rows[0];
+    row = keyRows[0];
     if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
     cache?.store(cacheKey, row, generation);
   }
@@ -94,9 +96,7 @@ export async function authenticate(
   const lastUsed = row.key_last_used_at ? new Date(row.key_last_used_at).getTime() : 0;
   if (Date.now() - lastUsed > 3600_000) {
     row.key_last_used_at = new Date();
-    em.getConnection()
-      .execute(`update personal_api_key set last_used_at = now() where id = ?`, [row.key_id])
-      .catch(() => undefined);
+    run(em, `update personal_api_key set last_used_at = now() where id = ?`, [row.key_id]).catch(() => undefined);
   }
   const key: AuthenticatedKey = {
     keyId: row.key_id,
@@ -138,10 +138,11 @@ export async function resolveProject(
     const projectId =
       wanted === 'current' ? (key.currentProjectId ?? (await firstAccessibleProjectId(em, key))) : wanted;
     if (projectId === null) throw notFound('Project not found.');
-    const rows = await em
-      .getConnection()
-      .execute<ProjectWithMembership[]>(`${projectWithMembership('?')} where p.id = ?`, [key.userId, projectId]);
-    project = rows[0] ?? null;
+    const found = await rows<ProjectWithMembership>(em, `${projectWithMembership('?')} where p.id = ?`, [
+      key.userId,
+      projectId,
+    ]);
+    project = found[0] ?? null;
   }
   if (!project) throw notFound('Project not found.');
   if (key.scopedTeams?.length && !key.scopedTeams.includes(project.id))
@@ -156,12 +157,13 @@ export async function resolveProject(
 }
 
 async function firstAccessibleProjectId(em: EntityManager, key: AuthenticatedKey): Promise<number | null> {
-  const rows = await em.getConnection().execute<any[]>(
+  const found = await rows<any>(
+    em,
     `select p.id from project p join organization_membership m on m.organization_id = p.organization_id
       where m.user_id = ? order by p.id limit 1`,
     [key.userId],
   );
-  return rows[0]?.id ?? null;
+  return found[0]?.id ?? null;
 }
 
 /** Compares a secret sent by a client with the configured one in constant time (lengths included). */

@@ -1,6 +1,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from './errors.ts';
 import type { ProjectRow } from './auth.ts';
+import { rows } from '../../shared/db/sql.ts';
 
 /** PostHog's answer when an SDK's project API key (phc_…) is missing or unknown. */
 export const invalidProjectToken = () =>
@@ -15,9 +16,7 @@ export const invalidProjectToken = () =>
 export async function projectByApiToken(em: EntityManager, token: unknown): Promise<ProjectRow> {
   if (typeof token !== 'string' || token.trim() === '' || token.length > 200 || token.includes('\u0000'))
     throw invalidProjectToken();
-  const [project] = await em
-    .getConnection()
-    .execute<ProjectRow[]>(`select * from project where api_token = ?`, [token.trim()]);
+  const [project] = await rows<ProjectRow>(em, `select * from project where api_token = ?`, [token.trim()]);
   if (!project) throw invalidProjectToken();
   return project;
 }

@@ -7,6 +7,7 @@ import { guardCredentialCheck } from '../http/throttle.ts';
 import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
+import { rows } from '../../shared/db/sql.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
@@ -111,7 +112,7 @@ export const opsRoutes = [
         (usable): Check => (usable === null ? 'disabled' : usable ? 'ok' : 'unavailable'),
       );
       const [postgres, redis, queues, throttleCheck] = await Promise.all([
-        check('postgres', () => ctx.state.em.getConnection().execute('select 1')),
+        check('postgres', () => rows(ctx.state.em, 'select 1')),
         check('redis', () => deps.redis.ping()),
         // A BullMQ script on the deletions queue's keys: what enqueueing a request needs.
         check('queues', () => deps.queues.deletions.getJobCounts('wait')),

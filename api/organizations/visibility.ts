@@ -2,7 +2,7 @@
 // projects, narrowed by the key's organization and project scoping. One rule for /api/projects/,
 // /api/organizations/… and /api/users/@me, so a scoped key sees the same world everywhere.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, isUuid } from '../../shared/db/sql.ts';
+import { pgArray, isUuid, rows } from '../../shared/db/sql.ts';
 import type { AuthenticatedKey, ProjectRow } from '../http/auth.ts';
 import { notFound, permissionDenied } from '../http/errors.ts';
 
@@ -24,7 +24,8 @@ const scoping = (key: AuthenticatedKey) => ({
 /** The key's organizations, oldest first. A project-scoped key sees the organizations of its projects. */
 export async function visibleOrganizations(em: EntityManager, key: AuthenticatedKey): Promise<OrganizationRow[]> {
   const { organizations, teams } = scoping(key);
-  return em.getConnection().execute<OrganizationRow[]>(
+  return rows<OrganizationRow>(
+    em,
     `select o.*, m.level, (select count(*)::int from organization_membership c where c.organization_id = o.id) as member_count
        from organization o join organization_membership m on m.organization_id = o.id and m.user_id = ?
       where (?::uuid[] is null or o.id = any(?::uuid[]))
@@ -41,7 +42,8 @@ export async function visibleProjects(
   organizationId: string | null = null,
 ): Promise<ProjectRow[]> {
   const { organizations, teams } = scoping(key);
-  return em.getConnection().execute<ProjectRow[]>(
+  return rows<ProjectRow>(
+    em,
     `select p.* from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ?
       where (?::uuid[] is null or p.organization_id = any(?::uuid[]))
         and (?::int[] is null or p.id = any(?::int[]))
@@ -67,9 +69,7 @@ export async function resolveOrganization(
   ]);
   let organization: OrganizationRow | undefined;
   if (param === '@current') {
-    const [user] = await em
-      .getConnection()
-      .execute<any[]>(`select current_organization_id from app_user where id = ?`, [key.userId]);
+    const [user] = await rows<any>(em, `select current_organization_id from app_user where id = ?`, [key.userId]);
     organization = visible.find((o) => o.id === user?.current_organization_id) ?? visible[0];
   } else if (isUuid(param)) {
     organization = memberOf.find((o) => o.id === param.toLowerCase());

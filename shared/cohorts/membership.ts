@@ -12,6 +12,7 @@ import {
   type SqlFragment,
 } from '../persons/property-filters.ts';
 import { isStorableInstant } from '../time.ts';
+import { rows } from '../db/sql.ts';
 
 interface CohortRow {
   id: number;
@@ -45,14 +46,13 @@ export async function cohortFilterResolver(
   const cohorts = new Map<number, CohortRow>();
   let pending = [...referencedCohorts(filters)];
   for (let depth = 0; pending.length && depth < MAX_NESTING; depth++) {
-    const rows = await em
-      .getConnection()
-      .execute<CohortRow[]>(
-        `select id, is_static, filters from cohort where project_id = ? and not deleted and id in (?)`,
-        [projectId, pending],
-      );
-    for (const row of rows) cohorts.set(row.id, row);
-    pending = rows.flatMap((r) => [...referencedCohorts(r.filters?.properties)]).filter((id) => !cohorts.has(id));
+    const found = await rows<CohortRow>(
+      em,
+      `select id, is_static, filters from cohort where project_id = ? and not deleted and id in (?)`,
+      [projectId, pending],
+    );
+    for (const row of found) cohorts.set(row.id, row);
+    pending = found.flatMap((r) => [...referencedCohorts(r.filters?.properties)]).filter((id) => !cohorts.has(id));
   }
   return buildResolver(projectId, cohorts, 0);
 }

@@ -24,8 +24,6 @@ const ROW_PLACEHOLDERS = '(?::uuid, ?::int, ?, ?, ?::uuid, ?::jsonb, ?::timestam
  */
 export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<void> {
   if (rows.length === 0) return;
-  const conn = em.getConnection();
-  const ctx = em.getTransactionContext();
   for (let start = 0; start < rows.length; start += 500) {
     const chunk = rows.slice(start, start + 500);
     const values: unknown[] = [];
@@ -42,12 +40,11 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
       );
       return ROW_PLACEHOLDERS;
     });
-    await conn.execute(
+    await run(
+      em,
       `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
        values ${tuples.join(', ')} on conflict do nothing`,
       values,
-      'run',
-      ctx,
     );
   }
   await upsertEventDefinitions(em, rows, now);
@@ -71,26 +68,22 @@ export async function upsertEventDefinitions(
   for (const row of rows) unique.set(`${row.projectId}\u0000${row.event}`, row);
   if (unique.size === 0) return;
   const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order
-  const conn = em.getConnection();
-  const ctx = em.getTransactionContext();
   const payload = JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })));
-  await conn.execute(
+  await run(
+    em,
     `insert into event_definition (id, project_id, name, created_at, last_seen_at)
      select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz
        from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)
      on conflict (project_id, name) do nothing`,
     [seenAt, seenAt, payload],
-    'run',
-    ctx,
   );
-  await conn.execute(
+  await run(
+    em,
     `update event_definition e set last_seen_at = ?::timestamptz
        from jsonb_to_recordset(?::jsonb) as d(project_id int, name text)
       where e.project_id = d.project_id and e.name = d.name
         and (e.last_seen_at is null or e.last_seen_at < ?::timestamptz - make_interval(secs => ?))`,
     [seenAt, payload, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
-    'run',
-    ctx,
   );
 }
 
@@ -105,4 +98,22 @@ export async function recentEventsCarryFlagValues(em: EntityManager, projectId: 
     [projectId, events],
   );
   return row.has_flags;
+}
+
+// ---- partitions (monthly; the function is migration 0019's ensure_event_partitions) ----
+
+/** Creates the monthly partitions due in the next `monthsAhead` months; returns the new tables' names. */
+export async function ensureEventPartitions(em: EntityManager, monthsAhead: number): Promise<string[]> {
+  const created = await rows<{ name: string }>(em, `select ensure_event_partitions(?) as name`, [monthsAhead]);
+  return created.map((r) => r.name);
+}
+
+/** Where the event table's first monthly partition begins, read from the catalog (null: none yet). */
+export async function firstMonthlyPartitionStart(em: EntityManager): Promise<string | null> {
+  const [{ start }] = await rows<{ start: string | null }>(
+    em,
+    `select min(substring(pg_get_expr(c.relpartbound, c.oid) from $$FROM \\('([^']+)'\\)$$)::timestamptz)::text as start
+       from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
+  );
+  return start;
 }

@@ -9,6 +9,7 @@
 // aggregates (per person and day for a mean, the time each funnel step is reached for a funnel),
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { rows, run } from '../db/sql.ts';
 import { compareVariants, type ExperimentResult, type MetricKind, type VariantStats } from './stats.ts';
 
 export interface ExperimentForResults {
@@ -95,9 +96,6 @@ const memberEvents = (events: string[], columns: string) => `ev as materialized 
 
 const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
 
-type Conn = ReturnType<EntityManager['getConnection']>;
-type Ctx = ReturnType<EntityManager['getTransactionContext']>;
-
 interface Range {
   days: number;
   dayText: string;
@@ -127,13 +125,11 @@ export async function computeExperimentSeries(
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
   return em.transactional(async (tx) => {
-    const conn = tx.getConnection();
-    const ctx = tx.getTransactionContext();
-    await conn.execute(`set local work_mem = '${WORK_MEM}'`, [], 'run', ctx);
+    await run(tx, `set local work_mem = '${WORK_MEM}'`);
     const variants = JSON.stringify(experiment.variants);
     const { projectId, flagKey } = experiment;
-    await conn.execute(MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText], 'run', ctx);
-    await conn.execute(`analyze experiment_members`, [], 'run', ctx);
+    await run(tx, MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
+    await run(tx, `analyze experiment_members`);
     const out: (MetricResult[] | Error)[] = [];
     for (const shape of shapes) {
       if (shape instanceof Error) {
@@ -142,9 +138,7 @@ export async function computeExperimentSeries(
       }
       try {
         // A savepoint each, so a failing metric leaves the transaction usable for the next.
-        const series = await tx.transactional((inner) =>
-          metricSeries(inner.getConnection(), inner.getTransactionContext(), experiment, shape, range),
-        );
+        const series = await tx.transactional((inner) => metricSeries(inner, experiment, shape, range));
         out.push(series);
       } catch (e) {
         out.push(e as Error);
@@ -155,8 +149,7 @@ export async function computeExperimentSeries(
 }
 
 async function metricSeries(
-  conn: Conn,
-  ctx: Ctx,
+  em: EntityManager,
   experiment: ExperimentForResults,
   shape: NonNullable<ReturnType<typeof metricShape>>,
   range: Range,
@@ -176,7 +169,8 @@ async function metricSeries(
     // Per person and day the sum of values (before: the person's sum of the days before), then per
     // variant and day the change of n, Σv and Σv²: Σv² grows by (v+δ)² − v² = 2vδ + δ²; a person who
     // leaves takes their whole v and v² with them. Sums stay numeric (exact) until the end.
-    const rows = await conn.execute<any[]>(
+    const found = await rows<any>(
+      em,
       `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop')},
        per_day as (
          select person_id, variant, day_out, ${dayOf('t')} as day, sum(${value}) as delta
@@ -198,10 +192,8 @@ async function metricSeries(
               (sum(sum(dq)) over w)::float8 as total_sq
          from changes group by variant, day window w as (partition by variant order by day)`,
       [...(shape.mathProperty ? [shape.mathProperty] : []), ...scan, dayText],
-      'all',
-      ctx,
     );
-    for (const r of rows) {
+    for (const r of found) {
       // Cumulative values at the days with changes, carried forward to the days after.
       const s = series(sums, r.variant, () => ({ total: zeros(), totalSq: zeros() }));
       const c = series(n, r.variant, zeros);
@@ -219,7 +211,8 @@ async function metricSeries(
          join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
     );
     const reached = shape.events.map((_, i) => `select ${i} as step, person_id, t from s${i + 1}`).join(' union all ');
-    const rows = await conn.execute<any[]>(
+    const found = await rows<any>(
+      em,
       `with ${memberEvents(eventsOf, 'm.event')},
        fe as materialized (select person_id, event, t from mev),
        s0 as (select person_id, t0 as t from experiment_members),
@@ -233,10 +226,8 @@ async function metricSeries(
          union all select variant, day_out, step, -1 from reached where day < day_out)
        select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
       [...scan, ...shape.events, dayText],
-      'all',
-      ctx,
     );
-    for (const r of rows) {
+    for (const r of found) {
       const target =
         r.step < 0 ? series(n, r.variant, zeros) : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
       for (let d = r.day; d < days; d++) target[d] += r.d;

@@ -3,6 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { storeEvents } from '../events/store.ts';
 import { processPersons, type IngestEvent } from './persons.ts';
+import { run } from '../db/sql.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
@@ -32,14 +33,7 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
         );
         await storeRecordings(tx as EntityManager, projectId, recordings);
         if (!projectsIngesting.has(projectId))
-          await tx
-            .getConnection()
-            .execute(
-              `update project set ingested_event = true where id = ? and not ingested_event`,
-              [projectId],
-              'run',
-              tx.getTransactionContext(),
-            );
+          await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
       });
       projectsIngesting.add(projectId);
       return;
@@ -69,9 +63,8 @@ async function storeRecordings(
       data: r.properties.$snapshot_data ?? r.properties.$snapshot_items ?? r.properties,
     })),
   );
-  const conn = em.getConnection();
-  const ctx = em.getTransactionContext();
-  await conn.execute(
+  await run(
+    em,
     `insert into session_recording (project_id, session_id, distinct_id, person_id, start_time, end_time, snapshot_count)
      select ?, r.session_id, min(r.distinct_id), (array_agg(r.person_id))[1], min(r.timestamp), max(r.timestamp), count(*)
        from jsonb_to_recordset(?::jsonb) as r(session_id text, distinct_id text, person_id uuid, timestamp timestamptz)
@@ -81,14 +74,11 @@ async function storeRecordings(
        end_time = greatest(session_recording.end_time, excluded.end_time),
        snapshot_count = session_recording.snapshot_count + excluded.snapshot_count`,
     [projectId, payload],
-    'run',
-    ctx,
   );
-  await conn.execute(
+  await run(
+    em,
     `insert into session_recording_snapshot (project_id, session_id, timestamp, data)
      select ?, r.session_id, r.timestamp, coalesce(r.data, 'null'::jsonb) from jsonb_to_recordset(?::jsonb) as r(session_id text, timestamp timestamptz, data jsonb)`,
     [projectId, payload],
-    'run',
-    ctx,
   );
 }

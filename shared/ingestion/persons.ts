@@ -3,7 +3,7 @@
 // Runs inside the request's transaction; persons are locked (FOR UPDATE) before they are changed, so
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray } from '../db/sql.ts';
+import { pgArray, rows } from '../db/sql.ts';
 import { logger } from '../logger.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
@@ -104,7 +104,7 @@ class PersonSession {
   }
 
   private execute<T = any>(sql: string, params: unknown[]): Promise<T> {
-    return this.em.getConnection().execute(sql, params, 'all', this.em.getTransactionContext()) as Promise<T>;
+    return rows(this.em, sql, params) as Promise<T>;
   }
 
   uuidOf(distinctId: string): string | undefined {

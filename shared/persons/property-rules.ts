@@ -1,6 +1,7 @@
 // The person-property rules, the one implementation serving capture ($set/$set_once/$unset on
 // events) and the person endpoints (PATCH, update_property, delete_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { rows } from '../db/sql.ts';
 
 export type Properties = Record<string, unknown>;
 
@@ -78,22 +79,17 @@ export async function updateStoredPersonProperties(
   personId: string | number,
   update: PropertyUpdate,
 ): Promise<PersonRow | null> {
-  const conn = em.getConnection();
-  const ctx = em.getTransactionContext();
-  const [person] = await conn.execute<PersonRow[]>(
-    `select * from person where project_id = ? and id = ? for update`,
-    [projectId, personId],
-    'all',
-    ctx,
-  );
+  const [person] = await rows<PersonRow>(em, `select * from person where project_id = ? and id = ? for update`, [
+    projectId,
+    personId,
+  ]);
   if (!person) return null;
   const { properties, changed } = applyPropertyUpdate(person.properties, update);
   if (!changed) return person;
-  const [updated] = await conn.execute<PersonRow[]>(
+  const [updated] = await rows<PersonRow>(
+    em,
     `update person set properties = ?::jsonb, version = version + 1 where id = ? returning *`,
     [JSON.stringify(properties), person.id],
-    'all',
-    ctx,
   );
   return updated;
 }

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { defaultSchedules } from '../../shared/schedules.ts';
 import { loadConfig } from '../../shared/config.ts';
-import { firstMonthlyPartitionStart } from '../../worker/jobs/event-partitions.ts';
+import { firstMonthlyPartitionStart } from '../../shared/events/store.ts';
 import { sql } from '../db.ts';
 import { settledJob, workerWithAccount } from '../helpers.ts';
 
@@ -85,7 +85,7 @@ describe('event partitions', () => {
   });
 
   it('reads where the first monthly partition begins from the catalog (the deletion probe relies on it)', async () => {
-    const start = new Date((await firstMonthlyPartitionStart(worker.deps.orm.em.fork().getConnection()))!);
+    const start = new Date((await firstMonthlyPartitionStart(worker.deps.orm.em.fork()))!);
     expect(start.getTime()).toBe(Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), 1));
     expect(start.getTime()).toBeLessThanOrEqual(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1));
     expect((await sql(worker.deps.orm, `select to_regclass(?) as t`, [monthName(start)]))[0].t).not.toBeNull();

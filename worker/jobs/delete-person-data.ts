@@ -7,7 +7,8 @@ import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../../shared/jobs.ts';
-import { pgArray } from '../../shared/db/sql.ts';
+import { pgArray, rows, run } from '../../shared/db/sql.ts';
+import { firstMonthlyPartitionStart } from '../../shared/events/store.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { config } from '../../shared/config.ts';
 import {
@@ -21,7 +22,6 @@ import {
   renewLeases,
   type ClaimedDeletion,
 } from '../../shared/deletions/store.ts';
-import { firstMonthlyPartitionStart } from './event-partitions.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -79,7 +79,7 @@ export async function deletePersonData(
     let survivors: number;
     if (row.deletion_type === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
-      const monthsStart = await firstMonthlyPartitionStart(em.getConnection());
+      const monthsStart = await firstMonthlyPartitionStart(em);
       for (const group of groups) await deleteGroupEvents(em, id, row.project_id, group, monthsStart, chunkDone);
       survivors = await countEventSurvivors(em, row.project_id, groups);
     } else {
@@ -175,7 +175,8 @@ async function oldestEventBounds(
   // Without monthly partitions every row is in the default partition: the first probe takes them all.
   const start = monthsStart ?? 'infinity';
   const probes = [projectId, start, g.cutoff, projectId, start, g.cutoff];
-  const [bounds] = await em.getConnection().execute<{ lo: number | null; hi: number }[]>(
+  const [bounds] = await rows<{ lo: number | null; hi: number }>(
+    em,
     `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
        select ${oldest('person_id')} as oldest from unnest(?::uuid[]) k
        union all
@@ -208,21 +209,17 @@ async function deleteGroupEvents(
   for (let from = lo; from < hi; ) {
     const to = Math.min(from + span, hi);
     const n = await em.transactional(async (tx) => {
-      const ctx = tx.getTransactionContext();
       // No WAL flush wait per window (~10 ms each here). Safe: a crash loses only a suffix of the WAL,
       // so the request's completion (delete_verified_at, committed synchronously) is never durable
       // without these deletes; a window lost with its rows_deleted is redone by the retry.
-      await tx.getConnection().execute(`set local synchronous_commit = off`, [], 'run', ctx);
-      const result = await tx
-        .getConnection()
-        .execute<{ affectedRows: number }>(
-          `delete from event where ${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`,
-          [...groupEventParams(projectId, g), from, to],
-          'run',
-          ctx,
-        );
-      await addRowsDeleted(tx as EntityManager, leadId, result.affectedRows);
-      return result.affectedRows;
+      await run(tx, `set local synchronous_commit = off`, []);
+      const deleted = await run(
+        tx,
+        `delete from event where ${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`,
+        [...groupEventParams(projectId, g), from, to],
+      );
+      await addRowsDeleted(tx as EntityManager, leadId, deleted);
+      return deleted;
     });
     await chunkDone(n);
     // Aim the next window at DELETE_CHUNK rows, changing its length at most eightfold per step.
@@ -247,12 +244,11 @@ async function countEventSurvivors(
 ): Promise<number> {
   let survivors = 0;
   for (const g of groups) {
-    const [row] = await em
-      .getConnection()
-      .execute<{ n: number }[]>(
-        `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`,
-        groupEventParams(projectId, g),
-      );
+    const [row] = await rows<{ n: number }>(
+      em,
+      `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`,
+      groupEventParams(projectId, g),
+    );
     survivors += row.n;
   }
   return survivors;
@@ -281,28 +277,22 @@ const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid,
 /** Recordings: a chunk of sessions, snapshots first, progress in the same transaction. */
 async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, deletionId: string): Promise<number> {
   return em.transactional(async (tx) => {
-    const c = tx.getConnection();
-    const ctx = tx.getTransactionContext();
-    const sessions = await c.execute<{ session_id: string }[]>(
+    const sessions = await rows<{ session_id: string }>(
+      tx,
       `select session_id from session_recording where ${RECORDING_MATCH} order by id limit ? for update skip locked`,
       [...recordingMatchParams(t), Math.max(1, Math.floor(DELETE_CHUNK / 50))],
-      'all',
-      ctx,
     );
     if (sessions.length === 0) return 0;
     const ids = pgArray(sessions.map((s) => s.session_id));
-    const snapshots = await c.execute<any[]>(
+    const snapshots = await rows<any>(
+      tx,
       `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[]) returning 1`,
       [t.projectId, ids],
-      'all',
-      ctx,
     );
-    await c.execute(
-      `delete from session_recording where project_id = ? and session_id = any(?::text[])`,
-      [t.projectId, ids],
-      'run',
-      ctx,
-    );
+    await run(tx, `delete from session_recording where project_id = ? and session_id = any(?::text[])`, [
+      t.projectId,
+      ids,
+    ]);
     const n = sessions.length + snapshots.length;
     await addRowsDeleted(tx as EntityManager, deletionId, n);
     return n;
@@ -310,11 +300,10 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
 }
 
 async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
-  const [row] = await em
-    .getConnection()
-    .execute<any[]>(
-      `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`,
-      recordingMatchParams(t),
-    );
+  const [row] = await rows<any>(
+    em,
+    `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`,
+    recordingMatchParams(t),
+  );
   return row.n;
 }

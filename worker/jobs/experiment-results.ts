@@ -7,6 +7,7 @@ import type { Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
 import type { WorkerDeps } from '../deps.ts';
+import { rows, run } from '../../shared/db/sql.ts';
 
 const DAY = 86400_000;
 
@@ -16,9 +17,9 @@ export async function computeExperimentResults(
   now = new Date(),
 ): Promise<{ experiments: number; results: number }> {
   const em = deps.orm.em.fork() as EntityManager;
-  const conn = em.getConnection();
   const only = job.data?.experimentId;
-  const experiments = await conn.execute<any[]>(
+  const experiments = await rows<any>(
+    em,
     `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
       where not x.deleted and x.start_date is not null and x.start_date <= now() ${only ? 'and x.id = ?' : "and (x.end_date is null or x.end_date > now() - interval '1 day')"}`,
     only ? [only] : [],
@@ -46,7 +47,8 @@ export async function computeExperimentResults(
       if (!metric?.uuid || !metric?.fingerprint) continue;
       const done = new Set(
         (
-          await conn.execute<any[]>(
+          await rows<any>(
+            em,
             `select day::text as day from experiment_metric_result where experiment_id = ? and metric_uuid = ? and fingerprint = ? and status = 'completed'`,
             [x.id, metric.uuid, metric.fingerprint],
           )
@@ -77,12 +79,13 @@ export async function computeExperimentResults(
     }
     for (const [i, { metric, days }] of pending.entries()) {
       const series = computed[i];
-      const rows = days.map((d) =>
+      const dayResults = days.map((d) =>
         series instanceof Error
           ? { day: d.text, status: 'failed', result: null, error: series.message }
           : { day: d.text, status: 'completed', result: series[d.index], error: null },
       );
-      await conn.execute(
+      await run(
+        em,
         `insert into experiment_metric_result
            (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
          select ?, ?, ?, r.day, r.status, r.result, r.error, now()
@@ -90,9 +93,9 @@ export async function computeExperimentResults(
          on conflict (experiment_id, metric_uuid, fingerprint, day) do update
            set status = excluded.status, result = excluded.result, error_message = excluded.error_message,
                computed_at = now(), updated_at = now()`,
-        [x.id, metric.uuid, metric.fingerprint, JSON.stringify(rows)],
+        [x.id, metric.uuid, metric.fingerprint, JSON.stringify(dayResults)],
       );
-      results += rows.length;
+      results += dayResults.length;
     }
   }
   deps.logger.info({ experiments: experiments.length, results }, 'experiment results computed');

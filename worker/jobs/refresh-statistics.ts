@@ -5,7 +5,7 @@
 // Every few minutes this job ANALYZEs the tables, and event partitions, that changed by a fixed
 // number of rows since their last ANALYZE (sampling, so cheap whatever the table's size).
 import { UnrecoverableError, type Job } from 'bullmq';
-import { pgArray } from '../../shared/db/sql.ts';
+import { pgArray, rows } from '../../shared/db/sql.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 const TABLES = [
@@ -24,8 +24,8 @@ export async function refreshStatistics(
   const minChangedRows = job?.data?.minChangedRows ?? deps.config.maintenance.statisticsRefreshRows;
   if (typeof minChangedRows !== 'number' || !(minChangedRows >= 0))
     throw new UnrecoverableError(`invalid minChangedRows ${JSON.stringify(minChangedRows)}`);
-  const conn = deps.orm.em.fork().getConnection();
-  const due = await conn.execute<{ relname: string }[]>(
+  const due = await rows<{ relname: string }>(
+    deps.orm.em.fork(),
     `select s.relname from pg_stat_user_tables s
       where s.schemaname = current_schema() and s.n_mod_since_analyze >= ?
         and (s.relname = any(?::text[]) or exists (select 1 from pg_inherits i where i.inhrelid = s.relid and i.inhparent = 'event'::regclass))
@@ -34,7 +34,7 @@ export async function refreshStatistics(
   );
   const analyzed: string[] = [];
   for (const { relname } of due) {
-    await conn.execute(`analyze "${relname.replace(/"/g, '""')}"`);
+    await rows(deps.orm.em.fork(), `analyze "${relname.replace(/"/g, '""')}"`);
     analyzed.push(relname);
   }
   if (analyzed.length > 0) deps.logger.info({ analyzed }, 'statistics refreshed');
