@@ -260,7 +260,7 @@ class PersonSession {
       return target.uuid;
     }
     target.properties = { ...other.properties, ...target.properties };
-    // biome-ignore lint/complexity/useMathMinMax: these are Dates; Math.min would make a number
+    // The earlier of two Dates (Math.min would make a number).
     target.created_at = target.created_at < other.created_at ? target.created_at : other.created_at;
     target.version = String(Math.max(Number(target.version), Number(other.version)));
     target.is_identified = true;
