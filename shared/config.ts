@@ -41,6 +41,7 @@ export const SETTINGS_SCHEMA = {
     VALIDATE_RESPONSES: bool(false),
     ADMIN_USER: text('admin'),
     ADMIN_PASSWORD: unset,
+    ADMIN_WRITE_PASSWORD: unset,
     ADMIN_EMAIL: text('admin@example.com'),
     METRICS_TOKEN: unset,
     OPS_AUTH_FAILURES_PER_MINUTE: int(5, 1),
@@ -167,6 +168,8 @@ export type Config = ReturnType<typeof loadConfig>;
 
 export function loadConfig(env: Record<string, string | undefined> = process.env) {
   const s = readSettings(env);
+  if (s.ADMIN_WRITE_PASSWORD && s.ADMIN_WRITE_PASSWORD === s.ADMIN_PASSWORD)
+    throw new ConfigError('ADMIN_WRITE_PASSWORD must differ from ADMIN_PASSWORD (the read-only one)');
   return {
     databaseUrl: s.DATABASE_URL,
     /**
@@ -249,9 +252,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       /** Rows changed since a table's last ANALYZE that make it due. */
       statisticsRefreshRows: s.STATISTICS_REFRESH_ROWS,
     },
-    /** Basic-auth credential for /admin/queues; the dashboard is disabled while ADMIN_PASSWORD is unset. */
+    /**
+     * Basic-auth credentials of the operator pages (/admin/queues, /admin/deletions): ADMIN_PASSWORD
+     * reads, ADMIN_WRITE_PASSWORD may also change queues; not served while both are unset.
+     */
     adminUser: s.ADMIN_USER,
     adminPassword: s.ADMIN_PASSWORD ?? '',
+    adminWritePassword: s.ADMIN_WRITE_PASSWORD ?? '',
     /** The first user `npm start` creates on a new install. */
     adminEmail: s.ADMIN_EMAIL,
     /** Bearer token Prometheus sends to scrape /metrics; while unset /metrics answers 404. */

@@ -78,6 +78,8 @@ function operationId(route: RouteDefinition): string {
   );
 }
 
+export const API_TITLE = 'Project analytics management API (PostHog-compatible)';
+
 export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: string) {
   const paths: Record<string, Record<string, unknown>> = {};
   const seen = new Set<string>();
@@ -143,7 +145,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
   return {
     openapi: '3.1.0',
     info: {
-      title: 'Project analytics management API (PostHog-compatible)',
+      title: API_TITLE,
       version: '1.0.0',
       description: 'Experiments, persons and event definitions inside a project, and event capture for SDKs.',
     },

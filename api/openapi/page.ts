@@ -1,111 +1,71 @@
-// A self-contained, browsable reference page rendered from the OpenAPI document (no external
-// scripts or fonts, so it works offline and behind strict CSPs).
-import type { buildOpenApiDocument } from './document.ts';
+// The browsable API reference: Redoc (a maintained OpenAPI renderer) drawing /api/schema/ in the
+// browser. Its standalone bundle is served by this server from node_modules, so the page fetches
+// nothing from elsewhere, and the page's Content-Security-Policy holds it to that.
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { gzipSync } from 'node:zlib';
 
-type Document = ReturnType<typeof buildOpenApiDocument>;
-type Schema = Record<string, any>;
+const require = createRequire(import.meta.url);
+export const REDOC_VERSION: string = require('redoc/package.json').version;
 
-const escapeHtml = (text: string) =>
-  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+/** Where the page loads the bundle from; the version in the URL lets it be cached for good. */
+export const REDOC_BUNDLE_PATH = '/api/docs/redoc.standalone.js';
+const bundleUrl = `${REDOC_BUNDLE_PATH}?v=${REDOC_VERSION}`;
 
-/** A plausible example value for a schema: its own example/default first, then by type. */
-export function exampleFor(schema: Schema | undefined, depth = 0): unknown {
-  if (!schema || depth > 4) return null;
-  if (schema.examples?.length) return schema.examples[0];
-  if (schema.example !== undefined) return schema.example;
-  if (schema.default !== undefined) return schema.default;
-  if (schema.enum?.length) return schema.enum[0];
-  const type = Array.isArray(schema.type) ? schema.type.find((t: string) => t !== 'null') : schema.type;
-  switch (type) {
-    case 'object': {
-      const out: Record<string, unknown> = {};
-      const required: string[] = schema.required ?? [];
-      const props = Object.entries((schema.properties ?? {}) as Record<string, Schema>);
-      for (const [key, value] of props.filter(([k]) => required.includes(k) || props.length <= 4))
-        out[key] = exampleFor(value, depth + 1);
-      return out;
-    }
-    case 'array':
-      return [exampleFor(schema.items, depth + 1)];
-    case 'integer':
-    case 'number':
-      return 1;
-    case 'boolean':
-      return true;
-    case 'string':
-      if (schema.format === 'uuid') return '0190e1b2-3c4d-7e5f-8a9b-0c1d2e3f4a5b';
-      if (schema.format === 'date-time') return '2026-01-01T00:00:00Z';
-      return 'string';
-    default:
-      return null;
+// The sidebar's "API docs by Redocly" shows their logo from their CDN, whatever the options: an
+// empty inline image instead (the CSP would block the request, but the browser would still try).
+const REDOCLY_LOGO = 'https://cdn.redoc.ly/redoc/logo-mini.svg';
+const NO_LOGO = 'data:image/svg+xml,%3Csvg xmlns=%27http://www.w3.org/2000/svg%27 width=%271%27 height=%271%27/%3E';
+
+let bundle: { raw: Buffer; gzip: Buffer } | null = null;
+/** The bundle (1.1 MB) and its gzip (about a third), read and compressed once per process. */
+export function redocBundle(): { raw: Buffer; gzip: Buffer } {
+  if (!bundle) {
+    const source = readFileSync(require.resolve('redoc/bundles/redoc.standalone.js'), 'utf8');
+    const raw = Buffer.from(source.replaceAll(REDOCLY_LOGO, NO_LOGO));
+    bundle = { raw, gzip: gzipSync(raw) };
   }
+  return bundle;
 }
 
-function curlExample(method: string, path: string, operation: any, baseUrl: string): string {
-  const url = baseUrl + path.replace('{project_id}', '@current').replace(/\{[a-z_]+\}/g, '1');
-  const lines = [`curl -X ${method.toUpperCase()} '${url}'`];
-  if ((operation.security ?? []).length) lines.push(`  -H 'Authorization: Bearer $POSTHOG_PERSONAL_API_KEY'`);
-  const body = operation.requestBody?.content?.['application/json']?.schema;
-  if (body) {
-    lines.push(`  -H 'Content-Type: application/json'`);
-    lines.push(`  -d '${JSON.stringify(exampleFor(body)).replace(/'/g, "'\\''")}'`);
-  }
-  return lines.join(' \\\n');
-}
+// Redoc's default theme names Roboto and Montserrat (which its CLI template loads from Google
+// Fonts); the fonts the machine has are used instead.
+const THEME = {
+  typography: {
+    fontFamily: 'system-ui, -apple-system, "Segoe UI", sans-serif',
+    headings: { fontFamily: 'system-ui, -apple-system, "Segoe UI", sans-serif' },
+    code: { fontFamily: 'ui-monospace, "DejaVu Sans Mono", monospace' },
+  },
+};
 
-export function renderReferencePage(document: Document, baseUrl: string): string {
-  const byTag = new Map<string, { method: string; path: string; operation: any }[]>();
-  for (const [path, methods] of Object.entries(document.paths)) {
-    for (const [method, operation] of Object.entries(methods as Record<string, any>)) {
-      const tag = operation.tags?.[0] ?? 'other';
-      if (!byTag.has(tag)) byTag.set(tag, []);
-      byTag.get(tag)!.push({ method, path, operation });
-    }
-  }
-  const sections = [...byTag.entries()]
-    .map(([tag, operations]) => {
-      const items = operations
-        .map(({ method, path, operation }) => {
-          const params = (operation.parameters ?? [])
-            .map(
-              (p: any) =>
-                `<tr><td><code>${escapeHtml(p.name)}</code></td><td>${p.in}</td><td>${p.required ? 'yes' : 'no'}</td><td><code>${escapeHtml(JSON.stringify(p.schema))}</code></td></tr>`,
-            )
-            .join('');
-          const body = operation.requestBody?.content?.['application/json']?.schema;
-          const responses = Object.entries(operation.responses ?? {})
-            .map(([status, r]: [string, any]) => `<li><b>${status}</b> ${escapeHtml(r.description ?? '')}</li>`)
-            .join('');
-          return `<section class="op" id="${escapeHtml(operation.operationId)}">
-  <h3><span class="method ${method}">${method.toUpperCase()}</span> <code class="path">${escapeHtml(path)}</code></h3>
-  <p>${escapeHtml(operation.summary ?? '')}</p>
-  <p class="scopes">${escapeHtml(operation.description ?? '')}</p>
-  ${params ? `<table><thead><tr><th>parameter</th><th>in</th><th>required</th><th>schema</th></tr></thead><tbody>${params}</tbody></table>` : ''}
-  ${body ? `<details><summary>Request body schema</summary><pre>${escapeHtml(JSON.stringify(body, null, 2))}</pre></details>` : ''}
-  <h4>Example request</h4>
-  <pre class="example">${escapeHtml(curlExample(method, path, operation, baseUrl))}</pre>
-  <h4>Responses</h4><ul>${responses}</ul>
-</section>`;
-        })
-        .join('\n');
-      return `<h2 id="tag-${escapeHtml(tag)}">${escapeHtml(tag)}</h2>\n${items}`;
-    })
-    .join('\n');
-  const nav = [...byTag.keys()].map((tag) => `<a href="#tag-${escapeHtml(tag)}">${escapeHtml(tag)}</a>`).join(' · ');
+/**
+ * Only this origin: scripts, the document, styles (Redoc's styled-components write inline styles),
+ * images and fonts; Redoc's search index runs in a worker made from a blob.
+ */
+export const REFERENCE_PAGE_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "worker-src 'self' blob:",
+  "connect-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const escapeAttribute = (text: string) => text.replace(/&/g, '&amp;').replace(/'/g, '&#39;').replace(/</g, '&lt;');
+
+/** The page: Redoc's element (options as attributes, read by the bundle as it loads) and the bundle. */
+export function referencePage(title: string, documentUrl: string): string {
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(document.info.title)} — API reference</title>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeAttribute(title)} — API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2rem auto;padding:0 1rem;color:#1d1f27}
-code,pre{font-family:ui-monospace,monospace}pre{background:#f4f4f6;padding:.75rem;overflow-x:auto;border-radius:4px}
-.op{border-top:1px solid #ddd;padding:.5rem 0}.method{display:inline-block;min-width:4.5em;text-align:center;border-radius:3px;color:#fff;padding:0 .3em;font-size:.85em}
-.get{background:#2f80ed}.post{background:#27ae60}.patch{background:#f2994a}.put{background:#9b51e0}.delete{background:#eb5757}
-table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left}.scopes{color:#555}
-</style></head><body>
-<h1>${escapeHtml(document.info.title)}</h1>
-<p>${escapeHtml(document.info.description ?? '')} Machine-readable: <a href="/api/schema/">/api/schema/</a> (OpenAPI 3.1).</p>
-<p>Authenticate with <code>Authorization: Bearer &lt;personal API key&gt;</code>. Errors always have the body <code>{"type","code","detail","attr"}</code>.</p>
-<nav>${nav}</nav>
-${sections}
+<style>body{margin:0}</style>
+</head><body>
+<redoc spec-url='${escapeAttribute(documentUrl)}' theme='${escapeAttribute(JSON.stringify(THEME))}'
+  path-in-middle-panel='true' required-props-first='true'></redoc>
+<script src='${escapeAttribute(bundleUrl)}'></script>
 </body></html>`;
 }

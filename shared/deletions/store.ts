@@ -153,6 +153,37 @@ export async function listDeletionRequests(
   return { count, results: found.map(view) };
 }
 
+export interface OpenDeletionView extends DeletionRequestView {
+  /** When its window released it to the workers (null: not yet, or an immediate request). */
+  released_at: string | null;
+}
+
+/**
+ * The requests not done yet (pending, running, failed), of one project or of all, failed first,
+ * then oldest first, for the operators' page; `total` counts them all.
+ */
+export async function listOpenDeletionRequests(
+  em: EntityManager,
+  filter: { projectId: number | null; limit: number },
+): Promise<{ total: number; results: OpenDeletionView[] }> {
+  // delete_verified_at is null: the partial index of the requests not done.
+  const open = `delete_verified_at is null and status in ('pending', 'running', 'failed')
+    and (?::int is null or project_id = ?)`;
+  const params = [filter.projectId, filter.projectId];
+  const [{ total }] = await rows<{ total: number }>(
+    em,
+    `select count(*)::int as total from async_deletion where ${open}`,
+    params,
+  );
+  const found = await rows<Record<string, any>>(
+    em,
+    `select ${VIEW_COLUMNS}, released_at from async_deletion where ${open}
+      order by status = 'failed' desc, created_at, id limit ?`,
+    [...params, filter.limit],
+  );
+  return { total, results: found.map((row) => ({ ...view(row), released_at: isoTimestamp(row.released_at) })) };
+}
+
 /** Requests by status, for the metrics. */
 export async function deletionCountsByStatus(em: EntityManager): Promise<{ status: string; n: number }[]> {
   return rows(em, `select status, count(*)::int as n from async_deletion group by status`);

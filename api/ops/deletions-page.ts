@@ -1,0 +1,149 @@
+// The operators' read-only view of deletion requests not done yet. Requests wait in PostgreSQL for
+// their window (up to a week) before any queue job exists, so the queue dashboard cannot show them.
+// Served beside the dashboard, behind the same credentials (admin.ts); plain HTML, no script.
+import type { Context } from 'koa';
+import { CronExpressionParser } from 'cron-parser';
+import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
+import {
+  deletionCountsByStatus,
+  listOpenDeletionRequests,
+  type OpenDeletionView,
+} from '../../shared/deletions/store.ts';
+import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
+import type { AppDeps } from '../deps.ts';
+import { validationError } from '../http/errors.ts';
+
+export const DELETIONS_PAGE_PATH = '/admin/deletions';
+const PAGE_ROWS = 500;
+
+/** Nothing but this page's own inline styles. */
+export const OPERATOR_PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'self'";
+
+const escapeHtml = (value: unknown) =>
+  String(value ?? '')
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;');
+
+/** "in 2 d 5 h", "3 min ago": how far `iso` is from now, to the two largest units. */
+function relative(iso: string, now: Date): string {
+  const seconds = Math.round((Date.parse(iso) - now.getTime()) / 1000);
+  const units: [string, number][] = [
+    ['d', 86_400],
+    ['h', 3600],
+    ['min', 60],
+    ['s', 1],
+  ];
+  let rest = Math.abs(seconds);
+  const parts: string[] = [];
+  for (const [unit, size] of units) {
+    if (rest >= size && parts.length < 2) {
+      parts.push(`${Math.floor(rest / size)} ${unit}`);
+      rest %= size;
+    }
+  }
+  const span = parts.join(' ') || '0 s';
+  return seconds >= 0 ? `in ${span}` : `${span} ago`;
+}
+
+/** `2026-11-29 05:00:00` (UTC, as the page says) and how far away; the exact instant in `datetime`. */
+const time = (iso: string | null, now: Date) =>
+  iso
+    ? `<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')}</time> <small>(${relative(iso, now)})</small>`
+    : '';
+
+/** When the request runs (or ran), in words, from its status, mode and the window's cron. */
+function whenItRuns(r: OpenDeletionView, crons: Record<ScheduledDeletionMode, string>, now: Date): string {
+  if (r.status === 'failed') return `retry ${time(r.next_attempt_at, now)}`;
+  if (r.status === 'running') return `running since ${time(r.started_at, now)}`;
+  if (r.mode === 'immediate') return 'as soon as a worker takes it';
+  if (r.released_at) return `window opened, released ${time(r.released_at, now)}`;
+  const cron = crons[r.mode as ScheduledDeletionMode];
+  if (!cron) return '';
+  const opened = lastWindowStart(cron, now);
+  // Made before the last window opened but not released: the next reconcile releases it.
+  if (r.created_at && Date.parse(r.created_at) < opened.getTime())
+    return `window opened ${time(opened.toISOString(), now)}, due now`;
+  const next = CronExpressionParser.parse(cron, { currentDate: now, tz: 'UTC' }).next().toDate();
+  return `${escapeHtml(r.mode)} window ${time(next.toISOString(), now)}`;
+}
+
+const COLUMNS = [
+  'id',
+  'project',
+  'person',
+  'type',
+  'mode',
+  'status',
+  'requested',
+  'runs',
+  'attempts',
+  'failures',
+  'last error',
+  'next attempt',
+];
+
+function row(r: OpenDeletionView, crons: Record<ScheduledDeletionMode, string>, now: Date): string {
+  const cells = [
+    escapeHtml(r.id),
+    escapeHtml(r.project_id),
+    `<code>${escapeHtml(r.person_uuid)}</code>`,
+    escapeHtml(r.deletion_type),
+    escapeHtml(r.mode),
+    `<span class="status ${escapeHtml(r.status)}">${escapeHtml(r.status)}</span>`,
+    time(r.created_at, now),
+    whenItRuns(r, crons, now),
+    escapeHtml(r.attempts),
+    escapeHtml(r.failures),
+    r.last_error ? `<pre>${escapeHtml(r.last_error)}</pre>` : '',
+    time(r.next_attempt_at, now),
+  ];
+  const tds = cells.map((c) => `<td>${c}</td>`).join('');
+  return `<tr data-id="${escapeHtml(r.id)}" data-status="${escapeHtml(r.status)}">${tds}</tr>`;
+}
+
+/** The page for `GET /admin/deletions[?project=ID]`. */
+export async function deletionsPage(ctx: Context, deps: AppDeps, dashboardPath: string): Promise<void> {
+  const project = ctx.query.project;
+  if (project !== undefined && (typeof project !== 'string' || !/^\d{1,9}$/.test(project)))
+    throw validationError('project must be a project id', 'project');
+  const projectId = project === undefined ? null : Number(project);
+  const now = new Date();
+  const em = deps.orm.em.fork();
+  const { total, results } = await listOpenDeletionRequests(em, { projectId, limit: PAGE_ROWS });
+  const counts = await deletionCountsByStatus(em);
+  // The windows the workers follow (recorded in PostgreSQL; seeded from the settings if no worker has).
+  const crons = deletionCrons((await recordedSchedules(em, defaultSchedules(deps.config))).schedules);
+  const byStatus = ['pending', 'running', 'failed']
+    .map((status) => `${status} <b>${counts.find((c) => c.status === status)?.n ?? 0}</b>`)
+    .join(' · ');
+  const shown =
+    total > results.length ? `the first ${results.length} of ${total} (failed first, then oldest)` : `${total}`;
+  ctx.status = 200;
+  ctx.type = 'text/html; charset=utf-8';
+  ctx.set('Content-Security-Policy', OPERATOR_PAGE_CSP);
+  ctx.set('Cache-Control', 'no-store');
+  ctx.body = `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Deletion requests</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1d1f27;font-size:14px}
+table{border-collapse:collapse;width:100%}
+th,td{border-bottom:1px solid #ddd;padding:.35rem .5rem;text-align:left;vertical-align:top}
+th{background:#f4f4f6;position:sticky;top:0}code,pre{font-family:ui-monospace,monospace;font-size:12px}
+time{white-space:nowrap}small{color:#666}
+pre{margin:0;white-space:pre-wrap;max-width:28rem;max-height:6rem;overflow:auto;color:#a11}
+.status{padding:0 .4em;border-radius:3px}.failed{background:#fbe3e3;color:#a11}.pending{background:#fff4d6}
+.running{background:#e3effb}nav a{margin-right:1rem}
+</style></head><body>
+<nav><a href="${escapeHtml(dashboardPath)}">Queue dashboard</a><a href="${DELETIONS_PAGE_PATH}">All projects</a></nav>
+<h1>Deletion requests not done${projectId === null ? '' : ` — project ${projectId}`}</h1>
+<p>In PostgreSQL, every project: ${byStatus}. Shown: ${shown}${projectId === null ? '' : ' of this project'}.
+Times are UTC. Read-only: retry a failed request with <code>npm run manage -- deletion retry --id ID</code>,
+release a window's requests now with <code>npm run manage -- deletion run-window --mode weekly|off_peak</code>.</p>
+<table><thead><tr>${COLUMNS.map((c) => `<th>${c}</th>`).join('')}</tr></thead>
+<tbody>${results.map((r) => row(r, crons, now)).join('\n')}</tbody></table>
+${results.length ? '' : '<p>None: every request is done.</p>'}
+</body></html>`;
+}
