@@ -5,10 +5,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
-import { maxDistinctIds, personsPage, propertyPaths } from '../../shared/persons/store.ts';
+import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
-export const CSV_EXPORT_LIMIT = 100_000;
 const PAGE = 1000;
 
 /** The `format` query parameter of every person endpoint (seed: allowed values csv and json). */
@@ -71,10 +70,18 @@ export const csvOfAnswer =
 /** A few persons (a retrieve with format=csv) as CSV, with the same columns as the list export. */
 export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(persons.map(personListRow));
 
-/** Streams the persons matching `filter` (newest first) as CSV. */
-export async function personsCsv(em: EntityManager, filter: SqlFragment, limit = CSV_EXPORT_LIMIT): Promise<Readable> {
-  const paths = await propertyPaths(em, filter);
-  const maxIds = await maxDistinctIds(em, filter);
+/**
+ * Streams the persons matching `filter` (newest first) as CSV, all of them or the first `limit`, keyset-paged
+ * `pageSize` at a time. The header (every column any matching person has) is read first, its two scans at once.
+ */
+export async function personsCsv(
+  em: EntityManager,
+  filter: SqlFragment,
+  options: { limit?: number; pageSize?: number } = {},
+): Promise<Readable> {
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  const pageSize = options.pageSize ?? PAGE;
+  const [paths, maxIds] = await Promise.all([propertyPaths(em, filter), maxDistinctIds(em, filter)]);
   const columns = [
     'created_at',
     ...Array.from({ length: Math.min(maxIds, 1000) }, (_, i) => `distinct_ids.${i}`),
@@ -87,16 +94,23 @@ export async function personsCsv(em: EntityManager, filter: SqlFragment, limit =
     'uuid',
     'value_at_data_point',
   ].sort();
-  async function* rows() {
+  async function* lines() {
     yield csvLine(columns);
-    for (let offset = 0; offset < limit; offset += PAGE) {
-      const page = await personsPage(em, filter, Math.min(PAGE, limit - offset), offset);
-      for (const person of page) {
+    let after: ListKey | null = null;
+    for (let written = 0; written < limit; ) {
+      const want = Math.min(pageSize, limit - written);
+      const page = await personsAfter(em, filter, after, want);
+      // One chunk per page: a write per line would cost more than the row itself.
+      let chunk = '';
+      for (const person of page.persons) {
         const flat = flatRecord(personListRow(person));
-        yield csvLine(columns.map((c) => flat[c]));
+        chunk += csvLine(columns.map((c) => flat[c]));
       }
-      if (page.length < PAGE) return;
+      if (chunk) yield chunk;
+      written += page.persons.length;
+      if (page.persons.length < want || !page.last) return;
+      after = page.last;
     }
   }
-  return Readable.from(rows());
+  return Readable.from(lines());
 }

@@ -109,11 +109,8 @@ export const personRoutes = [
       if (ctx.state.query.format === 'csv') {
         ctx.type = 'text/csv';
         ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');
-        ctx.body = await personsCsv(
-          ctx.state.em,
-          filter,
-          ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined,
-        );
+        const limit = ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined;
+        ctx.body = await personsCsv(ctx.state.em, filter, { limit });
         return;
       }
       const page = pageOf(ctx.state.query);

@@ -20,6 +20,8 @@ export interface PersonWithIds {
 export const NEWEST_FIRST = 'order by q.created_at desc, q.id desc';
 const LIST_ORDER = 'order by p.created_at desc, p.id desc';
 
+const DISTINCT_IDS = `coalesce((select array_agg(d.distinct_id order by d.id) from person_distinct_id d where d.person_id = q.id), '{}')`;
+
 /** Runs a query returning person rows and attaches each person's distinct ids (insertion order). */
 export function withDistinctIds(
   em: EntityManager,
@@ -30,7 +32,7 @@ export function withDistinctIds(
   return rows<PersonWithIds>(
     em,
     `select q.id::text as id, q.uuid, q.properties, q.is_identified, q.created_at,
-            coalesce((select array_agg(d.distinct_id order by d.id) from person_distinct_id d where d.person_id = q.id), '{}') as distinct_ids
+            ${DISTINCT_IDS} as distinct_ids
        from (${sql}) q ${order}`,
     params,
   );
@@ -206,17 +208,32 @@ export async function maxDistinctIds(em: EntityManager, filter: SqlFragment): Pr
   return max_ids;
 }
 
-/** Persons `offset`.. of the list (newest first), at most `limit`. */
-export function personsPage(
+/** Where the CSV export's keyset pager stands: the last row's (created_at, id), created_at as PostgreSQL text. */
+export interface ListKey {
+  createdAt: string;
+  id: string;
+}
+
+/**
+ * Up to `limit` persons of the list (newest first) after `after`, keyset-paged on (created_at, id): each
+ * page costs the same however deep the export is, and a person created meanwhile (newer than the key)
+ * cannot push rows into the next page twice. created_at travels as text: a JS Date would drop microseconds.
+ */
+export async function personsAfter(
   em: EntityManager,
   filter: SqlFragment,
+  after: ListKey | null,
   limit: number,
-  offset: number,
-): Promise<PersonWithIds[]> {
-  return withDistinctIds(
+): Promise<{ persons: PersonWithIds[]; last: ListKey | null }> {
+  const keyed = after ? ' and (p.created_at, p.id) < (?::timestamptz, ?::bigint)' : '';
+  const found = await rows<PersonWithIds & { key_at: string }>(
     em,
-    `select p.* from person p where ${filter.sql} ${LIST_ORDER} limit ? offset ?`,
-    [...filter.params, limit, offset],
-    NEWEST_FIRST,
+    `select q.id::text as id, q.uuid, q.properties, q.is_identified, q.created_at, q.created_at::text as key_at,
+            ${DISTINCT_IDS} as distinct_ids
+       from (select p.* from person p where ${filter.sql}${keyed} ${LIST_ORDER} limit ?) q ${NEWEST_FIRST}`,
+    [...filter.params, ...(after ? [after.createdAt, after.id] : []), limit],
   );
+  const tail = found.at(-1);
+  const persons = found.map(({ key_at: _, ...person }) => person);
+  return { persons, last: tail ? { createdAt: tail.key_at, id: tail.id } : null };
 }
