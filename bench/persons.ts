@@ -11,6 +11,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import type pg from 'pg';
 import { createAccount, type TestAccount } from '../test/helpers.ts';
 import { rows } from '../shared/db/sql.ts';
 import { personListFilter } from '../shared/persons/store.ts';
@@ -24,15 +25,15 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 200);
 const FILTER_SAMPLES = Number(process.env.BENCH_FILTER_SAMPLES ?? 50);
 const FILTER_SECONDS = Number(process.env.BENCH_FILTER_SECONDS ?? 15);
 const LOAD_SECONDS = Number(process.env.BENCH_LOAD_SECONDS ?? 5);
-const only = process.env.BENCH_ONLY?.split(',') ?? null; // e.g. BENCH_ONLY=get,filters,search,csv,delete
+const only = process.env.BENCH_ONLY?.split(',') ?? null; // e.g. BENCH_ONLY=get,filters,search,csv,delete,ingest
 const wants = (part: string) => !only || only.includes(part);
 
 const { orm, pool } = await benchSetup();
 const reuseFile = `/tmp/bench-persons-${new URL(BENCH_DATABASE_URL).pathname.slice(1)}-${N}-${SMALL}.json`;
 
 /** Inserts persons numbered start..end-1 into the project, with one distinct id each. */
-async function insertPersons(projectId: number, start: number, end: number) {
-  await pool.query(
+async function insertPersons(projectId: number, start: number, end: number, db: Pick<pg.Pool, 'query'> = pool) {
+  await db.query(
     `with made as (
        insert into person (uuid, project_id, properties, created_at)
        select gen_random_uuid(), $1, jsonb_build_object('email', 'user' || g || '@example' || (g % 100) || '.com',

@@ -85,9 +85,6 @@ function numberOf(value: Scalar, operator: string): number {
   return n;
 }
 
-/** The person list's properties column: is_set uses the person index of top-level keys there. */
-export const PERSON_PROPERTIES = 'p.properties';
-
 /**
  * JSON objects one of which a property whose text (`->>`) is `value`'s must contain: the value as a
  * string, and as written when the text is JSON of another kind (a number, boolean, object or list),
@@ -173,10 +170,7 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
         : { sql: `not ${sql}`, params: [key, low, high] };
     }
     case 'is_set':
-      // On persons, through the index of top-level keys (jsonb_path_ops cannot answer "has key").
-      return column === PERSON_PROPERTIES
-        ? { sql: `jsonb_top_keys(${column}) @> array[?]::text[]`, params: [key] }
-        : { sql: `jsonb_exists(${column}, ?)`, params: [key] };
+      return { sql: `jsonb_exists(${column}, ?)`, params: [key] };
     case 'is_not_set':
       return { sql: `not jsonb_exists(${column}, ?)`, params: [key] };
     case 'is_date_exact':

@@ -18,7 +18,7 @@ import { Migration0021DatabaseSettings } from './0021-database-settings.ts';
 import { Migration0022JobSchedules } from './0022-job-schedules.ts';
 import { Migration0023FlagDefinitionNotifications } from './0023-flag-definition-notifications.ts';
 import { Migration0040PersonSearchByProject } from './0040-person-search-by-project.ts';
-import { Migration0041PersonFilterIndexes } from './0041-person-filter-indexes.ts';
+import { Migration0041TryNumericWithoutException } from './0041-try-numeric-without-exception.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -39,5 +39,5 @@ export const migrationsList = [
   { name: '0022-job-schedules', class: Migration0022JobSchedules },
   { name: '0023-flag-definition-notifications', class: Migration0023FlagDefinitionNotifications },
   { name: '0040-person-search-by-project', class: Migration0040PersonSearchByProject },
-  { name: '0041-person-filter-indexes', class: Migration0041PersonFilterIndexes },
+  { name: '0041-try-numeric-without-exception', class: Migration0041TryNumericWithoutException },
 ];

@@ -1,6 +1,6 @@
 // Property filters are written so an index can serve them (exact: containment candidates ANDed in front;
-// icontains: `ilike … and … is not null`; is_set: the index of top-level keys; try_numeric without an
-// exception block). These pin that they match exactly the persons they matched before.
+// icontains: `ilike … and … is not null`; try_numeric without an exception block). These pin that they
+// match exactly the persons they matched before.
 import { describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call } from '../../helpers.ts';
