@@ -1,115 +1,375 @@
-// Person reads at scale: a project with BENCH_PERSONS (1,000,000) persons; GET by id, list with an
-// email filter, list with a properties filter, search, and bulk_delete of 1000 — p50/p99 over HTTP
-// beside the same query as raw SQL through pg, in the same run.
-import { benchSetup, getOk, startApiProcess, startBareKoaProcess } from './harness.ts';
+// Person reads at scale: a project with BENCH_PERSONS (1,000,000) persons and a small one with
+// BENCH_SMALL_PERSONS (100,000) sharing the table. Measured, each beside its baseline in the same run:
+//   - GET by id, list filters, search: p50/p99 over HTTP beside the same query as raw SQL through pg;
+//     GET by id also beside a bare Koa handler running that SQL, sequentially and at 16 clients.
+//   - search in the small project (it must cost what it would alone, not what the table holds).
+//   - every property filter operator, matching and matching nothing: p50/p99 and the plan serving it.
+//   - the CSV export of the whole project beside `psql \copy (select …) to stdout` of the same rows.
+//   - bulk_delete of 1000 persons; inserting the small project's persons (what each index costs).
+// BENCH_REUSE=1 keeps the generated persons for the next run (their account is kept in a file beside
+// this one's database name under /tmp) instead of generating them again.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type pg from 'pg';
+import { createAccount, type TestAccount } from '../test/helpers.ts';
+import { rows } from '../shared/db/sql.ts';
+import { personListFilter } from '../shared/persons/store.ts';
+import { BENCH_DATABASE_URL, benchSetup, getOk, loadFor, startApiProcess, startBareKoaProcess } from './harness.ts';
 import { percentile, progress, timed } from './stats.ts';
 
 const N = Number(process.env.BENCH_PERSONS ?? 1_000_000);
+const SMALL = Number(process.env.BENCH_SMALL_PERSONS ?? 100_000);
 const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 200);
+// Filters: up to this many samples each, but at most FILTER_SECONDS of them (a slow plan takes seconds).
+const FILTER_SAMPLES = Number(process.env.BENCH_FILTER_SAMPLES ?? 50);
+const FILTER_SECONDS = Number(process.env.BENCH_FILTER_SECONDS ?? 15);
+const LOAD_SECONDS = Number(process.env.BENCH_LOAD_SECONDS ?? 5);
+const only = process.env.BENCH_ONLY?.split(',') ?? null; // e.g. BENCH_ONLY=get,filters,search,csv,delete,ingest
+const wants = (part: string) => !only || only.includes(part);
 
-const { orm, account, pool } = await benchSetup();
+const { orm, pool } = await benchSetup();
+const reuseFile = `/tmp/bench-persons-${new URL(BENCH_DATABASE_URL).pathname.slice(1)}-${N}-${SMALL}.json`;
+
+/** Inserts persons numbered start..end-1 into the project, with one distinct id each. */
+async function insertPersons(projectId: number, start: number, end: number, db: Pick<pg.Pool, 'query'> = pool) {
+  await db.query(
+    `with made as (
+       insert into person (uuid, project_id, properties, created_at)
+       select gen_random_uuid(), $1, jsonb_build_object('email', 'user' || g || '@example' || (g % 100) || '.com',
+                'plan', case when g % 7 = 0 then 'pro' else 'free' end, 'age', g % 90,
+                'signed_up', now() - make_interval(mins => g))
+                || case when g % 3 = 0 then jsonb_build_object('name', 'Person ' || g) else '{}' end,
+              now() - make_interval(secs => g)
+         from generate_series($2::int, $3::int - 1) g
+       returning id, properties->>'email' as email)
+     insert into person_distinct_id (project_id, person_id, distinct_id) select $1, id, 'd-' || email from made`,
+    [projectId, start, end],
+  );
+}
+
+async function generate(projectId: number, n: number, label: string): Promise<number> {
+  const started = performance.now();
+  for (let start = 0; start < n; start += 50_000) {
+    await insertPersons(projectId, start, Math.min(n, start + 50_000));
+    progress(`  ${label}: ${Math.min(n, start + 50_000)} persons`);
+  }
+  if (!process.stdout.isTTY) console.log('');
+  return (performance.now() - started) / 1000;
+}
+
+let big: TestAccount;
+let small: TestAccount;
+let smallInsertSeconds: number | null = null;
+const saved = existsSync(reuseFile) ? JSON.parse(readFileSync(reuseFile, 'utf8')) : null;
+const countOf = async (projectId: number) =>
+  Number((await pool.query(`select count(*) as n from person where project_id = $1`, [projectId])).rows[0].n);
+if (process.env.BENCH_REUSE && saved && (await countOf(saved.big.projectId)) === N) {
+  ({ big, small } = saved);
+  console.log(`persons: reusing ${N} + ${SMALL} persons (projects ${big.projectId}, ${small.projectId})`);
+} else {
+  big = await createAccount(orm);
+  small = await createAccount(orm);
+  console.log(`persons: generating ${N} persons…`);
+  await generate(big.projectId, N, 'large project');
+  await pool.query('analyze person; analyze person_distinct_id');
+  // The small project goes in second, into a table that already holds the large one: its insert time
+  // is the ingestion cost of the person indexes at this size.
+  smallInsertSeconds = await generate(small.projectId, SMALL, 'small project');
+  await pool.query('analyze person; analyze person_distinct_id');
+  if (process.env.BENCH_REUSE) writeFileSync(reuseFile, JSON.stringify({ big, small }));
+}
+if (smallInsertSeconds !== null)
+  console.log(`  inserting ${SMALL} persons (+ distinct ids) beside ${N}: ${smallInsertSeconds.toFixed(1)} s`);
+const sizes = await pool.query(
+  `select indexrelid::regclass::text as name, pg_size_pretty(pg_relation_size(indexrelid)) as size
+     from pg_index where indrelid = 'person'::regclass order by 1`,
+);
+console.log(`  person indexes: ${sizes.rows.map((r) => `${r.name} ${r.size}`).join(', ')}`);
+
 const api = await startApiProcess();
 const bare = await startBareKoaProcess();
-const pid = account.projectId;
+const pid = big.projectId;
+const auth = (account: TestAccount) => ({ authorization: `Bearer ${account.apiKey}` });
+const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(0));
 
-console.log(`persons: generating ${N} persons…`);
-for (let start = 0; start < N; start += 100_000) {
-  const end = Math.min(N, start + 100_000);
-  await pool.query(
-    `insert into person (uuid, project_id, properties, created_at)
-     select gen_random_uuid(), $1, jsonb_build_object('email', 'user' || g || '@example' || (g % 100) || '.com', 'plan', case when g % 7 = 0 then 'pro' else 'free' end, 'age', g % 90),
-            now() - make_interval(secs => g)
-       from generate_series($2::int, $3::int - 1) g`,
-    [pid, start, end],
-  );
-  await pool.query(
-    `insert into person_distinct_id (project_id, person_id, distinct_id)
-     select $1, id, 'd-' || (properties->>'email') from person where project_id = $1 and id > coalesce((select max(person_id) from person_distinct_id where project_id = $1), 0)`,
-    [pid],
-  );
-  progress(`  ${end} persons`);
-}
-await pool.query('analyze person; analyze person_distinct_id');
-console.log('');
-
-const auth = { authorization: `Bearer ${account.apiKey}` };
 /** p50/p99 of the API beside raw SQL and, when `bareUrl` is given, beside a bare Koa handler running that SQL. */
 async function compare(
   name: string,
   http: (i: number) => string,
   sql: (i: number) => [string, unknown[]],
-  bareUrl?: (i: number) => string,
+  options: { bareUrl?: (i: number) => string; account?: TestAccount; samples?: number } = {},
 ) {
   const httpTimes: number[] = [];
   const sqlTimes: number[] = [];
   const bareTimes: number[] = [];
-  for (let i = 0; i < SAMPLES; i++) {
+  const headers = auth(options.account ?? big);
+  for (let i = 0; i < (options.samples ?? SAMPLES); i++) {
     sqlTimes.push(await timed(() => pool.query(...sql(i))));
-    if (bareUrl) bareTimes.push(await timed(() => getOk(bare.baseUrl + bareUrl(i))));
-    httpTimes.push(await timed(() => getOk(api.baseUrl + http(i), auth)));
+    if (options.bareUrl) bareTimes.push(await timed(() => getOk(bare.baseUrl + options.bareUrl!(i))));
+    httpTimes.push(await timed(() => getOk(api.baseUrl + http(i), headers)));
   }
   const h50 = percentile(httpTimes, 50);
   const s50 = percentile(sqlTimes, 50);
-  const bareFigures = bareUrl
-    ? ` | bare Koa + pg p50 ${percentile(bareTimes, 50).toFixed(2)} ms p99 ${percentile(bareTimes, 99).toFixed(2)} ms, API/bare p50 ${(h50 / percentile(bareTimes, 50)).toFixed(1)}x`
+  const bareFigures = options.bareUrl
+    ? ` | bare Koa + pg p50 ${fmt(percentile(bareTimes, 50))} ms p99 ${fmt(percentile(bareTimes, 99))} ms, API/bare p50 ${(h50 / percentile(bareTimes, 50)).toFixed(1)}x`
     : '';
   console.log(
-    `  ${name.padEnd(24)} HTTP p50 ${h50.toFixed(2)} ms p99 ${percentile(httpTimes, 99).toFixed(2)} ms | raw SQL p50 ${s50.toFixed(2)} ms p99 ${percentile(sqlTimes, 99).toFixed(2)} ms | p50 ratio ${(h50 / s50).toFixed(1)}x${bareFigures}`,
+    `  ${name.padEnd(28)} HTTP p50 ${fmt(h50)} ms p99 ${fmt(percentile(httpTimes, 99))} ms | raw SQL p50 ${fmt(s50)} ms p99 ${fmt(percentile(sqlTimes, 99))} ms | p50 ratio ${(h50 / s50).toFixed(1)}x${bareFigures}`,
   );
 }
 
 const ids = (
   await pool.query(`select id from person where project_id = $1 order by random() limit $2`, [pid, SAMPLES])
 ).rows.map((r) => r.id);
-const P = `/api/projects/${pid}/persons`;
+const P = (account: TestAccount) => `/api/projects/${account.projectId}/persons`;
 // Every baseline fetches what the API returns: the person rows with their distinct ids.
 const WITH_IDS = `select p.*, array(select distinct_id from person_distinct_id d where d.person_id = p.id) as distinct_ids`;
-await compare(
-  'GET by id',
-  (i) => `${P}/${ids[i]}/`,
-  (i) => [`${WITH_IDS} from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
-  (i) => `/projects/${pid}/persons/${ids[i]}/`,
-);
-await compare(
-  'list, email filter',
-  (i) => `${P}/?email=user${i * 997}@example${(i * 997) % 100}.com`,
-  (i) => [
-    `${WITH_IDS} from person p where project_id = $1 and properties @> $2::jsonb order by created_at desc, id desc limit 100`,
-    [pid, JSON.stringify({ email: `user${i * 997}@example${(i * 997) % 100}.com` })],
-  ],
-);
-await compare(
-  'list, properties filter',
-  () => `${P}/?limit=100&properties=${encodeURIComponent('[{"key":"plan","value":"pro"}]')}`,
-  () => [
-    `${WITH_IDS} from person p where project_id = $1 and properties @> '{"plan":"pro"}' order by created_at desc, id desc limit 100`,
-    [pid],
-  ],
-);
-await compare(
-  'search',
-  (i) => `${P}/?search=user${i * 991}@`,
-  (i) => [
+
+if (wants('get')) {
+  console.log('GET by id');
+  await compare(
+    'GET by id',
+    (i) => `${P(big)}/${ids[i]}/`,
+    (i) => [`${WITH_IDS} from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
+    { bareUrl: (i) => `/projects/${pid}/persons/${ids[i]}/` },
+  );
+  // Throughput at 16 concurrent clients, the API and the bare handler alternately (twice each).
+  const throughput = { api: 0, bare: 0 };
+  for (let round = 0; round < 2; round++) {
+    for (const [name, url, headers] of [
+      ['api', (i: number) => `${api.baseUrl}${P(big)}/${ids[i % ids.length]}/`, auth(big)],
+      ['bare', (i: number) => `${bare.baseUrl}/projects/${pid}/persons/${ids[i % ids.length]}/`, {}],
+    ] as const) {
+      const latencies = await loadFor(LOAD_SECONDS, 16, (i) => getOk(url(i), headers));
+      throughput[name] += latencies.length / LOAD_SECONDS / 2;
+    }
+  }
+  console.log(
+    `  GET by id, 16 clients: API ${throughput.api.toFixed(0)} req/s, bare Koa + pg ${throughput.bare.toFixed(0)} req/s, API/bare ${(throughput.api / throughput.bare).toFixed(2)}x (target ≥ 0.8x)`,
+  );
+}
+
+if (wants('search')) {
+  console.log('list filters and search');
+  await compare(
+    'list, email filter',
+    (i) => `${P(big)}/?email=user${i * 997}@example${(i * 997) % 100}.com`,
+    (i) => [
+      `${WITH_IDS} from person p where project_id = $1 and properties @> $2::jsonb order by created_at desc, id desc limit 100`,
+      [pid, JSON.stringify({ email: `user${i * 997}@example${(i * 997) % 100}.com` })],
+    ],
+  );
+  const searchSql = (account: TestAccount, term: string): [string, unknown[]] => [
     `${WITH_IDS} from person p where project_id = $1 and (properties->>'email') ilike $2 order by created_at desc, id desc limit 100`,
-    [pid, `%user${i * 991}@%`],
-  ],
-);
+    [account.projectId, `%${term}%`],
+  ];
+  // A selective term (one person) and a broad one (11% of a project: example7, example70…79).
+  for (const [label, account] of [
+    ['large', big],
+    ['small', small],
+  ] as const) {
+    const n = label === 'large' ? N : SMALL;
+    await compare(
+      `search ${label}, one match`,
+      (i) => `${P(account)}/?search=user${(i * 991) % n}@`,
+      (i) => searchSql(account, `user${(i * 991) % n}@`),
+      { account, samples: Math.min(SAMPLES, 50) },
+    );
+    await compare(
+      `search ${label}, 11% match`,
+      () => `${P(account)}/?search=example7`,
+      () => searchSql(account, 'example7'),
+      { account, samples: Math.min(SAMPLES, 20) },
+    );
+  }
+  await explainList('search small, one match', small, { search: 'user4321@' });
+  await explainList('search small, 11% match', small, { search: 'example7' });
+}
 
-const victims = (
-  await pool.query(`select uuid from person where project_id = $1 order by random() limit 1000`, [pid])
-).rows.map((r) => r.uuid);
-const ms = await timed(async () => {
-  const res = await fetch(`${api.baseUrl}${P}/bulk_delete/`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ ids: victims, delete_events: true }),
+/** The plan of the list's page query for these parameters: node types and the indexes they read. */
+async function explainList(name: string, account: TestAccount, query: Record<string, unknown>) {
+  const em = orm.em.fork();
+  const filter = await personListFilter(em, account.projectId, query);
+  const [row] = await rows<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(
+    em,
+    `explain (format json) select p.* from person p where ${filter.sql} order by p.created_at desc, p.id desc limit 101`,
+    filter.params,
+  );
+  console.log(`    plan of ${name}: ${planSummary(row['QUERY PLAN'][0].Plan)}`);
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Index Name'?: string;
+  'Relation Name'?: string;
+  Plans?: PlanNode[];
+}
+function planSummary(node: PlanNode): string {
+  const self = `${node['Node Type']}${node['Index Name'] ? `[${node['Index Name']}]` : ''}`;
+  const children = (node.Plans ?? []).map(planSummary);
+  return children.length ? `${self}(${children.join(', ')})` : self;
+}
+
+if (wants('filters')) {
+  // Each operator matching some persons and matching none. Cohorts: a dynamic one (plan = pro), one
+  // matching nobody (plan = enterprise) and a static one with 10,000 members.
+  const cohort = async (filters: unknown, isStatic = false) =>
+    (
+      await pool.query(
+        `insert into cohort (project_id, name, filters, is_static) values ($1, $2, $3, $4) returning id`,
+        [pid, `bench ${Math.random()}`, filters, isStatic],
+      )
+    ).rows[0].id;
+  const proCohort = await cohort({ properties: { type: 'AND', values: [{ key: 'plan', value: 'pro' }] } });
+  const noneCohort = await cohort({ properties: { type: 'AND', values: [{ key: 'plan', value: 'enterprise' }] } });
+  const staticCohort = await cohort(null, true);
+  await pool.query(
+    `insert into cohort_person (cohort_id, person_id)
+     select $1, id from person where project_id = $2 order by id limit 10000`,
+    [staticCohort, pid],
+  );
+  const day = 86_400_000;
+  const filters: [string, unknown[], unknown[]][] = [
+    ['exact', [{ key: 'plan', value: 'pro' }], [{ key: 'plan', value: 'enterprise' }]],
+    [
+      'is_not',
+      [{ key: 'plan', value: 'free', operator: 'is_not' }],
+      [{ key: 'plan', value: ['free', 'pro'], operator: 'is_not' }],
+    ],
+    [
+      'icontains',
+      [{ key: 'email', value: 'example7', operator: 'icontains' }],
+      [{ key: 'email', value: 'nobody-here', operator: 'icontains' }],
+    ],
+    [
+      'regex',
+      [{ key: 'email', value: '^user1[0-9]*@', operator: 'regex' }],
+      [{ key: 'email', value: '^nobody', operator: 'regex' }],
+    ],
+    ['gt', [{ key: 'age', value: 80, operator: 'gt' }], [{ key: 'age', value: 1000, operator: 'gt' }]],
+    ['lt', [{ key: 'age', value: 5, operator: 'lt' }], [{ key: 'age', value: -1, operator: 'lt' }]],
+    ['is_set', [{ key: 'name', operator: 'is_set' }], [{ key: 'nokey', operator: 'is_set' }]],
+    ['is_not_set', [{ key: 'name', operator: 'is_not_set' }], [{ key: 'email', operator: 'is_not_set' }]],
+    [
+      'is_date_before',
+      [{ key: 'signed_up', value: new Date(Date.now() - 30 * day).toISOString(), operator: 'is_date_before' }],
+      [{ key: 'signed_up', value: '2000-01-01', operator: 'is_date_before' }],
+    ],
+    [
+      'is_date_after',
+      [{ key: 'signed_up', value: new Date(Date.now() - 30 * day).toISOString(), operator: 'is_date_after' }],
+      [{ key: 'signed_up', value: new Date(Date.now() + day).toISOString(), operator: 'is_date_after' }],
+    ],
+    ['cohort', [{ key: 'id', value: proCohort, type: 'cohort' }], [{ key: 'id', value: noneCohort, type: 'cohort' }]],
+    ['static cohort', [{ key: 'id', value: staticCohort, type: 'cohort' }], []],
+  ];
+  console.log(`property filters at ${N} persons (p50/p99 over HTTP, limit 100; target p99 < 500 ms)`);
+  for (const [operator, matching, none] of filters) {
+    for (const [kind, filter] of [
+      ['match', matching],
+      ['no match', none],
+    ] as const) {
+      if (!filter.length) continue;
+      const url = `${api.baseUrl}${P(big)}/?limit=100&properties=${encodeURIComponent(JSON.stringify(filter))}`;
+      await getOk(url, auth(big)); // warm-up
+      const times: number[] = [];
+      const deadline = performance.now() + FILTER_SECONDS * 1000;
+      while (times.length < FILTER_SAMPLES && (times.length < 3 || performance.now() < deadline))
+        times.push(await timed(() => getOk(url, auth(big))));
+      console.log(
+        `  ${`${operator}, ${kind}`.padEnd(26)} p50 ${fmt(percentile(times, 50)).padStart(5)} ms p99 ${fmt(percentile(times, 99)).padStart(5)} ms (n=${times.length})`,
+      );
+      await explainList(`${operator}, ${kind}`, big, { properties: filter });
+    }
+  }
+  await pool.query(`delete from cohort where id in ($1, $2, $3)`, [proCohort, noneCohort, staticCohort]);
+}
+
+if (wants('csv')) {
+  // The CSV export of the whole large project beside psql's \copy of the same rows in the same order.
+  const csv = await new Promise<{ firstByte: number; total: number; lines: number }>((resolve, reject) => {
+    const started = performance.now();
+    let firstByte = 0;
+    let lines = 0;
+    http
+      .get(`${api.baseUrl}${P(big)}/?format=csv`, { headers: auth(big) }, (res) => {
+        if (res.statusCode !== 200) reject(new Error(`CSV export answered ${res.statusCode}`));
+        res.on('data', (chunk: Buffer) => {
+          if (!firstByte) firstByte = performance.now() - started;
+          for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) lines++;
+        });
+        res.on('end', () => resolve({ firstByte, total: performance.now() - started, lines }));
+      })
+      .on('error', reject);
   });
-  const body = await res.json();
-  if (body.persons_deleted !== 1000) throw new Error(JSON.stringify(body).slice(0, 200));
-});
-console.log(`  bulk_delete of 1000 persons (with delete_events): ${ms.toFixed(0)} ms (target < 1000 ms)`);
+  const copyMs = await timed(async () => {
+    execFileSync(
+      'psql',
+      [
+        BENCH_DATABASE_URL,
+        '-qc',
+        `\\copy (select p.id, p.uuid, p.properties, p.is_identified, p.created_at, array(select distinct_id from person_distinct_id d where d.person_id = p.id order by d.id) from person p where project_id = ${pid} order by created_at desc, id desc) to '/dev/null' with csv`,
+      ],
+      { stdio: 'inherit' },
+    );
+  });
+  console.log(
+    `  CSV export of ${N} persons: ${csv.lines - 1} rows, first byte ${fmt(csv.firstByte)} ms, total ${(csv.total / 1000).toFixed(1)} s | psql \\copy of the same rows ${(copyMs / 1000).toFixed(1)} s | ratio ${(csv.total / copyMs).toFixed(2)}x (target ≤ 2x, first byte < 200 ms)`,
+  );
+}
 
-await pool.query(`delete from person where project_id = $1`, [pid]);
+if (wants('delete')) {
+  // 1000 persons added for the purpose, so the large project keeps its size for the next run.
+  const victims = (
+    await pool.query(
+      `with made as (
+         insert into person (uuid, project_id, properties) select gen_random_uuid(), $1, '{}' from generate_series(1, 1000)
+         returning id, uuid)
+       , ids as (insert into person_distinct_id (project_id, person_id, distinct_id)
+                 select $1, id, 'victim-' || uuid from made)
+       select uuid from made`,
+      [pid],
+    )
+  ).rows.map((r) => r.uuid);
+  const ms = await timed(async () => {
+    const res = await fetch(`${api.baseUrl}${P(big)}/bulk_delete/`, {
+      method: 'POST',
+      headers: { ...auth(big), 'content-type': 'application/json' },
+      body: JSON.stringify({ ids: victims, delete_events: true }),
+    });
+    const body = await res.json();
+    if (body.persons_deleted !== 1000) throw new Error(JSON.stringify(body).slice(0, 200));
+  });
+  console.log(`  bulk_delete of 1000 persons (with delete_events): ${ms.toFixed(0)} ms (target < 1000 ms)`);
+}
+
+if (wants('ingest')) {
+  // What the person indexes cost an insert: 50,000 persons into a new project with every index, and
+  // with some dropped, each in a transaction rolled back (so the table stays as it was).
+  const account = await createAccount(orm);
+  const variants: [string, string[]][] = [
+    ['every index', []],
+    ['without the trigram indexes', ['drop index person_email_trgm', 'drop index person_name_trgm']],
+    ['without person_properties_gin', ['drop index person_properties_gin']],
+  ];
+  console.log('insert cost of the person indexes (50,000 persons + distinct ids, beside the rest)');
+  for (const [name, setup] of variants) {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      for (const statement of setup) await client.query(statement);
+      const ms = await timed(() => insertPersons(account.projectId, 0, 50_000, client));
+      console.log(`  ${name.padEnd(30)} ${(ms / 1000).toFixed(1)} s`);
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
+  }
+}
+
+if (!process.env.BENCH_REUSE)
+  await pool.query(`delete from person where project_id in ($1, $2)`, [pid, small.projectId]);
 await api.stop();
 await bare.stop();
 await pool.end();

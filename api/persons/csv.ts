@@ -4,12 +4,10 @@
 // the route middleware applies when the query says format=csv.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
-import { pgArray } from '../../shared/db/sql.ts';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
-import { NEWEST_FIRST, withDistinctIds } from './queries.ts';
+import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
-export const CSV_EXPORT_LIMIT = 100_000;
 const PAGE = 1000;
 
 /** The `format` query parameter of every person endpoint (seed: allowed values csv and json). */
@@ -72,55 +70,21 @@ export const csvOfAnswer =
 /** A few persons (a retrieve with format=csv) as CSV, with the same columns as the list export. */
 export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(persons.map(personListRow));
 
-const CONTAINER = `('object', 'array')`;
-
 /**
- * Every leaf path of the matching persons' properties (`plan`, `address.city`, `tags.0`), as `flatten` names
- * them: the header is the sorted union of every row's columns, so it is known before streaming. Top-level
- * keys are typed with `->` (a quarter of jsonb_each's cost at 100,000 persons); only the keys that hold an
- * object or a list somewhere are walked.
+ * Streams the persons matching `filter` (newest first) as CSV, all of them or the first `limit`, keyset-paged
+ * `pageSize` at a time. The header (every column any matching person has) is read first, its two scans at once.
  */
-async function propertyPaths(em: EntityManager, filter: SqlFragment): Promise<string[]> {
-  const conn = em.getConnection();
-  const keys = await conn.execute<{ key: string; scalar: boolean; nested: boolean }[]>(
-    `select k as key, bool_or(jsonb_typeof(p.properties -> k) not in ${CONTAINER}) as scalar,
-            bool_or(jsonb_typeof(p.properties -> k) in ${CONTAINER}) as nested
-       from person p cross join lateral jsonb_object_keys(p.properties) k where ${filter.sql} group by k`,
-    filter.params,
-  );
-  const nestedKeys = keys.filter((k) => k.nested).map((k) => k.key);
-  const nested = !nestedKeys.length
-    ? []
-    : await conn.execute<{ path: string }[]>(
-        `with recursive leaf(path, value) as (
-           select k, p.properties -> k from person p cross join lateral unnest(?::text[]) k
-            where ${filter.sql} and jsonb_typeof(p.properties -> k) in ${CONTAINER}
-           union all
-           select l.path || '.' || c.key, c.value from leaf l cross join lateral (
-             select key, value from jsonb_each(case jsonb_typeof(l.value) when 'object' then l.value else '{}' end)
-             union all
-             select (i - 1)::text, value
-               from jsonb_array_elements(case jsonb_typeof(l.value) when 'array' then l.value else '[]' end)
-               with ordinality a(value, i)
-           ) c where jsonb_typeof(l.value) in ${CONTAINER})
-         select distinct path from leaf where jsonb_typeof(value) not in ${CONTAINER}`,
-        [pgArray(nestedKeys), ...filter.params],
-      );
-  // A key `a.b` and a key `a` holding {b} share one column, as `flatten` merges them.
-  return [...new Set([...keys.filter((k) => k.scalar).map((k) => k.key), ...nested.map((n) => n.path)])];
-}
-
-/** Streams the persons matching `filter` (newest first) as CSV. */
-export async function personsCsv(em: EntityManager, filter: SqlFragment, limit = CSV_EXPORT_LIMIT): Promise<Readable> {
-  const conn = em.getConnection();
-  const paths = await propertyPaths(em, filter);
-  const [{ max_ids }] = await conn.execute<{ max_ids: number }[]>(
-    `select coalesce(max(n), 0)::int as max_ids from (select count(*) as n from person_distinct_id d join person p on p.id = d.person_id where ${filter.sql} group by d.person_id) c`,
-    filter.params,
-  );
+export async function personsCsv(
+  em: EntityManager,
+  filter: SqlFragment,
+  options: { limit?: number; pageSize?: number } = {},
+): Promise<Readable> {
+  const limit = options.limit ?? Number.POSITIVE_INFINITY;
+  const pageSize = options.pageSize ?? PAGE;
+  const [paths, maxIds] = await Promise.all([propertyPaths(em, filter), maxDistinctIds(em, filter)]);
   const columns = [
     'created_at',
-    ...Array.from({ length: Math.min(max_ids, 1000) }, (_, i) => `distinct_ids.${i}`),
+    ...Array.from({ length: Math.min(maxIds, 1000) }, (_, i) => `distinct_ids.${i}`),
     'id',
     'is_identified',
     'last_seen_at',
@@ -130,21 +94,23 @@ export async function personsCsv(em: EntityManager, filter: SqlFragment, limit =
     'uuid',
     'value_at_data_point',
   ].sort();
-  async function* rows() {
+  async function* lines() {
     yield csvLine(columns);
-    for (let offset = 0; offset < limit; offset += PAGE) {
-      const page = await withDistinctIds(
-        em,
-        `select p.* from person p where ${filter.sql} order by p.created_at desc, p.id desc limit ? offset ?`,
-        [...filter.params, Math.min(PAGE, limit - offset), offset],
-        NEWEST_FIRST,
-      );
-      for (const person of page) {
+    let after: ListKey | null = null;
+    for (let written = 0; written < limit; ) {
+      const want = Math.min(pageSize, limit - written);
+      const page = await personsAfter(em, filter, after, want);
+      // One chunk per page: a write per line would cost more than the row itself.
+      let chunk = '';
+      for (const person of page.persons) {
         const flat = flatRecord(personListRow(person));
-        yield csvLine(columns.map((c) => flat[c]));
+        chunk += csvLine(columns.map((c) => flat[c]));
       }
-      if (page.length < PAGE) return;
+      if (chunk) yield chunk;
+      written += page.persons.length;
+      if (page.persons.length < want || !page.last) return;
+      after = page.last;
     }
   }
-  return Readable.from(rows());
+  return Readable.from(lines());
 }

@@ -4,13 +4,11 @@ import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } 
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { rejectUnstorableValues } from '../http/json.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT, personsCsv, personsToCsv } from './csv.ts';
-import { isUuid, pgArray } from '../../shared/db/sql.ts';
-import { findPerson, listPersons, personListFilter, withDistinctIds } from './queries.ts';
+import { findPerson, personListFilter } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
 import type { PersonWithIds } from './serializers.ts';
 import { anyJson, record } from '../http/schemas.ts';
-import type { SqlFragment } from '../../shared/persons/property-filters.ts';
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { EXACT_COUNT_LIMIT, listPersons, personsByIdsOrDistinctIds } from '../../shared/persons/store.ts';
 import { changePersonProperties, deletePersons } from './service.ts';
 import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
 import { requeueDeletions } from '../../shared/queues.ts';
@@ -40,31 +38,6 @@ function queryValue(raw: string, attr: string): unknown {
   // JSON escapes (\u0000, \ud800) can make characters that the raw query could not carry.
   rejectUnstorableValues(parsed, [attr]);
   return parsed;
-}
-
-/** Up to this many matches the list counts them exactly; a count costs about 2 ms per 10,000 (bench/persons.ts). */
-const EXACT_COUNT_LIMIT = 10_000;
-
-/**
- * The list's `count` without counting a large match (at a million persons an exact count costs
- * 100x the page): known for free on the last page, counted exactly when PostgreSQL expects at most
- * EXACT_COUNT_LIMIT matches, else the planner's estimate, never below the rows known to exist.
- */
-async function personCount(em: EntityManager, filter: SqlFragment, offset: number, rows: number, hasMore: boolean) {
-  if (!hasMore && (rows > 0 || offset === 0)) return { count: offset + rows, estimated: false };
-  const conn = em.getConnection();
-  const known = offset + rows + (hasMore ? 1 : 0);
-  const explain = `explain (format json) select 1 from person p where ${filter.sql}`;
-  const [plan] = await conn.execute<any[]>(explain, filter.params);
-  const expected = Math.round(Number(plan['QUERY PLAN']?.[0]?.Plan?.['Plan Rows'] ?? 0));
-  if (expected <= EXACT_COUNT_LIMIT) {
-    const [{ n }] = await conn.execute<{ n: number }[]>(
-      `select count(*)::int as n from (select 1 from person p where ${filter.sql} limit ?) s`,
-      [...filter.params, EXACT_COUNT_LIMIT + 1],
-    );
-    if (n <= EXACT_COUNT_LIMIT) return { count: n, estimated: false };
-  }
-  return { count: Math.max(expected, known, EXACT_COUNT_LIMIT + 1), estimated: true };
 }
 
 /** PostHog builds these 400s by hand with code and detail swapped; clients compare them literally. */
@@ -136,20 +109,13 @@ export const personRoutes = [
       if (ctx.state.query.format === 'csv') {
         ctx.type = 'text/csv';
         ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');
-        ctx.body = await personsCsv(
-          ctx.state.em,
-          filter,
-          ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined,
-        );
+        const limit = ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined;
+        ctx.body = await personsCsv(ctx.state.em, filter, { limit });
         return;
       }
       const page = pageOf(ctx.state.query);
       const exact = ctx.state.query.include_total !== undefined;
-      const { rows, hasMore, count: total } = await listPersons(ctx.state.em, filter, page.limit, page.offset, exact);
-      const { count, estimated } =
-        total === null
-          ? await personCount(ctx.state.em, filter, page.offset, rows.length, hasMore)
-          : { count: total, estimated: false };
+      const { rows, hasMore, count, estimated } = await listPersons(ctx.state.em, filter, page, exact);
       if (estimated) ctx.set('X-Count-Estimated', 'true');
       ctx.body = { count, ...pageLinks(ctx, page, hasMore), results: rows.map(personListRow) };
     },
@@ -469,24 +435,8 @@ export const personDeletionRoutes = [
       if (distinctIds.length > 1000) throw validationError('You can only pass 1000 distinct_ids in one call');
       if (ids.length > 1000) throw validationError('You can only pass 1000 ids in one call');
       if (!ids.length && !distinctIds.length) throw validationError('You need to specify either distinct_ids or ids');
-      const projectId = ctx.state.project.id;
-      // Seed rule 1: the union of both lists. One indexed branch per way of naming a person (an OR
-      // across them would scan the project); `in` counts a person named both ways once.
-      const persons = await withDistinctIds(
-        ctx.state.em,
-        `select p.* from person p where p.project_id = ? and p.id in (
-           select id from person where project_id = ? and (id = any(?::bigint[]) or uuid = any(?::uuid[]))
-           union all
-           select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = any(?::text[]))`,
-        [
-          projectId,
-          projectId,
-          pgArray(ids.filter((id) => /^\d{1,18}$/.test(id))),
-          pgArray(ids.filter(isUuid)),
-          projectId,
-          pgArray(distinctIds),
-        ],
-      );
+      // Seed rule 1: the union of both lists, a person named both ways counted once.
+      const persons = await personsByIdsOrDistinctIds(ctx.state.em, ctx.state.project.id, ids, distinctIds);
       const options = {
         deleteEvents: flag(ctx, 'delete_events'),
         deleteRecordings: flag(ctx, 'delete_recordings'),

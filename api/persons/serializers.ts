@@ -1,16 +1,10 @@
 // Person shapes: the detail record and the seed's list row (both with the integer id), and
 // PostHog's actor item (id = uuid) that the analysis views (funnel, lifecycle people) answer.
 import { isoTimestamp } from '../../shared/time.ts';
+import type { PersonWithIds } from '../../shared/persons/store.ts';
 import { anyJson, dateTime, nullableDateTime, openObject, record, stringArray } from '../http/schemas.ts';
 
-export interface PersonWithIds {
-  id: string;
-  uuid: string;
-  properties: Record<string, unknown>;
-  is_identified: boolean;
-  created_at: Date | string;
-  distinct_ids: string[];
-}
+export type { PersonWithIds };
 
 const DISPLAY_NAME_PROPERTIES = ['email', 'name', 'username'];
 // Anonymous ids look like UUIDs / posthog-js ids: five dash-separated lowercase alphanumeric groups.

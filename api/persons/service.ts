@@ -13,6 +13,7 @@ import {
   type DeletionRequestView,
 } from '../../shared/deletions/store.ts';
 import { storeEvents } from '../../shared/events/store.ts';
+import { deletePersonRows } from '../../shared/persons/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { enqueueDeletions } from '../../shared/queues.ts';
 import { findPerson } from './queries.ts';
@@ -79,16 +80,14 @@ export async function deletePersons(
   let personsDeleted = 0;
   await em.fork().transactional(async (tx) => {
     const txEm = tx as EntityManager;
-    const conn = txEm.getConnection();
-    const ctx = txEm.getTransactionContext();
     if (!options.keepPerson) {
-      const deleted = await conn.execute<{ id: string }[]>(
-        `delete from person where project_id = ? and id in (?) returning id`,
-        [actor.projectId, persons.map((p) => p.id)],
-        'all',
-        ctx,
-      );
-      personsDeleted = deleted.length;
+      personsDeleted = (
+        await deletePersonRows(
+          txEm,
+          actor.projectId,
+          persons.map((p) => p.id),
+        )
+      ).length;
       for (const person of persons) {
         await recordActivity(txEm, {
           ...actor,

@@ -85,6 +85,26 @@ function numberOf(value: Scalar, operator: string): number {
   return n;
 }
 
+/**
+ * JSON objects one of which a property whose text (`->>`) is `value`'s must contain: the value as a
+ * string, and as written when the text is JSON of another kind (a number, boolean, object or list),
+ * spliced in as text so a long number keeps every digit. With the value itself (a number stays one).
+ */
+function containmentCandidates(key: string, value: Scalar): string[] {
+  const text = asText(value);
+  const candidates = [JSON.stringify({ [key]: value }), JSON.stringify({ [key]: text })];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return candidates;
+  }
+  // jsonb refuses \u0000 and surrogate escapes, and never writes them, so such a text matches nothing stored.
+  if (parsed !== null && typeof parsed !== 'string' && !/\\u(0000|d[89a-f])/i.test(text))
+    candidates.push(`{${JSON.stringify(key)}:${text}}`);
+  return candidates;
+}
+
 /** One condition on a jsonb column (`column` is trusted SQL such as `p.properties`). */
 export function propertyConditionSql(item: PropertyFilterItem, column: string, special?: SpecialFilter): SqlFragment {
   const resolved = special?.(item);
@@ -116,13 +136,17 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
       // Containment ({"key": value}) can use the GIN index; the text form also matches numbers sent as strings.
       const parts = values.map(() => `${column} @> ?::jsonb or ${text} = ?`).join(' or ');
       const params = values.flatMap((v) => [JSON.stringify({ [key]: v }), key, asText(v)]);
-      const sql = `(${parts})`;
-      return operator === 'exact' || operator === 'in'
-        ? { sql, params }
-        : { sql: `not coalesce(${sql}, false)`, params };
+      const exact = `(${parts})`;
+      if (operator === 'is_not' || operator === 'not_in') return { sql: `not coalesce(${exact}, false)`, params };
+      // Every match also contains one of the candidates below: ANDed in front, the GIN index finds the
+      // few persons to check instead of checking the project (a match missing the key is false, not null).
+      const candidates = [...new Set(values.flatMap((v) => containmentCandidates(key, v)))];
+      const indexed = candidates.map(() => `${column} @> ?::jsonb`).join(' or ');
+      return { sql: `((${indexed}) and ${exact})`, params: [...candidates, ...params] };
     }
     case 'icontains':
-      return { sql: `coalesce(${text} ilike ?, false)`, params: [key, containsPattern(asText(value))] };
+      // `and … is not null` rather than coalesce: the same two values, and the trigram index can serve it.
+      return { sql: `(${text} ilike ? and ${text} is not null)`, params: [key, containsPattern(asText(value)), key] };
     case 'not_icontains':
       return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, containsPattern(asText(value))] };
     case 'regex':
