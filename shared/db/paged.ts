@@ -17,6 +17,11 @@ export interface PagedQuery {
   order: string;
 }
 
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
 export interface PageResult<T> {
   rows: T[];
   hasMore: boolean;
@@ -34,7 +39,7 @@ export interface PageResult<T> {
 export async function pagedQuery<T>(
   em: EntityManager,
   query: PagedQuery,
-  page: { limit: number; offset: number },
+  page: Page,
   options: { exactUpTo?: number; read?: (sql: string, params: unknown[]) => Promise<T[]> } = {},
 ): Promise<PageResult<T>> {
   const read = options.read ?? ((sql, params) => rows<T>(em, sql, params));

@@ -33,25 +33,3 @@ export const isUuid = (value: string) => UUID.test(value);
 
 /** An ILIKE pattern matching `text` anywhere, with %, _ and \ in it taken literally. */
 export const containsPattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
-export interface Page {
-  limit: number;
-  offset: number;
-}
-
-/**
- * One page of `sql` (a select with its `order by`, without limit) and the total number of rows.
- * The count runs only when the page does not already tell it (a short page is the last one).
- */
-export async function pagedRows<T = Record<string, unknown>>(
-  em: EntityManager,
-  sql: string,
-  params: readonly unknown[],
-  page: Page,
-): Promise<{ count: number; rows: T[] }> {
-  const found = await rows<T>(em, `${sql} limit ? offset ?`, [...params, page.limit, page.offset]);
-  if (found.length < page.limit && (found.length > 0 || page.offset === 0))
-    return { count: page.offset + found.length, rows: found };
-  const [{ count }] = await rows<{ count: number }>(em, `select count(*)::int as count from (${sql}) q`, params);
-  return { count, rows: found };
-}

@@ -2,11 +2,12 @@
 // that ingestion makes (shared/events/store.ts writes definitions together with the events).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { userColumns } from '../accounts.ts';
-import { containsPattern, type Page, pagedRows, pgArray, rows, run } from '../db/sql.ts';
+import { type Page, pagedQuery } from '../db/paged.ts';
+import { containsPattern, pgArray, rows, run } from '../db/sql.ts';
 
-const SELECT = `select d.*, ${userColumns('o', 'owner')}, ${userColumns('ub', 'updated_by')},
-    ${userColumns('vb', 'verified_by')}
-  from event_definition d
+const COLUMNS = `d.*, ${userColumns('o', 'owner')}, ${userColumns('ub', 'updated_by')},
+    ${userColumns('vb', 'verified_by')}`;
+const FROM = `event_definition d
   left join app_user o on o.id = d.owner_id
   left join app_user ub on ub.id = d.updated_by_id
   left join app_user vb on vb.id = d.verified_by_id`;
@@ -40,7 +41,10 @@ function orderBy(ordering: string[] | undefined): string {
 }
 
 export async function findDefinition(em: EntityManager, projectId: number, id: string): Promise<DefinitionRow | null> {
-  const [row] = await rows(em, `${SELECT} where d.project_id = ? and d.id = ?::uuid`, [projectId, id]);
+  const [row] = await rows(em, `select ${COLUMNS} from ${FROM} where d.project_id = ? and d.id = ?::uuid`, [
+    projectId,
+    id,
+  ]);
   return row ?? null;
 }
 
@@ -64,12 +68,8 @@ export function listDefinitions(
     params.push(JSON.stringify(filter.excluded));
   }
   if (filter.excludeHidden) where.push('not d.hidden');
-  return pagedRows<DefinitionRow>(
-    em,
-    `${SELECT} where ${where.join(' and ')} order by ${orderBy(ordering)}`,
-    params,
-    page,
-  );
+  const from = { sql: `${FROM} where ${where.join(' and ')}`, params };
+  return pagedQuery<DefinitionRow>(em, { select: COLUMNS, from, order: `order by ${orderBy(ordering)}` }, page);
 }
 
 /** Every read through the API counts towards `query_usage_30_day`: one statement per request. */

@@ -2,7 +2,8 @@
 // (creator, created/updated times), so one set of statements serves both.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { userColumns } from '../accounts.ts';
-import { type Page, pagedRows, rows, run } from '../db/sql.ts';
+import { type Page, pagedQuery } from '../db/paged.ts';
+import { rows, run } from '../db/sql.ts';
 
 export type SideTable = 'experiment_holdout' | 'experiment_saved_metric';
 
@@ -10,22 +11,27 @@ const ORDER: Record<SideTable, string> = {
   experiment_holdout: 'r.created_at desc, r.id desc',
   experiment_saved_metric: 'lower(r.name), r.id',
 };
-const select = (table: SideTable) =>
-  `select r.*, ${userColumns('u', 'creator')} from ${table} r left join app_user u on u.id = r.created_by_id`;
+const COLUMNS = `r.*, ${userColumns('u', 'creator')}`;
+const from = (table: SideTable) => `${table} r left join app_user u on u.id = r.created_by_id`;
 const placeholder = (column: string) =>
   column === 'filters' || column === 'query' ? '?::jsonb' : column === 'tags' ? '?::text[]' : '?';
 
 export async function findSideRow(em: EntityManager, table: SideTable, projectId: number, id: number | string) {
-  const [row] = await rows<Record<string, any>>(em, `${select(table)} where r.project_id = ? and r.id = ?`, [
-    projectId,
-    id,
-  ]);
+  const [row] = await rows<Record<string, any>>(
+    em,
+    `select ${COLUMNS} from ${from(table)} where r.project_id = ? and r.id = ?`,
+    [projectId, id],
+  );
   return row ?? null;
 }
 
 export function listSideRows(em: EntityManager, table: SideTable, projectId: number, page: Page) {
-  const sql = `${select(table)} where r.project_id = ? order by ${ORDER[table]}`;
-  return pagedRows<Record<string, any>>(em, sql, [projectId], page);
+  const matches = { sql: `${from(table)} where r.project_id = ?`, params: [projectId] };
+  return pagedQuery<Record<string, any>>(
+    em,
+    { select: COLUMNS, from: matches, order: `order by ${ORDER[table]}` },
+    page,
+  );
 }
 
 /** Inserts a row from column values (jsonb as JSON text, tags as an array literal); returns its id. */

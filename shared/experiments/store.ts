@@ -2,13 +2,13 @@
 // the flag and cohort rows an experiment creates or changes. The rules live in api/experiments/service.ts.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { userColumns } from '../accounts.ts';
-import { containsPattern, type Page, pagedRows, rows, run } from '../db/sql.ts';
+import { type Page, pagedQuery } from '../db/paged.ts';
+import { containsPattern, rows, run } from '../db/sql.ts';
 
 export type ExperimentRow = Record<string, any>;
 
 // One query per page: flag, holdout, creator and saved-metric links joined in.
-const EXPERIMENT_SELECT = `
-  select x.*, ${userColumns('u', 'creator')}, ${userColumns('hu', 'holdout_creator')},
+const COLUMNS = `x.*, ${userColumns('u', 'creator')}, ${userColumns('hu', 'holdout_creator')},
     jsonb_build_object('id', f.id, 'team_id', f.project_id, 'name', f.name, 'key', f.key, 'filters', f.filters,
       'deleted', f.deleted, 'active', f.active, 'ensure_experience_continuity', f.ensure_experience_continuity,
       'has_encrypted_payloads', f.has_encrypted_payloads, 'version', f.version,
@@ -20,8 +20,8 @@ const EXPERIMENT_SELECT = `
         'saved_metric', l.saved_metric_id, 'metadata', l.metadata, 'created_at', l.created_at, 'query', m.query,
         'name', m.name) order by l.id)
       from experiment_to_saved_metric l join experiment_saved_metric m on m.id = l.saved_metric_id
-      where l.experiment_id = x.id), '[]'::jsonb) as saved_metrics
-  from experiment x
+      where l.experiment_id = x.id), '[]'::jsonb) as saved_metrics`;
+const FROM = `experiment x
   join feature_flag f on f.id = x.feature_flag_id
   left join experiment_holdout h on h.id = x.holdout_id
   left join app_user u on u.id = x.created_by_id
@@ -35,7 +35,7 @@ export async function findExperiment(
   includeDeleted = false,
 ) {
   const live = includeDeleted ? '' : 'and not x.deleted';
-  const sql = `${EXPERIMENT_SELECT} where x.project_id = ? and x.id = ? ${live}`;
+  const sql = `select ${COLUMNS} from ${FROM} where x.project_id = ? and x.id = ? ${live}`;
   const [row] = await rows<ExperimentRow>(em, sql, [projectId, id]);
   return row ?? null;
 }
@@ -86,8 +86,8 @@ export function listExperiments(
     const desc = order.startsWith('-');
     orderBy = `${ORDERS[desc ? order.slice(1) : order]} ${desc ? 'desc' : 'asc'} nulls last`;
   }
-  const sql = `${EXPERIMENT_SELECT} where ${where.join(' and ')} order by ${orderBy}, x.id desc`;
-  return pagedRows<ExperimentRow>(em, sql, params, page);
+  const from = { sql: `${FROM} where ${where.join(' and ')}`, params };
+  return pagedQuery<ExperimentRow>(em, { select: COLUMNS, from, order: `order by ${orderBy}, x.id desc` }, page);
 }
 
 /** Names of live experiments starting with `prefix` (to number a copy). */
