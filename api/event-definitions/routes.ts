@@ -10,7 +10,8 @@ import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { dateTime, nullableDateTime, record, stringArray } from '../http/schemas.ts';
-import { userBasic, userBasicSchema } from '../users/serializers.ts';
+import { userBasic } from '../users/serializers.ts';
+import { definitionSchema, type ListQuery, listQuery, type UpdateBody, updateBody } from './schemas.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
 
@@ -37,27 +38,6 @@ function serialize(row: Record<string, any>) {
   };
 }
 
-export const definitionSchema = record({
-  id: { type: 'string', format: 'uuid' },
-  name: { type: 'string' },
-  owner: userBasicSchema,
-  description: { type: 'string' },
-  tags: stringArray,
-  created_at: dateTime,
-  updated_at: nullableDateTime,
-  updated_by: userBasicSchema,
-  last_seen_at: nullableDateTime,
-  verified: { type: 'boolean' },
-  verified_at: nullableDateTime,
-  verified_by: userBasicSchema,
-  hidden: { type: 'boolean' },
-  is_action: { const: false },
-  post_to_slack: { type: 'boolean' },
-  default_columns: stringArray,
-  volume_30_day: { type: 'null', description: 'Not computed' },
-  query_usage_30_day: { type: 'null', description: 'See the metrics endpoint' },
-});
-
 async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
   const id = ctx.state.params.id;
   if (!isUuid(id)) throw notFound();
@@ -66,7 +46,7 @@ async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
   return row;
 }
 
-async function list(ctx: ApiContext) {
+async function list(ctx: ApiContext<ListQuery>) {
   const q = ctx.state.query;
   let excluded: string[] | undefined;
   if (q.excluded_properties) {
@@ -99,9 +79,9 @@ async function list(ctx: ApiContext) {
   ctx.body = paginated(ctx, page, count, rows.map(serialize));
 }
 
-async function update(ctx: ApiContext) {
+async function update(ctx: ApiContext<Record<string, unknown>, UpdateBody>) {
   const before = await findDefinition(ctx);
-  const body = ctx.state.body as Record<string, any>;
+  const body = ctx.state.body;
   if (body.hidden === true && body.verified === true)
     throw validationError('An event cannot be both hidden and verified');
   const next: store.DefinitionChange = {
@@ -166,26 +146,7 @@ export const eventDefinitionRoutes = [
     summary: 'List event definitions (search, event_type, excluded_properties, exclude_hidden, ordering)',
     tags: ['event definitions'],
     scopes: ['event_definition:read'],
-    query: {
-      type: 'object',
-      properties: {
-        ...PAGE_QUERY_PROPERTIES,
-        search: { type: 'string', maxLength: 1000, description: 'Every space-separated term must appear in the name' },
-        event_type: { enum: ['event', 'all', 'action_event', 'event_custom', 'event_posthog'] },
-        excluded_properties: {
-          type: 'string',
-          maxLength: 100_000,
-          description: 'JSON array of event names to leave out',
-        },
-        exclude_hidden: { type: 'boolean' },
-        ordering: {
-          type: 'array',
-          items: { type: 'string', maxLength: 40 },
-          maxItems: 5,
-          description: 'name, last_seen_at, last_seen_at::date; prefix - for descending',
-        },
-      },
-    },
+    query: listQuery,
     responses: { 200: { description: 'A page of event definitions', schema: paginatedSchema(definitionSchema) } },
     handler: list,
   }),
@@ -208,18 +169,7 @@ export const eventDefinitionRoutes = [
     summary: 'Update description, tags, owner, verified, hidden, default_columns',
     tags: ['event definitions'],
     scopes: ['event_definition:write'],
-    body: {
-      type: 'object',
-      properties: {
-        description: { type: 'string', maxLength: 10_000 },
-        tags: { type: 'array', items: { type: 'string', maxLength: 255 }, maxItems: 100 },
-        owner: { type: ['integer', 'null'] },
-        verified: { type: 'boolean' },
-        hidden: { type: 'boolean' },
-        default_columns: { type: 'array', items: { type: 'string', maxLength: 400 }, maxItems: 100 },
-        post_to_slack: { type: 'boolean' },
-      },
-    },
+    body: updateBody,
     responses: { 200: { description: 'The updated definition', schema: definitionSchema } },
     handler: update,
   }),

@@ -6,20 +6,13 @@ import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { openObject, record } from '../http/schemas.ts';
+import { type HoldoutBody, holdoutBody } from './schemas.ts';
 import { sideRowBase, sideRowBaseSchema } from './serializers.ts';
 
 const P = '/api/projects/:project_id/experiment_holdouts';
 const TABLE = 'experiment_holdout';
 const TAGS = ['experiment holdouts'];
 
-const bodySchema = {
-  type: 'object',
-  properties: {
-    name: { type: 'string', minLength: 1, maxLength: 400 },
-    description: { type: ['string', 'null'], maxLength: 400 },
-    filters: { type: 'array', maxItems: 20, items: {} },
-  },
-};
 const holdoutSchema = record({
   ...sideRowBaseSchema,
   filters: { type: 'array', items: openObject('A group: rollout_percentage, properties, variant') },
@@ -67,11 +60,11 @@ async function listHoldouts(ctx: ApiContext) {
   ctx.body = paginated(ctx, page, count, rows.map(serialize));
 }
 
-async function createHoldout(ctx: ApiContext) {
+async function createHoldout(ctx: ApiContext<Record<string, unknown>, HoldoutBody>) {
   const columns = columnsOf(ctx.state.body ?? {}, false);
   const id = await ctx.state.em.fork().transactional(async (tx) => {
     const created = await store.insertSideRow(tx, TABLE, ctx.state.project.id, ctx.state.auth.userId, columns);
-    await syncFlags(tx, created, ctx.state.body.filters);
+    await syncFlags(tx, created, ctx.state.body.filters ?? null);
     return created;
   });
   ctx.status = 201;
@@ -82,12 +75,12 @@ async function getHoldout(ctx: ApiContext) {
   ctx.body = serialize(await find(ctx));
 }
 
-async function updateHoldout(ctx: ApiContext) {
+async function updateHoldout(ctx: ApiContext<Record<string, unknown>, HoldoutBody>) {
   const existing = await find(ctx);
   const columns = columnsOf(ctx.state.body ?? {}, true);
   await ctx.state.em.fork().transactional(async (tx) => {
     await store.updateSideRow(tx, TABLE, existing.id, columns);
-    if ('filters' in columns) await syncFlags(tx, existing.id, ctx.state.body.filters);
+    if ('filters' in columns) await syncFlags(tx, existing.id, ctx.state.body.filters ?? null);
   });
   ctx.body = serialize(await find(ctx));
 }
@@ -118,7 +111,7 @@ export const holdoutRoutes = [
     summary: 'Create an experiment holdout',
     tags: TAGS,
     scopes: ['experiment:write'],
-    body: bodySchema,
+    body: holdoutBody,
     responses: { 201: { description: 'Created', schema: holdoutSchema } },
     handler: createHoldout,
   }),
@@ -137,7 +130,7 @@ export const holdoutRoutes = [
     summary: 'Update an experiment holdout',
     tags: TAGS,
     scopes: ['experiment:write'],
-    body: bodySchema,
+    body: holdoutBody,
     responses: { 200: { description: 'Updated', schema: holdoutSchema } },
     handler: updateHoldout,
   }),

@@ -9,35 +9,22 @@ import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { anyJson, dateTime, nullableDateTime, nullableInteger, nullableString, record } from '../http/schemas.ts';
 import { experimentSchema, serializeExperiment } from './serializers.ts';
+import {
+  createBody,
+  type DuplicateBody,
+  duplicateBody,
+  type FlagImplementationQuery,
+  flagImplementationQuery,
+  type ListQuery,
+  listQuery,
+  type TimeseriesQuery,
+  timeseriesQuery,
+  updateBody,
+} from './schemas.ts';
 import { createExperiment, updateExperiment } from './service.ts';
 import { enqueue } from '../../shared/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';
-
-const writableProperties = {
-  name: { type: 'string', minLength: 1, maxLength: 400 },
-  description: { type: ['string', 'null'], maxLength: 3000 },
-  start_date: { type: ['string', 'null'], format: 'date-time' },
-  end_date: { type: ['string', 'null'], format: 'date-time' },
-  feature_flag_key: { type: 'string', minLength: 1, maxLength: 400 },
-  holdout_id: { type: ['integer', 'null'] },
-  parameters: { type: ['object', 'null'], additionalProperties: true },
-  secondary_metrics: { type: ['array', 'null'], items: {} },
-  saved_metrics_ids: {},
-  filters: { type: ['object', 'null'], additionalProperties: true },
-  archived: { type: 'boolean' },
-  deleted: { type: 'boolean' },
-  type: { enum: ['web', 'product', null] },
-  exposure_criteria: { type: ['object', 'null'], additionalProperties: true },
-  metrics: { type: ['array', 'null'], maxItems: 50, items: {} },
-  metrics_secondary: { type: ['array', 'null'], maxItems: 50, items: {} },
-  stats_config: { type: ['object', 'null'], additionalProperties: true },
-  _create_in_folder: { type: 'string', maxLength: 400 },
-  conclusion: { enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
-  conclusion_comment: { type: ['string', 'null'], maxLength: 10_000 },
-  primary_metrics_ordered_uuids: { type: ['array', 'null'], items: {} },
-  secondary_metrics_ordered_uuids: { type: ['array', 'null'], items: {} },
-};
 
 async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promise<any> {
   if (!/^\d{1,9}$/.test(id)) throw notFound();
@@ -48,7 +35,7 @@ async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promis
 
 const STATUSES = new Set(['draft', 'running', 'complete']);
 
-async function list(ctx: ApiContext) {
+async function list(ctx: ApiContext<ListQuery>) {
   const q = ctx.state.query;
   const status = String(q.status ?? '').toLowerCase();
   const filter: store.ExperimentFilter = {
@@ -63,7 +50,7 @@ async function list(ctx: ApiContext) {
   ctx.body = paginated(ctx, page, count, rows.map(serializeExperiment));
 }
 
-async function duplicate(ctx: ApiContext) {
+async function duplicate(ctx: ApiContext<Record<string, unknown>, DuplicateBody>) {
   const source = await findExperiment(ctx);
   const body = ctx.state.body ?? {};
   if (
@@ -155,7 +142,7 @@ async function exposureCohort(ctx: ApiContext) {
 }
 
 /** PostHog: false once recent events of these kinds carry `$feature/…` properties (the SDK sends flag values). */
-async function requiresFlagImplementation(ctx: ApiContext) {
+async function requiresFlagImplementation(ctx: ApiContext<FlagImplementationQuery>) {
   let events: string[] = [];
   if (ctx.state.query.events) {
     try {
@@ -173,7 +160,7 @@ async function requiresFlagImplementation(ctx: ApiContext) {
   ctx.body = { result: !(await recentEventsCarryFlagValues(ctx.state.em, ctx.state.project.id, events)) };
 }
 
-async function timeseries(ctx: ApiContext) {
+async function timeseries(ctx: ApiContext<TimeseriesQuery>) {
   const experiment = await findExperiment(ctx);
   const { metric_uuid, fingerprint } = ctx.state.query;
   if (!metric_uuid) throw validationError('metric_uuid query parameter is required');
@@ -283,17 +270,7 @@ export const experimentRoutes = [
     summary: 'List experiments (deleted hidden; archived only with archived=true)',
     tags: ['experiments'],
     scopes: ['experiment:read'],
-    query: {
-      type: 'object',
-      properties: {
-        ...PAGE_QUERY_PROPERTIES,
-        status: { type: 'string', maxLength: 20 },
-        search: { type: 'string', maxLength: 400 },
-        created_by_id: { type: 'integer' },
-        archived: { type: 'string', maxLength: 10 },
-        order: { type: 'string', maxLength: 40 },
-      },
-    },
+    query: listQuery,
     responses: { 200: { description: 'A page of experiments', schema: paginatedSchema(experimentSchema) } },
     handler: list,
   }),
@@ -303,12 +280,7 @@ export const experimentRoutes = [
     summary: 'Create an experiment (and its feature flag unless one with the key exists)',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    body: {
-      type: 'object',
-      required: ['name', 'feature_flag_key'],
-      properties: writableProperties,
-      examples: [{ name: 'Checkout test', feature_flag_key: 'checkout-test' }],
-    },
+    body: createBody,
     responses: { 201: { description: 'The experiment', schema: experimentSchema } },
     handler: async (ctx) => {
       const id = await createExperiment(ctx.state.em, actorOf(ctx), ctx.state.body);
@@ -322,7 +294,7 @@ export const experimentRoutes = [
     summary: 'Whether events still lack $feature/… properties (the flag is not yet implemented in code)',
     tags: ['experiments'],
     scopes: ['experiment:read'],
-    query: { type: 'object', properties: { events: { type: 'string', maxLength: 10_000 } } },
+    query: flagImplementationQuery,
     responses: { 200: { description: 'Result', schema: record({ result: { type: 'boolean' } }) } },
     handler: requiresFlagImplementation,
   }),
@@ -346,7 +318,7 @@ export const experimentRoutes = [
     summary: 'Update an experiment; {"deleted": true} soft-deletes it',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    body: { type: 'object', properties: writableProperties },
+    body: updateBody,
     responses: { 200: { description: 'The experiment', schema: experimentSchema } },
     handler: async (ctx) => {
       const current = await findExperiment(ctx);
@@ -373,7 +345,7 @@ export const experimentRoutes = [
     summary: 'Duplicate an experiment as a draft named "<name> (Copy)"',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    body: { type: 'object', properties: { feature_flag_key: { type: 'string', maxLength: 400 } } },
+    body: duplicateBody,
     responses: { 200: { description: 'The new experiment', schema: experimentSchema } },
     handler: duplicate,
   }),
@@ -406,10 +378,7 @@ export const experimentRoutes = [
     summary: 'Daily results of one metric, as computed by the worker',
     tags: ['experiments'],
     scopes: ['experiment:read'],
-    query: {
-      type: 'object',
-      properties: { metric_uuid: { type: 'string', maxLength: 200 }, fingerprint: { type: 'string', maxLength: 64 } },
-    },
+    query: timeseriesQuery,
     responses: { 200: { description: 'Timeseries', schema: timeseriesSchema } },
     handler: timeseries,
   }),

@@ -5,6 +5,7 @@ import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { openObject, record, stringArray } from '../http/schemas.ts';
+import { type SavedMetricBody, savedMetricBody } from './schemas.ts';
 import { sideRowBase, sideRowBaseSchema } from './serializers.ts';
 
 const P = '/api/projects/:project_id/experiment_saved_metrics';
@@ -12,15 +13,6 @@ const TABLE = 'experiment_saved_metric';
 const TAGS = ['experiment saved metrics'];
 const METRIC_KINDS = ['ExperimentMetric', 'ExperimentTrendsQuery', 'ExperimentFunnelsQuery'];
 
-const bodySchema = {
-  type: 'object',
-  properties: {
-    name: { type: 'string', minLength: 1, maxLength: 400 },
-    description: { type: ['string', 'null'], maxLength: 400 },
-    query: { type: 'object', additionalProperties: true },
-    tags: { type: 'array', items: { type: 'string', maxLength: 255 }, maxItems: 50 },
-  },
-};
 const savedMetricSchema = record({
   ...sideRowBaseSchema,
   query: openObject('The metric query (kind, metric_type …)'),
@@ -65,7 +57,7 @@ async function listSavedMetrics(ctx: ApiContext) {
   ctx.body = paginated(ctx, page, count, rows.map(serialize));
 }
 
-async function createSavedMetric(ctx: ApiContext) {
+async function createSavedMetric(ctx: ApiContext<Record<string, unknown>, SavedMetricBody>) {
   const columns = columnsOf(ctx.state.body ?? {}, false);
   const id = await store.insertSideRow(ctx.state.em, TABLE, ctx.state.project.id, ctx.state.auth.userId, columns);
   ctx.status = 201;
@@ -76,7 +68,7 @@ async function getSavedMetric(ctx: ApiContext) {
   ctx.body = serialize(await find(ctx));
 }
 
-async function updateSavedMetric(ctx: ApiContext) {
+async function updateSavedMetric(ctx: ApiContext<Record<string, unknown>, SavedMetricBody>) {
   const existing = await find(ctx);
   await store.updateSideRow(ctx.state.em, TABLE, existing.id, columnsOf(ctx.state.body ?? {}, true));
   ctx.body = serialize(await find(ctx));
@@ -105,7 +97,7 @@ export const savedMetricRoutes = [
     summary: 'Create an experiment saved metric',
     tags: TAGS,
     scopes: ['experiment:write'],
-    body: bodySchema,
+    body: savedMetricBody,
     responses: { 201: { description: 'Created', schema: savedMetricSchema } },
     handler: createSavedMetric,
   }),
@@ -124,7 +116,7 @@ export const savedMetricRoutes = [
     summary: 'Update an experiment saved metric',
     tags: TAGS,
     scopes: ['experiment:write'],
-    body: bodySchema,
+    body: savedMetricBody,
     responses: { 200: { description: 'Updated', schema: savedMetricSchema } },
     handler: updateSavedMetric,
   }),

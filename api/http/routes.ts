@@ -1,6 +1,7 @@
 // One declaration per route: method, path, scopes and schemas in one place. The same list mounts
 // the routes here and feeds the OpenAPI document.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { Context, Middleware } from 'koa';
 import { Router } from '@koa/router';
 import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, type ProjectRow } from './auth.ts';
@@ -62,7 +63,26 @@ export const actorOf = (ctx: ApiContext): Actor => ({
   userId: ctx.state.auth.userId,
 });
 
-export const defineRoute = <Q = Record<string, any>, B = any>(route: RouteDefinition<Q, B>) => route as RouteDefinition;
+/** What a request schema validates to: the schema's own type when it is written out (`as const` or inline). */
+export type Validated<S> = [S] extends [undefined]
+  ? Record<string, any>
+  : S extends JSONSchema
+    ? FromSchema<S>
+    : Record<string, any>;
+
+/**
+ * Declares a route; the handler's `ctx.state.query` and `ctx.state.body` are typed from the route's
+ * query and body schemas (json-schema-to-ts), so a handler reads what its schema lets through.
+ */
+export function defineRoute<const QS = undefined, const BS = undefined>(
+  route: Omit<RouteDefinition, 'query' | 'body' | 'handler'> & {
+    query?: QS;
+    body?: BS;
+    handler: (ctx: ApiContext<Validated<QS>, Validated<BS>>) => Promise<void> | void;
+  },
+): RouteDefinition {
+  return route as unknown as RouteDefinition;
+}
 
 /** Parses a JSON body as PostHog does (JSON only). An empty body is `{}`. */
 async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {

@@ -1,6 +1,6 @@
 // Schemas the document names once under components/schemas and refers to wherever a route uses them,
 // so a generated client has one Experiment type, not one per operation.
-import { definitionSchema } from '../event-definitions/routes.ts';
+import { definitionSchema } from '../event-definitions/schemas.ts';
 import {
   experimentSchema,
   featureFlagSchema,

@@ -166,7 +166,7 @@ export const personRoutes = [
       if (properties === undefined || properties === null) throw swappedRequired('properties');
       if (typeof properties !== 'object' || Array.isArray(properties))
         throw validationError('Expected a dictionary of items.', 'properties');
-      ctx.body = personRecord(await setPersonProperties(ctx, person, properties));
+      ctx.body = personRecord(await setPersonProperties(ctx, person, properties as Record<string, unknown>));
     },
   }),
   defineRoute({

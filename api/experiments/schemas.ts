@@ -1,0 +1,91 @@
+// Request schemas of the experiment routes; the handlers' types are derived from them.
+import type { FromSchema } from 'json-schema-to-ts';
+import { PAGE_QUERY_PROPERTIES } from '../http/pagination.ts';
+
+const writableProperties = {
+  name: { type: 'string', minLength: 1, maxLength: 400 },
+  description: { type: ['string', 'null'], maxLength: 3000 },
+  start_date: { type: ['string', 'null'], format: 'date-time' },
+  end_date: { type: ['string', 'null'], format: 'date-time' },
+  feature_flag_key: { type: 'string', minLength: 1, maxLength: 400 },
+  holdout_id: { type: ['integer', 'null'] },
+  parameters: { type: ['object', 'null'], additionalProperties: true },
+  secondary_metrics: { type: ['array', 'null'], items: {} },
+  saved_metrics_ids: {},
+  filters: { type: ['object', 'null'], additionalProperties: true },
+  archived: { type: 'boolean' },
+  deleted: { type: 'boolean' },
+  type: { enum: ['web', 'product', null] },
+  exposure_criteria: { type: ['object', 'null'], additionalProperties: true },
+  metrics: { type: ['array', 'null'], maxItems: 50, items: {} },
+  metrics_secondary: { type: ['array', 'null'], maxItems: 50, items: {} },
+  stats_config: { type: ['object', 'null'], additionalProperties: true },
+  _create_in_folder: { type: 'string', maxLength: 400 },
+  conclusion: { enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
+  conclusion_comment: { type: ['string', 'null'], maxLength: 10_000 },
+  primary_metrics_ordered_uuids: { type: ['array', 'null'], items: {} },
+  secondary_metrics_ordered_uuids: { type: ['array', 'null'], items: {} },
+} as const;
+
+export const listQuery = {
+  type: 'object',
+  properties: {
+    ...PAGE_QUERY_PROPERTIES,
+    status: { type: 'string', maxLength: 20 },
+    search: { type: 'string', maxLength: 400 },
+    created_by_id: { type: 'integer' },
+    archived: { type: 'string', maxLength: 10 },
+    order: { type: 'string', maxLength: 40 },
+  },
+} as const;
+export type ListQuery = FromSchema<typeof listQuery>;
+
+export const createBody = {
+  type: 'object',
+  required: ['name', 'feature_flag_key'],
+  properties: writableProperties,
+  examples: [{ name: 'Checkout test', feature_flag_key: 'checkout-test' }],
+} as const;
+export type CreateBody = FromSchema<typeof createBody>;
+
+export const updateBody = { type: 'object', properties: writableProperties } as const;
+export type UpdateBody = FromSchema<typeof updateBody>;
+
+export const duplicateBody = {
+  type: 'object',
+  properties: { feature_flag_key: { type: 'string', maxLength: 400 } },
+} as const;
+export type DuplicateBody = FromSchema<typeof duplicateBody>;
+
+export const flagImplementationQuery = {
+  type: 'object',
+  properties: { events: { type: 'string', maxLength: 10_000 } },
+} as const;
+export type FlagImplementationQuery = FromSchema<typeof flagImplementationQuery>;
+
+export const timeseriesQuery = {
+  type: 'object',
+  properties: { metric_uuid: { type: 'string', maxLength: 200 }, fingerprint: { type: 'string', maxLength: 64 } },
+} as const;
+export type TimeseriesQuery = FromSchema<typeof timeseriesQuery>;
+
+export const holdoutBody = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 400 },
+    description: { type: ['string', 'null'], maxLength: 400 },
+    filters: { type: 'array', maxItems: 20, items: {} },
+  },
+} as const;
+export type HoldoutBody = FromSchema<typeof holdoutBody>;
+
+export const savedMetricBody = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 400 },
+    description: { type: ['string', 'null'], maxLength: 400 },
+    query: { type: 'object', additionalProperties: true },
+    tags: { type: 'array', items: { type: 'string', maxLength: 255 }, maxItems: 50 },
+  },
+} as const;
+export type SavedMetricBody = FromSchema<typeof savedMetricBody>;
