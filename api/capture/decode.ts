@@ -1,4 +1,4 @@
-// Turning an SDK request into JSON, PostHog's pipeline (spec §8.1): `data` from the query or a form,
+// Turning an SDK request into JSON, PostHog's pipeline (its Rust capture service's router and payload decoding, rust/capture): `data` from the query or a form,
 // base64, gzip (hinted or sniffed), lz-string. Shared by capture and /flags. Bounded and asynchronous:
 // a decompression bomb is refused with 413 without stalling other requests.
 import type { Context } from 'koa';

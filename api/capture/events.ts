@@ -1,4 +1,4 @@
-// From a decoded payload to validated events (spec §8.1 shapes, §8.2 rules, §8.3 timestamps).
+// From a decoded payload to validated events (PostHog's rust/capture payload shapes and checks; timestamps as the plugin server's parseEventTimestamp).
 // A request PostHog refuses whole (no usable token, an event without a name or distinct id) stores
 // nothing. One event PostgreSQL could not store is repaired or dropped as PostHog's capture does
 // (timestamps out of range, NUL and lone surrogates, nesting too deep), and the reasons are returned.
@@ -32,7 +32,7 @@ function tokenProblem(token: string): string | null {
 }
 
 /**
- * The shape of the payload and its token (spec §8.1, §8.2): cheap, so the project can be checked
+ * The shape of the payload and its token (as rust/capture checks them): cheap, so the project can be checked
  * before any event is looked at.
  */
 export function requestOf(payload: unknown, options: { engagePath: boolean }): SdkRequest {
@@ -142,7 +142,7 @@ const FUTURE_CUTOFF_MS = 23 * 3600 * 1000;
 const FIRST_MS = Date.parse('0001-01-01T00:00:00Z');
 const LAST_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
-/** Spec §8.3, then PostHog's bounds: over 23 h ahead → now; outside years 1–9999 → the Unix epoch. */
+/** PostHog's parseEventTimestamp (plugin server), then its bounds: over 23 h ahead → now; outside years 1–9999 → the Unix epoch. */
 function timestampOf(raw: Record<string, any>, properties: Record<string, unknown>, sentAt: Date | null, now: Date) {
   let ms = now.getTime();
   const parsed = typeof raw.timestamp === 'string' ? Date.parse(raw.timestamp) : NaN;

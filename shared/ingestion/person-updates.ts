@@ -1,4 +1,4 @@
-// What an event asks of its person: PostHog's normalisation of $set / $set_once / $unset (spec §10.1).
+// What an event asks of its person: PostHog's normalisation of $set / $set_once / $unset (the plugin server's ingestion/persons code and utils/event.ts).
 import { unsetKeys, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 
 // Properties PostHog copies onto the person ($set) and, as $initial_*, once ($set_once).
@@ -58,7 +58,7 @@ export function personUpdateOf(event: string, properties: Properties): PropertyU
   return { set, setOnce, unset: unsetKeys(properties.$unset) };
 }
 
-// Distinct ids PostHog refuses to merge on (spec §10.4).
+// Distinct ids PostHog refuses to merge on (its person merge code's illegal distinct ids).
 const ILLEGAL_CASE_INSENSITIVE = new Set([
   'anonymous',
   'guest',

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 
-// PostHog's namespace for deterministic person UUIDs (spec §10.2).
+// PostHog's namespace for deterministic person UUIDs (the plugin server's uuidFromDistinctId).
 const PERSON_NAMESPACE = '932979b4-65c3-4424-8467-0b66ec27bc22';
 
 /** UUIDv5 of "<project id>:<distinct id>": the same distinct id always yields the same new person uuid. */

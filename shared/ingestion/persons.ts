@@ -1,4 +1,4 @@
-// Person processing during ingestion (spec §10): find or create the person of each event, apply its
+// Person processing during ingestion (PostHog's plugin server, ingestion/persons): find or create the person of each event, apply its
 // $set_once / $set / $unset, and merge persons on $identify / $create_alias / $merge_dangerously.
 // Runs inside the request's transaction; persons are locked (FOR UPDATE) before they are changed, so
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.

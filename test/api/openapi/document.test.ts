@@ -37,7 +37,7 @@ function freeForm(schema: any): boolean {
   return false;
 }
 
-// The Experiment table of the seed (shared/spec/api-seed.md), in its order.
+// The Experiment fields of PostHog's experiment serializer, in the seed's order.
 const SEED_EXPERIMENT_FIELDS = [
   'id',
   'name',

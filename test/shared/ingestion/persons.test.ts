@@ -1,4 +1,4 @@
-// Person rules during ingestion (spec §10), through the real capture endpoint.
+// Person rules during ingestion (PostHog's plugin server, ingestion/persons), through the real capture endpoint.
 import { describe, expect, it } from 'vitest';
 import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
 import { personsOf, sql } from '../../db.ts';
