@@ -150,7 +150,14 @@ describe('concurrency', () => {
       distinct_id: 'contested',
       properties: { $set: { seen: true } },
     });
-    await new Promise((r) => setTimeout(r, 300));
+    // Commit only once the request waits on the held distinct id's lock (seen in pg_stat_activity).
+    for (let waiting = 0; waiting === 0; await new Promise((r) => setTimeout(r, 10))) {
+      [{ waiting }] = await sql(
+        api.orm,
+        `select count(*)::int as waiting from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and query ilike '%person_distinct_id%'`,
+      );
+    }
     commit();
     await other;
     await request;
