@@ -13,8 +13,8 @@ import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import {
   countOf,
+  funnelCorrelationPersonIdsSql,
   funnelPersonIdsSql,
-  funnelStepsSql,
   lifecyclePersonIdsSql,
   parseDate,
   parseEventSteps,
@@ -329,17 +329,7 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
     'funnel_correlation_person_entity',
   );
   const converted = String(params.funnel_correlation_person_converted ?? 'true') !== 'false';
-  const steps = funnelStepsSql(ctx.state.project.id, funnel);
-  const last = funnel.steps.length;
-  const outcome = converted
-    ? `select person_id from s${last}`
-    : `select person_id from s1 except select person_id from s${last}`;
-  const ids: SqlFragment = {
-    sql: `${steps.sql} select o.person_id from (${outcome}) o where exists (
-      select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
-       where d.person_id = o.person_id and e.project_id = ? and e.event = ? and e.timestamp >= ? and e.timestamp < ?)`,
-    params: [...steps.params, ctx.state.project.id, entity, funnel.from, funnel.to],
-  };
+  const ids = funnelCorrelationPersonIdsSql(ctx.state.project.id, funnel, entity, converted);
   const pageParams = {
     limit: params.funnel_correlation_person_limit ?? params.limit,
     offset: params.funnel_correlation_person_offset ?? params.offset,

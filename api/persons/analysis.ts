@@ -60,28 +60,46 @@ export function parseEventSteps(raw: unknown, attr = 'events'): string[] {
 }
 
 /**
- * CTEs s1..sN: for each person, the time they reached each step (in order, each within the
- * conversion window of the first step).
+ * Each person's funnel level (the furthest step reached) from one scan of the step events in the
+ * range, as PostHog counts it: every step-1 event starts an attempt, and an attempt reaches step k
+ * when steps 2..k follow in order within the conversion window of its start. Per person, in time
+ * order, l_k is the latest start of an attempt that reached step k before the current event (the
+ * latest start is the one with the most window left), so each level is one window pass. One event
+ * advances an attempt by one step at most: l_k comes from the events strictly before it. Events of
+ * equal time are ordered by step, so a step may follow the one before it at the same instant.
+ * `extra`: an event name whose occurrence in the range each row also reports (correlation).
+ * Columns: person_id, level (0 when only `extra` was seen), extra.
  */
-export function funnelStepsSql(projectId: number, params: FunnelParams): SqlFragment {
-  const ctes: string[] = [];
+export function funnelLevelsSql(projectId: number, params: FunnelParams, extra: string | null = null): SqlFragment {
+  const { steps } = params;
+  const n = steps.length;
+  const names = [...new Set([...steps, ...(extra === null ? [] : [extra])])];
   const values: unknown[] = [];
-  params.steps.forEach((event, i) => {
-    if (i === 0) {
-      ctes.push(`s1 as (select d.person_id, min(e.timestamp) as t, min(e.timestamp) as start
-        from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
-        where e.project_id = ? and e.event = ? and e.timestamp >= ? and e.timestamp < ? group by d.person_id)`);
-      values.push(projectId, event, params.from, params.to);
-    } else {
-      ctes.push(`s${i + 1} as (select s.person_id, min(e.timestamp) as t, min(s.start) as start from s${i} s
-        join person_distinct_id d on d.person_id = s.person_id
-        join event e on e.project_id = ? and e.distinct_id = d.distinct_id and e.event = ?
-         and e.timestamp >= s.t and e.timestamp <= s.start + make_interval(days => ?) and e.timestamp < ?
-        group by s.person_id)`);
-      values.push(projectId, event, params.windowDays, params.to);
-    }
+  const matches = steps.map((event, i) => {
+    values.push(event);
+    return `e.event = ? as m${i + 1}`;
   });
-  return { sql: `with ${ctes.join(', ')}`, params: values };
+  values.push(...steps);
+  const ord = `case e.event ${steps.map((_, i) => `when ? then ${i + 1}`).join(' ')} else ${n + 1} end as ord`;
+  const extraColumn = extra === null ? 'false as x' : 'e.event = ? as x';
+  if (extra !== null) values.push(extra);
+  values.push(projectId, names, params.from, params.to);
+  const scan = `select d.person_id, e.timestamp as t, ${matches.join(', ')}, ${ord}, ${extraColumn}
+      from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+     where e.project_id = ? and e.event in (?) and e.timestamp >= ? and e.timestamp < ?`;
+  const window =
+    'window w as (partition by person_id order by t, ord rows between unbounded preceding and 1 preceding)';
+  // a_k: the start of the attempt this event takes to step k (null if it takes none there).
+  const within = `make_interval(days => ${Number(params.windowDays)})`;
+  const reach = (k: number) =>
+    k === 1 ? 'case when m1 then t end' : `case when m${k} and t <= l${k - 1} + ${within} then l${k - 1} end`;
+  let q = scan;
+  for (let k = 1; k < n; k++) q = `select q.*, max(${reach(k)}) over w as l${k} from (${q}) q ${window}`;
+  const level = `case ${Array.from({ length: n }, (_, i) => `when ${reach(n - i)} is not null then ${n - i}`).join(' ')} else 0 end`;
+  return {
+    sql: `select person_id, max(${level}) as level, bool_or(x) as extra from (${q}) q group by person_id`,
+    params: values,
+  };
 }
 
 /** Person ids at a funnel step: `step` > 0 reached it; `step` < 0 reached step |step|-1 but not |step|. */
@@ -90,10 +108,22 @@ export function funnelPersonIdsSql(projectId: number, params: FunnelParams, step
   const k = Math.abs(step);
   if (!Number.isInteger(step) || step === 0 || k > n || step === -1)
     throw validationError(`funnel_step must be 1..${n}, or -2..-${n} for drop-offs.`, 'funnel_step');
-  const ctes = funnelStepsSql(projectId, params);
-  const select =
-    step > 0 ? `select person_id from s${k}` : `select person_id from s${k - 1} except select person_id from s${k}`;
-  return { sql: `${ctes.sql} ${select}`, params: ctes.params };
+  const levels = funnelLevelsSql(projectId, params);
+  const where = step > 0 ? `f.level >= ${k}` : `f.level = ${k - 1}`;
+  return { sql: `select f.person_id from (${levels.sql}) f where ${where}`, params: levels.params };
+}
+
+/** Persons who reached the last step (or started and did not), and performed `entity` in the range. */
+export function funnelCorrelationPersonIdsSql(
+  projectId: number,
+  params: FunnelParams,
+  entity: string,
+  converted: boolean,
+): SqlFragment {
+  const n = params.steps.length;
+  const levels = funnelLevelsSql(projectId, params, entity);
+  const where = converted ? `f.level = ${n}` : `f.level between 1 and ${n - 1}`;
+  return { sql: `select f.person_id from (${levels.sql}) f where f.extra and ${where}`, params: levels.params };
 }
 
 /** Lifecycle buckets for a day, by PostHog's definitions (new, returning, resurrecting, dormant). */
