@@ -1,17 +1,11 @@
-// Persons behind analytics: funnel steps, funnel correlation and lifecycle buckets, computed in SQL
-// from events. A person's events are found through its current distinct ids, so merged persons
-// count once with all their events.
+// The inputs of the person analytics endpoints (funnel steps, funnel correlation, lifecycle), read
+// and checked as PostHog takes them; the computing is shared/events/analytics.ts.
+import { type FunnelParams, LIFECYCLE_TYPES, type LifecycleType } from '../../shared/events/analytics.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import { validationError } from '../http/errors.ts';
+import { NEWEST_FIRST, withDistinctIds } from './queries.ts';
+import type { PersonWithIds } from './serializers.ts';
 import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
-
-export interface FunnelParams {
-  steps: string[];
-  from: Date;
-  to: Date;
-  windowDays: number;
-}
 
 const MAX_STEPS = 10;
 
@@ -59,120 +53,42 @@ export function parseEventSteps(raw: unknown, attr = 'events'): string[] {
   });
 }
 
-/**
- * Each person's funnel level (the furthest step reached) from one scan of the step events in the
- * range, as PostHog counts it: every step-1 event starts an attempt, and an attempt reaches step k
- * when steps 2..k follow in order within the conversion window of its start. Per person, in time
- * order, l_k is the latest start of an attempt that reached step k before the current event (the
- * latest start is the one with the most window left), so each level is one window pass. One event
- * advances an attempt by one step at most: l_k comes from the events strictly before it. Events of
- * equal time are ordered by step, so a step may follow the one before it at the same instant.
- * `extra`: an event name whose occurrence in the range each row also reports (correlation).
- * Columns: person_id, level (0 when only `extra` was seen), extra.
- */
-export function funnelLevelsSql(projectId: number, params: FunnelParams, extra: string | null = null): SqlFragment {
-  const { steps } = params;
-  const n = steps.length;
-  const names = [...new Set([...steps, ...(extra === null ? [] : [extra])])];
-  const values: unknown[] = [];
-  const matches = steps.map((event, i) => {
-    values.push(event);
-    return `e.event = ? as m${i + 1}`;
-  });
-  values.push(...steps);
-  const ord = `case e.event ${steps.map((_, i) => `when ? then ${i + 1}`).join(' ')} else ${n + 1} end as ord`;
-  const extraColumn = extra === null ? 'false as x' : 'e.event = ? as x';
-  if (extra !== null) values.push(extra);
-  values.push(projectId, names, params.from, params.to);
-  const scan = `select d.person_id, e.timestamp as t, ${matches.join(', ')}, ${ord}, ${extraColumn}
-      from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
-     where e.project_id = ? and e.event in (?) and e.timestamp >= ? and e.timestamp < ?`;
-  const window =
-    'window w as (partition by person_id order by t, ord rows between unbounded preceding and 1 preceding)';
-  // a_k: the start of the attempt this event takes to step k (null if it takes none there).
-  const within = `make_interval(days => ${Number(params.windowDays)})`;
-  const reach = (k: number) =>
-    k === 1 ? 'case when m1 then t end' : `case when m${k} and t <= l${k - 1} + ${within} then l${k - 1} end`;
-  let q = scan;
-  for (let k = 1; k < n; k++) q = `select q.*, max(${reach(k)}) over w as l${k} from (${q}) q ${window}`;
-  const level = `case ${Array.from({ length: n }, (_, i) => `when ${reach(n - i)} is not null then ${n - i}`).join(' ')} else 0 end`;
+/** The funnel of a request (query or body): steps, date range and conversion window. */
+export function funnelParams(params: Record<string, any>): FunnelParams {
+  const windowDays = params.funnel_window_days === undefined ? 14 : Number(params.funnel_window_days);
+  if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365)
+    throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');
   return {
-    sql: `select person_id, max(${level}) as level, bool_or(x) as extra from (${q}) q group by person_id`,
-    params: values,
+    steps: parseEventSteps(params.events),
+    from: parseDate(params.date_from, new Date(Date.now() - 7 * 86400_000), 'date_from'),
+    to: parseDate(params.date_to, new Date(Date.now() + 60_000), 'date_to'),
+    windowDays,
   };
 }
 
-/** Person ids at a funnel step: `step` > 0 reached it; `step` < 0 reached step |step|-1 but not |step|. */
-export function funnelPersonIdsSql(projectId: number, params: FunnelParams, step: number): SqlFragment {
-  const n = params.steps.length;
+/** `funnel_step`: 1..n reached that step; -2..-n dropped off before it. */
+export function funnelStep(value: unknown, steps: number): number {
+  const step = value === undefined ? 1 : Number(value);
   const k = Math.abs(step);
-  if (!Number.isInteger(step) || step === 0 || k > n || step === -1)
-    throw validationError(`funnel_step must be 1..${n}, or -2..-${n} for drop-offs.`, 'funnel_step');
-  const levels = funnelLevelsSql(projectId, params);
-  const where = step > 0 ? `f.level >= ${k}` : `f.level = ${k - 1}`;
-  return { sql: `select f.person_id from (${levels.sql}) f where ${where}`, params: levels.params };
+  if (!Number.isInteger(step) || step === 0 || k > steps || step === -1)
+    throw validationError(`funnel_step must be 1..${steps}, or -2..-${steps} for drop-offs.`, 'funnel_step');
+  return step;
 }
 
-/** Persons who reached the last step (or started and did not), and performed `entity` in the range. */
-export function funnelCorrelationPersonIdsSql(
-  projectId: number,
-  params: FunnelParams,
-  entity: string,
-  converted: boolean,
-): SqlFragment {
-  const n = params.steps.length;
-  const levels = funnelLevelsSql(projectId, params, entity);
-  const where = converted ? `f.level = ${n}` : `f.level between 1 and ${n - 1}`;
-  return { sql: `select f.person_id from (${levels.sql}) f where f.extra and ${where}`, params: levels.params };
+export function lifecycleType(value: unknown): LifecycleType {
+  const type = LIFECYCLE_TYPES.find((t) => t === value);
+  if (!type)
+    throw validationError('lifecycle_type must be one of new, returning, resurrecting, dormant.', 'lifecycle_type');
+  return type;
 }
 
-/** Lifecycle buckets for a day, by PostHog's definitions (new, returning, resurrecting, dormant). */
-export function lifecyclePersonIdsSql(
-  projectId: number,
-  day: Date,
-  type: string,
-  event: string | null,
-  timezone: string,
-): SqlFragment {
-  const start = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate()));
-  const active = (
-    offsetDays: number,
-  ) => `exists (select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
-      where d.person_id = p.id and e.project_id = ? ${event ? 'and e.event = ?' : ''}
-        and (e.timestamp at time zone ?)::date = (?::date + ${offsetDays}))`;
-  const activeParams = () => [projectId, ...(event ? [event] : []), timezone, start.toISOString().slice(0, 10)];
-  const createdOn = `(p.created_at at time zone ?)::date = ?::date`;
-  const createdBefore = `(p.created_at at time zone ?)::date < ?::date`;
-  const date = start.toISOString().slice(0, 10);
-  switch (type) {
-    case 'new':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and ${createdOn} and ${active(0)}`,
-        params: [projectId, timezone, date, ...activeParams()],
-      };
-    case 'returning':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and ${createdBefore} and ${active(0)} and ${active(-1)}`,
-        params: [projectId, timezone, date, ...activeParams(), ...activeParams()],
-      };
-    case 'resurrecting':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and ${createdBefore} and ${active(0)} and not ${active(-1)}`,
-        params: [projectId, timezone, date, ...activeParams(), ...activeParams()],
-      };
-    case 'dormant':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and not ${active(0)} and ${active(-1)}`,
-        params: [projectId, ...activeParams(), ...activeParams()],
-      };
-    default:
-      throw validationError('lifecycle_type must be one of new, returning, resurrecting, dormant.', 'lifecycle_type');
-  }
-}
-
-export async function countOf(em: EntityManager, ids: SqlFragment): Promise<number> {
-  const [{ count }] = await em
-    .getConnection()
-    .execute<any[]>(`select count(*)::int as count from (${ids.sql}) x`, ids.params);
-  return count;
+/** The persons of an analytics page, with their distinct ids, newest first (as the page's ids are). */
+export function personsByIds(em: EntityManager, projectId: number, ids: string[]): Promise<PersonWithIds[]> {
+  if (ids.length === 0) return Promise.resolve([]);
+  return withDistinctIds(
+    em,
+    'select p.* from person p where p.project_id = ? and p.id in (?)',
+    [projectId, ids],
+    NEWEST_FIRST,
+  );
 }
