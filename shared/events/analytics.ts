@@ -7,7 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { cohortMembersSql } from '../cohorts/membership.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
-import { rows } from '../db/sql.ts';
+import { rows, run } from '../db/sql.ts';
 
 export interface FunnelParams {
   steps: string[];
@@ -95,12 +95,8 @@ export function funnelPersonIds(
   const k = Math.abs(step);
   const levels = funnelLevelsSql(projectId, params);
   const where = step > 0 ? `f.level >= ${k}` : `f.level = ${k - 1}`;
-  return personIdPage(
-    em,
-    projectId,
-    { sql: `select f.person_id from (${levels.sql}) f where ${where}`, params: levels.params },
-    page,
-  );
+  const ids = { sql: `select f.person_id from (${levels.sql}) f where ${where}`, params: levels.params };
+  return personIdPage(em, projectId, ids, page);
 }
 
 /** Persons who reached the last step (`converted`) or started and did not, and performed `entity` in the range. */
@@ -119,7 +115,13 @@ export function funnelCorrelationPersonIds(
   return personIdPage(em, projectId, ids, page);
 }
 
-/** Persons in a lifecycle bucket on a day, by PostHog's definitions (new, returning, resurrecting, dormant). */
+/**
+ * Persons in a lifecycle bucket on a day, by PostHog's definitions: new (created that day and active),
+ * returning (created before, active that day and the day before), resurrecting (created before, active
+ * that day, not the day before), dormant (active the day before, not that day). One scan of the two
+ * days' events, by a timestamp range (the days' bounds in the project's time zone), gives every
+ * person's bucket; the page is of the bucket asked for.
+ */
 export function lifecyclePersonIds(
   em: EntityManager,
   projectId: number,
@@ -128,46 +130,74 @@ export function lifecyclePersonIds(
 ): Promise<PersonIdPage> {
   const { day, type, event, timezone } = lifecycle;
   const date = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate())).toISOString().slice(0, 10);
-  const active = (offsetDays: number) => `exists (select 1 from person_distinct_id d
-      join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
-      where d.person_id = p.id and e.project_id = ? ${event ? 'and e.event = ?' : ''}
-        and (e.timestamp at time zone ?)::date = (?::date + ${offsetDays}))`;
-  const activeParams = () => [projectId, ...(event ? [event] : []), timezone, date];
-  const createdOn = `(p.created_at at time zone ?)::date = ?::date`;
-  const createdBefore = `(p.created_at at time zone ?)::date < ?::date`;
-  const base = 'select p.id from person p where p.project_id = ?';
-  const ids: Record<LifecycleType, SqlFragment> = {
-    new: { sql: `${base} and ${createdOn} and ${active(0)}`, params: [projectId, timezone, date, ...activeParams()] },
-    returning: {
-      sql: `${base} and ${createdBefore} and ${active(0)} and ${active(-1)}`,
-      params: [projectId, timezone, date, ...activeParams(), ...activeParams()],
-    },
-    resurrecting: {
-      sql: `${base} and ${createdBefore} and ${active(0)} and not ${active(-1)}`,
-      params: [projectId, timezone, date, ...activeParams(), ...activeParams()],
-    },
-    dormant: {
-      sql: `${base} and not ${active(0)} and ${active(-1)}`,
-      params: [projectId, ...activeParams(), ...activeParams()],
-    },
-  };
-  return personIdPage(em, projectId, ids[type], page);
+  return analyticsRead(em, async (tx) => {
+    // The bounds as values, so the planner sees the range it scans.
+    const [{ before, start, end }] = await rows<{ before: Date; start: Date; end: Date }>(
+      tx,
+      `select (d - 1)::timestamp at time zone tz as "before", d::timestamp at time zone tz as "start",
+              (d + 1)::timestamp at time zone tz as "end"
+         from (select ?::date as d, ?::text as tz) x`,
+      [date, timezone],
+    );
+    const ids: SqlFragment = {
+      sql: `select a.person_id from (
+          select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
+            from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+           where e.project_id = ? ${event === null ? '' : 'and e.event = ?'} and e.timestamp >= ? and e.timestamp < ?
+           group by d.person_id) a
+        join person p on p.id = a.person_id and p.project_id = ?
+        where case when a.today and p.created_at >= ? and p.created_at < ? then 'new'
+                   when a.today and p.created_at < ? then case when a.yesterday then 'returning' else 'resurrecting' end
+                   when a.yesterday and not a.today then 'dormant' end = ?`,
+      params: [
+        start,
+        start,
+        projectId,
+        ...(event === null ? [] : [event]),
+        before,
+        end,
+        projectId,
+        start,
+        end,
+        start,
+        type,
+      ],
+    };
+    return idPage(tx, projectId, ids, page);
+  });
 }
 
-/** The count of `ids` and one page of them, newest person first. */
-async function personIdPage(em: EntityManager, projectId: number, ids: SqlFragment, page: Page): Promise<PersonIdPage> {
-  const [{ count }] = await rows<{ count: number }>(
+// Sorts and hashes over a large project's events spill to disk at the server's default 4 MB; this is
+// per sort or hash node of one statement, for its transaction only.
+const WORK_MEM = '64MB';
+
+/** Runs `read` in a transaction with the work_mem analytics statements need. */
+function analyticsRead<T>(em: EntityManager, read: (tx: EntityManager) => Promise<T>): Promise<T> {
+  return em.transactional(async (tx) => {
+    await run(tx, `set local work_mem = '${WORK_MEM}'`);
+    return read(tx);
+  });
+}
+
+/** The count of `ids` (a statement with a person_id column) and one page of them, newest person first. */
+function personIdPage(em: EntityManager, projectId: number, ids: SqlFragment, page: Page): Promise<PersonIdPage> {
+  return analyticsRead(em, (tx) => idPage(tx, projectId, ids, page));
+}
+
+/** One statement: the id set is computed once (materialized) for both the count and the page. */
+async function idPage(em: EntityManager, projectId: number, ids: SqlFragment, page: Page): Promise<PersonIdPage> {
+  const found = await rows<{ count: number; id: string | null }>(
     em,
-    `select count(*)::int as count from (${ids.sql}) x`,
-    ids.params,
+    `with ids as materialized (${ids.sql})
+     select n.count, pg.id::text as id from (select count(*)::int as count from ids) n
+       left join lateral (
+         select p.id, p.created_at from person p
+          where p.project_id = ? and p.id in (select person_id from ids)
+          order by p.created_at desc, p.id desc limit ? offset ?) pg on true
+      order by pg.created_at desc, pg.id desc`,
+    [...ids.params, projectId, page.limit, page.offset],
   );
-  const found = await rows<{ id: string }>(
-    em,
-    `select p.id::text as id from person p where p.project_id = ? and p.id in (${ids.sql})
-      order by p.created_at desc, p.id desc limit ? offset ?`,
-    [projectId, ...ids.params, page.limit, page.offset],
-  );
-  return { count, personIds: found.map((r) => r.id) };
+  return { count: found[0]?.count ?? 0, personIds: found.flatMap((r) => (r.id === null ? [] : [r.id])) };
 }
 
 export interface TimelineEvent {
@@ -176,7 +206,11 @@ export interface TimelineEvent {
   timestamp: Date;
 }
 
-/** The person's events up to `to`, oldest first, at most `limit` (what its properties timeline is rebuilt from). */
+/**
+ * The person's events up to `to`, oldest first, at most `limit` (what its properties timeline is
+ * rebuilt from): per distinct id the first `limit` through the (project, distinct id, timestamp)
+ * index, then merged, so the cost follows the person's events, not the project's.
+ */
 export function propertiesTimelineEvents(
   em: EntityManager,
   projectId: number,
@@ -186,10 +220,14 @@ export function propertiesTimelineEvents(
 ): Promise<TimelineEvent[]> {
   return rows<TimelineEvent>(
     em,
-    `select e.event, e.properties, e.timestamp from event e
-      where e.project_id = ? and e.distinct_id in (select d.distinct_id from person_distinct_id d where d.person_id = ?)
-        and e.timestamp <= ? order by e.timestamp limit ?`,
-    [projectId, personId, to, limit],
+    `select e.event, e.properties, e.timestamp from person_distinct_id d
+      cross join lateral (
+        select e.event, e.properties, e.timestamp from event e
+         where e.project_id = d.project_id and e.distinct_id = d.distinct_id and e.timestamp <= ?
+         order by e.timestamp limit ?) e
+      where d.project_id = ? and d.person_id = ?
+      order by e.timestamp limit ?`,
+    [to, limit, projectId, personId, limit],
   );
 }
 
@@ -200,8 +238,8 @@ export interface CohortRef {
 }
 
 /**
- * The project's cohorts the person is in, by id. A cohort whose filters cannot be evaluated is not
- * reported as containing the person.
+ * The project's cohorts the person is in, by id, every cohort checked in one statement. A cohort
+ * whose filters cannot be evaluated is not reported as containing the person.
  */
 export async function personCohorts(em: EntityManager, projectId: number, personId: string): Promise<CohortRef[]> {
   const cohorts = await rows<any>(
@@ -210,7 +248,8 @@ export async function personCohorts(em: EntityManager, projectId: number, person
     [projectId],
   );
   const byId = new Map(cohorts.map((c) => [c.id, c]));
-  const results: CohortRef[] = [];
+  const checks: string[] = [];
+  const params: unknown[] = [];
   for (const cohort of cohorts) {
     let members: SqlFragment;
     try {
@@ -219,12 +258,15 @@ export async function personCohorts(em: EntityManager, projectId: number, person
       if (error instanceof FilterError) continue;
       throw error;
     }
-    const [row] = await rows<{ member: boolean }>(
-      em,
-      `select (${members.sql}) as member from person p where p.id = ?`,
-      [...members.params, personId],
-    );
-    if (row?.member) results.push({ id: cohort.id, name: cohort.name, count: cohort.count });
+    checks.push(`case when ${members.sql} then ${Number(cohort.id)} end`);
+    params.push(...members.params);
   }
-  return results;
+  if (checks.length === 0) return [];
+  const [row] = await rows<{ ids: number[] }>(
+    em,
+    `select array_remove(array[${checks.join(', ')}]::int[], null) as ids from person p where p.id = ?`,
+    [...params, personId],
+  );
+  const member = new Set(row?.ids ?? []);
+  return cohorts.filter((c) => member.has(c.id)).map((c) => ({ id: c.id, name: c.name, count: c.count }));
 }

@@ -17,6 +17,7 @@ import { Migration0020DeletionRetries } from './0020-deletion-retries.ts';
 import { Migration0021DatabaseSettings } from './0021-database-settings.ts';
 import { Migration0022JobSchedules } from './0022-job-schedules.ts';
 import { Migration0023FlagDefinitionNotifications } from './0023-flag-definition-notifications.ts';
+import { Migration0030EventProjectTimeIndex } from './0030-event-project-time-index.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -36,4 +37,5 @@ export const migrationsList = [
   { name: '0021-database-settings', class: Migration0021DatabaseSettings },
   { name: '0022-job-schedules', class: Migration0022JobSchedules },
   { name: '0023-flag-definition-notifications', class: Migration0023FlagDefinitionNotifications },
+  { name: '0030-event-project-time-index', class: Migration0030EventProjectTimeIndex },
 ];

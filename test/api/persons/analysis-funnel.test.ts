@@ -64,6 +64,24 @@ describe('funnel attempts', () => {
     expect(await persons(three, -3)).toEqual(['r1', 'r4']);
   });
 
+  it('pages the persons and counts them all', async () => {
+    const events = encodeURIComponent(JSON.stringify([{ id: 'signup' }, { id: 'activate' }]));
+    const q = `${P()}/funnel/?events=${events}&date_from=2026-04-01&date_to=2026-04-30&funnel_step=2`;
+    const first = await call(api.baseUrl, 'GET', `${q}&limit=2`, { key: account.apiKey });
+    expect(first.body.results[0].count).toBe(3);
+    expect(first.body.results[0].people).toHaveLength(2);
+    expect(first.body.next).toContain('offset=2');
+    const second = await call(api.baseUrl, 'GET', first.body.next.replace(/^https?:\/\/[^/]+/, ''), {
+      key: account.apiKey,
+    });
+    expect(second.body.results[0].people).toHaveLength(1);
+    expect(second.body.next).toBeNull();
+    const seen = [...first.body.results[0].people, ...second.body.results[0].people].map((p: any) => p.distinct_ids[0]);
+    expect(seen.sort()).toEqual(['r1', 'r2', 'r4']);
+    const past = await call(api.baseUrl, 'GET', `${q}&limit=2&offset=10`, { key: account.apiKey });
+    expect(past.body.results[0]).toEqual({ people: [], count: 3 });
+  });
+
   it('measures the window from the start of each attempt', async () => {
     // r1's second attempt converts within a day; r2's both do; r4 activates 2 days after signing up.
     expect(await persons(['signup', 'activate'], 2, '&funnel_window_days=1')).toEqual(['r1', 'r2']);
