@@ -242,7 +242,7 @@ export interface CohortRef {
  * whose filters cannot be evaluated is not reported as containing the person.
  */
 export async function personCohorts(em: EntityManager, projectId: number, personId: string): Promise<CohortRef[]> {
-  const cohorts = await rows<any>(
+  const cohorts = await rows<CohortRef & { is_static: boolean; filters: { properties?: unknown } | null }>(
     em,
     `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
     [projectId],
