@@ -4,6 +4,9 @@
 // numbers), and `$feature_flag_called` for an experiment's flag (`$feature_flag_response` stable per
 // person, a few persons seeing both variants) and for other flags. Rows are made by the server
 // (INSERT … SELECT over generate_series, in chunks through one pg connection): ~10M in minutes.
+// Each chunk is the next slice of time, its rows in time order with time-ordered uuids (as SDKs send
+// UUIDv7), as ingestion writes them: the table is laid out by time and the uuid and event-name indexes
+// grow at their ends instead of taking every row at a random page.
 //
 //   node bench/generate.ts            generates BENCH_EVENTS (10,000,000) events, BENCH_PERSONS
 //                                     (200,000) persons, BENCH_DAYS (90) days into a new project
@@ -85,7 +88,8 @@ export async function generateEvents(
       const n = Math.min(chunk, events - from);
       await client.query(
         `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
-         select gen_random_uuid(), $1, s.event,
+         select (substr(s.ms, 1, 8) || '-' || substr(s.ms, 9, 4) || substr(gen_random_uuid()::text, 14))::uuid,
+                $1, s.event,
                 case when p.i % 10 = 0 and s.r3 < 0.3 then 'anon-' || p.i else 'u' || p.i end, p.uuid,
                 case s.event
                   when '$pageview' then
@@ -110,11 +114,17 @@ export async function generateEvents(
                              when r < $8 then '$identify' when r < $9 then 'signup' when r < $10 then 'cart'
                              when r < $11 then 'purchase' else '$pageview' end as event,
                         -- skewed: a few persons do many events
-                        floor($4::int * power(random(), 2))::int as i, r2, r3,
-                        $3::timestamptz - make_interval(secs => random() * 86400 * $12::int) as ts
-                   from (select random() as r, random() as r2, random() as r3 from generate_series(1, $2::int)) g) s
-           join gen_person p on p.i = s.i`,
-        [projectId, n, end, persons, flagKey, ...cuts, days],
+                        floor($4::int * power(random(), 2))::int as i, r2, r3, ts,
+                        lpad(to_hex((extract(epoch from ts) * 1000)::bigint), 12, '0') as ms
+                   from (select random() as r, random() as r2, random() as r3,
+                                -- this chunk's slice of the period: rows from..from+n of all, spread evenly
+                                $3::timestamptz - make_interval(days => $12::int)
+                                  + make_interval(secs => ($13::int + random() * $2::int) / $14::float8
+                                                          * 86400 * $12::int) as ts
+                           from generate_series(1, $2::int)) g) s
+           join gen_person p on p.i = s.i
+          order by s.ts`,
+        [projectId, n, end, persons, flagKey, ...cuts, days, from, events],
       );
       report(from + n, events, 'events');
     }

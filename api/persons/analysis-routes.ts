@@ -2,26 +2,25 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { recordActivity } from '../../shared/activity-log.ts';
-import { cohortMembersSql } from '../../shared/cohorts/membership.ts';
+import {
+  funnelCorrelationPersonIds,
+  funnelPersonIds,
+  lifecyclePersonIds,
+  personCohorts as cohortsOfPerson,
+  propertiesTimelineEvents,
+  type Page,
+  type PersonIdPage,
+} from '../../shared/events/analytics.ts';
 import { personUuidFor } from '../../shared/ingestion/person-uuid.ts';
 import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
-import { FilterError } from '../../shared/persons/property-filters.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import {
-  countOf,
-  funnelPersonIdsSql,
-  funnelStepsSql,
-  lifecyclePersonIdsSql,
-  parseDate,
-  parseEventSteps,
-  type FunnelParams,
-} from './analysis.ts';
+import { funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps, personsByIds } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
-import { findPerson, NEWEST_FIRST, withDistinctIds } from './queries.ts';
+import { findPerson } from './queries.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
 import {
   dateTime,
@@ -32,7 +31,6 @@ import {
   record,
   stringArray,
 } from '../http/schemas.ts';
-import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 
 const P = '/api/projects/:project_id/persons';
 // format=csv: a {results} envelope's results (activity, cohorts), else the answer itself (split), one row each.
@@ -207,12 +205,7 @@ async function propertiesTimeline(ctx: ApiContext) {
   }
   if (typeof q.breakdown === 'string' && q.breakdown) crucial.push(q.breakdown);
   // Person properties over time, rebuilt from the person's own $set / $set_once / $unset history.
-  const events = await ctx.state.em.getConnection().execute<any[]>(
-    `select e.event, e.properties, e.timestamp from event e
-      where e.project_id = ? and e.distinct_id in (select d.distinct_id from person_distinct_id d where d.person_id = ?)
-        and e.timestamp <= ? order by e.timestamp limit 10000`,
-    [ctx.state.project.id, person.id, to],
-  );
+  const events = await propertiesTimelineEvents(ctx.state.em, ctx.state.project.id, person.id, to, 10_000);
   let state: Record<string, unknown> = {};
   const points: { timestamp: string | null; properties: Record<string, unknown>; relevant_event_count: number }[] = [];
   const fingerprint = (props: Record<string, unknown>) =>
@@ -238,28 +231,7 @@ async function personCohorts(ctx: ApiContext) {
   if (typeof personId !== 'string' || personId === '')
     throw validationError('This field is required.', 'person_id', 'required');
   const person = await findPerson(ctx.state.em, ctx.state.project.id, personId);
-  const projectId = ctx.state.project.id;
-  const conn = ctx.state.em.getConnection();
-  const cohorts = await conn.execute<any[]>(
-    `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
-    [projectId],
-  );
-  const byId = new Map(cohorts.map((c) => [c.id, c]));
-  const results = [];
-  for (const cohort of cohorts) {
-    let members: SqlFragment;
-    try {
-      members = cohortMembersSql(projectId, cohort, byId);
-    } catch (error) {
-      if (error instanceof FilterError) continue; // a cohort we cannot evaluate is not reported as containing the person
-      throw error;
-    }
-    const [row] = await conn.execute<any[]>(`select (${members.sql}) as member from person p where p.id = ?`, [
-      ...members.params,
-      person.id,
-    ]);
-    if (row?.member) results.push({ id: cohort.id, name: cohort.name, count: cohort.count });
-  }
+  const results = await cohortsOfPerson(ctx.state.em, ctx.state.project.id, person.id);
   ctx.body = { results };
 }
 
@@ -271,27 +243,15 @@ function input(ctx: ApiContext): Record<string, any> {
   };
 }
 
-function funnelParams(params: Record<string, any>): FunnelParams {
-  const windowDays = params.funnel_window_days === undefined ? 14 : Number(params.funnel_window_days);
-  if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365)
-    throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');
-  return {
-    steps: parseEventSteps(params.events),
-    from: parseDate(params.date_from, new Date(Date.now() - 7 * 86400_000), 'date_from'),
-    to: parseDate(params.date_to, new Date(Date.now() + 60_000), 'date_to'),
-    windowDays,
-  };
-}
-
-async function actorsResponse(ctx: ApiContext, ids: SqlFragment, params: Record<string, any>) {
+/** The persons envelope PostHog's actors endpoints answer with, for one page of an analytics answer. */
+async function actorsResponse(
+  ctx: ApiContext,
+  params: Record<string, any>,
+  compute: (page: Page) => Promise<PersonIdPage>,
+) {
   const page = pageOf(params);
-  const count = await countOf(ctx.state.em, ids);
-  const people = await withDistinctIds(
-    ctx.state.em,
-    `select p.* from person p where p.project_id = ? and p.id in (${ids.sql}) order by p.created_at desc, p.id desc limit ? offset ?`,
-    [ctx.state.project.id, ...ids.params, page.limit, page.offset],
-    NEWEST_FIRST,
-  );
+  const { count, personIds } = await compute(page);
+  const people = await personsByIds(ctx.state.em, ctx.state.project.id, personIds);
   const url = new URL(
     `${ctx.protocol}://${ctx.host}${ctx.state.requestPath}${ctx.querystring ? `?${ctx.querystring}` : ''}`,
   );
@@ -311,11 +271,8 @@ async function actorsResponse(ctx: ApiContext, ids: SqlFragment, params: Record<
 async function funnelPersons(ctx: ApiContext) {
   const params = input(ctx);
   const funnel = funnelParams(params);
-  await actorsResponse(
-    ctx,
-    funnelPersonIdsSql(ctx.state.project.id, funnel, params.funnel_step === undefined ? 1 : Number(params.funnel_step)),
-    params,
-  );
+  const step = funnelStep(params.funnel_step, funnel.steps.length);
+  await actorsResponse(ctx, params, (page) => funnelPersonIds(ctx.state.em, ctx.state.project.id, funnel, step, page));
 }
 
 async function funnelCorrelationPersons(ctx: ApiContext) {
@@ -329,22 +286,13 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
     'funnel_correlation_person_entity',
   );
   const converted = String(params.funnel_correlation_person_converted ?? 'true') !== 'false';
-  const steps = funnelStepsSql(ctx.state.project.id, funnel);
-  const last = funnel.steps.length;
-  const outcome = converted
-    ? `select person_id from s${last}`
-    : `select person_id from s1 except select person_id from s${last}`;
-  const ids: SqlFragment = {
-    sql: `${steps.sql} select o.person_id from (${outcome}) o where exists (
-      select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
-       where d.person_id = o.person_id and e.project_id = ? and e.event = ? and e.timestamp >= ? and e.timestamp < ?)`,
-    params: [...steps.params, ctx.state.project.id, entity, funnel.from, funnel.to],
-  };
   const pageParams = {
     limit: params.funnel_correlation_person_limit ?? params.limit,
     offset: params.funnel_correlation_person_offset ?? params.offset,
   };
-  await actorsResponse(ctx, ids, pageParams);
+  await actorsResponse(ctx, pageParams, (page) =>
+    funnelCorrelationPersonIds(ctx.state.em, ctx.state.project.id, funnel, entity, converted, page),
+  );
 }
 
 async function lifecyclePersons(ctx: ApiContext) {
@@ -355,11 +303,13 @@ async function lifecyclePersons(ctx: ApiContext) {
     throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include lifecycle type', 'lifecycle_type');
   const day = parseDate(params.target_date, new Date(), 'target_date');
   const event = params.events ? parseEventSteps(params.events)[0] : null;
-  await actorsResponse(
-    ctx,
-    lifecyclePersonIdsSql(ctx.state.project.id, day, String(params.lifecycle_type), event, ctx.state.project.timezone),
-    params,
-  );
+  const lifecycle = {
+    day,
+    type: lifecycleType(String(params.lifecycle_type)),
+    event,
+    timezone: ctx.state.project.timezone,
+  };
+  await actorsResponse(ctx, params, (page) => lifecyclePersonIds(ctx.state.em, ctx.state.project.id, lifecycle, page));
 }
 
 const actorsSchema = {

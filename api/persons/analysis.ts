@@ -1,17 +1,11 @@
-// Persons behind analytics: funnel steps, funnel correlation and lifecycle buckets, computed in SQL
-// from events. A person's events are found through its current distinct ids, so merged persons
-// count once with all their events.
+// The inputs of the person analytics endpoints (funnel steps, funnel correlation, lifecycle), read
+// and checked as PostHog takes them; the computing is shared/events/analytics.ts.
+import { type FunnelParams, LIFECYCLE_TYPES, type LifecycleType } from '../../shared/events/analytics.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { SqlFragment } from '../../shared/persons/property-filters.ts';
 import { validationError } from '../http/errors.ts';
+import { NEWEST_FIRST, withDistinctIds } from './queries.ts';
+import type { PersonWithIds } from './serializers.ts';
 import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
-
-export interface FunnelParams {
-  steps: string[];
-  from: Date;
-  to: Date;
-  windowDays: number;
-}
 
 const MAX_STEPS = 10;
 
@@ -59,90 +53,42 @@ export function parseEventSteps(raw: unknown, attr = 'events'): string[] {
   });
 }
 
-/**
- * CTEs s1..sN: for each person, the time they reached each step (in order, each within the
- * conversion window of the first step).
- */
-export function funnelStepsSql(projectId: number, params: FunnelParams): SqlFragment {
-  const ctes: string[] = [];
-  const values: unknown[] = [];
-  params.steps.forEach((event, i) => {
-    if (i === 0) {
-      ctes.push(`s1 as (select d.person_id, min(e.timestamp) as t, min(e.timestamp) as start
-        from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
-        where e.project_id = ? and e.event = ? and e.timestamp >= ? and e.timestamp < ? group by d.person_id)`);
-      values.push(projectId, event, params.from, params.to);
-    } else {
-      ctes.push(`s${i + 1} as (select s.person_id, min(e.timestamp) as t, min(s.start) as start from s${i} s
-        join person_distinct_id d on d.person_id = s.person_id
-        join event e on e.project_id = ? and e.distinct_id = d.distinct_id and e.event = ?
-         and e.timestamp >= s.t and e.timestamp <= s.start + make_interval(days => ?) and e.timestamp < ?
-        group by s.person_id)`);
-      values.push(projectId, event, params.windowDays, params.to);
-    }
-  });
-  return { sql: `with ${ctes.join(', ')}`, params: values };
+/** The funnel of a request (query or body): steps, date range and conversion window. */
+export function funnelParams(params: Record<string, any>): FunnelParams {
+  const windowDays = params.funnel_window_days === undefined ? 14 : Number(params.funnel_window_days);
+  if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365)
+    throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');
+  return {
+    steps: parseEventSteps(params.events),
+    from: parseDate(params.date_from, new Date(Date.now() - 7 * 86400_000), 'date_from'),
+    to: parseDate(params.date_to, new Date(Date.now() + 60_000), 'date_to'),
+    windowDays,
+  };
 }
 
-/** Person ids at a funnel step: `step` > 0 reached it; `step` < 0 reached step |step|-1 but not |step|. */
-export function funnelPersonIdsSql(projectId: number, params: FunnelParams, step: number): SqlFragment {
-  const n = params.steps.length;
+/** `funnel_step`: 1..n reached that step; -2..-n dropped off before it. */
+export function funnelStep(value: unknown, steps: number): number {
+  const step = value === undefined ? 1 : Number(value);
   const k = Math.abs(step);
-  if (!Number.isInteger(step) || step === 0 || k > n || step === -1)
-    throw validationError(`funnel_step must be 1..${n}, or -2..-${n} for drop-offs.`, 'funnel_step');
-  const ctes = funnelStepsSql(projectId, params);
-  const select =
-    step > 0 ? `select person_id from s${k}` : `select person_id from s${k - 1} except select person_id from s${k}`;
-  return { sql: `${ctes.sql} ${select}`, params: ctes.params };
+  if (!Number.isInteger(step) || step === 0 || k > steps || step === -1)
+    throw validationError(`funnel_step must be 1..${steps}, or -2..-${steps} for drop-offs.`, 'funnel_step');
+  return step;
 }
 
-/** Lifecycle buckets for a day, by PostHog's definitions (new, returning, resurrecting, dormant). */
-export function lifecyclePersonIdsSql(
-  projectId: number,
-  day: Date,
-  type: string,
-  event: string | null,
-  timezone: string,
-): SqlFragment {
-  const start = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate()));
-  const active = (
-    offsetDays: number,
-  ) => `exists (select 1 from person_distinct_id d join event e on e.project_id = d.project_id and e.distinct_id = d.distinct_id
-      where d.person_id = p.id and e.project_id = ? ${event ? 'and e.event = ?' : ''}
-        and (e.timestamp at time zone ?)::date = (?::date + ${offsetDays}))`;
-  const activeParams = () => [projectId, ...(event ? [event] : []), timezone, start.toISOString().slice(0, 10)];
-  const createdOn = `(p.created_at at time zone ?)::date = ?::date`;
-  const createdBefore = `(p.created_at at time zone ?)::date < ?::date`;
-  const date = start.toISOString().slice(0, 10);
-  switch (type) {
-    case 'new':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and ${createdOn} and ${active(0)}`,
-        params: [projectId, timezone, date, ...activeParams()],
-      };
-    case 'returning':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and ${createdBefore} and ${active(0)} and ${active(-1)}`,
-        params: [projectId, timezone, date, ...activeParams(), ...activeParams()],
-      };
-    case 'resurrecting':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and ${createdBefore} and ${active(0)} and not ${active(-1)}`,
-        params: [projectId, timezone, date, ...activeParams(), ...activeParams()],
-      };
-    case 'dormant':
-      return {
-        sql: `select p.id from person p where p.project_id = ? and not ${active(0)} and ${active(-1)}`,
-        params: [projectId, ...activeParams(), ...activeParams()],
-      };
-    default:
-      throw validationError('lifecycle_type must be one of new, returning, resurrecting, dormant.', 'lifecycle_type');
-  }
+export function lifecycleType(value: unknown): LifecycleType {
+  const type = LIFECYCLE_TYPES.find((t) => t === value);
+  if (!type)
+    throw validationError('lifecycle_type must be one of new, returning, resurrecting, dormant.', 'lifecycle_type');
+  return type;
 }
 
-export async function countOf(em: EntityManager, ids: SqlFragment): Promise<number> {
-  const [{ count }] = await em
-    .getConnection()
-    .execute<any[]>(`select count(*)::int as count from (${ids.sql}) x`, ids.params);
-  return count;
+/** The persons of an analytics page, with their distinct ids, newest first (as the page's ids are). */
+export function personsByIds(em: EntityManager, projectId: number, ids: string[]): Promise<PersonWithIds[]> {
+  if (ids.length === 0) return Promise.resolve([]);
+  return withDistinctIds(
+    em,
+    'select p.* from person p where p.project_id = ? and p.id in (?)',
+    [projectId, ids],
+    NEWEST_FIRST,
+  );
 }

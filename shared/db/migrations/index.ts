@@ -17,6 +17,7 @@ import { Migration0020DeletionRetries } from './0020-deletion-retries.ts';
 import { Migration0021DatabaseSettings } from './0021-database-settings.ts';
 import { Migration0022JobSchedules } from './0022-job-schedules.ts';
 import { Migration0023FlagDefinitionNotifications } from './0023-flag-definition-notifications.ts';
+import { Migration0030EventProjectTimeIndex } from './0030-event-project-time-index.ts';
 import { Migration0040PersonSearchByProject } from './0040-person-search-by-project.ts';
 import { Migration0041TryNumericWithoutException } from './0041-try-numeric-without-exception.ts';
 
@@ -38,6 +39,7 @@ export const migrationsList = [
   { name: '0021-database-settings', class: Migration0021DatabaseSettings },
   { name: '0022-job-schedules', class: Migration0022JobSchedules },
   { name: '0023-flag-definition-notifications', class: Migration0023FlagDefinitionNotifications },
+  { name: '0030-event-project-time-index', class: Migration0030EventProjectTimeIndex },
   { name: '0040-person-search-by-project', class: Migration0040PersonSearchByProject },
   { name: '0041-try-numeric-without-exception', class: Migration0041TryNumericWithoutException },
 ];

@@ -1,0 +1,272 @@
+// Analytics reads: every statement that computes person analytics from events (funnel steps, funnel
+// correlation, lifecycle buckets, the properties timeline's events, a person's cohorts) lives here.
+// This is the seam for a columnar event store: the API calls only these typed functions, which answer
+// with person ids (a count and a page) or events, so another engine can take them over one by one
+// while persons stay in PostgreSQL. A person's events are found through its current distinct ids, so
+// merged persons count once with all their events.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { cohortMembersSql } from '../cohorts/membership.ts';
+import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
+import { rows, run } from '../db/sql.ts';
+
+export interface FunnelParams {
+  steps: string[];
+  from: Date;
+  to: Date;
+  /** Conversion window, in whole days. */
+  windowDays: number;
+}
+
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+/** The persons of an analytics answer: how many, and one page of their ids (newest person first). */
+export interface PersonIdPage {
+  count: number;
+  personIds: string[];
+}
+
+export const LIFECYCLE_TYPES = ['new', 'returning', 'resurrecting', 'dormant'] as const;
+export type LifecycleType = (typeof LIFECYCLE_TYPES)[number];
+
+export interface LifecycleParams {
+  /** The day (its UTC calendar date), in the project's time zone. */
+  day: Date;
+  type: LifecycleType;
+  /** Only this event counts as activity; null: any event. */
+  event: string | null;
+  timezone: string;
+}
+
+/**
+ * Each person's funnel level (the furthest step reached) from one scan of the step events in the
+ * range, as PostHog counts it: every step-1 event starts an attempt, and an attempt reaches step k
+ * when steps 2..k follow in order within the conversion window of its start. Per person, in time
+ * order, l_k is the latest start of an attempt that reached step k before the current event (the
+ * latest start is the one with the most window left), so each level is one window pass. One event
+ * advances an attempt by one step at most: l_k comes from the events strictly before it. Events of
+ * equal time are ordered by step, so a step may follow the one before it at the same instant.
+ * `extra`: an event name whose occurrence in the range each row also reports (correlation).
+ * Columns: person_id, level (0 when only `extra` was seen), extra.
+ */
+function funnelLevelsSql(projectId: number, params: FunnelParams, extra: string | null = null): SqlFragment {
+  const { steps } = params;
+  const n = steps.length;
+  const names = [...new Set([...steps, ...(extra === null ? [] : [extra])])];
+  const values: unknown[] = [];
+  const matches = steps.map((event, i) => {
+    values.push(event);
+    return `e.event = ? as m${i + 1}`;
+  });
+  values.push(...steps);
+  const ord = `case e.event ${steps.map((_, i) => `when ? then ${i + 1}`).join(' ')} else ${n + 1} end as ord`;
+  const extraColumn = extra === null ? 'false as x' : 'e.event = ? as x';
+  if (extra !== null) values.push(extra);
+  values.push(projectId, names, params.from, params.to);
+  const scan = `select d.person_id, e.timestamp as t, ${matches.join(', ')}, ${ord}, ${extraColumn}
+      from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+     where e.project_id = ? and e.event in (?) and e.timestamp >= ? and e.timestamp < ?`;
+  const window = `window w as (partition by person_id order by t, ord
+    rows between unbounded preceding and 1 preceding)`;
+  // a_k: the start of the attempt this event takes to step k (null if it takes none there).
+  const within = `make_interval(days => ${Number(params.windowDays)})`;
+  const reach = (k: number) =>
+    k === 1 ? 'case when m1 then t end' : `case when m${k} and t <= l${k - 1} + ${within} then l${k - 1} end`;
+  let q = scan;
+  for (let k = 1; k < n; k++) q = `select q.*, max(${reach(k)}) over w as l${k} from (${q}) q ${window}`;
+  const level = `case ${Array.from({ length: n }, (_, i) => `when ${reach(n - i)} is not null then ${n - i}`).join(' ')}
+    else 0 end`;
+  return {
+    sql: `select person_id, max(${level}) as level, bool_or(x) as extra from (${q}) q group by person_id`,
+    params: values,
+  };
+}
+
+/** Person ids at a funnel step: `step` > 0 reached it; `step` < 0 (−2..−n) reached step |step|−1 but not |step|. */
+export function funnelPersonIds(
+  em: EntityManager,
+  projectId: number,
+  params: FunnelParams,
+  step: number,
+  page: Page,
+): Promise<PersonIdPage> {
+  const k = Math.abs(step);
+  const levels = funnelLevelsSql(projectId, params);
+  const where = step > 0 ? `f.level >= ${k}` : `f.level = ${k - 1}`;
+  const ids = { sql: `select f.person_id from (${levels.sql}) f where ${where}`, params: levels.params };
+  return personIdPage(em, projectId, ids, page);
+}
+
+/** Persons who reached the last step (`converted`) or started and did not, and performed `entity` in the range. */
+export function funnelCorrelationPersonIds(
+  em: EntityManager,
+  projectId: number,
+  params: FunnelParams,
+  entity: string,
+  converted: boolean,
+  page: Page,
+): Promise<PersonIdPage> {
+  const n = params.steps.length;
+  const levels = funnelLevelsSql(projectId, params, entity);
+  const where = converted ? `f.level = ${n}` : `f.level between 1 and ${n - 1}`;
+  const ids = { sql: `select f.person_id from (${levels.sql}) f where f.extra and ${where}`, params: levels.params };
+  return personIdPage(em, projectId, ids, page);
+}
+
+/**
+ * Persons in a lifecycle bucket on a day, by PostHog's definitions: new (created that day and active),
+ * returning (created before, active that day and the day before), resurrecting (created before, active
+ * that day, not the day before), dormant (active the day before, not that day). One scan of the two
+ * days' events, by a timestamp range (the days' bounds in the project's time zone), gives every
+ * person's bucket; the page is of the bucket asked for.
+ */
+export function lifecyclePersonIds(
+  em: EntityManager,
+  projectId: number,
+  lifecycle: LifecycleParams,
+  page: Page,
+): Promise<PersonIdPage> {
+  const { day, type, event, timezone } = lifecycle;
+  const date = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate())).toISOString().slice(0, 10);
+  return analyticsRead(em, async (tx) => {
+    // The bounds as values, so the planner sees the range it scans.
+    const [{ before, start, end }] = await rows<{ before: Date; start: Date; end: Date }>(
+      tx,
+      `select (d - 1)::timestamp at time zone tz as "before", d::timestamp at time zone tz as "start",
+              (d + 1)::timestamp at time zone tz as "end"
+         from (select ?::date as d, ?::text as tz) x`,
+      [date, timezone],
+    );
+    const ids: SqlFragment = {
+      sql: `select a.person_id from (
+          select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
+            from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+           where e.project_id = ? ${event === null ? '' : 'and e.event = ?'} and e.timestamp >= ? and e.timestamp < ?
+           group by d.person_id) a
+        join person p on p.id = a.person_id and p.project_id = ?
+        where case when a.today and p.created_at >= ? and p.created_at < ? then 'new'
+                   when a.today and p.created_at < ? then case when a.yesterday then 'returning' else 'resurrecting' end
+                   when a.yesterday and not a.today then 'dormant' end = ?`,
+      params: [
+        start,
+        start,
+        projectId,
+        ...(event === null ? [] : [event]),
+        before,
+        end,
+        projectId,
+        start,
+        end,
+        start,
+        type,
+      ],
+    };
+    return idPage(tx, projectId, ids, page);
+  });
+}
+
+// Sorts and hashes over a large project's events spill to disk at the server's default 4 MB; this is
+// per sort or hash node of one statement, for its transaction only.
+const WORK_MEM = '64MB';
+
+/** Runs `read` in a transaction with the work_mem analytics statements need. */
+function analyticsRead<T>(em: EntityManager, read: (tx: EntityManager) => Promise<T>): Promise<T> {
+  return em.transactional(async (tx) => {
+    await run(tx, `set local work_mem = '${WORK_MEM}'`);
+    return read(tx);
+  });
+}
+
+/** The count of `ids` (a statement with a person_id column) and one page of them, newest person first. */
+function personIdPage(em: EntityManager, projectId: number, ids: SqlFragment, page: Page): Promise<PersonIdPage> {
+  return analyticsRead(em, (tx) => idPage(tx, projectId, ids, page));
+}
+
+/** One statement: the id set is computed once (materialized) for both the count and the page. */
+async function idPage(em: EntityManager, projectId: number, ids: SqlFragment, page: Page): Promise<PersonIdPage> {
+  const found = await rows<{ count: number; id: string | null }>(
+    em,
+    `with ids as materialized (${ids.sql})
+     select n.count, pg.id::text as id from (select count(*)::int as count from ids) n
+       left join lateral (
+         select p.id, p.created_at from person p
+          where p.project_id = ? and p.id in (select person_id from ids)
+          order by p.created_at desc, p.id desc limit ? offset ?) pg on true
+      order by pg.created_at desc, pg.id desc`,
+    [...ids.params, projectId, page.limit, page.offset],
+  );
+  return { count: found[0]?.count ?? 0, personIds: found.flatMap((r) => (r.id === null ? [] : [r.id])) };
+}
+
+export interface TimelineEvent {
+  event: string;
+  properties: Record<string, unknown>;
+  timestamp: Date;
+}
+
+/**
+ * The person's events up to `to`, oldest first, at most `limit` (what its properties timeline is
+ * rebuilt from): per distinct id the first `limit` through the (project, distinct id, timestamp)
+ * index, then merged, so the cost follows the person's events, not the project's.
+ */
+export function propertiesTimelineEvents(
+  em: EntityManager,
+  projectId: number,
+  personId: string,
+  to: Date,
+  limit: number,
+): Promise<TimelineEvent[]> {
+  return rows<TimelineEvent>(
+    em,
+    `select e.event, e.properties, e.timestamp from person_distinct_id d
+      cross join lateral (
+        select e.event, e.properties, e.timestamp from event e
+         where e.project_id = d.project_id and e.distinct_id = d.distinct_id and e.timestamp <= ?
+         order by e.timestamp limit ?) e
+      where d.project_id = ? and d.person_id = ?
+      order by e.timestamp limit ?`,
+    [to, limit, projectId, personId, limit],
+  );
+}
+
+export interface CohortRef {
+  id: number;
+  name: string | null;
+  count: number | null;
+}
+
+/**
+ * The project's cohorts the person is in, by id, every cohort checked in one statement. A cohort
+ * whose filters cannot be evaluated is not reported as containing the person.
+ */
+export async function personCohorts(em: EntityManager, projectId: number, personId: string): Promise<CohortRef[]> {
+  const cohorts = await rows<CohortRef & { is_static: boolean; filters: { properties?: unknown } | null }>(
+    em,
+    `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
+    [projectId],
+  );
+  const byId = new Map(cohorts.map((c) => [c.id, c]));
+  const checks: string[] = [];
+  const params: unknown[] = [];
+  for (const cohort of cohorts) {
+    let members: SqlFragment;
+    try {
+      members = cohortMembersSql(projectId, cohort, byId);
+    } catch (error) {
+      if (error instanceof FilterError) continue;
+      throw error;
+    }
+    checks.push(`case when ${members.sql} then ${Number(cohort.id)} end`);
+    params.push(...members.params);
+  }
+  if (checks.length === 0) return [];
+  const [row] = await rows<{ ids: number[] }>(
+    em,
+    `select array_remove(array[${checks.join(', ')}]::int[], null) as ids from person p where p.id = ?`,
+    [...params, personId],
+  );
+  const member = new Set(row?.ids ?? []);
+  return cohorts.filter((c) => member.has(c.id)).map((c) => ({ id: c.id, name: c.name, count: c.count }));
+}
