@@ -265,3 +265,15 @@ export async function findUserWithCurrent(em: EntityManager, userId: number) {
   );
   return user ?? null;
 }
+
+/** The project with this API token, and whether it has any active flag (remote config); null if none. */
+export async function projectByTokenWithFlags(em: EntityManager, token: string) {
+  const [project] = await rows<{ api_token: string; has_flags: boolean }>(
+    em,
+    `select p.api_token,
+            exists(select 1 from feature_flag f where f.project_id = p.id and f.active and not f.deleted) as has_flags
+       from project p where p.api_token = ?`,
+    [token],
+  );
+  return project ?? null;
+}

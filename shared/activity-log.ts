@@ -1,5 +1,6 @@
 // The activity log: one writer for every resource (persons, experiments, event definitions).
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { pagedQuery } from './db/paged.ts';
 import { randomUUID } from 'node:crypto';
 import { rows } from './db/sql.ts';
 
@@ -54,4 +55,21 @@ export async function recordActivity(em: EntityManager, entry: ActivityEntry): P
       JSON.stringify(detail),
     ],
   );
+}
+
+/** A page of a scope's activity (optionally one item's), newest first, with the total. */
+export function activityPage(
+  em: EntityManager,
+  projectId: number,
+  scope: string,
+  itemId: string | null,
+  page: { limit: number; offset: number },
+) {
+  const where = `a.project_id = ? and a.scope = ?${itemId ? ' and a.item_id = ?' : ''}`;
+  const from = {
+    sql: `activity_log a left join app_user u on u.id = a.user_id where ${where}`,
+    params: [projectId, scope, ...(itemId ? [itemId] : [])],
+  };
+  const order = 'order by a.created_at desc, a.id';
+  return pagedQuery<Record<string, any>>(em, { select: 'a.*, u.first_name, u.email', from, order }, page);
 }

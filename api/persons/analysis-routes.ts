@@ -1,7 +1,6 @@
 // Person views: activity log, split, properties timeline, cohorts, funnel, funnel correlation, lifecycle.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { randomUUID } from 'node:crypto';
-import { recordActivity } from '../../shared/activity-log.ts';
+import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
 import {
   funnelCorrelationPersonIds,
   funnelPersonIds,
@@ -11,7 +10,6 @@ import {
   type Page,
   type PersonIdPage,
 } from '../../shared/events/analytics.ts';
-import { personUuidFor } from '../../shared/ingestion/person-uuid.ts';
 import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
@@ -21,6 +19,7 @@ import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps, personsByIds } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson } from './queries.ts';
+import { splitDistinctIds } from '../../shared/persons/store.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
 import {
   dateTime,
@@ -72,18 +71,10 @@ const activitySchema = {
 
 async function activityPage(ctx: ApiContext, itemId: string | null) {
   const { page = 1, limit = 10 } = ctx.state.query as { page?: number; limit?: number };
-  const where = `a.project_id = ? and a.scope = 'Person'${itemId ? ' and a.item_id = ?' : ''}`;
-  const params = [ctx.state.project.id, ...(itemId ? [itemId] : [])];
-  const conn = ctx.state.em.getConnection();
-  const [{ count }] = await conn.execute<any[]>(
-    `select count(*)::int as count from activity_log a where ${where}`,
-    params,
-  );
-  const rows = await conn.execute<any[]>(
-    `select a.*, u.first_name, u.email from activity_log a left join app_user u on u.id = a.user_id
-      where ${where} order by a.created_at desc, a.id limit ? offset ?`,
-    [...params, limit, (page - 1) * limit],
-  );
+  const { count, rows } = await storedActivityPage(ctx.state.em, ctx.state.project.id, 'Person', itemId, {
+    limit,
+    offset: (page - 1) * limit,
+  });
   const link = (p: number) => {
     const url = new URL(`${ctx.protocol}://${ctx.host}${ctx.state.requestPath}`);
     url.searchParams.set('page', String(p));
@@ -138,32 +129,7 @@ async function splitPerson(ctx: ApiContext) {
   if (toSplit.length === 0) throw validationError('This person has only one distinct id: there is nothing to split.');
   const projectId = ctx.state.project.id;
   await ctx.state.em.fork().transactional(async (tx) => {
-    const conn = tx.getConnection();
-    const txc = tx.getTransactionContext();
-    await conn.execute(`select id from person where id = ? for update`, [person.id], 'all', txc);
-    for (const distinctId of toSplit) {
-      // The deterministic uuid, unless a person already holds it (then a random one).
-      const [created] = await conn.execute<any[]>(
-        `insert into person (uuid, project_id, properties, created_at, version)
-         values (case when exists (select 1 from person where project_id = ? and uuid = ?::uuid) then ?::uuid else ?::uuid end, ?, '{}'::jsonb, now(), 0)
-         returning id`,
-        [
-          projectId,
-          personUuidFor(projectId, distinctId),
-          randomUUID(),
-          personUuidFor(projectId, distinctId),
-          projectId,
-        ],
-        'all',
-        txc,
-      );
-      await conn.execute(
-        `update person_distinct_id set person_id = ?, version = version + 1 where project_id = ? and distinct_id = ?`,
-        [created.id, projectId, distinctId],
-        'run',
-        txc,
-      );
-    }
+    await splitDistinctIds(tx as EntityManager, projectId, person.id, toSplit);
     await recordActivity(tx as EntityManager, {
       ...actorOf(ctx),
       scope: 'Person',

@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../http/errors.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { sdkPreflight } from '../capture/routes.ts';
-import { rows } from '../../shared/db/sql.ts';
+import { projectByTokenWithFlags } from '../../shared/accounts.ts';
 
 // PostHog's CDN keeps these 5 minutes; a new first flag reaches browsers that late, as there.
 const CACHE_CONTROL = 'public, max-age=300';
@@ -18,13 +18,7 @@ const CACHE_CONTROL = 'public, max-age=300';
  */
 async function remoteConfig(em: EntityManager, token: string): Promise<Record<string, unknown> | null> {
   if (token.length > 200 || token.includes('\u0000')) return null;
-  const [project] = await rows<{ api_token: string; has_flags: boolean }>(
-    em,
-    `select p.api_token,
-            exists(select 1 from feature_flag f where f.project_id = p.id and f.active and not f.deleted) as has_flags
-       from project p where p.api_token = ?`,
-    [token],
-  );
+  const project = await projectByTokenWithFlags(em, token);
   if (!project) return null;
   return {
     token: project.api_token,

@@ -2,9 +2,11 @@
 // filtered list and its count, the CSV export's pages and columns, deletion). Callers build no SQL;
 // filters arrive as fragments over `person p` (personListFilter, property-filters.ts).
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { randomUUID } from 'node:crypto';
 import { cohortFilterResolver } from '../cohorts/membership.ts';
 import { pagedQuery, type PageResult } from '../db/paged.ts';
-import { containsPattern, isUuid, pgArray, rows } from '../db/sql.ts';
+import { containsPattern, isUuid, pgArray, rows, run } from '../db/sql.ts';
+import { personUuidFor } from '../ingestion/person-uuid.ts';
 import { propertyFiltersSql, type SqlFragment } from './property-filters.ts';
 
 export interface PersonWithIds {
@@ -236,4 +238,28 @@ export async function personsAfter(
   const tail = found.at(-1);
   const persons = found.map(({ key_at: _, ...person }) => person);
   return { persons, last: tail ? { createdAt: tail.key_at, id: tail.id } : null };
+}
+
+/**
+ * Moves each distinct id to a new person of its own, under the person's lock: the deterministic
+ * uuid of that distinct id, unless a person already holds it (then a random one).
+ */
+export async function splitDistinctIds(tx: EntityManager, projectId: number, personId: string, distinctIds: string[]) {
+  await rows(tx, `select id from person where id = ? for update`, [personId]);
+  for (const distinctId of distinctIds) {
+    const uuid = personUuidFor(projectId, distinctId);
+    const [created] = await rows<{ id: string }>(
+      tx,
+      `insert into person (uuid, project_id, properties, created_at, version)
+       values (case when exists (select 1 from person where project_id = ? and uuid = ?::uuid) then ?::uuid
+                    else ?::uuid end, ?, '{}'::jsonb, now(), 0)
+       returning id`,
+      [projectId, uuid, randomUUID(), uuid, projectId],
+    );
+    await run(
+      tx,
+      `update person_distinct_id set person_id = ?, version = version + 1 where project_id = ? and distinct_id = ?`,
+      [created.id, projectId, distinctId],
+    );
+  }
 }
