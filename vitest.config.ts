@@ -13,5 +13,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    // Test files reuse their worker process (each starts its own API, database rows and Redis prefix):
+    // per-file isolation cost ~0.5 s of spawning and module loading per file, 18% of a run.
+    isolate: false,
   },
 });
