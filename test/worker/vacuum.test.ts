@@ -70,7 +70,8 @@ async function seedPersons(count: number, tag: string): Promise<string[]> {
   await sql(
     api.orm,
     `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
-     select gen_random_uuid(), p.project_id, 'e', ? || p.id || '-1', p.uuid, '{}', now() - make_interval(days => d), now() - interval '1 minute'
+     select gen_random_uuid(), p.project_id, 'e', ? || p.id || '-1', p.uuid, '{}', now() - make_interval(days => d),
+            now() - interval '1 minute'
        from person p cross join unnest(array[0, 1, 35]) d where p.id = any(?::bigint[])`,
     [tag, `{${ids.map((r) => r.id).join(',')}}`],
   );
@@ -104,7 +105,8 @@ beforeAll(async () => {
   partitions = (
     await sql<{ name: string }>(
       api.orm,
-      `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid where i.inhparent = 'event'::regclass`,
+      `select c.relname as name from pg_inherits i join pg_class c on c.oid = i.inhrelid
+        where i.inhparent = 'event'::regclass`,
     )
   ).map((r) => r.name);
   // The server's autovacuum may be on or off; these tables get none during the test either way.
@@ -119,7 +121,7 @@ afterAll(async () => {
 });
 
 describe('vacuum after mass deletes', () => {
-  it('vacuums persons deleted through the API (statistics job) and events deleted by the worker (vacuum jobs)', async () => {
+  it('vacuums persons deleted by the API (statistics job) and events deleted by the worker (vacuum jobs)', async () => {
     const ids = await seedPersons(PERSONS, 'mass-');
     const touched = (
       await sql<{ name: string }>(
