@@ -145,7 +145,8 @@ async function personDeletion() {
   console.log(`deletion: ${PERSON_ROWS} persons, deleting the newest ${DELETED} through bulk_delete…`);
   await pool.query(
     `insert into person (uuid, project_id, properties)
-     select gen_random_uuid(), $1, jsonb_build_object('email', 'u' || g || '@example.com') from generate_series(1, $2::int) g`,
+     select gen_random_uuid(), $1, jsonb_build_object('email', 'u' || g || '@example.com')
+       from generate_series(1, $2::int) g`,
     [pid, PERSON_ROWS],
   );
   await pool.query(
@@ -155,7 +156,8 @@ async function personDeletion() {
   );
   const rule = { key: 'email', operator: 'icontains', value: '@example.com', type: 'person' };
   await pool.query(
-    `insert into feature_flag (project_id, key, name, filters, active) values ($1, 'bench-email', 'email rule', $2::jsonb, true)`,
+    `insert into feature_flag (project_id, key, name, filters, active)
+     values ($1, 'bench-email', 'email rule', $2::jsonb, true)`,
     [pid, JSON.stringify({ groups: [{ properties: [rule], rollout_percentage: 100 }] })],
   );
   const tables = ['person', 'person_distinct_id'];
@@ -240,7 +242,8 @@ async function personDeletion() {
     console.log(`  POST /flags/?v=2 (person-property flag), 4 clients, ${SECONDS}s each:`);
     for (const r of [before, afterDelete, afterVacuum]) console.log(line(r));
     console.log(
-      `  bulk_delete of ${DELETED} persons: ${(deleting / 1000).toFixed(2)} s; statistics job: ${(vacuumMs / 1000).toFixed(2)} s,` +
+      `  bulk_delete of ${DELETED} persons: ${(deleting / 1000).toFixed(2)} s;` +
+        ` statistics job: ${(vacuumMs / 1000).toFixed(2)} s,` +
         ` vacuumed ${vacuumed.join(', ') || 'nothing'}`,
     );
   } finally {
