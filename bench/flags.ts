@@ -8,7 +8,15 @@
 // CPU per request (the load's client side in this process, the server process, PostgreSQL backends
 // on the bench database) is also reported: it moves less than throughput when others load the machine.
 import pg from 'pg';
-import { BENCH_DATABASE_URL, benchSetup, loadFor, postOk, startApiProcess, startServerProcess } from './harness.ts';
+import {
+  BENCH_DATABASE_URL,
+  benchSetup,
+  databaseCpuMeter,
+  loadFor,
+  postOk,
+  startApiProcess,
+  startServerProcess,
+} from './harness.ts';
 import { call, createAccount, type TestAccount } from '../test/helpers.ts';
 import { cpuMeter, percentile, progress } from './stats.ts';
 
@@ -53,23 +61,17 @@ interface Result {
   cpu: { client: number; server: number; postgres: number };
 }
 
-/** CPU meters for every PostgreSQL backend on the bench database now (ours and the API's pools). */
-async function postgresMeters() {
-  const { rows } = await pool.query(
-    `select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend'`,
-  );
-  return rows.map((r) => cpuMeter(r.pid));
-}
-
 type Request = (i: number) => Promise<void>;
 async function measure(name: string, serverPid: number | undefined, request: Request): Promise<Result> {
   for (let i = 0; i < 200; i++) await request(i); // warm-up: caches, JIT, pool connections
   progress(`  measuring ${name} for ${SECONDS}s…`);
   const server = serverPid === undefined ? () => 0 : cpuMeter(serverPid);
-  const backends = await postgresMeters();
+  // The bench database's backends (ours and the API's pools), listed on the setup pool: not the load's.
+  const backends = await databaseCpuMeter(setupPool);
   const client = process.cpuUsage();
   const latencies = await loadFor(SECONDS, CONCURRENCY, request);
   const used = process.cpuUsage(client);
+  const postgres = await backends.stop();
   const n = latencies.length;
   return {
     rate: n / SECONDS,
@@ -78,7 +80,7 @@ async function measure(name: string, serverPid: number | undefined, request: Req
     cpu: {
       client: (used.user + used.system) / 1000 / n,
       server: (server() * 1000) / n,
-      postgres: (backends.reduce((sum, meter) => sum + meter(), 0) * 1000) / n,
+      postgres: (postgres * 1000) / n,
     },
   };
 }

@@ -1,6 +1,7 @@
 // What every benchmark needs: its own database (analytics_bench), the API running as a separate
 // process, an account with a key, and a pg pool for baselines in the same run.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -29,7 +30,9 @@ export const startApiProcess = (env: Record<string, string> = {}) => startServer
 export const startBareKoaProcess = () => startServerProcess(['bench/baseline/bare-koa.ts'], { readyPath: '/_health' });
 
 // Every server process a benchmark starts, killed however the benchmark ends (normal exit, a thrown
-// error, Ctrl-C, SIGTERM), so none is left holding a port and database connections.
+// error, Ctrl-C, SIGTERM), so none is left holding a port and database connections. A benchmark
+// killed outright (SIGKILL, an OOM kill) runs no handler: each child also watches its parent and
+// stops itself once it is gone (ORPHAN_GUARD, loaded before the child's own code).
 const children = new Set<ChildProcess>();
 const killChildren = () => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
@@ -50,6 +53,11 @@ process.once('unhandledRejection', (error) => {
   process.exit(1);
 });
 
+const ORPHAN_GUARD = `data:text/javascript,${encodeURIComponent(
+  'const parent = process.ppid; ' +
+    'setInterval(() => { if (process.ppid !== parent) process.kill(process.pid, "SIGTERM"); }, 500).unref();',
+)}`;
+
 /**
  * Starts `node …args` on a free port and waits until `readyPath` answers 200 (for the API, /_ready:
  * PostgreSQL and Redis answer). Throws if the process exits or is not ready within `timeoutMs`.
@@ -61,7 +69,7 @@ export async function startServerProcess(
   const port = 20_000 + Math.floor(Math.random() * 10_000);
   // BENCH_NODE_ARGS (e.g. `--cpu-prof`) profiles the server process.
   const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-  const child = spawn(process.execPath, [...nodeArgs, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, `--import=${ORPHAN_GUARD}`, ...args], {
     cwd: root,
     env: {
       ...process.env,
@@ -157,4 +165,54 @@ export function postOk(url: string, body: string): Promise<void> {
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/** CPU seconds (user + system) process `pid` has used, from /proc (Linux); undefined once it ended. */
+function cpuSecondsOf(pid: number): number | undefined {
+  try {
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Starts metering the CPU of the PostgreSQL backends of `pool`'s database only (pg_stat_activity →
+ * /proc/<pid>/stat), not every postgres process on the machine (other databases, other benchmarks,
+ * checkpointer, WAL writer). Backends are listed again every 250 ms, so one that connects during the
+ * measurement counts from its start and one that disconnects keeps what it used until last seen.
+ * `stop()` gives the CPU seconds they used since.
+ */
+export async function databaseCpuMeter(pool: pg.Pool): Promise<{ stop: () => Promise<number> }> {
+  const first = new Map<number, number>();
+  const last = new Map<number, number>();
+  const sample = async (initial: boolean) => {
+    const { rows } = await pool.query(
+      `select pid from pg_stat_activity where datname = current_database()
+          and backend_type in ('client backend', 'parallel worker', 'autovacuum worker')`,
+    );
+    for (const { pid } of rows) {
+      const seconds = cpuSecondsOf(pid);
+      if (seconds === undefined) continue;
+      if (!first.has(pid)) first.set(pid, initial ? seconds : 0);
+      last.set(pid, seconds);
+    }
+  };
+  await sample(true);
+  let sampling = Promise.resolve();
+  const timer = setInterval(() => {
+    sampling = sampling.then(() => sample(false)).catch(() => undefined);
+  }, 250);
+  return {
+    stop: async () => {
+      clearInterval(timer);
+      await sampling;
+      await sample(false);
+      let used = 0;
+      for (const [pid, seconds] of last) used += seconds - (first.get(pid) ?? 0);
+      return used;
+    },
+  };
 }

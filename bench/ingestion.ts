@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { gzipSync } from 'node:zlib';
-import { benchSetup, loadFor, startApiProcess } from './harness.ts';
+import { benchSetup, databaseCpuMeter, loadFor, startApiProcess } from './harness.ts';
 import { createAccount } from '../test/helpers.ts';
 import { cpuMeter, percentile, progress } from './stats.ts';
 
@@ -56,20 +56,25 @@ await loadFor(3, CONCURRENCY, send);
 await pool.query('analyze person; analyze person_distinct_id; analyze event');
 sent = 0;
 const timer = setInterval(() => progress(`  sent ${sent} events`), 1000);
-const cpuMeters = { postgres: cpuMeter(), api: cpuMeter(api.child.pid), sender: cpuMeter(process.pid) };
+// PostgreSQL: the bench database's backends only, not every postgres process on the machine.
+const cpuMeters = {
+  postgres: await databaseCpuMeter(pool),
+  api: cpuMeter(api.child.pid),
+  sender: cpuMeter(process.pid),
+};
 const started = performance.now();
 const latencies = await loadFor(SECONDS, CONCURRENCY, send);
 const elapsed = (performance.now() - started) / 1000;
 clearInterval(timer);
 const apiRate = sent / elapsed;
-const apiCpu = { postgres: cpuMeters.postgres(), api: cpuMeters.api(), sender: cpuMeters.sender() };
+const apiCpu = { postgres: await cpuMeters.postgres.stop(), api: cpuMeters.api(), sender: cpuMeters.sender() };
 
 // Baseline: the same shape of rows, raw multi-row INSERTs through pg into the event table itself (its
 // partitions and indexes, as the API writes), under a project of its own that is emptied afterwards.
 const baselineProjectId = (await createAccount(orm)).projectId;
 const rows = batch(0);
 let inserted = 0;
-const rawPostgresCpuMeter = cpuMeter();
+const rawPostgresCpuMeter = await databaseCpuMeter(pool);
 const baseStart = performance.now();
 await loadFor(Math.min(10, SECONDS), 1, async () => {
   const values: unknown[] = [];
@@ -93,7 +98,7 @@ await loadFor(Math.min(10, SECONDS), 1, async () => {
   inserted += rows.length;
 });
 const rawRate = inserted / ((performance.now() - baseStart) / 1000);
-const rawPostgresCpu = rawPostgresCpuMeter();
+const rawPostgresCpu = await rawPostgresCpuMeter.stop();
 await pool.query('delete from event where project_id = $1', [baselineProjectId]);
 
 console.log(

@@ -65,6 +65,7 @@ export const SETTINGS_SCHEMA = {
     EXPERIMENT_RESULTS_CRON: cron('0 2 * * *'),
     STATISTICS_REFRESH_CRON: cron('*/5 * * * *'),
     STATISTICS_REFRESH_ROWS: int(10_000, 0),
+    MAINTENANCE_VACUUM_DEAD_ROWS: int(10_000, 1),
     EVENT_PARTITIONS_CRON: cron('0 1 * * *'),
     EVENT_PARTITIONS_AHEAD: int(2, 0, 120),
   },
@@ -251,6 +252,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       eventPartitionsAhead: s.EVENT_PARTITIONS_AHEAD,
       /** Rows changed since a table's last ANALYZE that make it due. */
       statisticsRefreshRows: s.STATISTICS_REFRESH_ROWS,
+      /**
+       * Dead rows that make a table due for VACUUM (ANALYZE): a deletion job removing more queues one of the
+       * tables it deleted from; the statistics job vacuums any table past it (or a small one with a fifth dead).
+       */
+      vacuumDeadRows: s.MAINTENANCE_VACUUM_DEAD_ROWS,
     },
     /**
      * Basic-auth credentials of the operator pages (/admin/queues, /admin/deletions): ADMIN_PASSWORD

@@ -15,6 +15,8 @@ export const JOBS = {
   experimentResults: { queue: 'experimentResults', name: 'compute' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
+  /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
+  vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },
 } as const satisfies Record<string, { queue: keyof Queues; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -26,8 +28,9 @@ export interface JobData {
   reconcileDeletions: Record<string, never>;
   /** No id: every running experiment. */
   experimentResults: { experimentId?: number };
-  refreshStatistics: { minChangedRows?: number };
+  refreshStatistics: { minChangedRows?: number; minDeadRows?: number };
   ensureEventPartitions: { monthsAhead?: number };
+  vacuumTable: { table: string };
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

@@ -17,7 +17,10 @@ export const captureError = (detail: string, status = 400) =>
   );
 
 const STRICT_BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
-const looksBase64 = (text: string) => text.length >= 4 && text.length % 4 === 0 && STRICT_BASE64.test(text.trim());
+const looksBase64 = (text: string) => {
+  const trimmed = text.trim();
+  return trimmed.length >= 4 && trimmed.length % 4 === 0 && STRICT_BASE64.test(trimmed);
+};
 
 function compressionHint(value: string | undefined): 'gzip' | 'lz64' | 'base64' | null {
   const hint = (value ?? '').toLowerCase();

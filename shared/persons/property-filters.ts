@@ -80,7 +80,7 @@ export const storableText = (text: string) => text.isWellFormed() && !text.inclu
 const UNSTORABLE_TEXT = 'Property filter keys and values may not contain null characters or lone surrogates.';
 
 function numberOf(value: Scalar, operator: string): number {
-  const n = typeof value === 'boolean' || value === '' ? NaN : Number(value);
+  const n = typeof value === 'boolean' || String(value).trim() === '' ? NaN : Number(value);
   if (!Number.isFinite(n)) throw new FilterError(`"${operator}" needs a number.`);
   return n;
 }

@@ -23,15 +23,18 @@ export function applyPropertyUpdate(
 ): { properties: Properties; changed: boolean } {
   const properties: Properties = { ...current };
   let changed = false;
+  // defineProperty, not assignment: a "__proto__" key (JSON.parse makes it an own key) is data here.
+  const put = (key: string, value: unknown) =>
+    Object.defineProperty(properties, key, { value, writable: true, enumerable: true, configurable: true });
   for (const [key, value] of Object.entries(update.setOnce ?? {})) {
     if (!Object.hasOwn(properties, key)) {
-      properties[key] = value;
+      put(key, value);
       changed = true;
     }
   }
   for (const [key, value] of Object.entries(update.set ?? {})) {
     if (!Object.hasOwn(properties, key) || !sameJson(properties[key], value)) {
-      properties[key] = value;
+      put(key, value);
       changed = true;
     }
   }

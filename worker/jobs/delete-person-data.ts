@@ -10,6 +10,7 @@ import type { JobData } from '../../shared/jobs.ts';
 import { pgArray, rows, run } from '../../shared/db/sql.ts';
 import { firstMonthlyPartitionStart } from '../../shared/events/store.ts';
 import type { WorkerDeps } from '../deps.ts';
+import { enqueueVacuums, eventPartitionsBetween } from './vacuum-tables.ts';
 import { config } from '../../shared/config.ts';
 import {
   addRowsDeleted,
@@ -65,6 +66,8 @@ export async function deletePersonData(
       ? [id, ...(await claimCompanions(em, row, leaseSeconds, batchSize - 1))]
       : [id];
   let deleted = 0;
+  // The event time the deleted rows span (epoch ms), for the partitions to vacuum.
+  const deletedSpan = { from: Infinity, to: -Infinity };
   let renewedAt = Date.now();
   // After every chunk: progress for the dashboard, and the batch's leases renewed every third of their length.
   const chunkDone = async (n: number) => {
@@ -80,7 +83,14 @@ export async function deletePersonData(
     if (row.deletion_type === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
       const monthsStart = await firstMonthlyPartitionStart(em);
-      for (const group of groups) await deleteGroupEvents(em, id, row.project_id, group, monthsStart, chunkDone);
+      for (const group of groups)
+        await deleteGroupEvents(em, id, row.project_id, group, monthsStart, async (n, from, to) => {
+          if (n > 0) {
+            deletedSpan.from = Math.min(deletedSpan.from, from);
+            deletedSpan.to = Math.max(deletedSpan.to, to);
+          }
+          await chunkDone(n);
+        });
       survivors = await countEventSurvivors(em, row.project_id, groups);
     } else {
       const target = targetOf(row);
@@ -99,6 +109,14 @@ export async function deletePersonData(
       { deletionId: id, requests: batch.length, deleted, ms: Date.now() - started },
       'deletion completed',
     );
+    // Past the threshold the dead rows would slow every plan over these tables until a vacuum.
+    if (deleted > deps.config.maintenance.vacuumDeadRows)
+      await enqueueVacuums(
+        deps,
+        row.deletion_type === 'person_events'
+          ? eventPartitionsBetween(em, deletedSpan.from, deletedSpan.to)
+          : ['session_recording', 'session_recording_snapshot'],
+      );
     return { deleted, requests: batch.length };
   } catch (error) {
     await dropLeases(em, batch).catch(() => undefined);
@@ -199,7 +217,7 @@ async function deleteGroupEvents(
   projectId: number,
   g: EventDeletionGroup,
   monthsStart: string | null,
-  chunkDone: (n: number) => Promise<void>,
+  chunkDone: (n: number, fromMs: number, toMs: number) => Promise<void>,
 ): Promise<void> {
   const { lo, hi } = await oldestEventBounds(em, projectId, g, monthsStart);
   if (lo === null) return;
@@ -221,7 +239,7 @@ async function deleteGroupEvents(
       await addRowsDeleted(tx as EntityManager, leadId, deleted);
       return deleted;
     });
-    await chunkDone(n);
+    await chunkDone(n, from, to);
     // Aim the next window at DELETE_CHUNK rows, changing its length at most eightfold per step.
     span = Math.max(
       1,

@@ -9,6 +9,7 @@ import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.t
 import { computeExperimentResults } from './experiment-results.ts';
 import { ensureEventPartitions } from './event-partitions.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
+import { vacuumTable } from './vacuum-tables.ts';
 
 export interface Processor<K extends JobKind> {
   run: (job: Job<JobData[K]>, deps: WorkerDeps) => Promise<unknown>;
@@ -23,4 +24,5 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   experimentResults: { run: computeExperimentResults },
   refreshStatistics: { run: refreshStatistics },
   ensureEventPartitions: { run: ensureEventPartitions },
+  vacuumTable: { run: vacuumTable },
 };

@@ -20,6 +20,7 @@ import { Migration0023FlagDefinitionNotifications } from './0023-flag-definition
 import { Migration0030EventProjectTimeIndex } from './0030-event-project-time-index.ts';
 import { Migration0040PersonSearchByProject } from './0040-person-search-by-project.ts';
 import { Migration0041TryNumericWithoutException } from './0041-try-numeric-without-exception.ts';
+import { Migration0042TryNumericWithoutNan } from './0042-try-numeric-without-nan.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -42,4 +43,5 @@ export const migrationsList = [
   { name: '0030-event-project-time-index', class: Migration0030EventProjectTimeIndex },
   { name: '0040-person-search-by-project', class: Migration0040PersonSearchByProject },
   { name: '0041-try-numeric-without-exception', class: Migration0041TryNumericWithoutException },
+  { name: '0042-try-numeric-without-nan', class: Migration0042TryNumericWithoutNan },
 ];
