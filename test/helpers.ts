@@ -8,7 +8,8 @@ import type { Job, Queue } from 'bullmq';
 import { createApp, listen } from '../api/app.ts';
 import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts.ts';
 import { loadConfig, type Config } from '../shared/config.ts';
-import { initOrm } from '../shared/db/orm.ts';
+import { initOrm, migrate } from '../shared/db/orm.ts';
+import pg from 'pg';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from '../api/http/auth-cache.ts';
@@ -220,4 +221,31 @@ export async function eventually<T>(
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/**
+ * A migrated database of the test file's own (`<test database>_<name>`, made anew), for tests whose
+ * assertions depend on no other transaction in the database (VACUUM removes dead rows only past the
+ * oldest snapshot of its own database).
+ */
+export async function ownDatabase(name: string): Promise<string> {
+  const base = new URL(loadConfig().databaseDirectUrl);
+  const database = `${base.pathname.slice(1)}_${name}`;
+  const admin = new pg.Client({ connectionString: base.toString() });
+  await admin.connect();
+  try {
+    await admin.query(`drop database if exists "${database}" with (force)`);
+    await admin.query(`create database "${database}"`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(base);
+  url.pathname = `/${database}`;
+  const orm = await initOrm(url.toString(), 2);
+  try {
+    await migrate(orm, url.toString());
+  } finally {
+    await orm.close();
+  }
+  return url.toString();
 }

@@ -3,11 +3,13 @@
 // leave no dead rows once the maintenance jobs have run (dead rows made planning a person lookup take
 // 440–715 ms: /flags fell to 28 req/s).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../../shared/config.ts';
 import { sql } from '../db.ts';
 import {
   call,
   createAccount,
   eventually,
+  ownDatabase,
   settledJob,
   startApi,
   startTestWorker,
@@ -95,10 +97,18 @@ async function bulkDelete(ids: string[]): Promise<string[]> {
 }
 
 beforeAll(async () => {
+  // Its own database: other test files' open transactions would keep VACUUM from removing dead rows.
+  const url = await ownDatabase('vacuum');
+  const onOwnDatabase = (config: Config) => {
+    config.databaseUrl = url;
+    config.databaseDirectUrl = url;
+  };
   api = await startApi((config) => {
+    onOwnDatabase(config);
     config.redisPrefix = prefix;
   });
   worker = await startTestWorker(prefix, (config) => {
+    onOwnDatabase(config);
     config.maintenance.vacuumDeadRows = THRESHOLD;
   });
   account = await createAccount(api.orm);
