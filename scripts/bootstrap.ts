@@ -2,9 +2,8 @@
 // and an all-scopes personal API key, and prints the key once. Refuses when users already exist
 // unless --force is given; with --if-new it then only migrates and succeeds (Docker's one-shot).
 import { parseArgs } from 'node:util';
-import { bootstrapInstall } from '../shared/accounts.ts';
+import { bootstrapInstall, userCount } from '../shared/accounts.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
-import { rows } from '../shared/db/sql.ts';
 
 const { values } = parseArgs({
   options: {
@@ -18,7 +17,7 @@ const orm = await initOrm();
 try {
   await migrate(orm);
   const em = orm.em.fork();
-  const [{ count }] = await rows<any>(em, 'select count(*)::int as count from app_user');
+  const count = await userCount(em);
   if (count > 0 && values['if-new']) {
     console.log('This install already has users: migrated, nothing else to do.');
   } else if (count > 0 && !values.force) {

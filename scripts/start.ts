@@ -2,11 +2,16 @@
 // the database, bootstraps a new install (printing its API key once), then runs the API and one worker.
 import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { bootstrapInstall, createPersonalApiKey } from '../shared/accounts.ts';
+import {
+  bootstrapInstall,
+  createPersonalApiKey,
+  deletePersonalApiKeysLabelled,
+  installOwner,
+  userCount,
+} from '../shared/accounts.ts';
 import { config } from '../shared/config.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
-import { rows } from '../shared/db/sql.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const services = spawnSync('bash', ['scripts/ensure-services.sh'], { cwd: root, stdio: 'inherit' });
@@ -18,7 +23,7 @@ let keyMessage: string;
 try {
   await migrate(orm);
   const em = orm.em.fork();
-  const [{ count }] = await rows<any>(em, 'select count(*)::int as count from app_user');
+  const count = await userCount(em);
   if (count === 0) {
     const install = await bootstrapInstall(em as any, { email: config.adminEmail });
     keyMessage =
@@ -27,13 +32,9 @@ try {
   } else {
     // Only hashes are stored, so an earlier key cannot be shown again: replace the one key this
     // command owns (label "npm start") and print the new one. Every other key stays as it is.
-    const [owner] = await rows<any>(
-      em,
-      `select u.id, u.current_project_id from app_user u join organization_membership m on m.user_id = u.id
-        where u.is_active order by m.level desc, u.id limit 1`,
-    );
+    const owner = await installOwner(em);
     if (owner) {
-      await rows(em, `delete from personal_api_key where user_id = ? and label = 'npm start'`, [owner.id]);
+      await deletePersonalApiKeysLabelled(em, owner.id, 'npm start');
       const { value } = await createPersonalApiKey(em as any, { userId: owner.id, label: 'npm start', scopes: ['*'] });
       keyMessage = `Personal API key for this run (all scopes; replaces the one printed by the previous \`npm start\`): ${value}`;
     } else {

@@ -10,7 +10,7 @@ import {
   maskPersonalApiKey,
 } from './auth/tokens.ts';
 import { isValidScope } from './auth/scopes.ts';
-import { isUuid, pgArray, rows } from './db/sql.ts';
+import { isUuid, pgArray, rows, run } from './db/sql.ts';
 import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from './entities/index.ts';
 
 export async function createOrganization(em: EntityManager, name: string) {
@@ -276,4 +276,80 @@ export async function projectByTokenWithFlags(em: EntityManager, token: string) 
     [token],
   );
   return project ?? null;
+}
+
+// ---- authentication's reads (api/http/auth.ts) ----
+
+/** A project with `is_member`: whether the user `userRef` (an SQL expression) belongs to its organization. */
+const projectWithMembership = (userRef: string) =>
+  `select p.*, exists(select 1 from organization_membership m
+                       where m.organization_id = p.organization_id and m.user_id = ${userRef}) as is_member
+     from project p`;
+
+/**
+ * The active key with this hash, its user's current project, and (`withProject`) the project `projectId`
+ * or else the user's current one, with membership, in one round trip. The key's columns are prefixed
+ * key_; every other column is the project's. Null when no active user holds the key.
+ */
+export async function keyWithProject(
+  em: EntityManager,
+  secureValue: string,
+  withProject: boolean,
+  projectId: number | null,
+): Promise<Record<string, any> | null> {
+  const [row] = await rows(
+    em,
+    `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
+            k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at,
+            u.current_project_id as key_current_project_id, p.*
+       from personal_api_key k join app_user u on u.id = k.user_id
+       left join lateral (${projectWithMembership('u.id')}
+                           where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
+      where k.secure_value = ? and u.is_active`,
+    [withProject, projectId, secureValue],
+  );
+  return row ?? null;
+}
+
+export async function touchPersonalApiKey(em: EntityManager, keyId: string) {
+  await run(em, `update personal_api_key set last_used_at = now() where id = ?`, [keyId]);
+}
+
+/** The project with `is_member` for this user, or null. */
+export async function projectWithMembershipOf(em: EntityManager, userId: number, projectId: number) {
+  const [project] = await rows<Record<string, any>>(em, `${projectWithMembership('?')} where p.id = ?`, [
+    userId,
+    projectId,
+  ]);
+  return project ?? null;
+}
+
+/** The lowest-numbered project of an organization the user belongs to, or null. */
+export async function firstProjectIdOf(em: EntityManager, userId: number): Promise<number | null> {
+  const [project] = await rows<{ id: number }>(
+    em,
+    `select p.id from project p join organization_membership m on m.organization_id = p.organization_id
+      where m.user_id = ? order by p.id limit 1`,
+    [userId],
+  );
+  return project?.id ?? null;
+}
+
+/** The active user with the highest membership level (the install's owner), or null. */
+export async function installOwner(em: EntityManager) {
+  const [owner] = await rows<{ id: number; current_project_id: number | null }>(
+    em,
+    `select u.id, u.current_project_id from app_user u join organization_membership m on m.user_id = u.id
+      where u.is_active order by m.level desc, u.id limit 1`,
+  );
+  return owner ?? null;
+}
+
+export async function deletePersonalApiKeysLabelled(em: EntityManager, userId: number, label: string) {
+  await run(em, `delete from personal_api_key where user_id = ? and label = ?`, [userId, label]);
+}
+
+export async function userCount(em: EntityManager): Promise<number> {
+  const [{ count }] = await rows<{ count: number }>(em, 'select count(*)::int as count from app_user');
+  return count;
 }

@@ -7,7 +7,12 @@ import type { AuthCache } from './auth-cache.ts';
 import { hashPersonalApiKey } from '../../shared/auth/tokens.ts';
 import { scopesGrant } from '../../shared/auth/scopes.ts';
 import { authenticationFailed, notAuthenticated, notFound, permissionDenied } from './errors.ts';
-import { rows, run } from '../../shared/db/sql.ts';
+import {
+  firstProjectIdOf,
+  keyWithProject,
+  projectWithMembershipOf,
+  touchPersonalApiKey,
+} from '../../shared/accounts.ts';
 
 export interface AuthenticatedKey {
   keyId: string;
@@ -48,10 +53,6 @@ function findKey(ctx: Context, body: unknown): { value: string; source: string }
 
 type ProjectWithMembership = ProjectRow & { is_member: boolean };
 
-/** A project with `is_member`: whether the user `userRef` (an SQL expression) belongs to its organization. */
-const projectWithMembership = (userRef: string) =>
-  `select p.*, exists(select 1 from organization_membership m where m.organization_id = p.organization_id and m.user_id = ${userRef}) as is_member from project p`;
-
 /** `:project_id` as a project id, `'current'` for `@current`, or null when it names no project. */
 const parseProjectParam = (param: string): number | 'current' | null =>
   param === '@current' ? 'current' : /^\d{1,9}$/.test(param) ? Number(param) : null;
@@ -77,17 +78,8 @@ export async function authenticate(
   let row: Record<string, any> | undefined = cache?.read(cacheKey);
   if (!row) {
     const generation = cache?.snapshot() ?? 0;
-    // The key's columns are prefixed key_; every other column is the project's.
-    const keyRows = await rows<any>(
-      em,
-      `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
-              k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at, u.current_project_id as key_current_project_id, p.*
-         from personal_api_key k join app_user u on u.id = k.user_id
-         left join lateral (${projectWithMembership('u.id')} where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
-        where k.secure_value = ? and u.is_active`,
-      [wanted !== null, typeof wanted === 'number' ? wanted : null, secureValue],
-    );
-    row = keyRows[0];
+    row =
+      (await keyWithProject(em, secureValue, wanted !== null, typeof wanted === 'number' ? wanted : null)) ?? undefined;
     if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
     cache?.store(cacheKey, row, generation);
   }
@@ -96,7 +88,7 @@ export async function authenticate(
   const lastUsed = row.key_last_used_at ? new Date(row.key_last_used_at).getTime() : 0;
   if (Date.now() - lastUsed > 3600_000) {
     row.key_last_used_at = new Date();
-    run(em, `update personal_api_key set last_used_at = now() where id = ?`, [row.key_id]).catch(() => undefined);
+    touchPersonalApiKey(em, row.key_id).catch(() => undefined);
   }
   const key: AuthenticatedKey = {
     keyId: row.key_id,
@@ -136,13 +128,9 @@ export async function resolveProject(
   if (project === undefined) {
     const wanted = parseProjectParam(projectIdParam);
     const projectId =
-      wanted === 'current' ? (key.currentProjectId ?? (await firstAccessibleProjectId(em, key))) : wanted;
+      wanted === 'current' ? (key.currentProjectId ?? (await firstProjectIdOf(em, key.userId))) : wanted;
     if (projectId === null) throw notFound('Project not found.');
-    const found = await rows<ProjectWithMembership>(em, `${projectWithMembership('?')} where p.id = ?`, [
-      key.userId,
-      projectId,
-    ]);
-    project = found[0] ?? null;
+    project = (await projectWithMembershipOf(em, key.userId, projectId)) as ProjectWithMembership | null;
   }
   if (!project) throw notFound('Project not found.');
   if (key.scopedTeams?.length && !key.scopedTeams.includes(project.id))
@@ -154,16 +142,6 @@ export async function resolveProject(
   if (!project.is_member) throw permissionDenied("You don't have access to the project.");
   const { is_member: _, ...row } = project;
   return row;
-}
-
-async function firstAccessibleProjectId(em: EntityManager, key: AuthenticatedKey): Promise<number | null> {
-  const found = await rows<any>(
-    em,
-    `select p.id from project p join organization_membership m on m.organization_id = p.organization_id
-      where m.user_id = ? order by p.id limit 1`,
-    [key.userId],
-  );
-  return found[0]?.id ?? null;
 }
 
 /** Compares a secret sent by a client with the configured one in constant time (lengths included). */
