@@ -89,7 +89,7 @@ const flagsBody = (target: TestAccount, i: number) =>
   JSON.stringify({ token: target.projectToken, distinct_id: `user-${i % 10_000}`, person_properties: { plan: 'pro' } });
 
 console.log(`flags: ${SECONDS}s each, ${CONCURRENCY} concurrent clients`);
-// The statement /flags ran for its definitions (api/flags/service.ts, activeFlags).
+// The statement /flags ran for its definitions (shared/flags/store.ts, activeFlags).
 const definitionsSql = `select id, key, name, version, active, deleted, filters, ensure_experience_continuity,
     evaluation_runtime from feature_flag where project_id = $1 and active and not deleted order by id`;
 const raw = await measure('raw definitions query', undefined, async () => {

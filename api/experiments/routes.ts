@@ -1,7 +1,7 @@
 // Experiments, their holdouts and saved metrics.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
-import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
+import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import * as store from '../../shared/experiments/store.ts';
 import { recentEventsCarryFlagValues } from '../../shared/events/store.ts';

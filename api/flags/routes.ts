@@ -8,7 +8,8 @@ import { sdkPreflight } from '../capture/routes.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
-import { activeFlags, evaluateFlagsForPerson, projectFlags } from './service.ts';
+import { activeFlags } from '../../shared/flags/store.ts';
+import { evaluateFlagsForPerson, projectFlags } from './service.ts';
 import { flagsResponseSchema, localEvaluationSchema } from './schemas.ts';
 
 const MAX_FLAGS_BODY = 1024 * 1024;

@@ -6,31 +6,17 @@ import { projectByApiToken } from '../http/project-token.ts';
 import {
   evaluateFlag,
   personPropertyKeys,
-  type FlagDefinition,
   type FlagEvaluation,
 } from '../../shared/flags/evaluate.ts';
 import type { FlagCache, ProjectFlags } from './cache.ts';
-import { rows } from '../../shared/db/sql.ts';
+import { activeFlags, hashKeysOf, personForFlags, recordHashKeys, type StoredFlag } from '../../shared/flags/store.ts';
 
-export interface StoredFlag extends FlagDefinition {
-  name: string;
-  ensure_experience_continuity: boolean;
-  evaluation_runtime: string | null;
-}
+export type { StoredFlag };
 
 /** A stored flag with what a request needs to know before evaluating it, worked out once per load. */
 export interface PreparedFlag extends StoredFlag {
   /** Person properties its conditions read. */
   personKeys: string[];
-}
-
-export async function activeFlags(em: EntityManager, projectId: number): Promise<StoredFlag[]> {
-  return rows<StoredFlag>(
-    em,
-    `select id, key, name, version, active, deleted, filters, ensure_experience_continuity, evaluation_runtime
-       from feature_flag where project_id = ? and active and not deleted order by id`,
-    [projectId],
-  );
 }
 
 /**
@@ -79,33 +65,16 @@ export async function evaluateFlagsForPerson(
   const needsPerson = flags.some(
     (f) => f.ensure_experience_continuity || f.personKeys.some((k) => !Object.hasOwn(sent, k)),
   );
-  const [person] = needsPerson
-    ? await rows<{ id: string; properties: Record<string, unknown> }>(
-        em,
-        `select p.id, p.properties from person_distinct_id d join person p on p.id = d.person_id
-          where d.project_id = ? and d.distinct_id = ?`,
-        [projectId, request.distinctId],
-      )
-    : [];
+  const person = needsPerson ? await personForFlags(em, projectId, request.distinctId) : null;
   const properties = { ...(person?.properties ?? {}), ...request.personProperties };
-  const hashKeys = new Map<string, string>();
+  let hashKeys = new Map<string, string>();
   const continuity = flags.filter((f) => f.ensure_experience_continuity);
   if (person && continuity.length) {
     if (request.anonDistinctId) {
-      await rows(
-        em,
-        `insert into feature_flag_hash_key_override (project_id, person_id, feature_flag_key, hash_key)
-         select ?, ?, k.key, ? from jsonb_array_elements_text(?::jsonb) as k(key)
-         on conflict (project_id, person_id, feature_flag_key) do nothing`,
-        [projectId, person.id, request.anonDistinctId, JSON.stringify(continuity.map((f) => f.key))],
-      );
+      const keys = continuity.map((f) => f.key);
+      await recordHashKeys(em, projectId, person.id, keys, request.anonDistinctId);
     }
-    const overrides = await rows<{ feature_flag_key: string; hash_key: string }>(
-      em,
-      `select feature_flag_key, hash_key from feature_flag_hash_key_override where project_id = ? and person_id = ?`,
-      [projectId, person.id],
-    );
-    for (const o of overrides) hashKeys.set(o.feature_flag_key, o.hash_key);
+    hashKeys = await hashKeysOf(em, projectId, person.id);
   }
   return flags.map((flag) => {
     const bucketing = (flag.ensure_experience_continuity && hashKeys.get(flag.key)) || request.distinctId;
