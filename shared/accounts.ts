@@ -353,3 +353,54 @@ export async function userCount(em: EntityManager): Promise<number> {
   const [{ count }] = await rows<{ count: number }>(em, 'select count(*)::int as count from app_user');
   return count;
 }
+
+// ---- what a key can see (api/organizations/visibility.ts): arrays are PostgreSQL array literals or null ----
+
+/** The user's organizations with their membership level and member count, narrowed by the scoping given. */
+export function organizationsOfUser<T>(
+  em: EntityManager,
+  userId: number,
+  organizations: string | null,
+  teams: string | null,
+) {
+  return rows<T>(
+    em,
+    `select o.*, m.level,
+            (select count(*)::int from organization_membership c where c.organization_id = o.id) as member_count
+       from organization o join organization_membership m on m.organization_id = o.id and m.user_id = ?
+      where (?::uuid[] is null or o.id = any(?::uuid[]))
+        and (?::int[] is null
+             or exists (select 1 from project p where p.organization_id = o.id and p.id = any(?::int[])))
+      order by o.created_at, o.id`,
+    [userId, organizations, organizations, teams, teams],
+  );
+}
+
+/** The projects of the user's organizations (of one when given), narrowed by the scoping given. */
+export function projectsOfUser<T>(
+  em: EntityManager,
+  userId: number,
+  organizations: string | null,
+  teams: string | null,
+  organizationId: string | null,
+) {
+  return rows<T>(
+    em,
+    `select p.* from project p
+       join organization_membership m on m.organization_id = p.organization_id and m.user_id = ?
+      where (?::uuid[] is null or p.organization_id = any(?::uuid[]))
+        and (?::int[] is null or p.id = any(?::int[]))
+        and (?::uuid is null or p.organization_id = ?::uuid)
+      order by p.id`,
+    [userId, organizations, organizations, teams, teams, organizationId, organizationId],
+  );
+}
+
+export async function currentOrganizationIdOf(em: EntityManager, userId: number): Promise<string | null> {
+  const [user] = await rows<{ id: string | null }>(
+    em,
+    `select current_organization_id as id from app_user where id = ?`,
+    [userId],
+  );
+  return user?.id ?? null;
+}

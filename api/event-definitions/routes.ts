@@ -9,7 +9,7 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import { record, } from '../http/schemas.ts';
+import { record } from '../http/schemas.ts';
 import { userBasic } from '../users/serializers.ts';
 import { definitionSchema, type ListQuery, listQuery, type UpdateBody, updateBody } from './schemas.ts';
 

@@ -3,11 +3,7 @@
 // a flag needs it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { projectByApiToken } from '../http/project-token.ts';
-import {
-  evaluateFlag,
-  personPropertyKeys,
-  type FlagEvaluation,
-} from '../../shared/flags/evaluate.ts';
+import { evaluateFlag, personPropertyKeys, type FlagEvaluation } from '../../shared/flags/evaluate.ts';
 import type { FlagCache, ProjectFlags } from './cache.ts';
 import { activeFlags, hashKeysOf, personForFlags, recordHashKeys, type StoredFlag } from '../../shared/flags/store.ts';
 

@@ -2,7 +2,8 @@
 // projects, narrowed by the key's organization and project scoping. One rule for /api/projects/,
 // /api/organizations/… and /api/users/@me, so a scoped key sees the same world everywhere.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, isUuid, rows } from '../../shared/db/sql.ts';
+import { currentOrganizationIdOf, organizationsOfUser, projectsOfUser } from '../../shared/accounts.ts';
+import { pgArray, isUuid } from '../../shared/db/sql.ts';
 import type { AuthenticatedKey, ProjectRow } from '../http/auth.ts';
 import { notFound, permissionDenied } from '../http/errors.ts';
 
@@ -24,15 +25,7 @@ const scoping = (key: AuthenticatedKey) => ({
 /** The key's organizations, oldest first. A project-scoped key sees the organizations of its projects. */
 export async function visibleOrganizations(em: EntityManager, key: AuthenticatedKey): Promise<OrganizationRow[]> {
   const { organizations, teams } = scoping(key);
-  return rows<OrganizationRow>(
-    em,
-    `select o.*, m.level, (select count(*)::int from organization_membership c where c.organization_id = o.id) as member_count
-       from organization o join organization_membership m on m.organization_id = o.id and m.user_id = ?
-      where (?::uuid[] is null or o.id = any(?::uuid[]))
-        and (?::int[] is null or exists (select 1 from project p where p.organization_id = o.id and p.id = any(?::int[])))
-      order by o.created_at, o.id`,
-    [key.userId, organizations, organizations, teams, teams],
-  );
+  return organizationsOfUser<OrganizationRow>(em, key.userId, organizations, teams);
 }
 
 /** The key's projects (of one organization when given), by id. */
@@ -42,15 +35,7 @@ export async function visibleProjects(
   organizationId: string | null = null,
 ): Promise<ProjectRow[]> {
   const { organizations, teams } = scoping(key);
-  return rows<ProjectRow>(
-    em,
-    `select p.* from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ?
-      where (?::uuid[] is null or p.organization_id = any(?::uuid[]))
-        and (?::int[] is null or p.id = any(?::int[]))
-        and (?::uuid is null or p.organization_id = ?::uuid)
-      order by p.id`,
-    [key.userId, organizations, organizations, teams, teams, organizationId, organizationId],
-  );
+  return projectsOfUser<ProjectRow>(em, key.userId, organizations, teams, organizationId);
 }
 
 /**
@@ -69,8 +54,8 @@ export async function resolveOrganization(
   ]);
   let organization: OrganizationRow | undefined;
   if (param === '@current') {
-    const [user] = await rows<any>(em, `select current_organization_id from app_user where id = ?`, [key.userId]);
-    organization = visible.find((o) => o.id === user?.current_organization_id) ?? visible[0];
+    const current = await currentOrganizationIdOf(em, key.userId);
+    organization = visible.find((o) => o.id === current) ?? visible[0];
   } else if (isUuid(param)) {
     organization = memberOf.find((o) => o.id === param.toLowerCase());
   }
