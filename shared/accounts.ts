@@ -404,3 +404,9 @@ export async function currentOrganizationIdOf(em: EntityManager, userId: number)
   );
   return user?.id ?? null;
 }
+
+/** The project holding this SDK project API token, or null. */
+export async function projectByToken<T>(em: EntityManager, token: string): Promise<T | null> {
+  const [project] = await rows<T>(em, `select * from project where api_token = ?`, [token]);
+  return project ?? null;
+}

@@ -16,10 +16,10 @@ import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import { funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps, personsByIds } from './analysis.ts';
+import { funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson } from './queries.ts';
-import { splitDistinctIds } from '../../shared/persons/store.ts';
+import { personsByIds, splitDistinctIds } from '../../shared/persons/store.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
 import {
   dateTime,

@@ -1,10 +1,7 @@
 // The inputs of the person analytics endpoints (funnel steps, funnel correlation, lifecycle), read
 // and checked as PostHog takes them; the computing is shared/events/analytics.ts.
 import { type FunnelParams, LIFECYCLE_TYPES, type LifecycleType } from '../../shared/events/analytics.ts';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { validationError } from '../http/errors.ts';
-import { NEWEST_FIRST, withDistinctIds } from './queries.ts';
-import type { PersonWithIds } from './serializers.ts';
 import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
 
 const MAX_STEPS = 10;
@@ -80,15 +77,4 @@ export function lifecycleType(value: unknown): LifecycleType {
   if (!type)
     throw validationError('lifecycle_type must be one of new, returning, resurrecting, dormant.', 'lifecycle_type');
   return type;
-}
-
-/** The persons of an analytics page, with their distinct ids, newest first (as the page's ids are). */
-export function personsByIds(em: EntityManager, projectId: number, ids: string[]): Promise<PersonWithIds[]> {
-  if (ids.length === 0) return Promise.resolve([]);
-  return withDistinctIds(
-    em,
-    'select p.* from person p where p.project_id = ? and p.id in (?)',
-    [projectId, ids],
-    NEWEST_FIRST,
-  );
 }

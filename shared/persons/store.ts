@@ -263,3 +263,14 @@ export async function splitDistinctIds(tx: EntityManager, projectId: number, per
     );
   }
 }
+
+/** The persons of an analytics page, with their distinct ids, newest first (as the page's ids are). */
+export function personsByIds(em: EntityManager, projectId: number, ids: string[]): Promise<PersonWithIds[]> {
+  if (ids.length === 0) return Promise.resolve([]);
+  return withDistinctIds(
+    em,
+    'select p.* from person p where p.project_id = ? and p.id in (?)',
+    [projectId, ids],
+    NEWEST_FIRST,
+  );
+}
