@@ -28,7 +28,7 @@ import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
 import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 import { JOBS } from '../shared/jobs.ts';
-import { rows, } from '../shared/db/sql.ts';
+import { rows } from '../shared/db/sql.ts';
 
 class UsageError extends Error {}
 /** Something the operator must fix (an unreachable service, a database to migrate): one line, exit 1. */
