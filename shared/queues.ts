@@ -1,7 +1,7 @@
 // Queue names, job payloads and enqueue helpers both processes share.
 // Jobs carry only ids: the source of truth for every request is its row in PostgreSQL, so a job
 // lost while Redis was down is re-created by the worker's reconciler from that row.
-import { Queue, type ConnectionOptions } from 'bullmq';
+import { type ConnectionOptions, type Job, Queue } from 'bullmq';
 import { config as processConfig, type Config } from './config.ts';
 import { logger } from './logger.ts';
 import { withTimeout } from './timeout.ts';
@@ -83,17 +83,28 @@ export async function enqueueDeletions(queue: Queue, deletionIds: (string | numb
 /**
  * Makes sure each request has a live job: a missing one is added, a finished one (completed or
  * failed while its row is not done: a retry, or a job removed mid-way) is replaced, since BullMQ
- * ignores an add whose id still exists. Returns the ids that got a new job.
+ * ignores an add whose id still exists. `stillDue` re-reads which of the finished ones still need
+ * work: a list read before a job finished would otherwise run that job again. Returns the ids that
+ * got a new job.
  */
-export async function requeueDeletions(queue: Queue, deletionIds: string[]): Promise<string[]> {
+export async function requeueDeletions(
+  queue: Queue,
+  deletionIds: string[],
+  stillDue: (ids: string[]) => Promise<string[]> = async (ids) => ids,
+): Promise<string[]> {
   const missing: string[] = [];
+  const finished = new Map<string, Job>();
   for (const id of deletionIds) {
     const job = await queue.getJob(deletionJobId(id));
-    if (job) {
-      const state = await job.getState();
-      if (state !== 'completed' && state !== 'failed' && state !== 'unknown') continue;
-      await job.remove().catch(() => undefined);
-    }
+    if (!job) missing.push(id);
+    else if (['completed', 'failed', 'unknown'].includes(await job.getState())) finished.set(id, job);
+  }
+  // A job's row is updated before BullMQ marks the job finished, so this read sees the row as done.
+  for (const id of finished.size ? await stillDue([...finished.keys()]) : []) {
+    await finished
+      .get(id)
+      ?.remove()
+      .catch(() => undefined);
     missing.push(id);
   }
   return (await enqueueDeletions(queue, missing)) ? missing : [];

@@ -249,14 +249,19 @@ const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or ${ORPHA
  * for their retry. The reconciler makes sure each has one. A request in a live batch is not due: its
  * own job stepped aside, and running it again would only step aside again.
  */
-export async function dueDeletionIds(em: EntityManager, limit = 10_000): Promise<string[]> {
+export async function dueDeletionIds(
+  em: EntityManager,
+  among: string[] | null = null,
+  limit = 10_000,
+): Promise<string[]> {
   const due = await rows<{ id: string }>(
     em,
     `select id::text from async_deletion
-      where ((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
-         or (status = 'failed' and delete_verified_at is null and next_attempt_at <= now())
+      where (((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
+             or (status = 'failed' and delete_verified_at is null and next_attempt_at <= now()))
+        and (?::bigint[] is null or id = any(?::bigint[]))
       order by id limit ?`,
-    [limit],
+    [among && pgArray(among), among && pgArray(among), limit],
   );
   return due.map((r) => r.id);
 }

@@ -4,6 +4,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileDeletions } from '../../worker/jobs/deletion-schedules.ts';
@@ -22,7 +23,8 @@ import {
   type TestApi,
 } from '../helpers.ts';
 import type { Config } from '../../shared/config.ts';
-import { createQueues, deletionJobId } from '../../shared/queues.ts';
+import { createQueues, deletionJobId, requeueDeletions } from '../../shared/queues.ts';
+import { dueDeletionIds } from '../../shared/deletions/store.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -421,5 +423,33 @@ describe('the reconciler and batches', () => {
     await reconcileDeletions(null, worker.deps);
     await eventually(async () => (await row(companionId)).status === 'completed');
     expect(await countEvents('companion')).toBe(0);
+  });
+
+  it('a pass whose list went stale while a job finished does not run that job again', async () => {
+    await capture(api.baseUrl, account.projectToken, events('stale', 3));
+    const person = await personByDistinctId('stale');
+    const res = await call(api.baseUrl, 'DELETE', `${P()}/${person.uuid}/?delete_events=true`, { key: account.apiKey });
+    expect(res.status).toBe(204);
+    const [request] = await requestsOf(person.uuid);
+    await sql(api.orm, `update async_deletion set released_at = now() where id = ?`, [request.id]);
+    // A reconciler pass reads the due requests, then the request's job runs and completes meanwhile.
+    const em = worker.deps.orm.em.fork() as EntityManager;
+    const due = await dueDeletionIds(em);
+    expect(due).toContain(String(request.id));
+    const job = await settledJob(
+      worker.deps.queues.deletions,
+      await worker.deps.queues.deletions.add(
+        'delete',
+        { deletionId: String(request.id) },
+        { jobId: deletionJobId(request.id) },
+      ),
+    );
+    expect((await row(request.id)).status).toBe('completed');
+
+    // The pass goes on with its stale list: the finished job is left as it is, not removed and run again.
+    const added = await requeueDeletions(worker.deps.queues.deletions, due, (ids) => dueDeletionIds(em, ids));
+    expect(added).not.toContain(String(request.id));
+    const after = (await worker.deps.queues.deletions.getJob(deletionJobId(request.id)))!;
+    expect(after.finishedOn).toBe(job.finishedOn);
   });
 });

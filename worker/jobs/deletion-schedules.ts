@@ -38,7 +38,8 @@ export async function reconcileDeletions(
       deps.logger.warn({ mode, released: overdue.length }, 'released deletion requests their window missed');
     released += overdue.length;
   }
-  const enqueued = await requeueDeletions(deps.queues.deletions, await dueDeletionIds(em));
+  const due = await dueDeletionIds(em);
+  const enqueued = await requeueDeletions(deps.queues.deletions, due, (ids) => dueDeletionIds(em, ids));
   if (enqueued.length)
     deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued deletion requests without a live job');
   return { released, enqueued: enqueued.length };
