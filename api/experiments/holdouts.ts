@@ -37,7 +37,7 @@ function columnsOf(body: Record<string, any>, partial: boolean): Record<string, 
     if (!Number.isFinite(p) || p < 0 || p > 100)
       throw validationError('Rollout percentage must be between 0 and 100.', 'filters');
   }
-  out.filters = JSON.stringify(filters);
+  out.filters = filters;
   return out;
 }
 

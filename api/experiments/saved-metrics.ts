@@ -1,6 +1,5 @@
 // Experiment saved metrics: reusable metric queries that experiments link by saved_metrics_ids.
 import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
-import { pgArray } from '../../shared/db/sql.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
@@ -27,7 +26,7 @@ function columnsOf(body: Record<string, any>, partial: boolean): Record<string, 
   const out: Record<string, unknown> = {};
   if (body.name !== undefined) out.name = body.name;
   if (body.description !== undefined) out.description = body.description;
-  if (body.tags !== undefined) out.tags = pgArray([...new Set<string>(body.tags)]);
+  if (body.tags !== undefined) out.tags = [...new Set<string>(body.tags)];
   if (body.query === undefined && partial) return out;
   const query = body.query;
   if (!query || Object.keys(query).length === 0)
@@ -41,7 +40,7 @@ function columnsOf(body: Record<string, any>, partial: boolean): Record<string, 
     throw validationError('ExperimentMetric requires a metric_type', 'query');
   if (query.kind === 'ExperimentMetric' && !['mean', 'funnel', 'ratio'].includes(query.metric_type))
     throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
-  out.query = JSON.stringify(query);
+  out.query = query;
   return out;
 }
 

@@ -189,9 +189,9 @@ export async function createExperiment(
       project_id: actor.projectId,
       name: body.name,
       description: body.description ?? null,
-      filters: JSON.stringify(body.filters ?? {}),
-      parameters: JSON.stringify(body.parameters ?? {}),
-      secondary_metrics: JSON.stringify(body.secondary_metrics ?? []),
+      filters: body.filters ?? {},
+      parameters: body.parameters ?? {},
+      secondary_metrics: body.secondary_metrics ?? [],
       created_by_id: actor.userId,
       feature_flag_id: flagId,
       holdout_id: body.holdout_id ?? null,
@@ -199,14 +199,14 @@ export async function createExperiment(
       end_date: body.end_date ?? null,
       archived: body.archived ?? false,
       type: body.type ?? 'product',
-      exposure_criteria: JSON.stringify(body.exposure_criteria ?? {}),
-      metrics: JSON.stringify(metrics),
-      metrics_secondary: JSON.stringify(secondary),
-      stats_config: JSON.stringify(statsConfig),
+      exposure_criteria: body.exposure_criteria ?? {},
+      metrics: metrics,
+      metrics_secondary: secondary,
+      stats_config: statsConfig,
       conclusion: body.conclusion ?? null,
       conclusion_comment: body.conclusion_comment ?? null,
-      primary_metrics_ordered_uuids: JSON.stringify(orderedUuids(body.primary_metrics_ordered_uuids, metrics)),
-      secondary_metrics_ordered_uuids: JSON.stringify(orderedUuids(body.secondary_metrics_ordered_uuids, secondary)),
+      primary_metrics_ordered_uuids: orderedUuids(body.primary_metrics_ordered_uuids, metrics),
+      secondary_metrics_ordered_uuids: orderedUuids(body.secondary_metrics_ordered_uuids, secondary),
       create_in_folder: body._create_in_folder ?? null,
     });
     await savedMetricLinks(tx as Tx, actor, id, body.saved_metrics_ids);
@@ -326,26 +326,23 @@ export async function updateExperiment(
       'deleted',
       'conclusion',
       'conclusion_comment',
-    ] as const)
-      if (body[key] !== undefined) fields[key] = body[key];
-    for (const key of [
       'filters',
       'parameters',
       'secondary_metrics',
       'exposure_criteria',
-      'primary_metrics_ordered_uuids',
-      'secondary_metrics_ordered_uuids',
+      'holdout_id',
     ] as const)
-      if (body[key] !== undefined) fields[key] = JSON.stringify(body[key]);
-    if (body.holdout_id !== undefined) fields.holdout_id = body.holdout_id;
-    fields.stats_config = JSON.stringify(statsConfig);
-    fields.metrics = JSON.stringify(metrics);
-    fields.metrics_secondary = JSON.stringify(secondary);
-    fields.primary_metrics_ordered_uuids = JSON.stringify(
-      orderedUuids(body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids, metrics),
+      if (body[key] !== undefined) fields[key] = body[key];
+    fields.stats_config = statsConfig;
+    fields.metrics = metrics;
+    fields.metrics_secondary = secondary;
+    fields.primary_metrics_ordered_uuids = orderedUuids(
+      body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids,
+      metrics,
     );
-    fields.secondary_metrics_ordered_uuids = JSON.stringify(
-      orderedUuids(body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids, secondary),
+    fields.secondary_metrics_ordered_uuids = orderedUuids(
+      body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids,
+      secondary,
     );
     await updateExperimentColumns(t, current.id, fields);
     if (body.saved_metrics_ids !== undefined) await savedMetricLinks(t, actor, current.id, body.saved_metrics_ids);

@@ -3,7 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { userColumns } from '../accounts.ts';
 import { type Page, pagedQuery } from '../db/paged.ts';
-import { rows, run } from '../db/sql.ts';
+import { pgArray, rows, run } from '../db/sql.ts';
 
 export type SideTable = 'experiment_holdout' | 'experiment_saved_metric';
 
@@ -13,8 +13,13 @@ const ORDER: Record<SideTable, string> = {
 };
 const COLUMNS = `r.*, ${userColumns('u', 'creator')}`;
 const from = (table: SideTable) => `${table} r left join app_user u on u.id = r.created_by_id`;
-const placeholder = (column: string) =>
-  column === 'filters' || column === 'query' ? '?::jsonb' : column === 'tags' ? '?::text[]' : '?';
+const JSONB = new Set(['filters', 'query']);
+const placeholder = (column: string) => (JSONB.has(column) ? '?::jsonb' : column === 'tags' ? '?::text[]' : '?');
+// jsonb columns go as JSON text, tags as a PostgreSQL array literal.
+const encoded = (fields: Record<string, unknown>) =>
+  Object.entries(fields).map(([column, value]) =>
+    JSONB.has(column) ? JSON.stringify(value) : column === 'tags' ? pgArray(value as string[]) : value,
+  );
 
 export async function findSideRow(em: EntityManager, table: SideTable, projectId: number, id: number | string) {
   const [row] = await rows<Record<string, any>>(
@@ -34,7 +39,7 @@ export function listSideRows(em: EntityManager, table: SideTable, projectId: num
   );
 }
 
-/** Inserts a row from column values (jsonb as JSON text, tags as an array literal); returns its id. */
+/** Inserts a row from column values; returns its id. */
 export async function insertSideRow(
   tx: EntityManager,
   table: SideTable,
@@ -47,7 +52,7 @@ export async function insertSideRow(
     tx,
     `insert into ${table} (project_id, created_by_id, ${columns.join(', ')})
      values (?, ?, ${columns.map(placeholder).join(', ')}) returning id`,
-    [projectId, userId, ...Object.values(fields)],
+    [projectId, userId, ...encoded(fields)],
   );
   return row.id;
 }
@@ -58,7 +63,7 @@ export async function updateSideRow(tx: EntityManager, table: SideTable, id: num
   await run(
     tx,
     `update ${table} set ${columns.map((c) => `${c} = ${placeholder(c)}`).join(', ')}, updated_at = now() where id = ?`,
-    [...Object.values(fields), id],
+    [...encoded(fields), id],
   );
 }
 

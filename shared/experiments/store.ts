@@ -205,7 +205,7 @@ export async function updateFlagFilters(tx: EntityManager, flagId: number, filte
   );
 }
 
-// Columns stored as jsonb (written from JSON text).
+// Columns stored as jsonb: values are sent as JSON text (JSON null included, as 'null').
 const JSONB = new Set([
   'filters',
   'parameters',
@@ -218,23 +218,22 @@ const JSONB = new Set([
   'metrics_secondary',
 ]);
 const placeholder = (column: string) => (JSONB.has(column) ? '?::jsonb' : '?');
+const encoded = (columns: Record<string, unknown>) =>
+  Object.entries(columns).map(([column, value]) => (JSONB.has(column) ? JSON.stringify(value) : value));
 
-/** Inserts an experiment from column values (jsonb columns as JSON text); returns its id. */
+/** Inserts an experiment from column values; returns its id. */
 export async function insertExperiment(tx: EntityManager, columns: Record<string, unknown>): Promise<number> {
   const names = Object.keys(columns);
   const [row] = await rows<{ id: number }>(
     tx,
     `insert into experiment (${names.join(', ')}) values (${names.map(placeholder).join(', ')}) returning id`,
-    Object.values(columns),
+    encoded(columns),
   );
   return row.id;
 }
 
-/** Sets the given columns (jsonb columns as JSON text) and updated_at. */
+/** Sets the given columns and updated_at. */
 export async function updateExperimentColumns(tx: EntityManager, id: number, columns: Record<string, unknown>) {
   const sets = Object.keys(columns).map((c) => `${c} = ${placeholder(c)}`);
-  await run(tx, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [
-    ...Object.values(columns),
-    id,
-  ]);
+  await run(tx, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [...encoded(columns), id]);
 }
