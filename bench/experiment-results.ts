@@ -2,6 +2,7 @@
 // BENCH_PERSONS 200,000; 90 days): the worker's 31-day backfill of three metrics (revenue, a
 // cart → purchase funnel, pageviews per person) beside one hand-written as-of statement per metric for
 // the whole range, in the same run and with the same work_mem; then the daily run (today only).
+import { CHECKOUT_METRICS } from '../test/fixtures.ts';
 import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
 import { numericProperty } from '../shared/experiments/results.ts';
 import { logger } from '../shared/logger.ts';
@@ -41,19 +42,7 @@ async function createExperiment() {
       feature_flag_key: FLAG,
       start_date: startDate.toISOString(),
       metrics: [
-        {
-          kind: 'ExperimentMetric',
-          metric_type: 'mean',
-          source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
-        },
-        {
-          kind: 'ExperimentMetric',
-          metric_type: 'funnel',
-          series: [
-            { kind: 'EventsNode', event: 'cart' },
-            { kind: 'EventsNode', event: 'purchase' },
-          ],
-        },
+        ...CHECKOUT_METRICS,
         { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: '$pageview' } },
       ],
     }),

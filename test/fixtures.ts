@@ -16,3 +16,20 @@ export async function capture(baseUrl: string, projectToken: string, events: See
   });
   expect(res.status, await res.clone().text()).toBe(200);
 }
+
+/** A checkout experiment's two metrics: revenue (sum of `amount` on purchase) and the cart → purchase funnel. */
+export const CHECKOUT_METRICS = [
+  {
+    kind: 'ExperimentMetric',
+    metric_type: 'mean',
+    source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
+  },
+  {
+    kind: 'ExperimentMetric',
+    metric_type: 'funnel',
+    series: [
+      { kind: 'EventsNode', event: 'cart' },
+      { kind: 'EventsNode', event: 'purchase' },
+    ],
+  },
+];

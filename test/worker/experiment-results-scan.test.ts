@@ -6,6 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
+import { CHECKOUT_METRICS } from '../fixtures.ts';
 import { call, createAccount, startApi, startTestWorker, uniqueRedisPrefix } from '../helpers.ts';
 import type { TestAccount, TestApi } from '../helpers.ts';
 
@@ -29,26 +30,10 @@ const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), ne
 const dayStart = (offset: number) => new Date(today + offset * DAY);
 const at = (offset: number, hours: number) => new Date(dayStart(offset).getTime() + hours * 3600_000);
 
-const METRICS = [
-  {
-    kind: 'ExperimentMetric',
-    metric_type: 'mean',
-    source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
-  },
-  {
-    kind: 'ExperimentMetric',
-    metric_type: 'funnel',
-    series: [
-      { kind: 'EventsNode', event: 'cart' },
-      { kind: 'EventsNode', event: 'purchase' },
-    ],
-  },
-];
-
 async function createExperiment(account: TestAccount, flagKey: string, start: Date) {
   const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
     key: account.apiKey,
-    body: { name: flagKey, feature_flag_key: flagKey, start_date: start.toISOString(), metrics: METRICS },
+    body: { name: flagKey, feature_flag_key: flagKey, start_date: start.toISOString(), metrics: CHECKOUT_METRICS },
   });
   expect(res.status).toBe(201);
   return res.body;

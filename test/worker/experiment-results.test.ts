@@ -1,7 +1,7 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
-import { capture } from '../fixtures.ts';
+import { CHECKOUT_METRICS, capture } from '../fixtures.ts';
 import {
   call,
   createAccount,
@@ -45,21 +45,7 @@ describe('experiment results job', () => {
           name: 'Checkout',
           feature_flag_key: 'checkout',
           start_date: dayStart(-1).toISOString(),
-          metrics: [
-            {
-              kind: 'ExperimentMetric',
-              metric_type: 'mean',
-              source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
-            },
-            {
-              kind: 'ExperimentMetric',
-              metric_type: 'funnel',
-              series: [
-                { kind: 'EventsNode', event: 'cart' },
-                { kind: 'EventsNode', event: 'purchase' },
-              ],
-            },
-          ],
+          metrics: [...CHECKOUT_METRICS],
         },
       })
     ).body;
