@@ -4,11 +4,10 @@
 // the route middleware applies when the query says format=csv.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
-import type { SqlFragment } from '../../shared/persons/property-filters.ts';
-import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
+import { type ListKey, type PersonListFilter, personCsvColumns, personsAfter } from '../../shared/persons/store.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
-const PAGE = 1000;
+const PAGE = 5000;
 
 /** The `format` query parameter of every person endpoint (seed: allowed values csv and json). */
 export const FORMAT_QUERY = {
@@ -31,18 +30,20 @@ export function csvCell(value: unknown): string {
 
 const csvLine = (cells: unknown[]) => `${cells.map(csvCell).join(',')}\r\n`;
 
-/** Nested objects and lists flattened to `a.b.0` keys; an empty object or list has no column. */
-function flatten(value: unknown, prefix: string, out: Record<string, unknown>) {
+/** Visits the leaves of nested objects and lists as `a.b.0` paths; an empty object or list has no leaf. */
+function flatten(value: unknown, prefix: string, leaf: (path: string, value: unknown) => void) {
   if (value && typeof value === 'object') {
-    for (const [key, inner] of Object.entries(value)) flatten(inner, prefix ? `${prefix}.${key}` : key, out);
+    for (const [key, inner] of Object.entries(value)) flatten(inner, prefix ? `${prefix}.${key}` : key, leaf);
   } else {
-    out[prefix] = value;
+    leaf(prefix, value);
   }
 }
 
 function flatRecord(row: unknown): Record<string, unknown> {
   const flat: Record<string, unknown> = {};
-  flatten(row, '', flat);
+  flatten(row, '', (path, value) => {
+    flat[path] = value;
+  });
   return flat;
 }
 
@@ -72,45 +73,61 @@ export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(pers
 
 /**
  * Streams the persons matching `filter` (newest first) as CSV, all of them or the first `limit`, keyset-paged
- * `pageSize` at a time. The header (every column any matching person has) is read first, its two scans at once.
+ * `pageSize` at a time. The header holds every column a matching person has (personCsvColumns).
+ * The next page is read while this one is written, so PostgreSQL and the CSV writing overlap.
  */
 export async function personsCsv(
   em: EntityManager,
-  filter: SqlFragment,
+  filter: PersonListFilter,
   options: { limit?: number; pageSize?: number } = {},
 ): Promise<Readable> {
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = options.pageSize ?? PAGE;
-  const [paths, maxIds] = await Promise.all([propertyPaths(em, filter), maxDistinctIds(em, filter)]);
   const columns = [
     'created_at',
-    ...Array.from({ length: Math.min(maxIds, 1000) }, (_, i) => `distinct_ids.${i}`),
     'id',
     'is_identified',
     'last_seen_at',
     'name',
-    ...paths.map((path) => `properties.${path}`),
+    ...(await personCsvColumns(em, filter)),
     'type',
     'uuid',
     'value_at_data_point',
   ].sort();
+  const line = csvLineWriter(columns);
+  const read = (after: ListKey | null, want: number) => {
+    const page = personsAfter(em, filter, after, want);
+    page.catch(() => {}); // awaited below; a client gone before then must not leave it unhandled
+    return { page, want };
+  };
   async function* lines() {
     yield csvLine(columns);
-    let after: ListKey | null = null;
-    for (let written = 0; written < limit; ) {
-      const want = Math.min(pageSize, limit - written);
-      const page = await personsAfter(em, filter, after, want);
+    let next: ReturnType<typeof read> | null = read(null, Math.min(pageSize, limit));
+    for (let written = 0; next; ) {
+      const { persons, last }: Awaited<ReturnType<typeof personsAfter>> = await next.page;
+      written += persons.length;
+      next =
+        persons.length === next.want && last && written < limit
+          ? read(last, Math.min(pageSize, limit - written))
+          : null;
       // One chunk per page: a write per line would cost more than the row itself.
       let chunk = '';
-      for (const person of page.persons) {
-        const flat = flatRecord(personListRow(person));
-        chunk += csvLine(columns.map((c) => flat[c]));
-      }
+      for (const person of persons) chunk += line(personListRow(person));
       if (chunk) yield chunk;
-      written += page.persons.length;
-      if (page.persons.length < want || !page.last) return;
-      after = page.last;
     }
   }
   return Readable.from(lines());
+}
+
+/** A row's CSV line under fixed `columns`: each leaf goes straight to its cell, leaves without a column are dropped. */
+function csvLineWriter(columns: string[]): (row: unknown) => string {
+  const at = new Map(columns.map((column, i) => [column, i]));
+  return (row) => {
+    const cells: unknown[] = new Array(columns.length);
+    flatten(row, '', (path, value) => {
+      const i = at.get(path);
+      if (i !== undefined) cells[i] = value;
+    });
+    return csvLine(cells);
+  };
 }
