@@ -4,7 +4,8 @@
 // the route middleware applies when the query says format=csv.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
-import { type ListKey, type PersonListFilter, personCsvColumns, personsAfter } from '../../shared/persons/store.ts';
+import type { SqlFragment } from '../../shared/persons/property-filters.ts';
+import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
 const PAGE = 5000;
@@ -73,23 +74,25 @@ export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(pers
 
 /**
  * Streams the persons matching `filter` (newest first) as CSV, all of them or the first `limit`, keyset-paged
- * `pageSize` at a time. The header holds every column a matching person has (personCsvColumns).
+ * `pageSize` at a time. The header (every column any matching person has) is read first, its two scans at once.
  * The next page is read while this one is written, so PostgreSQL and the CSV writing overlap.
  */
 export async function personsCsv(
   em: EntityManager,
-  filter: PersonListFilter,
+  filter: SqlFragment,
   options: { limit?: number; pageSize?: number } = {},
 ): Promise<Readable> {
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = options.pageSize ?? PAGE;
+  const [paths, maxIds] = await Promise.all([propertyPaths(em, filter), maxDistinctIds(em, filter)]);
   const columns = [
     'created_at',
+    ...Array.from({ length: Math.min(maxIds, 1000) }, (_, i) => `distinct_ids.${i}`),
     'id',
     'is_identified',
     'last_seen_at',
     'name',
-    ...(await personCsvColumns(em, filter)),
+    ...paths.map((path) => `properties.${path}`),
     'type',
     'uuid',
     'value_at_data_point',

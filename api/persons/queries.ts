@@ -3,7 +3,7 @@
 // the analysis endpoints (funnel, lifecycle) that return persons.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isUuid } from '../../shared/db/sql.ts';
-import { FilterError } from '../../shared/persons/property-filters.ts';
+import { FilterError, type SqlFragment } from '../../shared/persons/property-filters.ts';
 import * as store from '../../shared/persons/store.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';
@@ -36,7 +36,7 @@ export async function personListFilter(
   em: EntityManager,
   projectId: number,
   query: PersonListQuery,
-): Promise<store.PersonListFilter> {
+): Promise<SqlFragment> {
   let properties: unknown;
   if (query.properties !== undefined && query.properties !== '') {
     try {
