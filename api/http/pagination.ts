@@ -15,9 +15,13 @@ export type { Page };
 // Beyond this PostgreSQL's bigint LIMIT/OFFSET would overflow; no real page is that large.
 const MAX_POSITION = Number.MAX_SAFE_INTEGER;
 
+// Only numbers and numeric strings count: Number() of some objects throws ({"valueOf": 1, "toString": 1}).
+const numberOf = (value: unknown) =>
+  typeof value === 'number' ? value : typeof value === 'string' ? Number(value) : Number.NaN;
+
 export function pageOf(query: Record<string, unknown>, defaultLimit = DEFAULT_PAGE_SIZE, maxLimit?: number): Page {
-  const limit = Math.min(Number(query.limit), MAX_POSITION);
-  const offset = Math.min(Number(query.offset), MAX_POSITION);
+  const limit = Math.min(numberOf(query.limit), MAX_POSITION);
+  const offset = Math.min(numberOf(query.offset), MAX_POSITION);
   let pageLimit = Number.isInteger(limit) && limit > 0 ? limit : defaultLimit;
   if (maxLimit !== undefined) pageLimit = Math.min(pageLimit, maxLimit);
   return { limit: pageLimit, offset: Number.isInteger(offset) && offset > 0 ? offset : 0 };

@@ -57,6 +57,13 @@ describe('pageOf', () => {
     expect(pageOf({ limit: 'Infinity' }).limit).toBe(Number.MAX_SAFE_INTEGER);
   });
 
+  it('an object that cannot become a number is a bad value, not a crash', () => {
+    expect(pageOf({ limit: { valueOf: 1, toString: 1 }, offset: { valueOf: 1, toString: 1 } })).toEqual({
+      limit: DEFAULT_PAGE_SIZE,
+      offset: 0,
+    });
+  });
+
   it('property: the result is always a positive safe integer limit and a non-negative safe integer offset', () => {
     const anything = fc.oneof(
       fc.jsonValue(),
