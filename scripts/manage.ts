@@ -29,6 +29,20 @@ import { isoTimestamp } from '../shared/time.ts';
 import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 import { JOBS } from '../shared/jobs.ts';
 import { rows } from '../shared/db/sql.ts';
+import {
+  dropPersonPropertyIndexes,
+  indexPersonProperty,
+  PROPERTY_INDEX_KINDS,
+  personPropertyIndexes,
+} from '../shared/persons/property-indexes.ts';
+import { storableText } from '../shared/persons/property-filters.ts';
+
+/** A person property key as the filters take it: non-empty text PostgreSQL can store. */
+function propertyKey(value: unknown): string {
+  const key = String(value);
+  if (!key || key.length > 400 || !storableText(key)) throw new AccountError(`Invalid property key: ${key}`);
+  return key;
+}
 
 class UsageError extends Error {}
 /** Something the operator must fix (an unreachable service, a database to migrate): one line, exit 1. */
@@ -425,6 +439,28 @@ const commands: Record<string, Command> = {
         worker: ids.length ? await handToWorker((q) => enqueueDeletions(q, ids)) : 'nothing to do',
       };
     },
+  },
+  'property index': {
+    usage: '--key PROPERTY [--kind number|text|all]   (builds without blocking writes; may take minutes)',
+    options: { ...text('key'), ...text('kind') },
+    required: ['key'],
+    run: async (em, v) => {
+      const kind = String(v.kind ?? 'all');
+      const kinds = kind === 'all' ? PROPERTY_INDEX_KINDS : PROPERTY_INDEX_KINDS.filter((k) => k === kind);
+      if (!kinds.length) throw new AccountError(`Invalid kind: ${kind} (number, text or all)`);
+      return indexPersonProperty(em, propertyKey(v.key), kinds);
+    },
+  },
+  'property unindex': {
+    usage: '--key PROPERTY',
+    options: text('key'),
+    required: ['key'],
+    run: async (em, v) => ({ dropped: await dropPersonPropertyIndexes(em, propertyKey(v.key)) }),
+  },
+  'property indexes': {
+    usage: '',
+    options: {},
+    run: (em) => personPropertyIndexes(em),
   },
   'queue status': {
     usage: '',

@@ -239,6 +239,26 @@ describe('npm run manage', { timeout: 240_000 }, () => {
     expect((await ok('project', 'list', '--org', org.id)).map((p: any) => p.id)).toEqual([web.id, expect.any(Number)]);
   }, 300_000);
 
+  it('indexes a person property, lists the index with its key, refuses a bad kind, and drops it', async () => {
+    const key = `cli-${randomUUID().slice(0, 8)}`;
+    const made = await ok('property', 'index', '--key', key, '--kind', 'number');
+    expect(made).toEqual([
+      {
+        name: expect.stringMatching(/^person_property_number_/),
+        kind: 'number',
+        key,
+        valid: true,
+        bytes: expect.any(Number),
+      },
+    ]);
+    expect((await ok('property', 'indexes')).filter((index: any) => index.key === key)).toEqual(made);
+    const bad = await manage('property', 'index', '--key', key, '--kind', 'date');
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('Invalid kind: date (number, text or all)');
+    expect(await ok('property', 'unindex', '--key', key)).toEqual({ dropped: [made[0].name] });
+    expect((await ok('property', 'indexes')).filter((index: any) => index.key === key)).toEqual([]);
+  }, 300_000);
+
   it("stops at ten keys per user, with PostHog's message", async () => {
     const { email } = await setUp();
     for (let i = 0; i < 10; i++)

@@ -105,18 +105,20 @@ describe('propertyConditionSql: one fragment per operator', () => {
     ['gte', '>='],
     ['lt', '<'],
     ['lte', '<='],
-  ])('%s: a numeric comparison, the value a number parameter', (operator, sign) => {
+  ])('%s: a numeric comparison an index on the number can serve, the value a number parameter', (operator, sign) => {
     expect(cond({ key: 'k', operator, value: '3.5' })).toEqual({
-      sql: `coalesce(try_numeric(${TEXT}) ${sign} ?, false)`,
-      params: ['k', 3.5],
+      sql: `(try_numeric(${TEXT}) ${sign} ? and try_numeric(${TEXT}) is not null)`,
+      params: ['k', 3.5, 'k'],
     });
   });
 
   it('between and not_between: two numbers', () => {
-    const sql = `coalesce(try_numeric(${TEXT}) between ? and ?, false)`;
-    expect(cond({ key: 'k', operator: 'between', value: [1, '5'] })).toEqual({ sql, params: ['k', 1, 5] });
+    expect(cond({ key: 'k', operator: 'between', value: [1, '5'] })).toEqual({
+      sql: `(try_numeric(${TEXT}) between ? and ? and try_numeric(${TEXT}) is not null)`,
+      params: ['k', 1, 5, 'k'],
+    });
     expect(cond({ key: 'k', operator: 'not_between', value: ['-1', 2.5] })).toEqual({
-      sql: `not ${sql}`,
+      sql: `not coalesce(try_numeric(${TEXT}) between ? and ?, false)`,
       params: ['k', -1, 2.5],
     });
   });
@@ -154,7 +156,7 @@ describe('propertyConditionSql: one fragment per operator', () => {
       sql: `(coalesce(not regex_matches(${TEXT}, ?), true) and coalesce(not regex_matches(${TEXT}, ?), true))`,
       params: ['k', 'a', 'k', 'b'],
     });
-    expect(cond({ key: 'k', operator: 'gt', value: [1, 2] }).params).toEqual(['k', 1, 'k', 2]);
+    expect(cond({ key: 'k', operator: 'gt', value: [1, 2] }).params).toEqual(['k', 1, 'k', 'k', 2, 'k']);
   });
 
   it('a one-item list is the item', () => {
@@ -239,9 +241,9 @@ describe('propertyConditionSql: malformed filters are FilterErrors', () => {
   });
 
   it("numbers are read with JavaScript's Number(): hex, binary and padded strings are accepted", () => {
-    expect(cond({ key: 'k', operator: 'gt', value: '0x10' }).params).toEqual(['k', 16]);
-    expect(cond({ key: 'k', operator: 'gt', value: '0b11' }).params).toEqual(['k', 3]);
-    expect(cond({ key: 'k', operator: 'gt', value: ' 7 ' }).params).toEqual(['k', 7]);
+    expect(cond({ key: 'k', operator: 'gt', value: '0x10' }).params).toEqual(['k', 16, 'k']);
+    expect(cond({ key: 'k', operator: 'gt', value: '0b11' }).params).toEqual(['k', 3, 'k']);
+    expect(cond({ key: 'k', operator: 'gt', value: ' 7 ' }).params).toEqual(['k', 7, 'k']);
   });
 
   it('between needs exactly two numbers', () => {
