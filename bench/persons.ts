@@ -4,6 +4,7 @@
 //     GET by id also beside a bare Koa handler running that SQL, sequentially and at 16 clients.
 //   - search in the small project (it must cost what it would alone, not what the table holds).
 //   - every property filter operator, matching and matching nothing: p50/p99 and the plan serving it.
+//   - the numeric and substring filters again once `npm run manage -- property index` has indexed their keys.
 //   - the CSV export of the whole project beside `psql \copy (select …) to stdout` of the same rows.
 //   - bulk_delete of 1000 persons; inserting the small project's persons (what each index costs).
 // BENCH_REUSE=1 keeps the generated persons for the next run (their account is kept in a file beside
@@ -14,6 +15,11 @@ import http from 'node:http';
 import type pg from 'pg';
 import { createAccount, type TestAccount } from '../test/helpers.ts';
 import { rows } from '../shared/db/sql.ts';
+import {
+  dropPersonPropertyIndexes,
+  indexPersonProperty,
+  personPropertyIndexes,
+} from '../shared/persons/property-indexes.ts';
 import { personListFilter } from '../shared/persons/store.ts';
 import { BENCH_DATABASE_URL, benchSetup, getOk, loadFor, startApiProcess, startBareKoaProcess } from './harness.ts';
 import { percentile, progress, timed } from './stats.ts';
@@ -25,7 +31,7 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 200);
 const FILTER_SAMPLES = Number(process.env.BENCH_FILTER_SAMPLES ?? 50);
 const FILTER_SECONDS = Number(process.env.BENCH_FILTER_SECONDS ?? 15);
 const LOAD_SECONDS = Number(process.env.BENCH_LOAD_SECONDS ?? 5);
-const only = process.env.BENCH_ONLY?.split(',') ?? null; // e.g. BENCH_ONLY=get,filters,search,csv,delete,ingest
+const only = process.env.BENCH_ONLY?.split(',') ?? null; // e.g. BENCH_ONLY=get,filters,indexed,search,csv,delete,ingest
 const wants = (part: string) => !only || only.includes(part);
 
 const { orm, pool } = await benchSetup();
@@ -265,25 +271,75 @@ if (wants('filters')) {
     ['static cohort', [{ key: 'id', value: staticCohort, type: 'cohort' }], []],
   ];
   console.log(`property filters at ${N} persons (p50/p99 over HTTP, limit 100; target p99 < 500 ms)`);
-  for (const [operator, matching, none] of filters) {
-    for (const [kind, filter] of [
-      ['match', matching],
-      ['no match', none],
-    ] as const) {
-      if (!filter.length) continue;
-      const url = `${api.baseUrl}${P(big)}/?limit=100&properties=${encodeURIComponent(JSON.stringify(filter))}`;
-      await getOk(url, auth(big)); // warm-up
-      const times: number[] = [];
-      const deadline = performance.now() + FILTER_SECONDS * 1000;
-      while (times.length < FILTER_SAMPLES && (times.length < 3 || performance.now() < deadline))
-        times.push(await timed(() => getOk(url, auth(big))));
-      console.log(
-        `  ${`${operator}, ${kind}`.padEnd(26)} p50 ${fmt(percentile(times, 50)).padStart(5)} ms p99 ${fmt(percentile(times, 99)).padStart(5)} ms (n=${times.length})`,
-      );
-      await explainList(`${operator}, ${kind}`, big, { properties: filter });
-    }
-  }
+  for (const [operator, matching, none] of filters) await measureFilters(operator, matching, none);
   await pool.query(`delete from cohort where id in ($1, $2, $3)`, [proCohort, noneCohort, staticCohort]);
+}
+
+/** p50/p99 of the list with `matching` and with `none` (a filter matching nobody), and each plan. */
+async function measureFilters(operator: string, matching: unknown[], none: unknown[]) {
+  for (const [kind, filter] of [
+    ['match', matching],
+    ['no match', none],
+  ] as const) {
+    if (!filter.length) continue;
+    const url = `${api.baseUrl}${P(big)}/?limit=100&properties=${encodeURIComponent(JSON.stringify(filter))}`;
+    await getOk(url, auth(big)); // warm-up
+    const times: number[] = [];
+    const deadline = performance.now() + FILTER_SECONDS * 1000;
+    while (times.length < FILTER_SAMPLES && (times.length < 3 || performance.now() < deadline))
+      times.push(await timed(() => getOk(url, auth(big))));
+    console.log(
+      `  ${`${operator}, ${kind}`.padEnd(26)} p50 ${fmt(percentile(times, 50)).padStart(5)} ms p99 ${fmt(percentile(times, 99)).padStart(5)} ms (n=${times.length})`,
+    );
+    await explainList(`${operator}, ${kind}`, big, { properties: filter });
+  }
+}
+
+if (wants('indexed')) {
+  // The same numeric and substring filters once an operator has indexed the properties they read
+  // (`npm run manage -- property index`): build time, size, what they cost person inserts, p50/p99.
+  const em = orm.em.fork();
+  // Person inserts with and without the indexes, each into a project of its own, removed afterwards.
+  const insertCost = async () => {
+    const scratch = await createAccount(orm);
+    const seconds = (await timed(() => insertPersons(scratch.projectId, 0, 20_000))) / 1000;
+    await pool.query('delete from person where project_id = $1', [scratch.projectId]);
+    return seconds;
+  };
+  await insertCost(); // warm-up: the first insert pays for a cold cache
+  const plain = await insertCost();
+  const buildNumber = await timed(() => indexPersonProperty(em, 'age', ['number']));
+  const buildText = await timed(() => indexPersonProperty(em, 'plan', ['text']));
+  await pool.query('analyze person');
+  const indexed = await insertCost();
+  const sizes = (await personPropertyIndexes(em))
+    .filter((index) => ['age', 'plan'].includes(index.key))
+    .map((index) => `${index.kind} on ${index.key} ${(index.bytes / 1e6).toFixed(0)} MB`);
+  console.log(
+    `property indexes: number on age built in ${(buildNumber / 1000).toFixed(1)} s, text on plan in ${(buildText / 1000).toFixed(1)} s (${sizes.join(', ')}); inserting 20,000 persons ${plain.toFixed(2)} s without them, ${indexed.toFixed(2)} s with them`,
+  );
+  await measureFilters(
+    'gt (indexed)',
+    [{ key: 'age', value: 80, operator: 'gt' }],
+    [{ key: 'age', value: 1000, operator: 'gt' }],
+  );
+  await measureFilters(
+    'lt (indexed)',
+    [{ key: 'age', value: 5, operator: 'lt' }],
+    [{ key: 'age', value: -1, operator: 'lt' }],
+  );
+  await measureFilters(
+    'between (indexed)',
+    [{ key: 'age', value: [10, 12], operator: 'between' }],
+    [{ key: 'age', value: [500, 600], operator: 'between' }],
+  );
+  await measureFilters(
+    'icontains (indexed)',
+    [{ key: 'plan', value: 'pro', operator: 'icontains' }],
+    [{ key: 'plan', value: 'enterprise', operator: 'icontains' }],
+  );
+  await dropPersonPropertyIndexes(em, 'age');
+  await dropPersonPropertyIndexes(em, 'plan');
 }
 
 if (wants('csv')) {
