@@ -150,7 +150,13 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
     case 'not_icontains':
       return { sql: `coalesce(not (${text} ilike ?), true)`, params: [key, containsPattern(asText(value))] };
     case 'regex':
-      return { sql: `coalesce(regex_matches(${text}, ?), false)`, params: [key, asText(value)] };
+      // The pattern is checked once when the statement is planned (an immutable call on a constant is
+      // folded): a valid one leaves a plain `~` that a trigram index can serve, an invalid one matches
+      // nothing, as regex_matches answers, instead of failing the query.
+      return {
+        sql: `(case when regex_matches('', ?) is not null then (${text} ~ ? and ${text} is not null) else false end)`,
+        params: [asText(value), key, asText(value), key],
+      };
     case 'not_regex':
       return { sql: `coalesce(not regex_matches(${text}, ?), true)`, params: [key, asText(value)] };
     case 'gt':

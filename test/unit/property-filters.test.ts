@@ -89,10 +89,10 @@ describe('propertyConditionSql: one fragment per operator', () => {
     });
   });
 
-  it('regex and not_regex: the pattern as given', () => {
+  it('regex and not_regex: the pattern as given; regex a plain `~` once the pattern is known to compile', () => {
     expect(cond({ key: 'k', operator: 'regex', value: '^a.*(' })).toEqual({
-      sql: `coalesce(regex_matches(${TEXT}, ?), false)`,
-      params: ['k', '^a.*('],
+      sql: `(case when regex_matches('', ?) is not null then (${TEXT} ~ ? and ${TEXT} is not null) else false end)`,
+      params: ['^a.*(', 'k', '^a.*(', 'k'],
     });
     expect(cond({ key: 'k', operator: 'not_regex', value: '^a' })).toEqual({
       sql: `coalesce(not regex_matches(${TEXT}, ?), true)`,
