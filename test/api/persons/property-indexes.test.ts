@@ -23,7 +23,8 @@ await sql(
   api.orm,
   `insert into person (uuid, project_id, properties)
    select gen_random_uuid(), ?, jsonb_build_object(?::text, case when g % 10 = 0 then to_jsonb('n/a'::text) else to_jsonb(g) end,
-                                                   'label', 'item ' || g)
+                                                   'label', 'item ' || g,
+                                                   'seen', to_char(date '2024-01-01' + g, 'YYYY-MM-DD') || ' 10:00')
      from generate_series(1, 300) g`,
   [account.projectId, KEY],
 );
@@ -71,6 +72,12 @@ const numeric = [
   [{ key: KEY, value: 100000, operator: 'gt' }], // matches nobody
 ];
 const substring = [{ key: KEY, value: 'N/A', operator: 'icontains' }]; // three characters: a trigram
+const dates = [
+  [{ key: 'seen', value: '2024-01-05', operator: 'is_date_before' }],
+  [{ key: 'seen', value: '2024-10-20', operator: 'is_date_after' }],
+  [{ key: 'seen', value: '2024-03-01', operator: 'is_date_exact' }],
+  [{ key: 'seen', value: '2030-01-01', operator: 'is_date_after' }], // matches nobody
+];
 
 describe('property indexes', () => {
   it('serve every numeric comparison on the property, and leave the answers as they were', async () => {
@@ -89,6 +96,34 @@ describe('property indexes', () => {
     // shown at volume (bench/persons.ts prints the plan), not here.
     expect(text).toMatch(/^person_property_text_/);
     expect(await Promise.all([...numeric, substring].map(matches))).toEqual(before);
+  });
+
+  it('serve the date comparisons on a property indexed as a date, with the same answers', async () => {
+    const before = await Promise.all(dates.map(matches));
+    expect(before).toEqual([3, 8, 1, 0]);
+    const [date] = await indexPersonProperty(em(), 'seen', ['date']);
+    try {
+      await sql(api.orm, 'analyze person');
+      for (const filter of dates) expect(await indexesRead(filter), JSON.stringify(filter)).toContain(date.name);
+      expect(await Promise.all(dates.map(matches))).toEqual(before);
+    } finally {
+      await dropPersonPropertyIndexes(em(), 'seen');
+    }
+  });
+
+  it('read dates the same in every session: zone-less text is UTC, words for the clock are not dates', async () => {
+    const [read] = await em().transactional(async (tx) => {
+      const ctx = tx.getTransactionContext();
+      await tx.getConnection().execute(`set local timezone = 'America/New_York'`, [], 'run', ctx);
+      await tx.getConnection().execute(`set local datestyle = 'SQL, DMY'`, [], 'run', ctx);
+      return rows<{ zoneless: boolean; slashed: boolean; now: string | null; today: string | null }>(
+        tx,
+        `select property_timestamp('2024-01-02 10:00') = '2024-01-02T10:00:00Z' as zoneless,
+                property_timestamp('01/02/2024') = '2024-01-02T00:00:00Z' as slashed,
+                property_timestamp('now') as now, property_timestamp('Today') as today`,
+      );
+    });
+    expect(read).toEqual({ zoneless: true, slashed: true, now: null, today: null });
   });
 
   it('regex reaches the planner as a plain `~` (what a trigram index serves), an invalid pattern as false', async () => {
