@@ -4,6 +4,7 @@
 // trigram index serves, and the answers stay the same with and without the indexes.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, describe, expect, it } from 'vitest';
+import { initOrm } from '../../../shared/db/orm.ts';
 import { rows } from '../../../shared/db/sql.ts';
 import {
   dropPersonPropertyIndexes,
@@ -12,7 +13,7 @@ import {
 } from '../../../shared/persons/property-indexes.ts';
 import { personListFilter } from '../../../shared/persons/store.ts';
 import { sql } from '../../db.ts';
-import { apiWithAccount, call } from '../../helpers.ts';
+import { apiWithAccount, call, createAccount, ownDatabase } from '../../helpers.ts';
 
 const { api, account } = await apiWithAccount();
 // A key of this file's own: the indexes are on the whole person table.
@@ -108,6 +109,35 @@ describe('property indexes', () => {
       expect(await Promise.all(dates.map(matches))).toEqual(before);
     } finally {
       await dropPersonPropertyIndexes(em(), 'seen');
+    }
+  });
+
+  it('build when PostgreSQL builds them with parallel workers (none of the functions may start a subtransaction there)', async () => {
+    // A database of its own, whose person table asks for parallel index builds whatever its size.
+    const orm = await initOrm(await ownDatabase('parallel_index_build'), 2);
+    try {
+      const own = await createAccount(orm);
+      await sql(orm, 'alter table person set (parallel_workers = 2)');
+      await sql(
+        orm,
+        `insert into person (uuid, project_id, properties)
+         select gen_random_uuid(), ?, jsonb_build_object('seen', '2024-01-0' || (g % 9 + 1), 'n', g, 't', 'x' || g)
+           from generate_series(1, 2000) g`,
+        [own.projectId],
+      );
+      const fork = orm.em.fork() as EntityManager;
+      const built = [
+        ...(await indexPersonProperty(fork, 'seen', ['date'])),
+        ...(await indexPersonProperty(fork, 'n', ['number'])),
+        ...(await indexPersonProperty(fork, 't', ['text'])),
+      ];
+      expect(built.map(({ kind, valid }) => ({ kind, valid }))).toEqual([
+        { kind: 'date', valid: true },
+        { kind: 'number', valid: true },
+        { kind: 'text', valid: true },
+      ]);
+    } finally {
+      await orm.close();
     }
   });
 
