@@ -1,6 +1,6 @@
 // PostHog property filters → parameterised SQL. One implementation for person lists, CSV exports,
 // cohort membership and the event filters of behavioral cohorts. Keys and values are always
-// parameters; casts go through try_numeric / property_timestamp / regex_matches so bad data or a bad
+// parameters; casts go through try_numeric / try_timestamptz / regex_matches so bad data or a bad
 // pattern is "no match", never a database error.
 
 import { containsPattern } from '../db/sql.ts';
@@ -192,21 +192,11 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
       // Outside years 1–9999 PostgreSQL refuses the date, so such a filter is malformed, not "no match".
       const date = parseStorableDate(asText(value));
       if (!date) throw new FilterError(`"${operator}" needs a date between years 1 and 9999.`);
-      // Bare comparisons (`and … is not null` for the null case) that an index on the date can serve; the
-      // exact day is the UTC day [midnight, next midnight), its bounds folded to constants when planned.
-      const stamp = `property_timestamp(${text})`;
-      if (operator === 'is_date_exact') {
-        const day = date.toISOString().slice(0, 10);
-        return {
-          sql: `(${stamp} >= ?::date::timestamp at time zone 'UTC' and ${stamp} < (?::date + 1)::timestamp at time zone 'UTC')`,
-          params: [key, day, key, day],
-        };
-      }
-      const sign = operator === 'is_date_before' ? '<' : '>';
-      return {
-        sql: `(${stamp} ${sign} ?::timestamptz and ${stamp} is not null)`,
-        params: [key, date.toISOString(), key],
-      };
+      const sql =
+        operator === 'is_date_exact'
+          ? `coalesce(try_timestamptz(${text})::date = ?::date, false)`
+          : `coalesce(try_timestamptz(${text}) ${operator === 'is_date_before' ? '<' : '>'} ?::timestamptz, false)`;
+      return { sql, params: [key, date.toISOString()] };
     }
     default:
       throw new FilterError(`Unknown property filter operator "${operator}".`);

@@ -1,6 +1,5 @@
 // Indexes on one person property, for filters no general index serves: numeric comparisons (gt, gte, lt,
-// lte, between) through a btree on the property read as a number, date comparisons (is_date_before,
-// is_date_after, is_date_exact) through one on it read as an instant, and substring and pattern matches
+// lte, between) through a btree on the property read as a number, and substring and pattern matches
 // (icontains, regex) through a trigram index on its text. PostHog's answer to the same problem is a materialized column
 // chosen per hot property; here an operator picks the keys (`npm run manage -- property index`). Each
 // index costs every person write that touches the table, so none is made by default.
@@ -8,14 +7,13 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
 import { rows, run } from '../db/sql.ts';
 
-export const PROPERTY_INDEX_KINDS = ['number', 'date', 'text'] as const;
+export const PROPERTY_INDEX_KINDS = ['number', 'text'] as const;
 export type PropertyIndexKind = (typeof PROPERTY_INDEX_KINDS)[number];
 
 // The expressions are the ones property-filters.ts writes (`try_numeric((p.properties->>'k'))`,
 // `(p.properties->>'k') ilike …`), so the planner can match them; project_id leads, as every list filters by it.
 const METHODS: Record<PropertyIndexKind, string> = {
   number: 'btree (project_id, try_numeric((properties->>?)))',
-  date: 'btree (project_id, property_timestamp((properties->>?)))',
   text: 'gin (project_id, (properties->>?) gin_trgm_ops)',
 };
 
