@@ -9,6 +9,7 @@ import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../..
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
 const PAGE = 5000;
+type PersonsPage = Awaited<ReturnType<typeof personsAfter>>;
 
 /** The `format` query parameter of every person endpoint (seed: allowed values csv and json). */
 export const FORMAT_QUERY = {
@@ -98,21 +99,21 @@ export async function personsCsv(
     'value_at_data_point',
   ].sort();
   const line = csvLineWriter(columns);
-  const read = (after: ListKey | null, want: number) => {
+  const read = (after: ListKey | null, want: number): Promise<PersonsPage> => {
     const page = personsAfter(em, filter, after, want);
     page.catch(() => {}); // awaited below; a client gone before then must not leave it unhandled
-    return { page, want };
+    return page;
   };
   async function* lines() {
     yield csvLine(columns);
-    let next: ReturnType<typeof read> | null = read(null, Math.min(pageSize, limit));
+    let want: number = Math.min(pageSize, limit);
+    let next: Promise<PersonsPage> | null = read(null, want);
     for (let written = 0; next; ) {
-      const { persons, last }: Awaited<ReturnType<typeof personsAfter>> = await next.page;
+      const { persons, last }: PersonsPage = await next;
       written += persons.length;
-      next =
-        persons.length === next.want && last && written < limit
-          ? read(last, Math.min(pageSize, limit - written))
-          : null;
+      const more: boolean = persons.length === want && last !== null && written < limit;
+      want = Math.min(pageSize, limit - written);
+      next = more ? read(last, want) : null;
       // One chunk per page: a write per line would cost more than the row itself.
       let chunk = '';
       for (const person of persons) chunk += line(personListRow(person));

@@ -1,8 +1,8 @@
 // Indexes on one person property, for filters no general index serves: numeric comparisons (gt, gte, lt,
 // lte, between) through a btree on the property read as a number, and substring and pattern matches
-// (icontains, regex) through a trigram index on its text. PostHog's answer to the same problem is a materialized column
-// chosen per hot property; here an operator picks the keys (`npm run manage -- property index`). Each
-// index costs every person write that touches the table, so none is made by default.
+// (icontains, regex) through a trigram index on its text. PostHog's answer to the same problem is a
+// materialized column chosen per hot property; here an operator picks the keys (`npm run manage --
+// property index`). Each index costs every person write that touches the table, so none is made by default.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
 import { rows, run } from '../db/sql.ts';
