@@ -20,7 +20,8 @@ export interface PropertyFilterItem {
 
 export class FilterError extends Error {}
 
-const OPERATORS = new Set([
+/** Every property filter operator PostHog's person filters take. */
+export const PROPERTY_OPERATORS = [
   'exact',
   'is_not',
   'icontains',
@@ -40,7 +41,8 @@ const OPERATORS = new Set([
   'not_between',
   'in',
   'not_in',
-]);
+] as const;
+const OPERATORS = new Set<string>(PROPERTY_OPERATORS);
 /** The only operators that take no value (PostHog ignores one if sent). */
 const VALUELESS = new Set(['is_set', 'is_not_set']);
 /** Operators whose value may be a list by their own meaning; for the others a list means "any of" (all of, negated). */
