@@ -73,9 +73,19 @@ export async function personPropertyIndexes(em: EntityManager): Promise<Property
       order by c.relname`,
   );
   return found.flatMap((index) => {
-    const described = index.comment ? (JSON.parse(index.comment) as { kind: PropertyIndexKind; key: string }) : null;
-    return described
-      ? [{ name: index.name, kind: described.kind, key: described.key, valid: index.valid, bytes: Number(index.bytes) }]
-      : [];
+    const described = describedBy(index.comment);
+    return described ? [{ name: index.name, ...described, valid: index.valid, bytes: Number(index.bytes) }] : [];
   });
+}
+
+/** The kind and key an index's comment names; null for an index this module did not comment (not ours). */
+function describedBy(comment: string | null): { kind: PropertyIndexKind; key: string } | null {
+  try {
+    const described = JSON.parse(comment ?? 'null');
+    return PROPERTY_INDEX_KINDS.includes(described?.kind) && typeof described.key === 'string'
+      ? { kind: described.kind, key: described.key }
+      : null;
+  } catch {
+    return null;
+  }
 }

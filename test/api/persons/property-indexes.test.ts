@@ -128,6 +128,17 @@ describe('property indexes', () => {
     expect(await matches([{ key: 'label', value: '([', operator: 'regex' }])).toBe(0);
   });
 
+  it('leave out of the listing an index of the same name pattern that they did not make', async () => {
+    const name = `person_property_by_hand_${account.projectId}`;
+    await sql(api.orm, `create index ${name} on person (project_id) where project_id = ${account.projectId}`);
+    try {
+      await sql(api.orm, `comment on index ${name} is 'made by hand'`);
+      expect((await personPropertyIndexes(em())).map((index) => index.name)).not.toContain(name);
+    } finally {
+      await sql(api.orm, `drop index ${name}`);
+    }
+  });
+
   it('are listed with their key, made again idempotently, and dropped', async () => {
     const again = await indexPersonProperty(em(), KEY, ['number']);
     expect(again.map((index) => index.kind)).toEqual(['number', 'text']);
