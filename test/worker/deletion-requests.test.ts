@@ -364,7 +364,8 @@ describe('the schedules survive Redis losing its data', () => {
       await new Promise((r) => redis.once('exit', r));
       redis = startRedis(); // the same address, nothing in it
       await eventually(async () => (await schedulerIds()).length === 0 || null, 10_000).catch(() => undefined);
-      await eventually(async () => (await schedulerIds()).includes('deletion-weekly-batch'), 30_000);
+      // The worker re-creates its schedulers one after another: wait for the whole set, not the first one.
+      await eventually(async () => (await schedulerIds()).length === 2, 30_000);
       expect(await schedulerIds()).toEqual(['deletion-off-peak', 'deletion-weekly-batch']);
 
       // A weekly request whose window passed while no schedule was there: released and done.
