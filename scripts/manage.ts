@@ -441,13 +441,13 @@ const commands: Record<string, Command> = {
     },
   },
   'property index': {
-    usage: '--key PROPERTY [--kind number|text|all]   (builds without blocking writes; may take minutes)',
+    usage: '--key PROPERTY [--kind number|text|date|all]   (builds without blocking writes; may take minutes)',
     options: { ...text('key'), ...text('kind') },
     required: ['key'],
     run: async (em, v) => {
       const kind = String(v.kind ?? 'all');
       const kinds = kind === 'all' ? PROPERTY_INDEX_KINDS : PROPERTY_INDEX_KINDS.filter((k) => k === kind);
-      if (!kinds.length) throw new AccountError(`Invalid kind: ${kind} (number, text or all)`);
+      if (!kinds.length) throw new AccountError(`Invalid kind: ${kind} (${PROPERTY_INDEX_KINDS.join(', ')} or all)`);
       return indexPersonProperty(em, propertyKey(v.key), kinds);
     },
   },

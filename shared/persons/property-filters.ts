@@ -60,6 +60,15 @@ const asText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 export type SpecialFilter = (item: PropertyFilterItem) => SqlFragment | undefined;
 
 /**
+ * Keys whose `property index --kind date` the date filters may read through (dateIndexedKeys in
+ * property-indexes.ts says which); every other key is read with try_timestamptz alone.
+ */
+export interface FilterIndexes {
+  dateKeys: ReadonlySet<string>;
+}
+const NO_INDEXES: FilterIndexes = { dateKeys: new Set() };
+
+/**
  * The item's values, checked for its operator's shape: none for is_set / is_not_set, otherwise one or
  * more (at most MAX_VALUES) strings, finite numbers or booleans. Every value becomes a bound parameter.
  */
@@ -108,7 +117,12 @@ function containmentCandidates(key: string, value: Scalar): string[] {
 }
 
 /** One condition on a jsonb column (`column` is trusted SQL such as `p.properties`). */
-export function propertyConditionSql(item: PropertyFilterItem, column: string, special?: SpecialFilter): SqlFragment {
+export function propertyConditionSql(
+  item: PropertyFilterItem,
+  column: string,
+  special?: SpecialFilter,
+  indexes: FilterIndexes = NO_INDEXES,
+): SqlFragment {
   const resolved = special?.(item);
   if (resolved) return resolved;
   if (item.type !== undefined && item.type !== null && item.type !== 'person' && item.type !== 'event')
@@ -120,14 +134,20 @@ export function propertyConditionSql(item: PropertyFilterItem, column: string, s
     throw new FilterError(`Unknown property filter operator "${asText(operator)}".`);
   const values = valuesOf(item, operator);
   if (values.length > 1 && !LIST_OPERATORS.has(operator)) {
-    const parts = values.map((value) => scalarConditionSql(item.key as string, operator, [value], column));
+    const parts = values.map((value) => scalarConditionSql(item.key as string, operator, [value], column, indexes));
     return combine(parts, NEGATED.has(operator) ? 'and' : 'or');
   }
-  return scalarConditionSql(item.key, operator, values, column);
+  return scalarConditionSql(item.key, operator, values, column, indexes);
 }
 
 /** The SQL of one operator over checked values (one value unless the operator takes a list). */
-function scalarConditionSql(key: string, operator: string, values: Scalar[], column: string): SqlFragment {
+function scalarConditionSql(
+  key: string,
+  operator: string,
+  values: Scalar[],
+  column: string,
+  indexes: FilterIndexes,
+): SqlFragment {
   const text = `(${column}->>?)`;
   const [value] = values;
   switch (operator) {
@@ -194,11 +214,28 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
       // Outside years 1–9999 PostgreSQL refuses the date, so such a filter is malformed, not "no match".
       const date = parseStorableDate(asText(value));
       if (!date) throw new FilterError(`"${operator}" needs a date between years 1 and 9999.`);
-      const sql =
+      const bound = date.toISOString();
+      const sign = operator === 'is_date_before' ? '<' : '>';
+      const parsed =
         operator === 'is_date_exact'
-          ? `coalesce(try_timestamptz(${text})::date = ?::date, false)`
-          : `coalesce(try_timestamptz(${text}) ${operator === 'is_date_before' ? '<' : '>'} ?::timestamptz, false)`;
-      return { sql, params: [key, date.toISOString()] };
+          ? { sql: `coalesce(try_timestamptz(${text})::date = ?::date, false)`, params: [key, bound] }
+          : { sql: `coalesce(try_timestamptz(${text}) ${sign} ?::timestamptz, false)`, params: [key, bound] };
+      if (!indexes.dateKeys.has(key)) return parsed;
+      // The same answer, with a second condition the key's date index serves: a value iso_timestamp_utc reads
+      // is the date try_timestamptz reads (the first index), and the second index holds every other value
+      // set (iso_timestamp_odd). The planner checks the cheap try_timestamptz first on a walk of the project.
+      const iso = `iso_timestamp_utc(${text})`;
+      const range =
+        operator === 'is_date_exact'
+          ? {
+              sql: `${iso} >= ?::date::timestamptz and ${iso} < (?::date + 1)::timestamptz`,
+              params: [key, bound, key, bound],
+            }
+          : { sql: `${iso} ${sign} ?::timestamptz`, params: [key, bound] };
+      return {
+        sql: `(${parsed.sql} and ((${range.sql}) or iso_timestamp_odd(${text}) is true))`,
+        params: [...parsed.params, ...range.params, key],
+      };
     }
     default:
       throw new FilterError(`Unknown property filter operator "${operator}".`);
@@ -209,7 +246,12 @@ function scalarConditionSql(key: string, operator: string, values: Scalar[], col
  * A filter tree: an array of items (ANDed) or a group `{type: "AND"|"OR", values: [...]}`.
  * Returns SQL that is true when the row matches (`true` for an empty filter).
  */
-export function propertyFiltersSql(filters: unknown, column: string, special?: SpecialFilter): SqlFragment {
+export function propertyFiltersSql(
+  filters: unknown,
+  column: string,
+  special?: SpecialFilter,
+  indexes: FilterIndexes = NO_INDEXES,
+): SqlFragment {
   let count = 0;
   const build = (node: unknown, depth: number): SqlFragment => {
     if (depth > MAX_DEPTH) throw new FilterError('Property filters are nested too deeply.');
@@ -227,7 +269,7 @@ export function propertyFiltersSql(filters: unknown, column: string, special?: S
       );
     }
     if (++count > MAX_FILTERS) throw new FilterError(`At most ${MAX_FILTERS} property filters.`);
-    return propertyConditionSql(node as PropertyFilterItem, column, special);
+    return propertyConditionSql(node as PropertyFilterItem, column, special, indexes);
   };
   return build(filters ?? [], 0);
 }

@@ -8,6 +8,7 @@ import { pagedQuery, type PageResult } from '../db/paged.ts';
 import { containsPattern, isUuid, pgArray, rows, run } from '../db/sql.ts';
 import { personUuidFor } from '../ingestion/person-uuid.ts';
 import { propertyFiltersSql, type SqlFragment } from './property-filters.ts';
+import { dateIndexedKeys } from './property-indexes.ts';
 
 export interface PersonWithIds {
   id: string;
@@ -122,7 +123,11 @@ export async function personListFilter(
   }
   if (query.properties !== undefined) {
     const special = await cohortFilterResolver(em, projectId, query.properties);
-    parts.push(propertyFiltersSql(query.properties, 'p.properties', special));
+    // Which keys have a date index is asked only when a date filter is there to use one.
+    const dateKeys = JSON.stringify(query.properties).includes('"is_date_')
+      ? await dateIndexedKeys(em)
+      : new Set<string>();
+    parts.push(propertyFiltersSql(query.properties, 'p.properties', special, { dateKeys }));
   }
   return { sql: parts.map((p) => p.sql).join(' and '), params: parts.flatMap((p) => p.params) };
 }

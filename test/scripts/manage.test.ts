@@ -254,7 +254,7 @@ describe('npm run manage', { timeout: 240_000 }, () => {
     expect((await ok('property', 'indexes')).filter((index: any) => index.key === key)).toEqual(made);
     const bad = await manage('property', 'index', '--key', key, '--kind', 'bogus');
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toContain('Invalid kind: bogus (number, text or all)');
+    expect(bad.stderr).toContain('Invalid kind: bogus (number, text, date or all)');
     expect(await ok('property', 'unindex', '--key', key)).toEqual({ dropped: [made[0].name] });
     expect((await ok('property', 'indexes')).filter((index: any) => index.key === key)).toEqual([]);
   }, 300_000);

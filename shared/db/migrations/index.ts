@@ -21,6 +21,7 @@ import { Migration0030EventProjectTimeIndex } from './0030-event-project-time-in
 import { Migration0040PersonSearchByProject } from './0040-person-search-by-project.ts';
 import { Migration0041TryNumericWithoutException } from './0041-try-numeric-without-exception.ts';
 import { Migration0042TryNumericWithoutNan } from './0042-try-numeric-without-nan.ts';
+import { Migration0043IsoTimestampUtc } from './0043-iso-timestamp-utc.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -44,4 +45,5 @@ export const migrationsList = [
   { name: '0040-person-search-by-project', class: Migration0040PersonSearchByProject },
   { name: '0041-try-numeric-without-exception', class: Migration0041TryNumericWithoutException },
   { name: '0042-try-numeric-without-nan', class: Migration0042TryNumericWithoutNan },
+  { name: '0043-iso-timestamp-utc', class: Migration0043IsoTimestampUtc },
 ];

@@ -101,7 +101,8 @@ describe('property indexes', () => {
       await sql(
         orm,
         `insert into person (uuid, project_id, properties)
-         select gen_random_uuid(), ?, jsonb_build_object('n', g, 't', 'x' || g)
+         select gen_random_uuid(), ?, jsonb_build_object('n', g, 't', 'x' || g,
+                                                         'd', case when g % 5 = 0 then 'soon' else '2024-03-05T10:00:00Z' end)
            from generate_series(1, 2000) g`,
         [own.projectId],
       );
@@ -109,10 +110,13 @@ describe('property indexes', () => {
       const built = [
         ...(await indexPersonProperty(fork, 'n', ['number'])),
         ...(await indexPersonProperty(fork, 't', ['text'])),
+        ...(await indexPersonProperty(fork, 'd', ['date'])),
       ];
       expect(built.map(({ kind, valid }) => ({ kind, valid }))).toEqual([
         { kind: 'number', valid: true },
         { kind: 'text', valid: true },
+        { kind: 'date', valid: true },
+        { kind: 'date', valid: true },
       ]);
     } finally {
       await orm.close();
