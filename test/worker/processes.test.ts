@@ -131,8 +131,10 @@ describe('worker processes', () => {
     const victim = await seedPerson('term-victim', 100_000);
     const id = await request(victim, 'term-victim');
     const metricsPort = 19_000 + Math.floor(Math.random() * 1000);
+    // 10,000 chunks of 10: on a calm machine 1,000 chunks of 100 all fitted in the second between the
+    // first chunk and the shutdown limit, and the job completed before it could be left to another worker.
     const first = startWorkerProcess({
-      DELETION_CHUNK_SIZE: '100',
+      DELETION_CHUNK_SIZE: '10',
       WORKER_SHUTDOWN_TIMEOUT_MS: '1000',
       WORKER_METRICS_PORT: String(metricsPort),
     });
