@@ -21,8 +21,16 @@ import {
   personPropertyIndexes,
 } from '../shared/persons/property-indexes.ts';
 import { personListFilter } from '../shared/persons/store.ts';
-import { BENCH_DATABASE_URL, benchSetup, getOk, loadFor, startApiProcess, startBareKoaProcess } from './harness.ts';
-import { percentile, progress, timed } from './stats.ts';
+import {
+  BENCH_DATABASE_URL,
+  benchSetup,
+  databaseCpuMeter,
+  getOk,
+  loadFor,
+  startApiProcess,
+  startBareKoaProcess,
+} from './harness.ts';
+import { cpuMeter, percentile, progress, timed } from './stats.ts';
 
 const N = Number(process.env.BENCH_PERSONS ?? 1_000_000);
 const SMALL = Number(process.env.BENCH_SMALL_PERSONS ?? 100_000);
@@ -140,17 +148,31 @@ if (wants('get')) {
     (i) => [`${WITH_IDS} from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
     { bareUrl: (i) => `/projects/${pid}/persons/${ids[i]}/` },
   );
-  // Throughput at 16 concurrent clients, the API and the bare handler alternately (twice each).
+  // Throughput at 16 concurrent clients, the API and the bare handler alternately (twice each), with the
+  // CPU each part of the machine spent per request: the server process, its PostgreSQL backends, and this
+  // process (the 16 clients).
   const throughput = { api: 0, bare: 0 };
+  const cpu = { api: { server: 0, database: 0, clients: 0 }, bare: { server: 0, database: 0, clients: 0 } };
   for (let round = 0; round < 2; round++) {
-    for (const [name, url, headers] of [
-      ['api', (i: number) => `${api.baseUrl}${P(big)}/${ids[i % ids.length]}/`, auth(big)],
-      ['bare', (i: number) => `${bare.baseUrl}/projects/${pid}/persons/${ids[i % ids.length]}/`, {}],
+    for (const [name, server, url, headers] of [
+      ['api', api, (i: number) => `${api.baseUrl}${P(big)}/${ids[i % ids.length]}/`, auth(big)],
+      ['bare', bare, (i: number) => `${bare.baseUrl}/projects/${pid}/persons/${ids[i % ids.length]}/`, {}],
     ] as const) {
+      const serverCpu = cpuMeter(server.child.pid);
+      const databaseCpu = await databaseCpuMeter(pool);
+      const clientsCpu = process.cpuUsage();
       const latencies = await loadFor(LOAD_SECONDS, 16, (i) => getOk(url(i), headers));
+      const perRequest = (seconds: number) => (seconds * 1e6) / latencies.length / 2;
+      cpu[name].server += perRequest(serverCpu());
+      cpu[name].database += perRequest(await databaseCpu.stop());
+      const clients = process.cpuUsage(clientsCpu);
+      cpu[name].clients += perRequest((clients.user + clients.system) / 1e6);
       throughput[name] += latencies.length / LOAD_SECONDS / 2;
     }
   }
+  const cpuLine = (parts: { server: number; database: number; clients: number }) =>
+    `server ${parts.server.toFixed(0)}, PostgreSQL ${parts.database.toFixed(0)}, clients ${parts.clients.toFixed(0)}`;
+  console.log(`  CPU µs per request: API ${cpuLine(cpu.api)} | bare Koa ${cpuLine(cpu.bare)}`);
   console.log(
     `  GET by id, 16 clients: API ${throughput.api.toFixed(0)} req/s, bare Koa + pg ${throughput.bare.toFixed(0)} req/s, API/bare ${(throughput.api / throughput.bare).toFixed(2)}x (target ≥ 0.8x)`,
   );

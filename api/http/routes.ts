@@ -188,7 +188,38 @@ function checkResponseContract(route: RouteDefinition, ctx: Context): void {
   }
 }
 
-export function buildRouter(routes: RouteDefinition[]): Router {
+/** The routes mounted: `routes()` serves them, `match()` says whether a path has a route for any method (405). */
+export interface MountedRoutes {
+  routes(): Middleware;
+  match(path: string, method: string): ReturnType<Router['match']>;
+}
+
+/**
+ * Mounts the routes in groups that share their leading static path segments (`/api/projects/:id/persons…`,
+ * `/api/users…`, `/e…`): a request is matched against its group's few routes, not all of them, one
+ * regular expression each (all 99 were a twentieth of the API's CPU on a GET by id, bench/persons.ts).
+ * A request whose group has no route for it goes on to the next broader group, then to the 404/405 answer.
+ */
+export function buildRouter(routes: RouteDefinition[]): MountedRoutes {
+  const all = routerOf(routes);
+  const members = new Map<string, RouteDefinition[]>();
+  for (const route of routes) {
+    const key = routeGroup(route.path);
+    members.set(key, [...(members.get(key) ?? []), route]);
+  }
+  const groups = new Map([...members].map(([key, group]) => [key, routerOf(group).routes() as Middleware]));
+  return {
+    match: (path, method) => all.match(path, method),
+    routes: () => (ctx, next) => {
+      const candidates = requestGroups(ctx.path).flatMap((key) => groups.get(key) ?? []);
+      const tryFrom = (index: number): Promise<unknown> =>
+        index < candidates.length ? candidates[index](ctx, () => tryFrom(index + 1)) : next();
+      return tryFrom(0);
+    },
+  };
+}
+
+function routerOf(routes: RouteDefinition[]): Router {
   const router = new Router();
   // Fixed paths are registered before parameterised ones so `/persons/bulk_delete` never reads as `/persons/:id`.
   const ordered = [...routes].sort((a, b) => paramCount(a.path) - paramCount(b.path));
@@ -202,3 +233,20 @@ export function buildRouter(routes: RouteDefinition[]): Router {
 }
 
 const paramCount = (path: string) => path.split('/').filter((s) => s.startsWith(':')).length;
+
+/** A route's group: its first two segments, or for a project route the resource after the project id. */
+function routeGroup(path: string): string {
+  const [first = '', second, , resource] = path.split('/').slice(1);
+  if (first === 'api' && second === 'projects' && resource !== undefined && !resource.startsWith(':'))
+    return `project/${resource}`;
+  return second === undefined || second.startsWith(':') ? first : `${first}/${second}`;
+}
+
+/** The groups that may hold a route for a request path, narrowest first. */
+function requestGroups(path: string): string[] {
+  const [first = '', second, , resource] = path.split('/').slice(1);
+  const groups = second === undefined ? [first] : [`${first}/${second}`, first];
+  return first === 'api' && second === 'projects' && resource !== undefined
+    ? [`project/${resource}`, ...groups]
+    : groups;
+}

@@ -106,21 +106,25 @@ async function expectCached(account: TestAccount, key: string) {
 }
 
 /**
- * Counts what the API process sends to PostgreSQL through its ORM connection: every statement
- * (MikroORM logs each one it runs, whatever the log level) and every pool checkout (the `pg` pool
- * under it). The listener connection of the caches is apart and sends nothing while it listens.
+ * Counts what the API process sends to PostgreSQL through its ORM's pool: every statement a pooled
+ * connection runs (MikroORM's own and rows()' straight ones alike) and every checkout. The listener
+ * connection of the caches is apart and sends nothing while it listens.
  */
 async function queryCounter(orm: MikroORM) {
-  type Logs = { logQuery: (query: string, context?: unknown) => void };
-  const connection = orm.em.getConnection() as unknown as Logs;
   const pool = (await orm.em.getConnection().getNativeClient()) as unknown as pg.Pool;
   const counts = { statements: 0, checkouts: 0 };
-  const logQuery = connection.logQuery;
-  connection.logQuery = function (this: unknown, query, context) {
-    counts.statements++;
-    return logQuery.call(this, query, context);
+  let counting = true;
+  const counted = new WeakSet<pg.PoolClient>();
+  const onAcquire = (client: pg.PoolClient) => {
+    counts.checkouts++;
+    if (counted.has(client)) return;
+    counted.add(client);
+    const query = client.query;
+    client.query = function (this: pg.PoolClient, ...args: unknown[]) {
+      if (counting) counts.statements++;
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof client.query;
   };
-  const onAcquire = () => counts.checkouts++;
   pool.on('acquire', onAcquire);
   return {
     /** What `run` made the API send. */
@@ -131,7 +135,7 @@ async function queryCounter(orm: MikroORM) {
       return { statements: statements - before.statements, checkouts: checkouts - before.checkouts };
     },
     stop() {
-      connection.logQuery = logQuery;
+      counting = false;
       pool.off('acquire', onAcquire);
     },
   };
