@@ -8,6 +8,7 @@ import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
 import { rows } from '../../shared/db/sql.ts';
+import { pendingMigrations } from '../../shared/db/orm.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
@@ -54,9 +55,13 @@ const CONSEQUENCES: Record<string, string> = {
   queues: 'A queue operation failed: jobs cannot be enqueued now (deletion requests wait in PostgreSQL).',
   throttle: 'The rate limiter cannot use Redis: requests pass without rate limiting.',
   auth_cache: 'The auth cache is not listening for auth_changed: it is off, every request reads PostgreSQL.',
+  migrations:
+    'The database lacks migrations of this version: requests that need their tables or columns fail. Run `npm run migrate`.',
 };
 /** Without these the API cannot serve requests as it should: 503. The others only degrade it. */
-const NEEDED = new Set(['postgres', 'redis', 'queues']);
+const NEEDED = new Set(['postgres', 'redis', 'queues', 'migrations']);
+/** Apps whose database had every migration: no migration is ever taken back, so they are not asked again. */
+const migrated = new WeakSet<object>();
 
 export const opsRoutes = [
   defineRoute({
@@ -99,27 +104,41 @@ export const opsRoutes = [
   defineRoute({
     method: 'GET',
     path: '/_ready',
-    summary: 'Readiness: PostgreSQL, Redis and a queue answer (503 otherwise); throttle and auth cache reported',
+    summary:
+      'Readiness: PostgreSQL, Redis and a queue answer and the database is migrated (503 otherwise); throttle and auth cache reported',
     tags: ['ops'],
     scopes: null,
     responses: {
       200: { description: 'Ready', schema: readinessSchema },
-      503: { description: 'PostgreSQL or Redis does not answer', schema: readinessSchema },
+      503: { description: 'PostgreSQL or Redis does not answer, or migrations are pending', schema: readinessSchema },
     },
     handler: async (ctx) => {
       const { deps } = ctx;
       const throttle = throttleUsable(deps).then(
         (usable): Check => (usable === null ? 'disabled' : usable ? 'ok' : 'unavailable'),
       );
-      const [postgres, redis, queues, throttleCheck] = await Promise.all([
+      const [postgres, redis, queues, throttleCheck, migrations] = await Promise.all([
         check('postgres', () => rows(ctx.state.em, 'select 1')),
         check('redis', () => deps.redis.ping()),
         // A BullMQ script on the deletions queue's keys: what enqueueing a request needs.
         check('queues', () => deps.queues.deletions.getJobCounts('wait')),
         throttle,
+        check('migrations', async () => {
+          if (migrated.has(deps)) return;
+          const pending = await pendingMigrations(ctx.state.em);
+          if (pending.length) throw new Error(`${pending.length} pending, from ${pending[0]}`);
+          migrated.add(deps);
+        }),
       ]);
       const authCache: Check = !deps.authCache ? 'disabled' : deps.authCache.active ? 'ok' : 'unavailable';
-      const checks: Record<string, Check> = { postgres, redis, queues, throttle: throttleCheck, auth_cache: authCache };
+      const checks: Record<string, Check> = {
+        postgres,
+        redis,
+        queues,
+        throttle: throttleCheck,
+        auth_cache: authCache,
+        migrations,
+      };
       const down = Object.keys(checks).filter((name) => checks[name] === 'unavailable');
       const ready = !down.some((name) => NEEDED.has(name));
       ctx.status = ready ? 200 : 503;

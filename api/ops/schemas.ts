@@ -9,7 +9,14 @@ export const readinessSchema = record(
   {
     /** degraded: ready, but an optional part (throttle, auth cache) is down. */
     status: { enum: ['ok', 'degraded', 'unavailable'] },
-    checks: record({ postgres: check, redis: check, queues: check, throttle: check, auth_cache: check }),
+    checks: record({
+      postgres: check,
+      redis: check,
+      queues: check,
+      throttle: check,
+      auth_cache: check,
+      migrations: check,
+    }),
     /** What each part that is down means for the service. */
     details: { type: 'object', additionalProperties: { type: 'string' } },
   },

@@ -4,6 +4,8 @@ import { config } from '../config.ts';
 import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
 import pg from 'pg';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { rows } from './sql.ts';
 
 export function ormConfig(databaseUrl = config.databaseUrl, poolMax = config.databasePoolMax) {
   return defineConfig({
@@ -49,4 +51,16 @@ export async function migrate(orm: MikroORM, directUrl = config.databaseDirectUr
     await lock.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_ID]).catch(() => undefined);
     await lock.end();
   }
+}
+
+/** The migrations of this version that the database behind `em` has not applied, in order. */
+export async function pendingMigrations(em: EntityManager): Promise<string[]> {
+  const [table] = await rows<{ present: boolean }>(
+    em,
+    `select to_regclass('mikro_orm_migrations') is not null as present`,
+  );
+  const applied = table.present
+    ? new Set((await rows<{ name: string }>(em, 'select name from mikro_orm_migrations')).map((row) => row.name))
+    : new Set<string>();
+  return migrationsList.map((migration) => migration.name).filter((name) => !applied.has(name));
 }

@@ -28,6 +28,7 @@ describe('health and readiness', () => {
       queues: 'ok',
       throttle: 'disabled',
       auth_cache: 'disabled',
+      migrations: 'ok',
     });
   });
 
@@ -62,6 +63,7 @@ describe('health and readiness', () => {
           queues: 'unavailable',
           throttle: 'disabled',
           auth_cache: 'disabled',
+          migrations: 'ok',
         },
       });
     } finally {
