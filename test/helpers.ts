@@ -226,9 +226,9 @@ export async function eventually<T>(
 /**
  * A migrated database of the test file's own (`<test database>_<name>`, made anew), for tests whose
  * assertions depend on no other transaction in the database (VACUUM removes dead rows only past the
- * oldest snapshot of its own database).
+ * oldest snapshot of its own database). `{ migrated: false }` leaves it empty.
  */
-export async function ownDatabase(name: string): Promise<string> {
+export async function ownDatabase(name: string, options: { migrated?: boolean } = {}): Promise<string> {
   const base = new URL(loadConfig().databaseDirectUrl);
   const database = `${base.pathname.slice(1)}_${name}`;
   const admin = new pg.Client({ connectionString: base.toString() });
@@ -241,6 +241,7 @@ export async function ownDatabase(name: string): Promise<string> {
   }
   const url = new URL(base);
   url.pathname = `/${database}`;
+  if (options.migrated === false) return url.toString();
   const orm = await initOrm(url.toString(), 2);
   try {
     await migrate(orm, url.toString());

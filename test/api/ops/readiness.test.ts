@@ -4,12 +4,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import pg from 'pg';
-import { loadConfig } from '../../../shared/config.ts';
 import { migrate } from '../../../shared/db/orm.ts';
 import { logger } from '../../../shared/logger.ts';
 import { sql } from '../../db.ts';
-import { call, eventually, startApi, uniqueRedisPrefix, type TestApi } from '../../helpers.ts';
+import { call, eventually, ownDatabase, startApi, uniqueRedisPrefix, type TestApi } from '../../helpers.ts';
 import { matching, metricValue, promtool, scrape } from './exposition.ts';
 
 const TOKEN = 'readiness-test-token';
@@ -224,21 +222,10 @@ describe('GET /_ready', () => {
 
   it('is 503 on a database this version has not migrated, naming the command, and ready once it is', async () => {
     // A database of its own, created but not migrated (an API started before `npm run migrate`).
-    const base = new URL(loadConfig().databaseDirectUrl);
-    const name = `${base.pathname.slice(1)}_unmigrated`;
-    const admin = new pg.Client({ connectionString: base.toString() });
-    await admin.connect();
-    try {
-      await admin.query(`drop database if exists "${name}" with (force)`);
-      await admin.query(`create database "${name}"`);
-    } finally {
-      await admin.end();
-    }
-    const url = new URL(base);
-    url.pathname = `/${name}`;
+    const url = await ownDatabase('unmigrated', { migrated: false });
     const target = await api((config) => {
-      config.databaseUrl = url.toString();
-      config.databaseDirectUrl = url.toString();
+      config.databaseUrl = url;
+      config.databaseDirectUrl = url;
     });
     // Redis connects just after the start; what is left then is the schema.
     const refused = await eventually(async () => {
@@ -258,7 +245,7 @@ describe('GET /_ready', () => {
       },
       details: { migrations: expect.stringContaining('npm run migrate') },
     });
-    await migrate(target.orm, url.toString());
+    await migrate(target.orm, url);
     const res = await ready(target);
     expect(res.status).toBe(200);
     expect(res.body.checks.migrations).toBe('ok');

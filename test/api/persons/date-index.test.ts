@@ -11,9 +11,9 @@ import {
   dropPersonPropertyIndexes,
   indexPersonProperty,
 } from '../../../shared/persons/property-indexes.ts';
-import { personListFilter } from '../../../shared/persons/store.ts';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call } from '../../helpers.ts';
+import { listPlan } from './list-plan.ts';
 
 const { api, account } = await apiWithAccount();
 // A key of this file's own: the indexes are on the whole person table.
@@ -69,21 +69,8 @@ async function names(filter: unknown[]): Promise<string[]> {
   return res.body.results.map((p: { properties: { name: string } }) => p.properties.name).sort();
 }
 
-/** The plan of the list's page query for this filter in a session of the given zone, sequential scans ruled out. */
-async function planOf(filter: unknown[], zone = 'UTC'): Promise<string> {
-  return em().transactional(async (tx) => {
-    const run = (text: string) => tx.getConnection().execute(text, [], 'run', tx.getTransactionContext());
-    await run('set local enable_seqscan = off');
-    await run(`set local timezone = '${zone}'`);
-    const where = await personListFilter(tx, account.projectId, { properties: filter });
-    const plan = await rows<{ 'QUERY PLAN': string }>(
-      tx,
-      `explain select p.* from person p where ${where.sql} order by p.created_at desc, p.id desc limit 101`,
-      where.params,
-    );
-    return plan.map((row) => row['QUERY PLAN']).join('\n');
-  });
-}
+/** The plan of the list's page query for this filter in a session of the given zone. */
+const planOf = (filter: unknown[], zone = 'UTC') => listPlan(em(), account.projectId, filter, [`timezone = '${zone}'`]);
 
 const filters = {
   before: [{ key: KEY, value: '2024-03-05T12:00:00Z', operator: 'is_date_before' }],

@@ -5,15 +5,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, describe, expect, it } from 'vitest';
 import { initOrm } from '../../../shared/db/orm.ts';
-import { rows } from '../../../shared/db/sql.ts';
 import {
   dropPersonPropertyIndexes,
   indexPersonProperty,
   personPropertyIndexes,
 } from '../../../shared/persons/property-indexes.ts';
-import { personListFilter } from '../../../shared/persons/store.ts';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call, createAccount, ownDatabase } from '../../helpers.ts';
+import { listPlan } from './list-plan.ts';
 
 const { api, account } = await apiWithAccount();
 // A key of this file's own: the indexes are on the whole person table.
@@ -31,19 +30,7 @@ await sql(
 await sql(api.orm, 'analyze person');
 afterAll(() => dropPersonPropertyIndexes(em(), KEY));
 
-/** The plan of the list's page query for this filter, sequential scans ruled out (the table is small). */
-async function planOf(filter: unknown[]): Promise<string> {
-  return em().transactional(async (tx) => {
-    await tx.getConnection().execute('set local enable_seqscan = off', [], 'run', tx.getTransactionContext());
-    const where = await personListFilter(tx, account.projectId, { properties: filter });
-    const plan = await rows<{ 'QUERY PLAN': string }>(
-      tx,
-      `explain select p.* from person p where ${where.sql} order by p.created_at desc, p.id desc limit 101`,
-      where.params,
-    );
-    return plan.map((row) => row['QUERY PLAN']).join('\n');
-  });
-}
+const planOf = (filter: unknown[]) => listPlan(em(), account.projectId, filter);
 
 /** The indexes that plan reads. */
 const indexesRead = async (filter: unknown[]) =>
