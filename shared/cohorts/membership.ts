@@ -5,6 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   FilterError,
+  filterItems,
   propertyFiltersSql,
   storableText,
   type PropertyFilterItem,
@@ -24,17 +25,11 @@ const INTERVALS: Record<string, string> = { day: 'days', week: 'weeks', month: '
 const MAX_NESTING = 5;
 
 /** The ids of cohorts a filter tree refers to. */
-function referencedCohorts(node: unknown, out = new Set<number>()): Set<number> {
-  if (Array.isArray(node)) for (const n of node) referencedCohorts(n, out);
-  else if (node && typeof node === 'object') {
-    const item = node as Record<string, unknown>;
-    if (item.type === 'cohort' || item.type === 'precalculated-cohort' || item.type === 'static-cohort') {
-      const id = Number(item.value);
-      if (Number.isInteger(id)) out.add(id);
-    }
-    if (Array.isArray(item.values)) referencedCohorts(item.values, out);
-  }
-  return out;
+function referencedCohorts(filters: unknown): Set<number> {
+  const ids = filterItems(filters)
+    .filter((item) => item.type === 'cohort' || item.type === 'precalculated-cohort' || item.type === 'static-cohort')
+    .map((item) => Number(item.value));
+  return new Set(ids.filter(Number.isInteger));
 }
 
 /** Loads every cohort `filters` refers to (transitively) and returns a resolver for cohort and behavioral items. */

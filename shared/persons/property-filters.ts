@@ -243,6 +243,20 @@ function scalarConditionSql(
 }
 
 /**
+ * The items of a filter tree (arrays and AND/OR groups walked through), unchecked: for a look at what a
+ * tree refers to before propertyFiltersSql builds and checks it.
+ */
+export function filterItems(node: unknown, out: Record<string, unknown>[] = []): Record<string, unknown>[] {
+  if (Array.isArray(node)) for (const inner of node) filterItems(inner, out);
+  else if (node && typeof node === 'object') {
+    const item = node as Record<string, unknown>;
+    if (Array.isArray(item.values) && (item.type === 'AND' || item.type === 'OR')) filterItems(item.values, out);
+    else out.push(item);
+  }
+  return out;
+}
+
+/**
  * A filter tree: an array of items (ANDed) or a group `{type: "AND"|"OR", values: [...]}`.
  * Returns SQL that is true when the row matches (`true` for an empty filter).
  */

@@ -7,7 +7,7 @@ import { cohortFilterResolver } from '../cohorts/membership.ts';
 import { pagedQuery, type PageResult } from '../db/paged.ts';
 import { containsPattern, isUuid, pgArray, rows, run } from '../db/sql.ts';
 import { personUuidFor } from '../ingestion/person-uuid.ts';
-import { propertyFiltersSql, type SqlFragment } from './property-filters.ts';
+import { filterItems, propertyFiltersSql, type SqlFragment } from './property-filters.ts';
 import { dateIndexedKeys } from './property-indexes.ts';
 
 export interface PersonWithIds {
@@ -125,9 +125,8 @@ export async function personListFilter(
   if (query.properties !== undefined) {
     const special = await cohortFilterResolver(em, projectId, query.properties);
     // Which keys have a date index is asked only when a date filter is there to use one.
-    const dateKeys = JSON.stringify(query.properties).includes('"is_date_')
-      ? await dateIndexedKeys(em)
-      : new Set<string>();
+    const dateFilter = filterItems(query.properties).some((item) => String(item.operator).startsWith('is_date_'));
+    const dateKeys = dateFilter ? await dateIndexedKeys(em) : new Set<string>();
     parts.push(propertyFiltersSql(query.properties, 'p.properties', special, { dateKeys }));
   }
   return { sql: parts.map((p) => p.sql).join(' and '), params: parts.flatMap((p) => p.params) };
