@@ -20,8 +20,7 @@ import {
   setUserActive,
 } from '../shared/accounts.ts';
 import { config } from '../shared/config.ts';
-import { migrationsList } from '../shared/db/migrations/index.ts';
-import { initOrm } from '../shared/db/orm.ts';
+import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
 import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
 import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
@@ -70,12 +69,6 @@ const where = (url: string) => {
 const reason = (error: any): string =>
   error?.message || error?.code || error?.errors?.map(reason).join(', ') || String(error);
 
-interface MigrationState {
-  name: string;
-  status: 'applied' | 'pending';
-  applied_at: string | null;
-}
-
 /**
  * Checks the database without changing it: it must exist, and unless the command only reads the
  * migration state, every migration of this version must be applied.
@@ -94,25 +87,7 @@ async function migrationState(databaseUrl: string): Promise<MigrationState[]> {
     throw new OperatorError(`cannot reach PostgreSQL at ${where(databaseUrl)} (${reason(error)})`);
   }
   try {
-    const { rows } = await client
-      .query<{ name: string; executed_at: Date }>(`select name, executed_at from mikro_orm_migrations order by id`)
-      .catch((error) => {
-        if (error?.code === '42P01') return { rows: [] }; // no migration ever ran here
-        throw error;
-      });
-    const applied = new Map(rows.map((r) => [r.name, isoTimestamp(r.executed_at)!]));
-    const known = migrationsList.map((m) => m.name);
-    return [
-      ...known.map((name) => ({
-        name,
-        status: applied.has(name) ? ('applied' as const) : ('pending' as const),
-        applied_at: applied.get(name) ?? null,
-      })),
-      // Applied by a newer version of the service.
-      ...rows
-        .filter((r) => !known.includes(r.name))
-        .map((r) => ({ name: r.name, status: 'applied' as const, applied_at: applied.get(r.name)! })),
-    ];
+    return await migrationStates((sql) => client.query<{ name: string; executed_at: Date }>(sql).then((r) => r.rows));
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -8,7 +8,7 @@ import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
 import { rows } from '../../shared/db/sql.ts';
-import { pendingMigrations } from '../../shared/db/orm.ts';
+import { migrationStates } from '../../shared/db/orm.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
@@ -125,8 +125,9 @@ export const opsRoutes = [
         throttle,
         check('migrations', async () => {
           if (migrated.has(deps)) return;
-          const pending = await pendingMigrations(ctx.state.em);
-          if (pending.length) throw new Error(`${pending.length} pending, from ${pending[0]}`);
+          const states = await migrationStates((sql) => rows(ctx.state.em, sql));
+          const pending = states.filter((migration) => migration.status === 'pending');
+          if (pending.length) throw new Error(`${pending.length} pending, from ${pending[0].name}`);
           migrated.add(deps);
         }),
       ]);

@@ -4,8 +4,7 @@ import { config } from '../config.ts';
 import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
 import pg from 'pg';
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows } from './sql.ts';
+import { isoTimestamp } from '../time.ts';
 
 export function ormConfig(databaseUrl = config.databaseUrl, poolMax = config.databasePoolMax) {
   return defineConfig({
@@ -53,14 +52,33 @@ export async function migrate(orm: MikroORM, directUrl = config.databaseDirectUr
   }
 }
 
-/** The migrations of this version that the database behind `em` has not applied, in order. */
-export async function pendingMigrations(em: EntityManager): Promise<string[]> {
-  const [table] = await rows<{ present: boolean }>(
-    em,
-    `select to_regclass('mikro_orm_migrations') is not null as present`,
-  );
-  const applied = table.present
-    ? new Set((await rows<{ name: string }>(em, 'select name from mikro_orm_migrations')).map((row) => row.name))
-    : new Set<string>();
-  return migrationsList.map((migration) => migration.name).filter((name) => !applied.has(name));
+export interface MigrationState {
+  name: string;
+  status: 'applied' | 'pending';
+  applied_at: string | null;
+}
+
+/**
+ * Every migration of this version, applied or pending, in order, then any a newer version applied.
+ * `query` runs a statement on the database in question (a plain client for the CLI, rows() for the API).
+ */
+export async function migrationStates(
+  query: (sql: string) => Promise<{ name: string; executed_at: Date }[]>,
+): Promise<MigrationState[]> {
+  const done = await query('select name, executed_at from mikro_orm_migrations order by id').catch((error) => {
+    if (error?.code === '42P01') return []; // no migration ever ran here
+    throw error;
+  });
+  const applied = new Map(done.map((r) => [r.name, isoTimestamp(r.executed_at)!]));
+  const known = new Set(migrationsList.map((m) => m.name));
+  return [
+    ...[...known].map((name) => ({
+      name,
+      status: applied.has(name) ? ('applied' as const) : ('pending' as const),
+      applied_at: applied.get(name) ?? null,
+    })),
+    ...done
+      .filter((r) => !known.has(r.name))
+      .map((r) => ({ name: r.name, status: 'applied' as const, applied_at: applied.get(r.name)! })),
+  ];
 }
