@@ -25,6 +25,14 @@ export interface TestApi {
   close: () => Promise<void>;
 }
 
+/** Serves a Koa app on a free port of this machine; the caller closes the server. */
+export async function serveApp(app: ReturnType<typeof createApp>): Promise<{ server: Server; baseUrl: string }> {
+  const server: Server = await new Promise((resolve) => {
+    const s = listen(app, 0, '127.0.0.1', () => resolve(s));
+  });
+  return { server, baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
 /**
  * Starts the real app against the test database and Redis. Throttling is off unless asked for; so
  * is the flag definition cache (tests change flags with SQL and ask again at once; its own tests
@@ -53,13 +61,9 @@ export async function startApi(
     flagCache,
     clock: options.clock,
   };
-  const app = createApp(deps);
-  const server: Server = await new Promise((resolve) => {
-    const s = listen(app, 0, '127.0.0.1', () => resolve(s));
-  });
-  const { port } = server.address() as AddressInfo;
+  const { server, baseUrl } = await serveApp(createApp(deps));
   return {
-    baseUrl: `http://127.0.0.1:${port}`,
+    baseUrl,
     orm,
     redis,
     config,

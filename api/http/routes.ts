@@ -204,14 +204,16 @@ export function buildRouter(routes: RouteDefinition[]): MountedRoutes {
   const all = routerOf(routes);
   const members = new Map<string, RouteDefinition[]>();
   for (const route of routes) {
-    const key = routeGroup(route.path);
-    members.set(key, [...(members.get(key) ?? []), route]);
+    // A route's group is the narrowest that names no parameter (`/array/:token/config` is in `array`).
+    const key = groupsOf(route.path).find((group) => !group.includes(':')) ?? '';
+    if (!members.has(key)) members.set(key, []);
+    members.get(key)!.push(route);
   }
   const groups = new Map([...members].map(([key, group]) => [key, routerOf(group).routes() as Middleware]));
   return {
     match: (path, method) => all.match(path, method),
     routes: () => (ctx, next) => {
-      const candidates = requestGroups(ctx.path).flatMap((key) => groups.get(key) ?? []);
+      const candidates = groupsOf(ctx.path).flatMap((key) => groups.get(key) ?? []);
       const tryFrom = (index: number): Promise<unknown> =>
         index < candidates.length ? candidates[index](ctx, () => tryFrom(index + 1)) : next();
       return tryFrom(0);
@@ -234,16 +236,8 @@ function routerOf(routes: RouteDefinition[]): Router {
 
 const paramCount = (path: string) => path.split('/').filter((s) => s.startsWith(':')).length;
 
-/** A route's group: its first two segments, or for a project route the resource after the project id. */
-function routeGroup(path: string): string {
-  const [first = '', second, , resource] = path.split('/').slice(1);
-  if (first === 'api' && second === 'projects' && resource !== undefined && !resource.startsWith(':'))
-    return `project/${resource}`;
-  return second === undefined || second.startsWith(':') ? first : `${first}/${second}`;
-}
-
-/** The groups that may hold a route for a request path, narrowest first. */
-function requestGroups(path: string): string[] {
+/** The groups a path may belong to, narrowest first: the resource of a project route, the first two segments, the first. */
+function groupsOf(path: string): string[] {
   const [first = '', second, , resource] = path.split('/').slice(1);
   const groups = second === undefined ? [first] : [`${first}/${second}`, first];
   return first === 'api' && second === 'projects' && resource !== undefined

@@ -1,10 +1,9 @@
 // Body parsing and schema validation, exercised through a route declared only for this test.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp, listen } from '../../../api/app.ts';
+import { createApp } from '../../../api/app.ts';
 import { allRoutes } from '../../../api/routes.ts';
 import { defineRoute } from '../../../api/http/routes.ts';
-import { call, createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
-import type { AddressInfo } from 'node:net';
+import { call, createAccount, serveApp, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 import type { Server } from 'node:http';
 
 let api: TestApi;
@@ -52,11 +51,7 @@ beforeAll(async () => {
     config.maxJsonBodyBytes = 2048;
   });
   account = await createAccount(api.orm);
-  const app = createApp(api.deps, [...allRoutes, echo, liar]);
-  server = await new Promise((resolve) => {
-    const s = listen(app, 0, '127.0.0.1', () => resolve(s));
-  });
-  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  ({ server, baseUrl } = await serveApp(createApp(api.deps, [...allRoutes, echo, liar])));
 });
 afterAll(async () => {
   await new Promise((resolve) => server.close(resolve));
