@@ -156,6 +156,8 @@ describe('date property index', () => {
 
   it('is not read by a session whose zone is not UTC (a date without a zone is read in that zone)', async () => {
     await indexPersonProperty(em(), KEY, ['date']);
+    // The same filter in a UTC session reads the index, so the zone is what keeps it out below.
+    expect(await planOf(filters.beforeNothing)).toContain('person_property_date');
     const plan = await planOf(filters.beforeNothing, 'America/New_York');
     expect(plan).not.toContain('person_property_date');
     expect(plan).toContain('try_timestamptz');
