@@ -67,8 +67,7 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
   app.use(router.routes());
   app.use(async (ctx) => {
     if (ctx.body !== undefined || ctx.status !== 404) return;
-    const match = router.match(ctx.path, ctx.method);
-    if (match.path.length > 0 && !match.route) throw methodNotAllowed(ctx.method);
+    if (router.hasPath(ctx.path)) throw methodNotAllowed(ctx.method);
     throw notFound();
   });
 

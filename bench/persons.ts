@@ -138,7 +138,7 @@ const ids = (
 ).rows.map((r) => r.id);
 const P = (account: TestAccount) => `/api/projects/${account.projectId}/persons`;
 // Every baseline fetches what the API returns: the person rows with their distinct ids.
-const WITH_IDS = `select p.*, array(select distinct_id from person_distinct_id d where d.person_id = p.id) as distinct_ids`;
+const WITH_IDS = `select p.*, array(select d.distinct_id from person_distinct_id d where d.person_id = p.id order by d.id) as distinct_ids`;
 
 if (wants('get')) {
   console.log('GET by id');

@@ -76,7 +76,7 @@ export function createApiMetrics(): ApiMetrics {
     registry,
     // The declared route (not the raw path), so ids do not explode the label set.
     observeRequest: (ctx, ms) => {
-      const route = (ctx as any)._matchedRoute ?? 'unmatched';
+      const route: string = ctx.state.routePath ?? 'unmatched';
       requests.observe({ method: ctx.method, route, status: String(ctx.status) }, ms / 1000);
     },
     eventsIngested,

@@ -13,9 +13,12 @@ app.use(async (ctx) => {
   }
   const match = /^\/projects\/(\d+)\/persons\/(\d+)\/?$/.exec(ctx.path);
   if (!match) return ctx.throw(404);
+  // The statement the API sends for a GET by id (shared/persons/store.ts findPerson), sent as the API sends
+  // it: values inlined (the path's digits), so PostgreSQL runs the same text through the same protocol.
   const { rows } = await pool.query(
-    `select p.*, array(select distinct_id from person_distinct_id d where d.person_id = p.id) as distinct_ids from person p where project_id = $1 and id = $2`,
-    [Number(match[1]), match[2]],
+    `select q.id::text as id, q.uuid, q.properties, q.is_identified, q.created_at,
+            array(select d.distinct_id from person_distinct_id d where d.person_id = q.id order by d.id) as distinct_ids
+       from (select p.* from person p where p.project_id = ${match[1]} and p.id = '${match[2]}') q `,
   );
   if (!rows[0]) ctx.throw(404);
   ctx.body = rows[0];

@@ -1,0 +1,88 @@
+// The API's router (api/http/routes.ts buildRouter): segment-by-segment matching, a literal segment winning
+// over a parameter whatever the declaration order, decoded parameters, HEAD on GET routes, 404 and 405 in
+// PostHog's error shape, and the route label of the request metric. Routes declared only for this test.
+import type { Server } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../../api/app.ts';
+import { defineRoute } from '../../../api/http/routes.ts';
+import { allRoutes } from '../../../api/routes.ts';
+import { call, serveApp, startApi, type TestApi } from '../../helpers.ts';
+
+const answering = (path: string, route: string) =>
+  defineRoute({
+    method: 'GET',
+    path,
+    summary: 'test only',
+    scopes: null,
+    handler: (ctx) => {
+      ctx.body = { route, params: ctx.state.params };
+    },
+  });
+
+// Declared parameter first: the literal `/test_groups/fixed/deeper` must still win where both match.
+const routes = [
+  answering('/test_groups/:id', 'param'),
+  answering('/test_groups/:id/:part', 'two'),
+  answering('/test_groups/fixed/deeper', 'deeper'),
+  answering('/test_groups/:id/:part/:more', 'three'),
+];
+
+let api: TestApi;
+let app: ReturnType<typeof createApp>;
+let server: Server;
+let baseUrl: string;
+beforeAll(async () => {
+  api = await startApi();
+  app = createApp(api.deps, [...allRoutes, ...routes]);
+  ({ server, baseUrl } = await serveApp(app));
+});
+afterAll(async () => {
+  await new Promise((resolve) => server.close(resolve));
+  await api.close();
+});
+
+describe('router', () => {
+  it('matches segment by segment, a literal segment before a parameter', async () => {
+    const fixed = await call(baseUrl, 'GET', '/test_groups/fixed');
+    expect(fixed.status).toBe(200);
+    expect(fixed.body).toEqual({ route: 'param', params: { id: 'fixed' } });
+    const deeper = await call(baseUrl, 'GET', '/test_groups/fixed/deeper/');
+    expect(deeper.body).toEqual({ route: 'deeper', params: {} });
+    const two = await call(baseUrl, 'GET', '/test_groups/fixed/other');
+    expect(two.body).toEqual({ route: 'two', params: { id: 'fixed', part: 'other' } });
+    const three = await call(baseUrl, 'GET', '/test_groups/fixed/x/y');
+    expect(three.body).toEqual({ route: 'three', params: { id: 'fixed', part: 'x', more: 'y' } });
+  });
+
+  it('decodes parameters, keeps one that does not decode as it came, and matches no empty segment', async () => {
+    const encoded = await call(baseUrl, 'GET', '/test_groups/a%2Fb%20c');
+    expect(encoded.body).toEqual({ route: 'param', params: { id: 'a/b c' } });
+    const broken = await call(baseUrl, 'GET', '/test_groups/%E0%A4%A');
+    expect(broken.body).toEqual({ route: 'param', params: { id: '%E0%A4%A' } });
+    const empty = await call(baseUrl, 'GET', '/test_groups//x');
+    expect(empty.status).toBe(404);
+  });
+
+  it('answers HEAD on a GET route, without a body', async () => {
+    const head = await fetch(`${baseUrl}/test_groups/fixed`, { method: 'HEAD' });
+    expect(head.status).toBe(200);
+    expect(head.headers.get('content-type')).toContain('application/json');
+    expect(await head.text()).toBe('');
+  });
+
+  it('labels the request metric with the declared route, not the path', async () => {
+    await call(baseUrl, 'GET', '/test_groups/metric-label/x');
+    const metrics = await app.context.metrics.registry.metrics();
+    expect(metrics).toMatch(/http_request_duration_seconds_count\{[^}]*route="\/test_groups\/:id\/:part"/);
+    expect(metrics).not.toContain('metric-label');
+  });
+
+  it('answer 405 for a path routed for other methods and 404 for one routed nowhere, in the error shape', async () => {
+    const wrongMethod = await call(baseUrl, 'POST', '/test_groups/fixed', { body: {} });
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.body).toMatchObject({ type: 'invalid_request', code: 'method_not_allowed' });
+    const nowhere = await call(baseUrl, 'GET', '/test_groups/fixed/x/y/z');
+    expect(nowhere.status).toBe(404);
+    expect(nowhere.body).toMatchObject({ type: 'invalid_request', code: 'not_found' });
+  });
+});
