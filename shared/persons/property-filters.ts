@@ -186,23 +186,28 @@ function scalarConditionSql(
     case 'lt':
     case 'lte': {
       const sign = { gt: '>', gte: '>=', lt: '<', lte: '<=' }[operator];
-      // `and … is not null` rather than coalesce: the same two values, and an index on the number
-      // (`npm run manage -- property index`) can serve the comparison.
-      return {
-        sql: `(try_numeric(${text}) ${sign} ? and try_numeric(${text}) is not null)`,
-        params: [key, numberOf(value, operator), key],
-      };
+      const bound = numberOf(value, operator);
+      // `and (… > ?) is not null` rather than coalesce: the same two values, an index on the number
+      // (`npm run manage -- property index`) can serve the comparison, and the planner does not run the
+      // null test (as cheap-looking as it is costly) before the comparison.
+      return withJsonNumberCheck(column, key, `${sign} ?`, [bound], {
+        sql: `(try_numeric(${text}) ${sign} ? and (try_numeric(${text}) ${sign} ?) is not null)`,
+        params: [key, bound, key, bound],
+      });
     }
     case 'between':
     case 'not_between': {
       if (values.length !== 2) throw new FilterError(`"${operator}" needs two numbers.`);
       const [low, high] = values.map((v) => numberOf(v, operator));
       return operator === 'between'
-        ? {
-            sql: `(try_numeric(${text}) between ? and ? and try_numeric(${text}) is not null)`,
-            params: [key, low, high, key],
-          }
-        : { sql: `not coalesce(try_numeric(${text}) between ? and ?, false)`, params: [key, low, high] };
+        ? withJsonNumberCheck(column, key, 'between ? and ?', [low, high], {
+            sql: `(try_numeric(${text}) between ? and ? and (try_numeric(${text}) between ? and ?) is not null)`,
+            params: [key, low, high, key, low, high],
+          })
+        : withJsonNumberCheck(column, key, 'not between ? and ?', [low, high], {
+            sql: `not coalesce(try_numeric(${text}) between ? and ?, false)`,
+            params: [key, low, high],
+          });
     }
     case 'is_set':
       return { sql: `jsonb_exists(${column}, ?)`, params: [key] };
@@ -240,6 +245,27 @@ function scalarConditionSql(
     default:
       throw new FilterError(`Unknown property filter operator "${operator}".`);
   }
+}
+
+/**
+ * A numeric filter with a cheap condition in front that every match meets: a JSON number compared as
+ * itself (`comparison` on the jsonb value cast to numeric, the number try_numeric would read from its
+ * text), anything else passed on to the filter. The planner runs cheaper conditions first, so on a walk
+ * of the project a number that fails is rejected without try_numeric's regular expressions: a gt filter
+ * matching nobody of 1,000,000 persons went from 1.5 s to 0.4 s (bench/persons.ts). Never null, so the
+ * filter keeps its two values under a negation.
+ */
+function withJsonNumberCheck(
+  column: string,
+  key: string,
+  comparison: string,
+  bounds: number[],
+  filter: SqlFragment,
+): SqlFragment {
+  return {
+    sql: `(case when jsonb_typeof(${column}->?) = 'number' then (${column}->?)::numeric ${comparison} else true end and ${filter.sql})`,
+    params: [key, key, ...bounds, ...filter.params],
+  };
 }
 
 /**

@@ -16,6 +16,8 @@ import {
 
 const COL = 'p.properties';
 const TEXT = `(${COL}->>?)`;
+const jsonNumberCheck = (comparison: string) =>
+  `case when jsonb_typeof(${COL}->?) = 'number' then (${COL}->?)::numeric ${comparison} else true end`;
 const cond = (item: PropertyFilterItem) => propertyConditionSql(item, COL);
 const placeholders = (sql: string) => sql.split('?').length - 1;
 
@@ -106,21 +108,21 @@ describe('propertyConditionSql: one fragment per operator', () => {
     ['gte', '>='],
     ['lt', '<'],
     ['lte', '<='],
-  ])('%s: a numeric comparison an index on the number can serve, the value a number parameter', (operator, sign) => {
+  ])('%s: a numeric comparison an index on the number can serve, behind a JSON-number check; the value a number parameter', (operator, sign) => {
     expect(cond({ key: 'k', operator, value: '3.5' })).toEqual({
-      sql: `(try_numeric(${TEXT}) ${sign} ? and try_numeric(${TEXT}) is not null)`,
-      params: ['k', 3.5, 'k'],
+      sql: `(${jsonNumberCheck(`${sign} ?`)} and (try_numeric(${TEXT}) ${sign} ? and (try_numeric(${TEXT}) ${sign} ?) is not null))`,
+      params: ['k', 'k', 3.5, 'k', 3.5, 'k', 3.5],
     });
   });
 
   it('between and not_between: two numbers', () => {
     expect(cond({ key: 'k', operator: 'between', value: [1, '5'] })).toEqual({
-      sql: `(try_numeric(${TEXT}) between ? and ? and try_numeric(${TEXT}) is not null)`,
-      params: ['k', 1, 5, 'k'],
+      sql: `(${jsonNumberCheck('between ? and ?')} and (try_numeric(${TEXT}) between ? and ? and (try_numeric(${TEXT}) between ? and ?) is not null))`,
+      params: ['k', 'k', 1, 5, 'k', 1, 5, 'k', 1, 5],
     });
     expect(cond({ key: 'k', operator: 'not_between', value: ['-1', 2.5] })).toEqual({
-      sql: `not coalesce(try_numeric(${TEXT}) between ? and ?, false)`,
-      params: ['k', -1, 2.5],
+      sql: `(${jsonNumberCheck('not between ? and ?')} and not coalesce(try_numeric(${TEXT}) between ? and ?, false))`,
+      params: ['k', 'k', -1, 2.5, 'k', -1, 2.5],
     });
   });
 
@@ -157,7 +159,10 @@ describe('propertyConditionSql: one fragment per operator', () => {
       sql: `(coalesce(not regex_matches(${TEXT}, ?), true) and coalesce(not regex_matches(${TEXT}, ?), true))`,
       params: ['k', 'a', 'k', 'b'],
     });
-    expect(cond({ key: 'k', operator: 'gt', value: [1, 2] }).params).toEqual(['k', 1, 'k', 'k', 2, 'k']);
+    expect(cond({ key: 'k', operator: 'gt', value: [1, 2] }).params).toEqual([
+      ...['k', 'k', 1, 'k', 1, 'k', 1],
+      ...['k', 'k', 2, 'k', 2, 'k', 2],
+    ]);
   });
 
   it('a one-item list is the item', () => {
@@ -242,9 +247,9 @@ describe('propertyConditionSql: malformed filters are FilterErrors', () => {
   });
 
   it("numbers are read with JavaScript's Number(): hex, binary and padded strings are accepted", () => {
-    expect(cond({ key: 'k', operator: 'gt', value: '0x10' }).params).toEqual(['k', 16, 'k']);
-    expect(cond({ key: 'k', operator: 'gt', value: '0b11' }).params).toEqual(['k', 3, 'k']);
-    expect(cond({ key: 'k', operator: 'gt', value: ' 7 ' }).params).toEqual(['k', 7, 'k']);
+    expect(cond({ key: 'k', operator: 'gt', value: '0x10' }).params).toEqual(['k', 'k', 16, 'k', 16, 'k', 16]);
+    expect(cond({ key: 'k', operator: 'gt', value: '0b11' }).params).toEqual(['k', 'k', 3, 'k', 3, 'k', 3]);
+    expect(cond({ key: 'k', operator: 'gt', value: ' 7 ' }).params).toEqual(['k', 'k', 7, 'k', 7, 'k', 7]);
   });
 
   it('between needs exactly two numbers', () => {

@@ -2,6 +2,8 @@
 // icontains: `ilike … and … is not null`; try_numeric without an exception block). These pin that they
 // match exactly the persons they matched before.
 import { describe, expect, it } from 'vitest';
+import { rows } from '../../../shared/db/sql.ts';
+import { personListFilter } from '../../../shared/persons/store.ts';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call } from '../../helpers.ts';
 
@@ -64,5 +66,27 @@ describe('property filters in their indexable forms', () => {
   it('gt/lt read numbers as PostgreSQL does, spaces included; NaN and what is not a number never match (nan > x is false in PostHog’s ClickHouse)', async () => {
     expect(await names([{ key: 'v', value: 6, operator: 'gt' }])).toEqual(['big', 'spaced']);
     expect(await names([{ key: 'v', value: 6, operator: 'lt' }])).toEqual(['num5', 'str5']);
+    expect(await names([{ key: 'v', value: 5, operator: 'gte' }])).toEqual(['big', 'num5', 'spaced', 'str5']);
+    expect(await names([{ key: 'v', value: 5, operator: 'lte' }])).toEqual(['num5', 'str5']);
+    expect(await names([{ key: 'v', value: [5, 7], operator: 'between' }])).toEqual(['num5', 'spaced', 'str5']);
+    const all = Object.keys(people).sort();
+    expect(await names([{ key: 'v', value: [5, 7], operator: 'not_between' }])).toEqual(
+      all.filter((n) => !['num5', 'spaced', 'str5'].includes(n)),
+    );
+  });
+
+  it('a JSON number failing gt is rejected by the JSON-number check before try_numeric reads its text', async () => {
+    const where = await personListFilter(api.orm.em.fork(), account.projectId, {
+      properties: [{ key: 'v', value: 6, operator: 'gt' }],
+    });
+    const [plan] = await rows<{ 'QUERY PLAN': unknown }>(
+      api.orm.em.fork(),
+      `explain (format json, verbose) select p.* from person p where ${where.sql}`,
+      where.params,
+    );
+    const filter = JSON.stringify(plan['QUERY PLAN']);
+    expect(filter).toContain('jsonb_typeof');
+    // try_numeric is inlined: its length guard and regular expression come after the check.
+    expect(filter.indexOf('jsonb_typeof')).toBeLessThan(filter.indexOf('length('));
   });
 });
