@@ -108,12 +108,15 @@ describe('propertyConditionSql: one fragment per operator', () => {
     ['gte', '>='],
     ['lt', '<'],
     ['lte', '<='],
-  ])('%s: a numeric comparison an index on the number can serve, behind a JSON-number check; the value a number parameter', (operator, sign) => {
-    expect(cond({ key: 'k', operator, value: '3.5' })).toEqual({
-      sql: `(${jsonNumberCheck(`${sign} ?`)} and (try_numeric(${TEXT}) ${sign} ? and (try_numeric(${TEXT}) ${sign} ?) is not null))`,
-      params: ['k', 'k', 3.5, 'k', 3.5, 'k', 3.5],
-    });
-  });
+  ])(
+    '%s: a numeric comparison an index on the number can serve, behind a JSON-number check; the value a number parameter',
+    (operator, sign) => {
+      expect(cond({ key: 'k', operator, value: '3.5' })).toEqual({
+        sql: `(${jsonNumberCheck(`${sign} ?`)} and (try_numeric(${TEXT}) ${sign} ? and (try_numeric(${TEXT}) ${sign} ?) is not null))`,
+        params: ['k', 'k', 3.5, 'k', 3.5, 'k', 3.5],
+      });
+    },
+  );
 
   it('between and not_between: two numbers', () => {
     expect(cond({ key: 'k', operator: 'between', value: [1, '5'] })).toEqual({
