@@ -94,16 +94,16 @@ async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
 }
 
 function routeMiddleware(route: RouteDefinition): Mounted['serve'] {
+  const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
+  const projectRoute = route.path.includes(':project_id');
   return async (ctx, params) => {
     const apiCtx = ctx as ApiContext;
     const deps = apiCtx.deps;
     const em = deps.orm.em.fork() as EntityManager;
     apiCtx.state.em = em;
     apiCtx.state.params = params;
-    const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
     const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
     if (route.scopes !== null) {
-      const projectRoute = route.path.includes(':project_id');
       const { key, project } = await authenticate(
         ctx,
         em,
@@ -112,8 +112,14 @@ function routeMiddleware(route: RouteDefinition): Mounted['serve'] {
         deps.authCache,
       );
       apiCtx.state.auth = key;
-      const throttleSettings = { ...deps.config.rateLimit, prefix: deps.config.redisPrefix };
-      const throttle = await enforceThrottle(deps.redis, throttleSettings, key.keyId, deps.clock?.() ?? Date.now());
+      const throttle = deps.config.rateLimit.enabled
+        ? await enforceThrottle(
+            deps.redis,
+            { ...deps.config.rateLimit, prefix: deps.config.redisPrefix },
+            key.keyId,
+            deps.clock?.() ?? Date.now(),
+          )
+        : null;
       if (throttle) {
         ctx.set('X-RateLimit-Limit', String(throttle.limit));
         ctx.set('X-RateLimit-Remaining', String(throttle.remaining));

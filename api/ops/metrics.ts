@@ -70,6 +70,7 @@ export function createApiMetrics(): ApiMetrics {
     help: "1 when the rate limiter's Redis commands succeed; 0 while requests pass unthrottled",
     registers: [],
   });
+  const requestSeries = new Map<string, ReturnType<typeof requests.labels>>();
   let connected = false;
 
   return {
@@ -77,7 +78,14 @@ export function createApiMetrics(): ApiMetrics {
     // The declared route (not the raw path), so ids do not explode the label set.
     observeRequest: (ctx, ms) => {
       const route: string = ctx.state.routePath ?? 'unmatched';
-      requests.observe({ method: ctx.method, route, status: String(ctx.status) }, ms / 1000);
+      // The series of each method, route and status, found once: prom-client hashes a labels object per call.
+      const name = `${ctx.method} ${route} ${ctx.status}`;
+      let series = requestSeries.get(name);
+      if (!series) {
+        series = requests.labels({ method: ctx.method, route, status: String(ctx.status) });
+        requestSeries.set(name, series);
+      }
+      series.observe(ms / 1000);
     },
     eventsIngested,
     render: async (deps) => {
