@@ -5,6 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
+import { countMatches } from '../../shared/db/paged.ts';
 import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
@@ -75,17 +76,23 @@ export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(pers
 
 /**
  * Streams the persons matching `filter` (newest first) as CSV, all of them or the first `limit`, keyset-paged
- * `pageSize` at a time. The header (every column any matching person has) is read first, its two scans at once.
- * The next page is read while this one is written, so PostgreSQL and the CSV writing overlap.
+ * `pageSize` at a time. The header (every column any matching person has) and the row count are read first,
+ * their three scans at once. `rows` is the count as the export starts: a person deleted while it runs is left
+ * out, one created meanwhile is newer than the first page and not in it. The next page is read while this
+ * one is written, so PostgreSQL and the CSV writing overlap.
  */
 export async function personsCsv(
   em: EntityManager,
   filter: SqlFragment,
   options: { limit?: number; pageSize?: number } = {},
-): Promise<Readable> {
+): Promise<{ rows: number; stream: Readable }> {
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = options.pageSize ?? PAGE;
-  const [paths, maxIds] = await Promise.all([propertyPaths(em, filter), maxDistinctIds(em, filter)]);
+  const [paths, maxIds, matching] = await Promise.all([
+    propertyPaths(em, filter),
+    maxDistinctIds(em, filter),
+    countMatches(em, { sql: `person p where ${filter.sql}`, params: filter.params }),
+  ]);
   const columns = [
     'created_at',
     ...Array.from({ length: Math.min(maxIds, 1000) }, (_, i) => `distinct_ids.${i}`),
@@ -120,7 +127,7 @@ export async function personsCsv(
       if (chunk) yield chunk;
     }
   }
-  return Readable.from(lines());
+  return { rows: Math.min(matching.count, limit), stream: Readable.from(lines()) };
 }
 
 /** A row's CSV line under fixed `columns`: each leaf goes straight to its cell, leaves without a column are dropped. */

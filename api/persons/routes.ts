@@ -100,7 +100,8 @@ export const personRoutes = [
         description:
           `A page of persons. \`count\` is exact up to ${EXACT_COUNT_LIMIT} matches and on the last page; beyond, ` +
           "PostgreSQL's estimate, never below the persons known to exist (header X-Count-Estimated: true). " +
-          '`next` is always exact.',
+          '`next` is always exact. With `format=csv`: every matching person (or the first `limit`), streamed, ' +
+          'with the number of rows in header X-Total-Count.',
         schema: paginatedSchema(personListRowSchema),
       },
     },
@@ -110,7 +111,9 @@ export const personRoutes = [
         ctx.type = 'text/csv';
         ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');
         const limit = ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined;
-        ctx.body = await personsCsv(ctx.state.em, filter, { limit });
+        const { rows, stream } = await personsCsv(ctx.state.em, filter, { limit });
+        ctx.set('X-Total-Count', String(rows));
+        ctx.body = stream;
         return;
       }
       const page = pageOf(ctx.state.query);

@@ -34,7 +34,7 @@ const expected = (
 /** The export's email column, read chunk by chunk; `between` runs after the first data chunk. */
 async function exportEmails(options: { pageSize: number; limit?: number }, between?: () => Promise<void>) {
   const filter = await personListFilter(em(), account.projectId, {});
-  const stream = await personsCsv(em(), filter, options);
+  const { stream } = await personsCsv(em(), filter, options);
   let text = '';
   let chunks = 0;
   for await (const chunk of stream) {
@@ -55,6 +55,22 @@ describe('CSV export paging', () => {
 
   it('stops at `limit` when one is given, in the same order', async () => {
     expect(await exportEmails({ pageSize: 2, limit: 5 })).toEqual(expected.slice(0, 5));
+  });
+
+  it('says up front how many rows it will write (X-Total-Count), all of them or `limit`', async () => {
+    for (const [query, rows] of [
+      ['', expected.length],
+      ['&limit=5', 5],
+      [`&properties=${encodeURIComponent(JSON.stringify([{ key: 'email', value: 'p3@example.com' }]))}`, 1],
+    ] as const) {
+      const res = await fetch(`${api.baseUrl}/api/projects/${account.projectId}/persons/?format=csv${query}`, {
+        headers: { authorization: `Bearer ${account.apiKey}` },
+      });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-total-count')).toBe(String(rows));
+      const lines = (await res.text()).trim().split('\r\n');
+      expect(lines.length - 1).toBe(rows);
+    }
   });
 
   it('does not repeat rows when persons are created during the export', async () => {
