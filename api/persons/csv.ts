@@ -5,8 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
 import type { SqlFragment } from '../../shared/persons/property-filters.ts';
-import { countMatches } from '../../shared/db/paged.ts';
-import { type ListKey, maxDistinctIds, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
+import { csvExtent, type ListKey, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
 const PAGE = 5000;
@@ -77,7 +76,7 @@ export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(pers
 /**
  * Streams the persons matching `filter` (newest first) as CSV, all of them or the first `limit`, keyset-paged
  * `pageSize` at a time. The header (every column any matching person has) and the row count are read first,
- * their three scans at once. `rows` is the count as the export starts: a person deleted while it runs is left
+ * in two scans at once. `rows` is the count as the export starts: a person deleted while it runs is left
  * out, one created meanwhile is newer than the first page and not in it. The next page is read while this
  * one is written, so PostgreSQL and the CSV writing overlap.
  */
@@ -88,14 +87,10 @@ export async function personsCsv(
 ): Promise<{ rows: number; stream: Readable }> {
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = options.pageSize ?? PAGE;
-  const [paths, maxIds, matching] = await Promise.all([
-    propertyPaths(em, filter),
-    maxDistinctIds(em, filter),
-    countMatches(em, { sql: `person p where ${filter.sql}`, params: filter.params }),
-  ]);
+  const [paths, extent] = await Promise.all([propertyPaths(em, filter), csvExtent(em, filter)]);
   const columns = [
     'created_at',
-    ...Array.from({ length: Math.min(maxIds, 1000) }, (_, i) => `distinct_ids.${i}`),
+    ...Array.from({ length: Math.min(extent.maxDistinctIds, 1000) }, (_, i) => `distinct_ids.${i}`),
     'id',
     'is_identified',
     'last_seen_at',
@@ -127,7 +122,7 @@ export async function personsCsv(
       if (chunk) yield chunk;
     }
   }
-  return { rows: Math.min(matching.count, limit), stream: Readable.from(lines()) };
+  return { rows: Math.min(extent.persons, limit), stream: Readable.from(lines()) };
 }
 
 /** A row's CSV line under fixed `columns`: each leaf goes straight to its cell, leaves without a column are dropped. */

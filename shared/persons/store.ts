@@ -205,14 +205,22 @@ export async function propertyPaths(em: EntityManager, filter: SqlFragment): Pro
   return [...new Set([...keys.filter((k) => k.scalar).map((k) => k.key), ...nested.map((n) => n.path)])];
 }
 
-/** The most distinct ids any matching person has. */
-export async function maxDistinctIds(em: EntityManager, filter: SqlFragment): Promise<number> {
-  const [{ max_ids }] = await rows<{ max_ids: number }>(
+/**
+ * How many persons match, and the most distinct ids any of them has: the CSV export's row count (said up
+ * front) and its `distinct_ids.N` columns, from one scan of the matching persons.
+ */
+export async function csvExtent(
+  em: EntityManager,
+  filter: SqlFragment,
+): Promise<{ persons: number; maxDistinctIds: number }> {
+  const [extent] = await rows<{ persons: string; max_ids: number }>(
     em,
-    `select coalesce(max(n), 0)::int as max_ids from (select count(*) as n from person_distinct_id d join person p on p.id = d.person_id where ${filter.sql} group by d.person_id) c`,
+    `select count(*) as persons, coalesce(max(n), 0)::int as max_ids
+       from (select count(d.id) as n from person p left join person_distinct_id d on d.person_id = p.id
+              where ${filter.sql} group by p.id) c`,
     filter.params,
   );
-  return max_ids;
+  return { persons: Number(extent.persons), maxDistinctIds: extent.max_ids };
 }
 
 /** Where the CSV export's keyset pager stands: the last row's (created_at, id), created_at as PostgreSQL text. */
