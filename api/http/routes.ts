@@ -112,14 +112,8 @@ function routeMiddleware(route: RouteDefinition): Mounted['serve'] {
         deps.authCache,
       );
       apiCtx.state.auth = key;
-      const throttle = deps.config.rateLimit.enabled
-        ? await enforceThrottle(
-            deps.redis,
-            { ...deps.config.rateLimit, prefix: deps.config.redisPrefix },
-            key.keyId,
-            deps.clock?.() ?? Date.now(),
-          )
-        : null;
+      const throttleSettings = { ...deps.config.rateLimit, prefix: deps.config.redisPrefix };
+      const throttle = await enforceThrottle(deps.redis, throttleSettings, key.keyId, deps.clock?.() ?? Date.now());
       if (throttle) {
         ctx.set('X-RateLimit-Limit', String(throttle.limit));
         ctx.set('X-RateLimit-Remaining', String(throttle.remaining));
