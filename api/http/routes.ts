@@ -197,6 +197,8 @@ interface Mounted {
   route: RouteDefinition;
   /** The path's segments: a literal, or a parameter's name after `:`. */
   segments: string[];
+  /** Per segment 0 (literal) or 1 (parameter): routes sort by it, literal before parameter. */
+  shape: string;
   methods: Set<string>;
   serve: (ctx: Context, params: Record<string, string>) => Promise<void>;
 }
@@ -215,13 +217,14 @@ export function buildRouter(routes: RouteDefinition[]): MountedRoutes {
     if (route.csv && !(route.query?.properties as Record<string, unknown> | undefined)?.format)
       throw new Error(`${route.method} ${route.path} renders CSV but its query schema does not declare format`);
     const segments = route.path.split('/').slice(1);
+    const shape = segments.map((segment) => (segment.startsWith(':') ? '1' : '0')).join('');
     const methods = new Set(route.method === 'GET' ? ['GET', 'HEAD'] : [route.method]);
-    const mounted = { route, segments, methods, serve: routeMiddleware(route) };
-    bySegmentCount.set(segments.length, [...(bySegmentCount.get(segments.length) ?? []), mounted]);
+    const sameLength = bySegmentCount.get(segments.length) ?? [];
+    sameLength.push({ route, segments, shape, methods, serve: routeMiddleware(route) });
+    bySegmentCount.set(segments.length, sameLength);
   }
   // Literal before parameter, position by position; otherwise in declaration order (the sort is stable).
-  const shape = (m: Mounted) => m.segments.map((s) => (s.startsWith(':') ? '1' : '0')).join('');
-  for (const list of bySegmentCount.values()) list.sort((a, b) => shape(a).localeCompare(shape(b)));
+  for (const list of bySegmentCount.values()) list.sort((a, b) => (a.shape < b.shape ? -1 : a.shape > b.shape ? 1 : 0));
 
   const paramsOf = (mounted: Mounted, parts: string[]): Record<string, string> | null => {
     const params: Record<string, string> = {};
