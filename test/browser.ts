@@ -1,12 +1,7 @@
 // Headless Chromium (Debian's package) driven by playwright-core, for tests that look at pages.
 import { chromium, type Browser } from 'playwright-core';
-import { existsSync } from 'node:fs';
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-
-export function chromiumAvailable(): boolean {
-  return existsSync(CHROMIUM_PATH);
-}
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({

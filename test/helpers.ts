@@ -127,7 +127,16 @@ export async function createKey(
   userId: number,
   input: { scopes?: string[] | null; scopedTeams?: number[]; scopedOrganizations?: string[] } = {},
 ): Promise<string> {
-  const { value } = await createPersonalApiKey(
+  return (await createKeyWithId(orm, userId, input)).value;
+}
+
+/** A new personal API key: its value and its row's id (to revoke exactly that key). */
+export async function createKeyWithId(
+  orm: MikroORM,
+  userId: number,
+  input: { scopes?: string[] | null; scopedTeams?: number[]; scopedOrganizations?: string[] } = {},
+): Promise<{ id: string; value: string }> {
+  const { key, value } = await createPersonalApiKey(
     orm.em.fork(),
     {
       userId,
@@ -139,7 +148,7 @@ export async function createKey(
     // (the user left an organization, a project was deleted): what the API must still handle.
     { limit: null, checkScoping: false },
   );
-  return value;
+  return { id: key.id, value };
 }
 
 export interface CallResult {

@@ -11,6 +11,7 @@ import { initOrm } from '../../shared/db/orm.ts';
 import { sql } from '../db.ts';
 import { createAccount, eventually } from '../helpers.ts';
 import { freePort, root, startApiProcess, startWorkerProcess, type ServiceProcess } from '../services.ts';
+import { missingPackage } from '../packages.ts';
 
 function composeConfig(env: Record<string, string>): { code: number; stdout: string; stderr: string } {
   // Only PATH: a POSTGRES_PASSWORD or ADMIN_EMAIL of the machine must not leak into the check.
@@ -59,7 +60,7 @@ afterAll(async () => {
   await Promise.all(running.map((p) => p.stop()));
 });
 
-describe('docker-compose.yml', () => {
+describe.skipIf(missingPackage('dockerCompose'))('docker-compose.yml', () => {
   const resolved = composeConfig({ POSTGRES_PASSWORD: 'pw-for-the-test' });
   const services = resolved.code === 0 ? parseYaml(resolved.stdout).services : {};
   const env = (name: string): Record<string, string> => services[name]?.environment ?? {};

@@ -11,6 +11,7 @@ import { initOrm } from '../../shared/db/orm.ts';
 import { sql } from '../db.ts';
 import { call, createAccount, eventually, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
 import { root, startApiProcess, startPgBouncer, startWorkerProcess, type ServiceProcess } from '../services.ts';
+import { missingPackage } from '../packages.ts';
 
 const database = new URL(process.env.DATABASE_URL!).pathname.slice(1);
 let bouncer: Awaited<ReturnType<typeof startPgBouncer>>;
@@ -21,6 +22,7 @@ let account: TestAccount;
 let env: Record<string, string>;
 
 beforeAll(async () => {
+  if (missingPackage('pgbouncer')) return;
   bouncer = await startPgBouncer();
   env = {
     DATABASE_URL: bouncer.url(database),
@@ -41,7 +43,7 @@ afterAll(async () => {
   await bouncer?.stop();
 });
 
-describe('behind PgBouncer (transaction pooling)', () => {
+describe.skipIf(missingPackage('pgbouncer'))('behind PgBouncer (transaction pooling)', () => {
   it('serves every resource and processes deletions', async () => {
     const B = `/api/projects/${account.projectId}`;
     const key = account.apiKey;

@@ -25,6 +25,7 @@ import {
 import type { Config } from '../../shared/config.ts';
 import { createQueues, deletionJobId, requeueDeletions } from '../../shared/queues.ts';
 import { dueDeletionIds } from '../../shared/deletions/store.ts';
+import { freePort } from '../services.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -335,7 +336,7 @@ describe('from the command line (npm run manage)', () => {
 
 describe('the schedules survive Redis losing its data', () => {
   it('a real worker re-creates its schedulers after an empty Redis comes back, and releases overdue requests without them', async () => {
-    const port = 18_000 + Math.floor(Math.random() * 1000);
+    const port = await freePort();
     const startRedis = () =>
       spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
         stdio: 'ignore',

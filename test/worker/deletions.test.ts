@@ -20,6 +20,7 @@ import {
   type TestAccount,
   type TestApi,
 } from '../helpers.ts';
+import { freePort } from '../services.ts';
 
 const prefix = uniqueRedisPrefix();
 let api: TestApi;
@@ -331,7 +332,7 @@ describe('recording deletion', () => {
 describe('nothing lost when Redis is down', () => {
   let ownRedis: ChildProcess;
   it('processes a request made while the API could not reach Redis', async () => {
-    const port = 18_000 + Math.floor(Math.random() * 1000);
+    const port = await freePort();
     ownRedis = spawn(
       'redis-server',
       ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],

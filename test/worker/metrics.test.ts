@@ -9,6 +9,8 @@ import { logger } from '../../shared/logger.ts';
 import { startWorkerMetrics } from '../../worker/metrics.ts';
 import { eventually, settledJob, startApi, startTestWorker, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
 import { matching, metricValue, promtool, scrape } from '../api/ops/exposition.ts';
+import { missingPackage } from '../packages.ts';
+import { freePort } from '../services.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const TOKEN = 'worker-metrics-token';
@@ -76,40 +78,44 @@ function startWorkerProcess(env: Record<string, string> = {}): ChildProcess {
 }
 
 describe('worker process metrics', () => {
-  it('reach /metrics/global from every worker by default, one series per worker, gone when it stops', async () => {
-    delete process.env.WORKER_METRICS_PORT;
-    const first = startWorkerProcess();
-    const second = startWorkerProcess();
-    const label = (child: ChildProcess) => ({ worker: expect.stringMatching(new RegExp(`:${child.pid}$`)) });
-    // (Absent until the API's own Redis connection is up: metrics_source_up says so meanwhile.)
-    await eventually(async () => matching(await global(), 'workers_reporting')[0]?.value === 2, 60_000);
+  it.skipIf(missingPackage('promtool'))(
+    'reach /metrics/global from every worker by default, one series per worker, gone when it stops',
+    async () => {
+      delete process.env.WORKER_METRICS_PORT;
+      const first = startWorkerProcess();
+      const second = startWorkerProcess();
+      const label = (child: ChildProcess) => ({ worker: expect.stringMatching(new RegExp(`:${child.pid}$`)) });
+      // (Absent until the API's own Redis connection is up: metrics_source_up says so meanwhile.)
+      await eventually(async () => matching(await global(), 'workers_reporting')[0]?.value === 2, 60_000);
 
-    const jobs = await Promise.all(
-      Array.from({ length: 6 }, () => api.deps.queues.maintenance.add('ensure-event-partitions', { monthsAhead: 0 })),
-    );
-    for (const job of jobs) await settledJob(api.deps.queues.maintenance, job);
-    const job = { queue: 'maintenance', job: 'ensure-event-partitions', outcome: 'completed' };
-    const done = (text: string) =>
-      matching(text, 'worker_job_duration_seconds_count', job).reduce((sum, s) => sum + s.value, 0);
-    const text = await eventually(async () => {
-      const current = await global();
-      return done(current) === 6 ? current : null;
-    }, 15_000);
-    // Both workers report their own process figures under their own label, side by side.
-    const resident = matching(text, 'process_resident_memory_bytes');
-    expect(resident).toHaveLength(2);
-    expect(resident.map((s) => s.labels)).toEqual(expect.arrayContaining([label(first), label(second)]));
-    expect(matching(text, 'redis_connection_up').map((s) => s.value)).toEqual([1, 1]);
-    expect(matching(text, 'db_pool_connections_max')).toHaveLength(2);
-    expect(promtool(text)).toEqual({ status: 0, output: '' });
+      const jobs = await Promise.all(
+        Array.from({ length: 6 }, () => api.deps.queues.maintenance.add('ensure-event-partitions', { monthsAhead: 0 })),
+      );
+      for (const job of jobs) await settledJob(api.deps.queues.maintenance, job);
+      const job = { queue: 'maintenance', job: 'ensure-event-partitions', outcome: 'completed' };
+      const done = (text: string) =>
+        matching(text, 'worker_job_duration_seconds_count', job).reduce((sum, s) => sum + s.value, 0);
+      const text = await eventually(async () => {
+        const current = await global();
+        return done(current) === 6 ? current : null;
+      }, 15_000);
+      // Both workers report their own process figures under their own label, side by side.
+      const resident = matching(text, 'process_resident_memory_bytes');
+      expect(resident).toHaveLength(2);
+      expect(resident.map((s) => s.labels)).toEqual(expect.arrayContaining([label(first), label(second)]));
+      expect(matching(text, 'redis_connection_up').map((s) => s.value)).toEqual([1, 1]);
+      expect(matching(text, 'db_pool_connections_max')).toHaveLength(2);
+      expect(promtool(text)).toEqual({ status: 0, output: '' });
 
-    // A worker that shuts down takes its entry with it (not only once it expires, 12 s later).
-    first.kill('SIGTERM');
-    await new Promise((r) => first.once('exit', r));
-    const after = await global();
-    expect(metricValue(after, 'workers_reporting')).toBe(1);
-    expect(matching(after, 'process_resident_memory_bytes').map((s) => s.labels)).toEqual([label(second)]);
-  }, 90_000);
+      // A worker that shuts down takes its entry with it (not only once it expires, 12 s later).
+      first.kill('SIGTERM');
+      await new Promise((r) => first.once('exit', r));
+      const after = await global();
+      expect(metricValue(after, 'workers_reporting')).toBe(1);
+      expect(matching(after, 'process_resident_memory_bytes').map((s) => s.labels)).toEqual([label(second)]);
+    },
+    90_000,
+  );
 
   it('drops a worker that stopped pushing once its figures expire', async () => {
     const text = (worker: string) => `# HELP x x\n# TYPE x gauge\nx{worker="${worker}"} 1\n`;
@@ -127,7 +133,7 @@ describe('worker process metrics', () => {
 
   it('serves HTTP on WORKER_METRICS_PORT at 127.0.0.1 by default; a taken port costs only the server', async () => {
     const worker = await startTestWorker(uniqueRedisPrefix());
-    const port = 19_000 + Math.floor(Math.random() * 1000);
+    const port = await freePort();
     const errors: unknown[] = [];
     const log = Object.assign(Object.create(logger), { error: (...args: unknown[]) => errors.push(args) });
     const one = startWorkerMetrics({ ...worker.deps, logger: log }, { port, workerId: 'http-one' });

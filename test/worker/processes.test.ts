@@ -9,6 +9,7 @@ import { pgArray } from '../../shared/db/sql.ts';
 import { enqueueDeletions } from '../../shared/queues.ts';
 import { sql } from '../db.ts';
 import { createAccount, eventually, startApi, uniqueRedisPrefix, type TestAccount, type TestApi } from '../helpers.ts';
+import { freePort } from '../services.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const prefix = uniqueRedisPrefix();
@@ -130,7 +131,7 @@ describe('worker processes', () => {
     );
     const victim = await seedPerson('term-victim', 100_000);
     const id = await request(victim, 'term-victim');
-    const metricsPort = 19_000 + Math.floor(Math.random() * 1000);
+    const metricsPort = await freePort();
     // 10,000 chunks of 10: on a calm machine 1,000 chunks of 100 all fitted in the second between the
     // first chunk and the shutdown limit, and the job completed before it could be left to another worker.
     const first = startWorkerProcess({

@@ -8,6 +8,7 @@ import { REDOC_VERSION } from '../../../api/openapi/page.ts';
 import { launchChromium } from '../../browser.ts';
 import { call, startApi, type TestApi } from '../../helpers.ts';
 import { localOnlyPage } from '../ops/local-only.ts';
+import { missingPackage } from '../../packages.ts';
 
 let api: TestApi;
 beforeAll(async () => {
@@ -60,7 +61,7 @@ describe('GET /api/docs/', () => {
   });
 });
 
-describe('GET /api/docs/ in a browser', () => {
+describe.skipIf(missingPackage('chromium'))('GET /api/docs/ in a browser', () => {
   it('renders every operation with Redoc from this server alone, and finds operations by search', async () => {
     const schema = (await call(api.baseUrl, 'GET', '/api/schema/')).body;
     const browser = await launchChromium();

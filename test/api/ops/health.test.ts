@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, eventually, startApi, type TestApi } from '../../helpers.ts';
+import { freePort } from '../../services.ts';
 
 let api: TestApi;
 let ownRedis: ChildProcess | undefined;
@@ -34,7 +35,7 @@ describe('health and readiness', () => {
 
   it('fails readiness with 503 when its Redis is stopped', async () => {
     // A Redis server of this test's own, so stopping it disturbs no other test file.
-    const port = 16_000 + Math.floor(Math.random() * 2000);
+    const port = await freePort();
     ownRedis = spawn(
       'redis-server',
       ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
