@@ -1,7 +1,7 @@
 // `npm run start:api`: one API process. Run several behind a load balancer to scale out.
 import { config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
-import { logger } from '../shared/logger.ts';
+import { logger, repeatingErrorLog } from '../shared/logger.ts';
 import { createApiRedis } from '../shared/redis.ts';
 import { createApp, listen } from './app.ts';
 import { createQueues } from '../shared/queues.ts';
@@ -10,13 +10,25 @@ import { startFlagCache } from './flags/cache.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();
-redis.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
+const logConnectionError = repeatingErrorLog((fields) => logger.warn(fields, 'redis connection error'));
+redis.on('error', (error) => logConnectionError({ err: error.message }));
 const queues = createQueues(redis, config);
 const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
 const flagCache = await startFlagCache(config.databaseDirectUrl);
 const app = createApp({ config, orm, redis, queues, authCache, flagCache });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
+});
+server.on('error', (error: NodeJS.ErrnoException) => {
+  // One line an operator can act on, instead of Node's stack trace for an unhandled 'error'.
+  const why =
+    error.code === 'EADDRINUSE'
+      ? `port ${config.port} on ${config.host} is taken by another process: stop it or set PORT to a free port`
+      : error.code === 'EACCES'
+        ? `port ${config.port} on ${config.host} needs privileges this process lacks: set PORT to 1024 or above`
+        : `cannot listen on ${config.host}:${config.port} (${error.message}): check HOST and PORT`;
+  logger.fatal({ code: error.code, port: config.port, host: config.host }, `API not started: ${why}`);
+  process.exit(1);
 });
 
 let stopping = false;

@@ -3,7 +3,7 @@
 // lost while Redis was down is re-created by the worker's reconciler from that row.
 import { type ConnectionOptions, type Job, Queue } from 'bullmq';
 import { config as processConfig, type Config } from './config.ts';
-import { logger } from './logger.ts';
+import { logger, repeatingErrorLog } from './logger.ts';
 import { withTimeout } from './timeout.ts';
 import { JOBS, type JobData } from './jobs.ts';
 
@@ -36,6 +36,8 @@ export function createQueues(connection: ConnectionOptions, config: Pick<Config,
   ) as Queues;
 }
 
+/** Queue connection errors repeat with every retry while Redis is away: logged once per 30 s. */
+const logQueueError = repeatingErrorLog((fields) => logger.warn(fields, 'queue connection error'));
 function createQueue(name: string, connection: ConnectionOptions, prefix: string, jobs: Config['jobs']): Queue {
   const queue = new Queue(name, {
     connection,
@@ -48,7 +50,7 @@ function createQueue(name: string, connection: ConnectionOptions, prefix: string
       removeOnFail: false,
     },
   });
-  queue.on('error', (error) => logger.warn({ queue: name, err: error.message }, 'queue connection error'));
+  queue.on('error', (error) => logQueueError({ queue: name, err: error.message }));
   return queue;
 }
 

@@ -30,7 +30,7 @@ export interface ServiceProcess {
   stop: () => Promise<void>;
 }
 
-function startNode(script: string, env: Record<string, string>): ServiceProcess {
+export function startNode(script: string, env: Record<string, string>): ServiceProcess {
   const child = spawn(process.execPath, [script], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },

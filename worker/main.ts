@@ -2,7 +2,7 @@
 // job to one worker, and a stalled job (its worker died) is picked up by another.
 import { config } from '../shared/config.ts';
 import { initOrm } from '../shared/db/orm.ts';
-import { logger } from '../shared/logger.ts';
+import { logger, repeatingErrorLog } from '../shared/logger.ts';
 import { createWorkerRedis } from '../shared/redis.ts';
 import type { WorkerDeps } from './deps.ts';
 import { startWorkerMetrics } from './metrics.ts';
@@ -11,7 +11,8 @@ import { createQueues } from '../shared/queues.ts';
 
 const orm = await initOrm();
 const connection = createWorkerRedis();
-connection.on('error', (error) => logger.warn({ err: error.message }, 'redis connection error'));
+const logConnectionError = repeatingErrorLog((fields) => logger.warn(fields, 'redis connection error'));
+connection.on('error', (error) => logConnectionError({ err: error.message }));
 const deps: WorkerDeps = { config, orm, connection, logger, queues: createQueues(connection, config) };
 
 const metrics = startWorkerMetrics(deps);

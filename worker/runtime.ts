@@ -11,6 +11,7 @@ import { reconcileDeletions } from './jobs/deletion-schedules.ts';
 import { processors, type Processor } from './jobs/index.ts';
 import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { repeatingErrorLog } from '../shared/logger.ts';
 
 /** The job kind of a queue's job name. */
 const kindOf = (queue: keyof Queues, name: string) =>
@@ -51,6 +52,8 @@ export async function startWorkers(
   } = {},
 ): Promise<RunningWorker> {
   const prefix = queuePrefix(deps.config);
+  // Connection errors repeat with every retry while Redis is away: once per 30 s for all queues.
+  const logWorkerError = repeatingErrorLog((fields) => deps.logger.error(fields, 'worker error'));
   const workers = (Object.keys(QUEUE_NAMES) as (keyof Queues)[]).map((queueKey) => {
     const entry = { queue: QUEUE_NAMES[queueKey] };
     const processorOf = (name: string) => {
@@ -107,7 +110,7 @@ export async function startWorkers(
         );
       }
     });
-    worker.on('error', (error) => deps.logger.error({ queue: entry.queue, err: error.message }, 'worker error'));
+    worker.on('error', (error) => logWorkerError({ queue: entry.queue, err: error.message }));
     return worker;
   });
 
