@@ -22,15 +22,16 @@ import {
 import { config } from '../shared/config.ts';
 import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
 import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
-import { createQueues, enqueueDeletions, requeueDeletions } from '../shared/queues.ts';
+import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
-import { defaultSchedules, recordedSchedules, setSchedule } from '../shared/schedules.ts';
+import { defaultSchedules, nextRun, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 import { JOBS } from '../shared/jobs.ts';
 import { rows } from '../shared/db/sql.ts';
 import {
   dropPersonPropertyIndexes,
   indexPersonProperty,
+  personIndexBuilds,
   PROPERTY_INDEX_KINDS,
   personPropertyIndexes,
 } from '../shared/persons/property-indexes.ts';
@@ -212,6 +213,9 @@ async function handToWorker(
     redis.disconnect();
   }
 }
+
+/** How often long work (an index build) reports its progress on stderr. */
+const PROGRESS_EVERY_MS = 2000;
 
 const DELETION_STATUSES = ['pending', 'running', 'completed', 'failed', 'all'];
 
@@ -423,7 +427,19 @@ const commands: Record<string, Command> = {
       const kind = String(v.kind ?? 'all');
       const kinds = kind === 'all' ? PROPERTY_INDEX_KINDS : PROPERTY_INDEX_KINDS.filter((k) => k === kind);
       if (!kinds.length) throw new AccountError(`Invalid kind: ${kind} (${PROPERTY_INDEX_KINDS.join(', ')} or all)`);
-      return indexPersonProperty(em, propertyKey(v.key), kinds);
+      // A build on a large table takes minutes: its progress goes to stderr every few seconds.
+      const progress = setInterval(async () => {
+        for (const build of await personIndexBuilds(em.fork()).catch(() => [])) {
+          const share =
+            build.total > 0 ? ` ${Math.floor((100 * build.done) / build.total)}% (${build.done}/${build.total})` : '';
+          process.stderr.write(`${build.index || 'index'}: ${build.phase}${share}\n`);
+        }
+      }, PROGRESS_EVERY_MS);
+      try {
+        return await indexPersonProperty(em, propertyKey(v.key), kinds);
+      } finally {
+        clearInterval(progress);
+      }
     },
   },
   'property unindex': {
@@ -457,7 +473,8 @@ const commands: Record<string, Command> = {
       return schedules.map((s) => ({
         id: s.schedulerId,
         cron: s.pattern,
-        queue: JOBS[s.job].queue,
+        next_run: nextRun(s.pattern).toISOString(),
+        queue: QUEUE_NAMES[JOBS[s.job].queue],
         job: JOBS[s.job].name,
         setting: s.setting,
       }));

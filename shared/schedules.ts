@@ -94,6 +94,10 @@ export async function recordedSchedules(
   return { schedules, disagreements };
 }
 
+/** When a cron pattern next fires after `now`, in UTC as the workers run it. */
+export const nextRun = (pattern: string, now = new Date()): Date =>
+  CronExpressionParser.parse(pattern, { currentDate: now, tz: 'UTC' }).next().toDate();
+
 /** Changes a recorded schedule (the workers apply it on their next reconcile). */
 export async function setSchedule(em: EntityManager, id: string, pattern: string, known: Schedule[]): Promise<void> {
   if (!known.some((s) => s.schedulerId === id)) {

@@ -2,14 +2,13 @@
 // their window (up to a week) before any queue job exists, so the queue dashboard cannot show them.
 // Served beside the dashboard, behind the same credentials (admin.ts); plain HTML, no script.
 import type { Context } from 'koa';
-import { CronExpressionParser } from 'cron-parser';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
 import {
   deletionCountsByStatus,
   listOpenDeletionRequests,
   type OpenDeletionView,
 } from '../../shared/deletions/store.ts';
-import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
+import { defaultSchedules, nextRun, recordedSchedules } from '../../shared/schedules.ts';
 import type { AppDeps } from '../deps.ts';
 import { validationError } from '../http/errors.ts';
 
@@ -65,7 +64,7 @@ function whenItRuns(r: OpenDeletionView, crons: Record<ScheduledDeletionMode, st
   // Made before the last window opened but not released: the next reconcile releases it.
   if (r.created_at && Date.parse(r.created_at) < opened.getTime())
     return `window opened ${time(opened.toISOString(), now)}, due now`;
-  const next = CronExpressionParser.parse(cron, { currentDate: now, tz: 'UTC' }).next().toDate();
+  const next = nextRun(cron, now);
   return `${escapeHtml(r.mode)} window ${time(next.toISOString(), now)}`;
 }
 

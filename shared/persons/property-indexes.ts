@@ -135,3 +135,28 @@ function describedBy(comment: string | null): { kind: PropertyIndexKind; key: st
     return null;
   }
 }
+
+export interface IndexBuildProgress {
+  /** The index being built (empty before PostgreSQL has created its entry). */
+  index: string;
+  /** PostgreSQL's phase, e.g. "building index: scanning table" or "waiting for writers before build". */
+  phase: string;
+  done: number;
+  total: number;
+}
+
+/**
+ * The index builds under way on the person table now, from PostgreSQL's pg_stat_progress_create_index
+ * (read from another connection while a build runs). `done`/`total` count what the phase counts: table
+ * blocks while scanning, tuples while sorting and loading, transactions while waiting for them.
+ */
+export function personIndexBuilds(em: EntityManager): Promise<IndexBuildProgress[]> {
+  return rows<IndexBuildProgress>(
+    em,
+    `select coalesce(i.relname, '') as index, p.phase,
+            (case when p.blocks_total > 0 then p.blocks_done when p.tuples_total > 0 then p.tuples_done else p.lockers_done end)::float8 as done,
+            (case when p.blocks_total > 0 then p.blocks_total when p.tuples_total > 0 then p.tuples_total else p.lockers_total end)::float8 as total
+       from pg_stat_progress_create_index p left join pg_class i on i.oid = p.index_relid
+      where p.relid = 'person'::regclass`,
+  );
+}

@@ -1,6 +1,6 @@
 // The management command (`npm run manage -- …`) run as a real process against the test database;
 // the keys it makes are then used on the running API.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
@@ -9,7 +9,7 @@ import { migrationsList } from '../../shared/db/migrations/index.ts';
 import { recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { createQueues } from '../../shared/queues.ts';
 import { createApiRedis } from '../../shared/redis.ts';
-import { call, startApi, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
+import { call, eventually, startApi, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 let api: TestApi;
@@ -259,6 +259,35 @@ describe('npm run manage', { timeout: 240_000 }, () => {
     expect((await ok('property', 'indexes')).filter((index: any) => index.key === key)).toEqual([]);
   }, 300_000);
 
+  it("shows an index build's progress on stderr while it runs (from pg_stat_progress_create_index)", async () => {
+    const key = `cli-progress-${randomUUID().slice(0, 8)}`;
+    // A transaction that writes to person holds the concurrent build in its "waiting for writers" phase.
+    const writer = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await writer.connect();
+    try {
+      await writer.query('begin');
+      await writer.query('lock table person in row exclusive mode');
+      const child = spawn(
+        process.execPath,
+        ['scripts/manage.ts', 'property', 'index', '--key', key, '--kind', 'number'],
+        {
+          cwd: root,
+          env: { ...process.env, LOG_LEVEL: 'silent' },
+        },
+      );
+      let stderr = '';
+      child.stderr.on('data', (chunk) => (stderr += chunk));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      await eventually(async () => (/waiting for writers before build/.test(stderr) ? true : null), 60_000);
+      expect(stderr).toMatch(/^(person_property_number_\w+|index): waiting for writers before build \d+% \(0\/1\)$/m);
+      await writer.query('commit');
+      expect(await exited).toBe(0);
+    } finally {
+      await writer.end();
+    }
+    expect((await ok('property', 'unindex', '--key', key)).dropped).toHaveLength(1);
+  }, 300_000);
+
   it("stops at ten keys per user, with PostHog's message", async () => {
     const { email } = await setUp();
     for (let i = 0; i < 10; i++)
@@ -502,13 +531,21 @@ describe('npm run manage: queues and typed JSON', () => {
     ]);
     const schedules = await ok('schedule', 'list');
     expect(schedules.length).toBeGreaterThan(3);
-    for (const s of schedules)
+    for (const s of schedules) {
       expect(s).toEqual({
         id: expect.any(String),
         cron: expect.any(String),
-        queue: expect.any(String),
+        next_run: expect.stringMatching(ISO),
+        // Queues spelt as everywhere else (metrics, the dashboard): the queue's own name.
+        queue: expect.stringMatching(/^(deletions|experiment-results|maintenance)$/),
         job: expect.any(String),
         setting: expect.any(String),
       });
+      expect(Date.parse(s.next_run)).toBeGreaterThan(Date.now() - 60_000);
+    }
+    const weekly = schedules.find((s: { id: string }) => s.id === 'deletion-weekly-batch');
+    expect(new Date(weekly.next_run).getUTCDay()).toBe(0); // Sunday, 05:00 UTC by default
+    expect(new Date(weekly.next_run).getUTCHours()).toBe(5);
+    expect(schedules.find((s: { id: string }) => s.id === 'experiment-results-daily').queue).toBe('experiment-results');
   }, 180_000);
 });
