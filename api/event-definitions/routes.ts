@@ -14,6 +14,7 @@ import { userBasic } from '../users/serializers.ts';
 import { definitionSchema, type ListQuery, listQuery, type UpdateBody, updateBody } from './schemas.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
+const ID = { id: { type: 'string', format: 'uuid', description: "The event definition's id" } };
 
 function serialize(row: Record<string, any>) {
   return {
@@ -81,7 +82,8 @@ async function list(ctx: ApiContext<ListQuery>) {
 
 async function update(ctx: ApiContext<Record<string, unknown>, UpdateBody>) {
   const before = await findDefinition(ctx);
-  const body = ctx.state.body;
+  // PUT is DRF's full update: a field with a default (post_to_slack: false) takes it when left out.
+  const body = ctx.method === 'PUT' ? { post_to_slack: false, ...ctx.state.body } : ctx.state.body;
   if (body.hidden === true && body.verified === true)
     throw validationError('An event cannot be both hidden and verified');
   const next: store.DefinitionChange = {
@@ -153,6 +155,7 @@ export const eventDefinitionRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Retrieve an event definition',
     tags: ['event definitions'],
     scopes: ['event_definition:read'],
@@ -166,7 +169,19 @@ export const eventDefinitionRoutes = [
   defineRoute({
     method: 'PATCH',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Update description, tags, owner, verified, hidden, default_columns',
+    tags: ['event definitions'],
+    scopes: ['event_definition:write'],
+    body: updateBody,
+    responses: { 200: { description: 'The updated definition', schema: definitionSchema } },
+    handler: update,
+  }),
+  defineRoute({
+    method: 'PUT',
+    path: `${P}/:id`,
+    params: ID,
+    summary: 'Update an event definition (full update: as PATCH, and post_to_slack is false unless sent)',
     tags: ['event definitions'],
     scopes: ['event_definition:write'],
     body: updateBody,
@@ -176,6 +191,7 @@ export const eventDefinitionRoutes = [
   defineRoute({
     method: 'DELETE',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Delete an event definition (events are kept; a later event recreates it)',
     tags: ['event definitions'],
     scopes: ['event_definition:write'],
@@ -198,6 +214,7 @@ export const eventDefinitionRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id/metrics`,
+    params: ID,
     summary: 'How often the definition was read through the API in the last 30 days (any valid key)',
     tags: ['event definitions'],
     scopes: [],

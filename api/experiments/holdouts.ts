@@ -5,11 +5,12 @@ import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
-import { openObject, record } from '../http/schemas.ts';
+import { integerIdParam, openObject, record } from '../http/schemas.ts';
 import { type HoldoutBody, holdoutBody } from './schemas.ts';
 import { sideRowBase, sideRowBaseSchema } from './serializers.ts';
 
 const P = '/api/projects/:project_id/experiment_holdouts';
+const ID = integerIdParam('holdout');
 const TABLE = 'experiment_holdout';
 const TAGS = ['experiment holdouts'];
 
@@ -118,6 +119,7 @@ export const holdoutRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Retrieve an experiment holdout',
     tags: TAGS,
     scopes: ['experiment:read'],
@@ -127,6 +129,7 @@ export const holdoutRoutes = [
   defineRoute({
     method: 'PATCH',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Update an experiment holdout',
     tags: TAGS,
     scopes: ['experiment:write'],
@@ -137,6 +140,7 @@ export const holdoutRoutes = [
   defineRoute({
     method: 'DELETE',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Delete an experiment holdout',
     tags: TAGS,
     scopes: ['experiment:write'],

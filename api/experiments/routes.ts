@@ -7,7 +7,15 @@ import * as store from '../../shared/experiments/store.ts';
 import { recentEventsCarryFlagValues } from '../../shared/events/store.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
-import { anyJson, dateTime, nullableDateTime, nullableInteger, nullableString, record } from '../http/schemas.ts';
+import {
+  anyJson,
+  dateTime,
+  integerIdParam,
+  nullableDateTime,
+  nullableInteger,
+  nullableString,
+  record,
+} from '../http/schemas.ts';
 import { experimentSchema, serializeExperiment } from './serializers.ts';
 import {
   createBody,
@@ -19,12 +27,15 @@ import {
   listQuery,
   type TimeseriesQuery,
   timeseriesQuery,
+  type UpdateBody,
+  replaceBody,
   updateBody,
 } from './schemas.ts';
 import { createExperiment, updateExperiment } from './service.ts';
 import { enqueue } from '../../shared/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';
+const ID = integerIdParam('experiment');
 
 async function findExperiment(ctx: ApiContext, id = ctx.state.params.id): Promise<any> {
   if (!/^\d{1,9}$/.test(id)) throw notFound();
@@ -78,6 +89,13 @@ async function duplicate(ctx: ApiContext<Record<string, unknown>, DuplicateBody>
     saved_metrics_ids: source.saved_metrics.map((l: any) => ({ id: l.saved_metric, metadata: l.metadata })),
   });
   ctx.body = serializeExperiment(await findExperiment(ctx, String(id)));
+}
+
+/** PATCH and PUT (PUT's body must also carry the required fields; the same rules apply). */
+async function update(ctx: ApiContext<Record<string, unknown>, UpdateBody>) {
+  const current = await findExperiment(ctx);
+  await updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body);
+  ctx.body = serializeExperiment(await store.findExperiment(ctx.state.em, ctx.state.project.id, current.id, true));
 }
 
 async function exposureCohort(ctx: ApiContext) {
@@ -301,6 +319,7 @@ export const experimentRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Retrieve an experiment',
     tags: ['experiments'],
     scopes: ['experiment:read'],
@@ -315,24 +334,34 @@ export const experimentRoutes = [
   defineRoute({
     method: 'PATCH',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Update an experiment; {"deleted": true} soft-deletes it',
     tags: ['experiments'],
     scopes: ['experiment:write'],
     body: updateBody,
     responses: { 200: { description: 'The experiment', schema: experimentSchema } },
-    handler: async (ctx) => {
-      const current = await findExperiment(ctx);
-      await updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body);
-      ctx.body = serializeExperiment(await store.findExperiment(ctx.state.em, ctx.state.project.id, current.id, true));
-    },
+    handler: update,
+  }),
+  defineRoute({
+    method: 'PUT',
+    path: `${P}/:id`,
+    params: ID,
+    summary:
+      'Update an experiment (full update: name and feature_flag_key are required, the key unchanged; other fields as PATCH)',
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    body: replaceBody,
+    responses: { 200: { description: 'The experiment', schema: experimentSchema } },
+    handler: update,
   }),
   defineRoute({
     method: 'DELETE',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Not allowed: hard delete is forbidden; PATCH {"deleted": true} instead (405, no body)',
     tags: ['experiments'],
     scopes: ['experiment:write'],
-    responses: { 405: { description: 'Always; no body' } },
+    responses: { 405: { description: 'Always; no body', noBody: true } },
     handler: (ctx) => {
       // Body first: Koa turns an explicit null body into 204 unless the status is set afterwards.
       ctx.body = null;
@@ -342,6 +371,7 @@ export const experimentRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/:id/duplicate`,
+    params: ID,
     summary: 'Duplicate an experiment as a draft named "<name> (Copy)"',
     tags: ['experiments'],
     scopes: ['experiment:write'],
@@ -352,6 +382,7 @@ export const experimentRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/:id/create_exposure_cohort_for_experiment`,
+    params: ID,
     summary: 'Create a dynamic cohort of persons exposed to the experiment',
     tags: ['experiments'],
     scopes: ['experiment:write'],
@@ -361,6 +392,7 @@ export const experimentRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/:id/recalculate_timeseries`,
+    params: ID,
     summary: 'Compute the results of every metric now (otherwise daily at 02:00 UTC)',
     tags: ['experiments'],
     scopes: ['experiment:write'],
@@ -375,6 +407,7 @@ export const experimentRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id/timeseries_results`,
+    params: ID,
     summary: 'Daily results of one metric, as computed by the worker',
     tags: ['experiments'],
     scopes: ['experiment:read'],

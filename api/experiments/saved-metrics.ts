@@ -3,11 +3,12 @@ import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
-import { openObject, record, stringArray } from '../http/schemas.ts';
+import { integerIdParam, openObject, record, stringArray } from '../http/schemas.ts';
 import { type SavedMetricBody, savedMetricBody } from './schemas.ts';
 import { sideRowBase, sideRowBaseSchema } from './serializers.ts';
 
 const P = '/api/projects/:project_id/experiment_saved_metrics';
+const ID = integerIdParam('saved metric');
 const TABLE = 'experiment_saved_metric';
 const TAGS = ['experiment saved metrics'];
 const METRIC_KINDS = ['ExperimentMetric', 'ExperimentTrendsQuery', 'ExperimentFunnelsQuery'];
@@ -103,6 +104,7 @@ export const savedMetricRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Retrieve an experiment saved metric',
     tags: TAGS,
     scopes: ['experiment:read'],
@@ -112,6 +114,7 @@ export const savedMetricRoutes = [
   defineRoute({
     method: 'PATCH',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Update an experiment saved metric',
     tags: TAGS,
     scopes: ['experiment:write'],
@@ -122,6 +125,7 @@ export const savedMetricRoutes = [
   defineRoute({
     method: 'DELETE',
     path: `${P}/:id`,
+    params: ID,
     summary: 'Delete an experiment saved metric',
     tags: TAGS,
     scopes: ['experiment:write'],

@@ -51,6 +51,9 @@ export type CreateBody = FromSchema<typeof createBody>;
 export const updateBody = { type: 'object', properties: writableProperties } as const;
 export type UpdateBody = FromSchema<typeof updateBody>;
 
+/** PUT: a full update (DRF's partial=False) needs the fields a create needs; it changes what it names, as PATCH. */
+export const replaceBody = { ...updateBody, required: createBody.required } as const;
+
 export const duplicateBody = {
   type: 'object',
   properties: { feature_flag_key: { type: 'string', maxLength: 400 } },

@@ -36,10 +36,8 @@ export function serializeExperiment(row: Record<string, any>) {
     exposure_cohort: row.exposure_cohort_id,
     parameters: row.parameters,
     secondary_metrics: row.secondary_metrics,
+    // saved_metrics_ids is write-only: PostHog's serializer has nothing to read it from and leaves it out.
     saved_metrics: row.saved_metrics.map((l: any) => ({ ...l, created_at: iso(l.created_at) })),
-    // Write-only in effect: DRF renders the unreadable ListField as null, and PostHog's own agent
-    // toolkit requires the key in every experiment it reads.
-    saved_metrics_ids: null,
     filters: row.filters,
     archived: row.archived,
     deleted: row.deleted,
@@ -110,7 +108,6 @@ export const experimentSchema = record({
   parameters: nullableOpenObject(),
   secondary_metrics: anyJsonArray,
   saved_metrics: { type: 'array', items: savedMetricLinkSchema },
-  saved_metrics_ids: { type: 'null', description: 'Write-only: always null when read' },
   filters: nullableOpenObject(),
   archived: { type: 'boolean' },
   deleted: { type: 'boolean' },

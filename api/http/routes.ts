@@ -43,8 +43,13 @@ export interface RouteDefinition<Q = any, B = any> {
   personalApiKeyAccess?: false;
   query?: JsonSchema;
   body?: JsonSchema;
-  /** Documented response schema per status, for OpenAPI and the contract test. */
-  responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string }>;
+  /** Schemas of path parameters, for the OpenAPI document (`:project_id` and undeclared ones are strings). */
+  params?: Record<string, JsonSchema>;
+  /**
+   * Documented response schema per status, for OpenAPI and the contract test. An error status without a
+   * schema is documented with PostHog's error body unless `noBody` says the answer has none.
+   */
+  responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string; noBody?: true }>;
   /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
   rawBody?: boolean;
   /**

@@ -27,3 +27,9 @@ export function record(properties: Record<string, unknown>, options: { optional?
     properties,
   };
 }
+
+/**
+ * Path parameters `id` of objects with integer primary keys, typed for the OpenAPI document so a generated
+ * client takes the `id` of a response as it is. A malformed id is answered as an unknown one (404).
+ */
+export const integerIdParam = (what: string) => ({ id: { type: 'integer', description: `The ${what}'s id` } });

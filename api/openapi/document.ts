@@ -45,14 +45,35 @@ export function openApiPath(path: string): string {
   return `${path.replace(/:([A-Za-z_]+)/g, '{$1}')}/`;
 }
 
-function pathParameters(path: string) {
-  return [...path.matchAll(/:([A-Za-z_]+)/g)].map(([, name]) => ({
+const PROJECT_ID = { type: 'string', description: 'Project id, or @current' };
+
+/** Path parameters as the route declares them; a parameter it does not declare is a string. */
+function pathParameters(route: RouteDefinition) {
+  return [...route.path.matchAll(/:([A-Za-z_]+)/g)].map(([, name]) => ({
     name,
     in: 'path',
     required: true,
-    schema: name === 'project_id' ? { type: 'string', description: 'Project id, or @current' } : { type: 'string' },
+    schema: route.params?.[name] ?? (name === 'project_id' ? PROJECT_ID : { type: 'string' }),
   }));
 }
+
+/** Whether the route honours `format=csv` (its query declares the value). */
+const takesCsv = (route: RouteDefinition) =>
+  ((route.query?.properties as Record<string, { enum?: unknown[] }> | undefined)?.format?.enum ?? []).includes('csv');
+
+/**
+ * Whether a request may leave the body out: every field it carries can be sent in the query instead
+ * (the seed's query forms of update_property, delete_property, bulk_delete). An empty body is `{}`.
+ */
+function bodyOptional(route: RouteDefinition): boolean {
+  const body = Object.keys((route.body?.properties as object | undefined) ?? {});
+  const query = (route.query?.properties as object | undefined) ?? {};
+  const required = (route.body?.required as string[] | undefined) ?? [];
+  return body.length > 0 && required.length === 0 && body.every((name) => name in query);
+}
+
+const ERROR_BODY = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+const CSV_BODY = { 'text/csv': { schema: { type: 'string', description: 'With format=csv' } } };
 
 function queryParameters(schema: JsonSchema | undefined) {
   const properties = (schema?.properties ?? {}) as Record<string, JsonSchema>;
@@ -97,27 +118,24 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         : response.contentType
           ? { type: 'string' }
           : undefined;
-      responses[status] = {
-        description: response.description,
-        ...(schema ? { content: { [response.contentType ?? 'application/json']: { schema } } } : {}),
-      };
+      // Every error the API answers is PostHog's error body, unless the route says it sends none.
+      const content = schema
+        ? { [response.contentType ?? 'application/json']: { schema } }
+        : Number(status) >= 400 && !response.noBody
+          ? { ...ERROR_BODY }
+          : undefined;
+      // format=csv answers the same data as CSV.
+      if (content && status.startsWith('2') && takesCsv(route)) Object.assign(content, CSV_BODY);
+      responses[status] = { description: response.description, ...(content ? { content } : {}) };
     }
     const authenticated = route.scopes !== null;
     if (authenticated) {
-      responses['401'] ??= {
-        description: 'No or invalid personal API key',
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-      };
-      responses['403'] ??= {
-        description: 'Missing scope or no access to the project',
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-      };
+      responses['401'] ??= { description: 'No or invalid personal API key', content: ERROR_BODY };
+      responses['403'] ??= { description: 'Missing scope or no access to the project', content: ERROR_BODY };
+      // An unknown project or object.
+      if (route.path.includes('/:')) responses['404'] ??= { description: 'Not found', content: ERROR_BODY };
     }
-    if (route.body || route.query)
-      responses['400'] ??= {
-        description: 'Invalid input',
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-      };
+    if (route.body || route.query) responses['400'] ??= { description: 'Invalid input', content: ERROR_BODY };
     const scopes = route.scopes ?? [];
     paths[path] ??= {};
     paths[path][method] = {
@@ -128,10 +146,13 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         ? `Required scopes: ${scopes.length ? scopes.map((s) => `\`${s}\``).join(', ') : 'none (any valid personal API key)'}.`
         : 'No personal API key (see the endpoint description for its own authentication).',
       'x-required-scopes': scopes,
-      parameters: [...pathParameters(route.path), ...queryParameters(route.query)],
+      parameters: [...pathParameters(route), ...queryParameters(route.query)],
       ...(route.body
         ? {
-            requestBody: { required: true, content: { 'application/json': { schema: openRequestSchema(route.body) } } },
+            requestBody: {
+              required: !bodyOptional(route),
+              content: { 'application/json': { schema: openRequestSchema(route.body) } },
+            },
           }
         : {}),
       responses,

@@ -18,7 +18,7 @@ import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
-import { findPerson } from './queries.ts';
+import { findPerson, PERSON_ID } from './queries.ts';
 import { personsByIds, splitDistinctIds } from '../../shared/persons/store.ts';
 import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
 import {
@@ -346,6 +346,7 @@ export const personAnalysisRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id/activity`,
+    params: PERSON_ID,
     summary: 'Activity log of one person',
     tags: ['persons'],
     scopes: ['activity_log:read'],
@@ -358,6 +359,7 @@ export const personAnalysisRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/:id/split`,
+    params: PERSON_ID,
     summary: 'Split distinct ids off a merged person into persons of their own',
     tags: ['persons'],
     scopes: ['person:write'],
@@ -375,6 +377,7 @@ export const personAnalysisRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id/properties_timeline`,
+    params: PERSON_ID,
     summary: "Timeline of the person's properties, rebuilt from its events",
     tags: ['persons'],
     scopes: [],

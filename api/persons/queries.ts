@@ -10,6 +10,14 @@ import type { PersonWithIds } from './serializers.ts';
 
 export { NEWEST_FIRST, withDistinctIds } from '../../shared/persons/store.ts';
 
+/** The path parameter `:id` of a person, for the OpenAPI document: its numeric id or its uuid. */
+export const PERSON_ID = {
+  id: {
+    anyOf: [{ type: 'integer' }, { type: 'string', format: 'uuid' }],
+    description: "The person's id, or its uuid",
+  },
+};
+
 /** The person `:id` names (numeric id or uuid) in the project; 400 for anything else, 404 if absent. */
 export async function findPerson(em: EntityManager, projectId: number, idParam: string): Promise<PersonWithIds> {
   let ref: { id: string } | { uuid: string };

@@ -4,7 +4,7 @@ import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } 
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { rejectUnstorableValues } from '../http/json.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT, personsCsv, personsToCsv } from './csv.ts';
-import { findPerson, personListFilter } from './queries.ts';
+import { findPerson, PERSON_ID, personListFilter } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
 import type { PersonWithIds } from './serializers.ts';
 import { anyJson, record } from '../http/schemas.ts';
@@ -142,6 +142,7 @@ export const personRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/:id`,
+    params: PERSON_ID,
     summary: 'Retrieve a person by numeric id or uuid',
     tags: ['persons'],
     scopes: ['person:read'],
@@ -153,28 +154,33 @@ export const personRoutes = [
     },
     handler: async (ctx) => sendPerson(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
   }),
-  defineRoute({
-    method: 'PATCH',
-    path: `${P}/:id`,
-    summary: 'Update person properties (acts like capturing a $set event)',
-    tags: ['persons'],
-    scopes: ['person:write'],
-    query: { type: 'object', properties: FORMAT },
-    body: { type: 'object', properties: { properties: {} } },
-    responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
-    csv: CSV,
-    handler: async (ctx) => {
-      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const properties = ctx.state.body.properties;
-      if (properties === undefined || properties === null) throw swappedRequired('properties');
-      if (typeof properties !== 'object' || Array.isArray(properties))
-        throw validationError('Expected a dictionary of items.', 'properties');
-      ctx.body = personRecord(await setPersonProperties(ctx, person, properties as Record<string, unknown>));
-    },
-  }),
+  // PostHog's update serves PUT and PATCH alike: only `properties`, merged as a $set event.
+  ...(['PATCH', 'PUT'] as const).map((method) =>
+    defineRoute({
+      method,
+      path: `${P}/:id`,
+      params: PERSON_ID,
+      summary: 'Update person properties (acts like capturing a $set event; PUT and PATCH alike)',
+      tags: ['persons'],
+      scopes: ['person:write'],
+      query: { type: 'object', properties: FORMAT },
+      body: { type: 'object', properties: { properties: {} } },
+      responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
+      csv: CSV,
+      handler: async (ctx) => {
+        const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+        const properties = ctx.state.body.properties;
+        if (properties === undefined || properties === null) throw swappedRequired('properties');
+        if (typeof properties !== 'object' || Array.isArray(properties))
+          throw validationError('Expected a dictionary of items.', 'properties');
+        ctx.body = personRecord(await setPersonProperties(ctx, person, properties as Record<string, unknown>));
+      },
+    }),
+  ),
   defineRoute({
     method: 'POST',
     path: `${P}/:id/update_property`,
+    params: PERSON_ID,
     summary: 'Set one property (acts like capturing a $set event); key and value in the query or the body',
     tags: ['persons'],
     scopes: ['person:write'],
@@ -211,6 +217,7 @@ export const personRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/:id/delete_property`,
+    params: PERSON_ID,
     summary: 'Remove one property (acts like capturing $delete_person_property); $unset in the query or the body',
     tags: ['persons'],
     scopes: ['person:write'],
@@ -342,6 +349,7 @@ function deletionRequestRoute(
   return defineRoute({
     method: 'POST',
     path: `${P}/:id/${action}`,
+    params: PERSON_ID,
     summary,
     tags: ['persons'],
     scopes: ['person:write'],
@@ -369,6 +377,7 @@ export const personDeletionRoutes = [
   defineRoute({
     method: 'DELETE',
     path: `${P}/:id`,
+    params: PERSON_ID,
     summary: 'Delete a person; delete_events=true also queues deletion of its events (weekly batch, Sunday 05:00 UTC)',
     tags: ['persons'],
     scopes: ['person:write'],
@@ -489,6 +498,7 @@ export const personDeletionRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/deletion_status/:id/retry`,
+    params: { id: { type: 'string', pattern: '^[0-9]+$', description: "The deletion request's id" } },
     summary:
       'Retry a failed deletion request now (failed requests are also retried automatically, with a growing delay)',
     tags: ['persons'],

@@ -186,6 +186,43 @@ describe('retrieve, update, delete, metrics', () => {
     expect(await names('?search=rated')).toEqual(['rated_app']);
   });
 
+  it("accepts PUT as a full update: PATCH's rules, and post_to_slack back to its default when left out", async () => {
+    const def = await byName('entered_free_trial');
+    const url = `${P()}/${def.id}/`;
+    const patched = await call(api.baseUrl, 'PATCH', url, {
+      key: account.apiKey,
+      body: { post_to_slack: true, tags: ['kept'] },
+    });
+    expect(patched.body).toMatchObject({ post_to_slack: true, tags: ['kept'] });
+    const put = await call(api.baseUrl, 'PUT', url, {
+      key: account.apiKey,
+      body: { description: 'Trials', verified: true, name: 'ignored' },
+    });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({
+      name: 'entered_free_trial',
+      description: 'Trials',
+      tags: ['kept'],
+      verified: true,
+      verified_by: { id: account.userId },
+      post_to_slack: false,
+    });
+    expect((await call(api.baseUrl, 'GET', url, { key: account.apiKey })).body).toMatchObject({
+      description: 'Trials',
+      post_to_slack: false,
+    });
+    const both = await call(api.baseUrl, 'PUT', url, { key: account.apiKey, body: { verified: true, hidden: true } });
+    expect(both.status).toBe(400);
+    expect(both.body).toEqual({
+      type: 'validation_error',
+      code: 'invalid_input',
+      detail: 'An event cannot be both hidden and verified',
+      attr: null,
+    });
+    const readOnly = await createKey(api.orm, account.userId, { scopes: ['event_definition:read'] });
+    expect((await call(api.baseUrl, 'PUT', url, { key: readOnly, body: {} })).status).toBe(403);
+  });
+
   it('needs the write scope to update', async () => {
     const def = await byName('purchase');
     const readOnly = await createKey(api.orm, account.userId, { scopes: ['event_definition:read'] });

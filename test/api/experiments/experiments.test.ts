@@ -31,7 +31,6 @@ const FIELDS = [
   'parameters',
   'secondary_metrics',
   'saved_metrics',
-  'saved_metrics_ids',
   'filters',
   'archived',
   'deleted',
@@ -54,7 +53,9 @@ describe('create, retrieve, list', () => {
   it('creates with name + feature_flag_key: PostHog’s field set, a new inactive flag with control/test, bayesian stats', async () => {
     const res = await post(`${P()}/`, { name: 'Checkout test', feature_flag_key: 'checkout-test' });
     expect(res.status).toBe(201);
+    // saved_metrics_ids is write-only: PostHog leaves it out, and a null would not fit a generated type.
     expect(Object.keys(res.body)).toEqual(FIELDS);
+    expect(res.body).not.toHaveProperty('saved_metrics_ids');
     expect(res.body.feature_flag).toMatchObject({
       key: 'checkout-test',
       name: 'Feature Flag for Experiment Checkout test',
@@ -205,6 +206,49 @@ describe('update lifecycle', () => {
     expect((await patch(exp.id, { filters: { properties: [{ key: 'a' }] } })).body.detail).toBe(
       'Experiments do not support global filter properties',
     );
+  });
+
+  it("accepts PUT as a full update: name and feature_flag_key required, then PATCH's rules", async () => {
+    const metric = (
+      await post(`/api/projects/${account.projectId}/experiment_saved_metrics/`, {
+        name: 'Put metric',
+        query: { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'x' } },
+      })
+    ).body;
+    const exp = (
+      await post(`${P()}/`, {
+        name: 'Put',
+        feature_flag_key: 'put',
+        description: 'kept',
+        saved_metrics_ids: [{ id: metric.id }],
+      })
+    ).body;
+    const put = (body: unknown) => call(api.baseUrl, 'PUT', `${P()}/${exp.id}/`, { key: account.apiKey, body });
+    for (const [body, attr] of [
+      [{ feature_flag_key: 'put', description: 'x' }, 'name'],
+      [{ name: 'Put 2' }, 'feature_flag_key'],
+      [{}, 'name'],
+    ] as const) {
+      const res = await put(body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body).toEqual({ type: 'validation_error', code: 'required', detail: 'This field is required.', attr });
+    }
+    expect((await put({ name: null, feature_flag_key: 'put' })).body).toMatchObject({ code: 'null', attr: 'name' });
+    const res = await put({ name: 'Put 2', feature_flag_key: 'put', end_date: '2026-05-01T00:00:00Z' });
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body)).toEqual(FIELDS);
+    // Fields left out keep their values, as DRF's full update leaves them (saved metrics included).
+    expect(res.body).toMatchObject({ name: 'Put 2', description: 'kept', end_date: '2026-05-01T00:00:00Z' });
+    expect(res.body.saved_metrics.map((l: any) => l.saved_metric)).toEqual([metric.id]);
+    expect((await get(exp.id)).body).toEqual(res.body);
+    expect((await put({ name: 'Put', feature_flag_key: 'put', created_at: 'x' })).body.detail).toBe(
+      "Can't update keys: created_at on Experiment",
+    );
+    const unknown = await call(api.baseUrl, 'PUT', `${P()}/999999999/`, {
+      key: account.apiKey,
+      body: { name: 'x', feature_flag_key: 'x' },
+    });
+    expect(unknown.status).toBe(404);
   });
 
   it('soft-deletes with deleted: true; DELETE is 405 with no body', async () => {

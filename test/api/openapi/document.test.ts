@@ -94,9 +94,17 @@ describe('GET /api/schema/ is a document a client generator can use', () => {
 
   it('describes every field of the seed Experiment, free-form ones as any JSON value', () => {
     const experiment = responseSchema('/api/projects/{project_id}/experiments/{id}/', 'get', '200');
+    // saved_metrics_ids is write-only: in the request bodies, absent from responses as in PostHog.
     expect(Object.keys(experiment.properties)).toEqual(
-      expect.arrayContaining(SEED_EXPERIMENT_FIELDS.filter((f) => f !== '_create_in_folder')),
+      expect.arrayContaining(SEED_EXPERIMENT_FIELDS.filter((f) => f !== 'saved_metrics_ids')),
     );
+    expect(experiment.properties).not.toHaveProperty('saved_metrics_ids');
+    expect(experiment.required).not.toContain('saved_metrics_ids');
+    for (const method of ['post', 'patch', 'put']) {
+      const path = `/api/projects/{project_id}/experiments/${method === 'post' ? '' : '{id}/'}`;
+      const body = doc.paths[path][method].requestBody.content['application/json'].schema;
+      expect(body.properties, method).toHaveProperty('saved_metrics_ids');
+    }
     for (const field of FREE_FORM) expect(freeForm(experiment.properties[field]), field).toBe(true);
     expect(deref(experiment.properties.feature_flag).properties.filters.additionalProperties).toBe(true);
   });
@@ -112,6 +120,106 @@ describe('GET /api/schema/ is a document a client generator can use', () => {
     const person = responseSchema('/api/projects/{project_id}/persons/{id}/', 'get', '200');
     expect(person.properties.properties).toMatchObject({ type: 'object', additionalProperties: true });
     expect(person.additionalProperties).toBe(false);
+  });
+});
+
+type Operation = { path: string; method: string; op: any };
+const operations = (): Operation[] =>
+  Object.entries(doc.paths).flatMap(([path, item]: [string, any]) =>
+    Object.entries(item).map(([method, op]) => ({ path, method, op })),
+  );
+/** The JSON types a schema admits (its `type`, or those of its anyOf/oneOf branches). */
+const typesOf = (schema: any): string[] =>
+  [schema.type ?? [], ...[...(schema.anyOf ?? []), ...(schema.oneOf ?? [])].map(typesOf)].flat(2);
+
+describe('what a strict generated client needs', () => {
+  it('types each path id as the id the API answers, so `id: exp.id` type-checks', () => {
+    const checked: string[] = [];
+    for (const { path, method, op } of operations()) {
+      const match = /^(.*\/)\{id\}\//.exec(path);
+      if (!match) continue;
+      const list = doc.paths[match[1]]?.get?.responses['200']?.content['application/json']?.schema;
+      if (!list) continue;
+      const answered = deref(deref(list).properties.results.items).properties.id;
+      const param = op.parameters.find((p: any) => p.in === 'path' && p.name === 'id').schema;
+      expect(typesOf(param), `${method} ${path}`).toEqual(expect.arrayContaining(typesOf(answered)));
+      checked.push(`${method} ${path}`);
+    }
+    expect(checked).toEqual(
+      expect.arrayContaining([
+        'get /api/projects/{project_id}/experiments/{id}/',
+        'put /api/projects/{project_id}/experiments/{id}/',
+        'post /api/projects/{project_id}/experiments/{id}/duplicate/',
+        'patch /api/projects/{project_id}/experiment_holdouts/{id}/',
+        'get /api/projects/{project_id}/experiment_saved_metrics/{id}/',
+        'patch /api/projects/{project_id}/persons/{id}/',
+        'post /api/projects/{project_id}/persons/{id}/split/',
+        'put /api/projects/{project_id}/event_definitions/{id}/',
+      ]),
+    );
+    const experimentId = doc.paths['/api/projects/{project_id}/experiments/{id}/'].get.parameters[1].schema;
+    expect(experimentId.type).toBe('integer');
+    const personId = doc.paths['/api/projects/{project_id}/persons/{id}/'].get.parameters[1].schema;
+    expect(typesOf(personId).sort()).toEqual(['integer', 'string']); // its id, or its uuid
+  });
+
+  it('declares text/csv beside JSON on every answer that format=csv turns into CSV', () => {
+    const csvOperations = operations().filter(({ op }) =>
+      op.parameters.some((p: any) => p.name === 'format' && p.schema.enum?.includes('csv')),
+    );
+    expect(csvOperations.length).toBeGreaterThanOrEqual(19);
+    for (const { path, method, op } of csvOperations) {
+      for (const [status, response] of Object.entries<any>(op.responses)) {
+        if (!status.startsWith('2') || status === '204') continue;
+        expect(Object.keys(response.content), `${method} ${path} ${status}`).toEqual(['application/json', 'text/csv']);
+        expect(response.content['text/csv'].schema.type).toBe('string');
+      }
+    }
+  });
+
+  it('documents the error body with every error status, and 404 wherever a path names something', () => {
+    const error = { $ref: '#/components/schemas/Error' };
+    const bodyless: string[] = [];
+    for (const { path, method, op } of operations()) {
+      for (const [status, response] of Object.entries<any>(op.responses)) {
+        if (Number(status) < 400) continue;
+        if (!response.content) {
+          bodyless.push(`${method} ${path} ${status}`);
+          continue;
+        }
+        // Readiness documents its own 503 body; everything else answers PostHog's error body.
+        if (path !== '/_ready')
+          expect(response.content, `${method} ${path} ${status}`).toEqual({ 'application/json': { schema: error } });
+      }
+      if (op.security.length && path.includes('{')) expect(op.responses, `${method} ${path}`).toHaveProperty('404');
+    }
+    // The one error answered without a body: experiment DELETE (seed: 405, no body).
+    expect(bodyless).toEqual(['delete /api/projects/{project_id}/experiments/{id}/ 405']);
+    const persons = doc.paths['/api/projects/{project_id}/persons/{id}/'];
+    expect(persons.get.responses['404'].content['application/json'].schema).toEqual(error);
+    expect(persons.get.responses['400'].content['application/json'].schema).toEqual(error);
+  });
+
+  it('requires a request body only where the request cannot do without one', () => {
+    const required = (path: string, method: string) =>
+      doc.paths[`/api/projects/{project_id}/${path}`][method].requestBody.required;
+    // The seed's query forms: key/value and $unset may come in the query instead.
+    expect(required('persons/{id}/update_property/', 'post')).toBe(false);
+    expect(required('persons/{id}/delete_property/', 'post')).toBe(false);
+    expect(required('persons/bulk_delete/', 'post')).toBe(false);
+    expect(required('persons/{id}/', 'patch')).toBe(true);
+    expect(required('experiments/', 'post')).toBe(true);
+    expect(required('experiments/{id}/', 'put')).toBe(true);
+  });
+
+  it('offers PUT (a full update) where PostHog does', () => {
+    for (const path of ['experiments/{id}/', 'event_definitions/{id}/', 'persons/{id}/'])
+      expect(doc.paths[`/api/projects/{project_id}/${path}`].put, path).toBeDefined();
+    const put = doc.paths['/api/projects/{project_id}/experiments/{id}/'].put;
+    expect(put.requestBody.content['application/json'].schema.required).toEqual(['name', 'feature_flag_key']);
+    expect(put.responses['200'].content['application/json'].schema).toEqual({
+      $ref: '#/components/schemas/Experiment',
+    });
   });
 });
 

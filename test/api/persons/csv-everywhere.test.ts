@@ -286,6 +286,7 @@ describe('format is declared where it is honoured', () => {
     const operations = personPaths.flatMap((p) =>
       Object.entries(document.paths[p])
         .filter(([method]) => !(p.endsWith('/persons/') && method === 'post')) // creating a person: 405 by design
+        .filter(([method]) => method !== 'put') // PUT /persons/:id is PATCH's update under another method
         .map(([method, op]: [string, any]) => [`${method} ${p}`, op.parameters.find((q: any) => q.name === 'format')]),
     );
     expect(operations).toHaveLength(19);

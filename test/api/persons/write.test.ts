@@ -53,6 +53,34 @@ describe('property changes', () => {
     });
   });
 
+  it('PUT is the same update as PATCH (PostHog serves both with one method): a $set merge, properties required', async () => {
+    const person = await newPerson('w-put', { keep: 1, plan: 'free' });
+    const url = `${P()}/${person.uuid}/`;
+    const res = await call(api.baseUrl, 'PUT', url, { key: account.apiKey, body: { properties: { plan: 'team' } } });
+    expect(res.status).toBe(200);
+    expect(res.body.properties).toMatchObject({ keep: 1, plan: 'team' });
+    const events = await sql(
+      api.orm,
+      `select properties from event where project_id = ? and event = '$set' and distinct_id = 'w-put'`,
+      [account.projectId],
+    );
+    expect(events).toEqual([{ properties: { $set: { plan: 'team' } } }]);
+    expect((await activities(person.id))[0]).toMatchObject({ activity: 'updated', scope: 'Person' });
+    const missing = await call(api.baseUrl, 'PUT', url, { key: account.apiKey, body: { name: 'x' } });
+    expect(missing.status).toBe(400);
+    expect(missing.body).toEqual({
+      type: 'validation_error',
+      code: 'This field is required.',
+      detail: 'required',
+      attr: 'properties',
+    });
+    const csv = await call(api.baseUrl, 'PUT', `${url}?format=csv`, {
+      key: account.apiKey,
+      body: { properties: { plan: 'pro' } },
+    });
+    expect(csv.headers.get('content-type')).toMatch(/^text\/csv/);
+  });
+
   it('update_property sets one key (null allowed) and checks value before key', async () => {
     const person = await newPerson('w3');
     const ok = await call(api.baseUrl, 'POST', `${P()}/${person.uuid}/update_property/`, {
