@@ -1,21 +1,32 @@
-// Ingesting a request's events: persons, events and recordings in one transaction, so a 200
-// means everything is committed and a failure stores nothing.
+// Ingesting a request's events: persons, events, recordings and the ingestion warnings of events
+// dropped or altered in one transaction, so a 200 means everything is committed and a failure stores nothing.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { storeEvents } from '../events/store.ts';
 import { processPersons, type IngestEvent } from './persons.ts';
 import { run } from '../db/sql.ts';
+import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
 /** Projects whose ingested_event flag this process has set (it is never cleared): one write per project, not per request. */
 const projectsIngesting = new Set<number>();
 
-export async function ingestEvents(em: EntityManager, projectId: number, events: IngestEvent[]): Promise<void> {
-  if (events.length === 0) return;
+/** Stores `events` and the request's `warnings` (capture's), with those person processing adds. */
+export async function ingestEvents(
+  em: EntityManager,
+  projectId: number,
+  events: IngestEvent[],
+  warnings: readonly IngestionWarningInput[] = [],
+): Promise<void> {
+  if (events.length === 0) {
+    await recordWarnings(em, projectId, warnings);
+    return;
+  }
   for (let attempt = 1; ; attempt++) {
     try {
       await em.fork().transactional(async (tx) => {
-        const personIds = await processPersons(tx as EntityManager, projectId, events);
+        const allWarnings = [...warnings];
+        const personIds = await processPersons(tx as EntityManager, projectId, events, allWarnings);
         const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
         const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
         const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
@@ -32,6 +43,7 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
           })),
         );
         await storeRecordings(tx as EntityManager, projectId, recordings);
+        await recordWarnings(tx as EntityManager, projectId, allWarnings);
         if (!projectsIngesting.has(projectId))
           await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
       });
