@@ -42,7 +42,7 @@ export async function ingestEvents(
             timestamp: r.timestamp,
           })),
         );
-        await storeRecordings(tx as EntityManager, projectId, recordings);
+        await storeRecordings(tx as EntityManager, projectId, recordings, allWarnings);
         await recordWarnings(tx as EntityManager, projectId, allWarnings);
         if (!projectsIngesting.has(projectId))
           await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
@@ -56,15 +56,27 @@ export async function ingestEvents(
   }
 }
 
-/** `$snapshot` events become session recordings (one row per session) and their snapshot data. */
+/**
+ * `$snapshot` events become session recordings (one row per session) and their snapshot data; one
+ * without a `$session_id` is not stored, with a warning.
+ */
 async function storeRecordings(
   em: EntityManager,
   projectId: number,
   rows: (IngestEvent & { personId: string })[],
+  warnings: IngestionWarningInput[],
 ): Promise<void> {
-  const withSession = rows.filter(
-    (r) => typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '',
-  );
+  const hasSession = (r: IngestEvent) =>
+    typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '';
+  const withSession = rows.filter(hasSession);
+  for (const r of rows)
+    if (!hasSession(r))
+      warnings.push({
+        type: 'snapshot_dropped_no_session_id',
+        eventUuid: r.uuid,
+        distinctId: r.distinctId,
+        details: { eventName: r.event, reason: 'a snapshot without a $session_id belongs to no recording; not stored' },
+      });
   if (withSession.length === 0) return;
   const payload = JSON.stringify(
     withSession.map((r) => ({

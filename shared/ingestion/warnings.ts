@@ -16,6 +16,8 @@ export type IngestionWarningType =
   | 'event_dropped_too_deep'
   /** Ours: `$performance_event` (PostHog's capture drops it too); the event is not stored. */
   | 'event_dropped_performance_event'
+  /** Ours: a `$snapshot` / `$snapshot_items` event without `$session_id`; not stored. */
+  | 'snapshot_dropped_no_session_id'
   /** Ours: NUL or a lone surrogate in the event's strings, replaced by U+FFFD. */
   | 'invalid_unicode_replaced'
   /** Ours: the event name cut to 400 or the distinct id to 200 characters. */

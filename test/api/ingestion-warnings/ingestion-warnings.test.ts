@@ -172,6 +172,34 @@ describe('capture records a warning for each event it drops or alters', () => {
       expect.objectContaining({ eventUuid: longUuid, distinctId: `l-${tag}`, fields: ['event'] }),
     ]);
   });
+
+  it('a recording snapshot without $session_id (not stored) and a $performance_event (dropped) are warned about', async () => {
+    const snapshotUuid = randomUUID();
+    const performanceUuid = randomUUID();
+    const withSession = randomUUID();
+    const body = JSON.stringify({
+      api_key: 'TOKEN',
+      batch: [
+        { event: '$snapshot', distinct_id: 'rec-user', uuid: snapshotUuid, properties: { $snapshot_data: [] } },
+        {
+          event: '$snapshot',
+          distinct_id: 'rec-user',
+          uuid: withSession,
+          properties: { $session_id: `s-${withSession}`, $snapshot_data: [] },
+        },
+        { event: '$performance_event', distinct_id: 'rec-user', uuid: performanceUuid },
+      ],
+    });
+    expect(await sendBatch(body)).toEqual({ status: 200, body: { status: 1 } });
+    const res = await warningsOf('?q=rec-user');
+    expect(summaryOf(res.body, 'snapshot_dropped_no_session_id').warnings.map((w: any) => w.details.eventUuid)).toEqual(
+      [snapshotUuid],
+    );
+    expect(summaryOf(res.body, 'event_dropped_performance_event').warnings[0].details).toMatchObject({
+      eventUuid: performanceUuid,
+      distinctId: 'rec-user',
+    });
+  });
 });
 
 describe('GET /api/projects/:id/ingestion_warnings/', () => {
