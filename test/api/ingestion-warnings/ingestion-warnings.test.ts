@@ -254,6 +254,8 @@ describe('GET /api/projects/:id/ingestion_warnings/', () => {
     expect(res.body).toMatchObject({ type: 'authentication_error', code: 'permission_denied' });
     const readKey = await createKey(api.orm, account.userId, { scopes: ['project:read'] });
     expect((await warningsOf('', readKey)).status).toBe(200);
+    const current = await call(api.baseUrl, 'GET', '/api/projects/@current/ingestion_warnings/', { key: readKey });
+    expect(current.status).toBe(200);
   });
 
   it('refuses bad query input with a 400 and PostHog’s error body, never a 500', async () => {
