@@ -92,7 +92,7 @@ export async function warningSummaries(
     }[];
   }>(
     em,
-    `with matching as (select w.id, w.type, w.timestamp from ingestion_warning w where ${window}),
+    `with matching as (select w.type, w.timestamp from ingestion_warning w where ${window}),
      types as (select type, count(*)::int as count, max(timestamp) as last_seen from matching group by type),
      days as (
        select type, jsonb_agg(jsonb_build_array(n, day) order by day) as sparkline
