@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
-import type { IngestionWarningInput } from '../../shared/ingestion/warnings.ts';
+import { clipped, type IngestionWarningInput } from '../../shared/ingestion/warnings.ts';
 import { captureError } from './decode.ts';
 
 /** The request's token and its events, before the events are checked. */
@@ -128,21 +128,13 @@ function repairedInPlace(value: unknown, depth: number, repairs: { strings: numb
 const MAX_EVENT_NAME = 400;
 const MAX_DISTINCT_ID = 200;
 
-/** The first `max` characters (code points: a surrogate pair is never split), as PostHog truncates. */
-function truncated(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let end = 0;
-  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
-  return text.slice(0, end);
-}
-
 /** The event's distinct id (a non-string one as its JSON), and whether it was cut to MAX_DISTINCT_ID. */
 function distinctIdOf(raw: Record<string, any>): { id: string; cut: boolean } | null {
   const value =
     raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
   if (value === undefined || value === null || value === '') return null;
   const whole = typeof value === 'string' ? value : JSON.stringify(value);
-  const id = truncated(whole, MAX_DISTINCT_ID);
+  const id = clipped(whole, MAX_DISTINCT_ID);
   return id.trim() === '' ? null : { id, cut: id !== whole };
 }
 
@@ -202,13 +194,20 @@ function timestampOf(
   return new Date(ms);
 }
 
-/** A client's value as it can be shown in a warning: short, and never a deep walk. */
+/**
+ * A client's value as a warning shows it: short, never a deep walk, and storable (a value outside the
+ * repaired event — `sent_at`, a dropped event's fields — may still hold NUL or lone surrogates).
+ */
 function shortJson(value: unknown): string | number | boolean | null {
   if (value === undefined || value === null) return null;
   if (typeof value === 'number' || typeof value === 'boolean') return value;
   const text = typeof value === 'string' ? value : typeof value === 'object' ? '(object)' : String(value);
-  return truncated(text, 200);
+  return repairedString(clipped(text, 200));
 }
+
+/** A string field of an event that was not repaired (dropped before), as a warning shows it; null otherwise. */
+const shownString = (value: unknown, max: number) =>
+  typeof value === 'string' ? repairedString(clipped(value, max)) : null;
 
 /** The event's own uuid, when it is one (read from the top level only: the event may be too deep to walk). */
 const givenUuid = (raw: Record<string, any>) => (typeof raw.uuid === 'string' && isUuid(raw.uuid) ? raw.uuid : null);
@@ -239,7 +238,7 @@ export function eventsOf(
       warnings.push({
         type: 'event_dropped_performance_event',
         eventUuid: givenUuid(raw),
-        distinctId: typeof raw.distinct_id === 'string' ? truncated(raw.distinct_id, MAX_DISTINCT_ID) : null,
+        distinctId: shownString(raw.distinct_id, MAX_DISTINCT_ID),
         details: { eventName: '$performance_event', reason: 'performance events are not stored (as in PostHog)' },
       });
       continue;
@@ -252,9 +251,9 @@ export function eventsOf(
       warnings.push({
         type: 'event_dropped_too_deep',
         eventUuid: givenUuid(raw),
-        distinctId: typeof raw.distinct_id === 'string' ? truncated(raw.distinct_id, MAX_DISTINCT_ID) : null,
+        distinctId: shownString(raw.distinct_id, MAX_DISTINCT_ID),
         details: {
-          eventName: typeof raw.event === 'string' ? truncated(raw.event, MAX_EVENT_NAME) : null,
+          eventName: shownString(raw.event, MAX_EVENT_NAME),
           reason: `nested more than ${MAX_EVENT_DEPTH} levels deep; the event is not stored`,
         },
       });
@@ -276,7 +275,7 @@ export function eventsOf(
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
     const eventWarnings: Warning[] = [];
     const timestamp = timestampOf(raw, properties, sentAt, sentAtValue, now, eventWarnings);
-    const event = truncated(raw.event, MAX_EVENT_NAME);
+    const event = clipped(raw.event, MAX_EVENT_NAME);
     if (repairs.strings > 0)
       eventWarnings.push({
         type: 'invalid_unicode_replaced',

@@ -7,7 +7,7 @@ import { pgArray, rows } from '../db/sql.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
-import type { IngestionWarningInput } from './warnings.ts';
+import { clipped, type IngestionWarningInput } from './warnings.ts';
 
 export interface IngestEvent {
   uuid: string;
@@ -91,8 +91,8 @@ export async function processPersons(
         distinctId: event.distinctId,
         details: {
           eventName: event.event,
-          illegalDistinctId: illegal.slice(0, 200),
-          otherDistinctId: (illegal === partner ? event.distinctId : partner).slice(0, 200),
+          illegalDistinctId: clipped(illegal),
+          otherDistinctId: clipped(illegal === partner ? event.distinctId : partner),
           reason: storableDistinctId(illegal) ? 'illegal distinct id' : 'distinct id over 400 characters',
         },
       });
@@ -281,8 +281,8 @@ class PersonSession {
           distinctId: targetId,
           details: {
             eventName: event.event,
-            sourcePersonDistinctId: otherId.slice(0, 200),
-            targetPersonDistinctId: targetId.slice(0, 200),
+            sourcePersonDistinctId: clipped(otherId),
+            targetPersonDistinctId: clipped(targetId),
             reason: 'the other person is already identified; use $merge_dangerously to merge it',
           },
         });

@@ -202,6 +202,49 @@ describe('capture records a warning for each event it drops or alters', () => {
   });
 });
 
+describe('what a warning shows of the client’s values', () => {
+  it('NUL and lone surrogates in a dropped event’s distinct id, name or an unreadable sent_at are stored repaired (200, not 500)', async () => {
+    const uuid = randomUUID();
+    const other = randomUUID();
+    const body =
+      `{"api_key":"TOKEN","sent_at":"bad\\u0000\\ud800","batch":[` +
+      `{"event":"deep\\u0000","distinct_id":"nul\\u0000user\\udc00","uuid":"${uuid}","properties":${deep(200)}},` +
+      `{"event":"$performance_event","distinct_id":"perf\\u0000","uuid":"${other}"},` +
+      `{"event":"skewed","distinct_id":"nul-sent-at","timestamp":"2026-01-01T00:00:00Z"}]}`;
+    expect(await sendBatch(body)).toEqual({ status: 200, body: { status: 1 } });
+    const res = await warningsOf('?q=nul');
+    expect(summaryOf(res.body, 'event_dropped_too_deep').warnings[0].details).toMatchObject({
+      eventUuid: uuid,
+      distinctId: 'nul\ufffduser\ufffd',
+      eventName: 'deep\ufffd',
+    });
+    expect(summaryOf(res.body, 'ignored_invalid_timestamp').warnings[0].details).toMatchObject({
+      distinctId: 'nul-sent-at',
+      field: 'sent_at',
+      value: 'bad\ufffd\ufffd',
+    });
+    const perf = await warningsOf(`?q=${other}`);
+    expect(perf.body.results[0].warnings[0].details).toMatchObject({ distinctId: 'perf\ufffd' });
+  });
+
+  it('an alias over 400 characters is shown cut to 200 without splitting a surrogate pair', async () => {
+    const uuid = randomUUID();
+    const alias = `${'a'.repeat(199)}😀${'b'.repeat(300)}`;
+    const body = JSON.stringify({
+      api_key: 'TOKEN',
+      batch: [{ event: '$create_alias', distinct_id: 'long-alias-user', uuid, properties: { alias } }],
+    });
+    expect(await sendBatch(body)).toEqual({ status: 200, body: { status: 1 } });
+    const res = await warningsOf(`?q=${uuid}`);
+    expect(res.body.results[0].warnings[0].details).toMatchObject({
+      eventUuid: uuid,
+      illegalDistinctId: `${'a'.repeat(199)}😀`,
+      otherDistinctId: 'long-alias-user',
+      reason: 'distinct id over 400 characters',
+    });
+  });
+});
+
 describe('GET /api/projects/:id/ingestion_warnings/', () => {
   it('groups by type, most recently seen first, with the newest examples first and at most `examples` of them', async () => {
     const { projectId, apiKey } = await createAccount(api.orm);
