@@ -3,6 +3,7 @@ import { captureRoutes } from './capture/routes.ts';
 import { eventDefinitionRoutes } from './event-definitions/routes.ts';
 import { experimentRoutes } from './experiments/routes.ts';
 import { flagRoutes } from './flags/routes.ts';
+import { ingestionWarningRoutes } from './ingestion-warnings/routes.ts';
 import { holdoutRoutes } from './experiments/holdouts.ts';
 import { savedMetricRoutes } from './experiments/saved-metrics.ts';
 import { organizationRoutes } from './organizations/routes.ts';
@@ -20,6 +21,7 @@ export const allRoutes: RouteDefinition[] = [
   ...projectRoutes,
   ...organizationRoutes,
   ...captureRoutes,
+  ...ingestionWarningRoutes,
   ...personRoutes,
   ...personDeletionRoutes,
   ...personAnalysisRoutes,

@@ -14,6 +14,7 @@ export const JOBS = {
   reconcileDeletions: { queue: 'deletions', name: 'reconcile' },
   experimentResults: { queue: 'experimentResults', name: 'compute' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
+  /** Daily: event partitions ahead, and the purge of ingestion warnings past 30 days. */
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
   /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },

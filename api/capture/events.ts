@@ -1,10 +1,12 @@
 // From a decoded payload to validated events (PostHog's rust/capture payload shapes and checks; timestamps as the plugin server's parseEventTimestamp).
 // A request PostHog refuses whole (no usable token, an event without a name or distinct id) stores
 // nothing. One event PostgreSQL could not store is repaired or dropped as PostHog's capture does
-// (timestamps out of range, NUL and lone surrogates, nesting too deep), and the reasons are returned.
+// (timestamps out of range, NUL and lone surrogates, nesting too deep), and each such event gets an
+// ingestion warning (shared/ingestion/warnings.ts).
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/persons.ts';
+import { clipped, type IngestionWarningInput } from '../../shared/ingestion/warnings.ts';
 import { captureError } from './decode.ts';
 
 /** The request's token and its events, before the events are checked. */
@@ -12,13 +14,6 @@ export interface SdkRequest {
   token: string;
   rawEvents: unknown[];
   sentAtValue: unknown;
-}
-
-/** Why an event was changed or dropped (PostHog's ingestion warning types), by position in the request. */
-export interface CaptureWarning {
-  index: number;
-  type: 'ignored_invalid_timestamp' | 'event_timestamp_in_future' | 'event_dropped';
-  detail: string;
 }
 
 const isObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);
@@ -93,23 +88,31 @@ const MAX_EVENT_DEPTH = 128;
 const TOO_DEEP = new Error('event nested too deep');
 
 /**
- * Repairs every string of a freshly parsed event in place; throws TOO_DEEP past MAX_EVENT_DEPTH
- * levels (the depth bound also keeps every later walk of the event off the stack limit).
+ * Repairs every string of a freshly parsed event in place, counting them in `repairs`; throws
+ * TOO_DEEP past MAX_EVENT_DEPTH levels (the depth bound also keeps every later walk of the event off
+ * the stack limit).
  */
-function repairedInPlace(value: unknown, depth: number): unknown {
-  if (typeof value === 'string') return repairedString(value);
+function repairedInPlace(value: unknown, depth: number, repairs: { strings: number }): unknown {
+  if (typeof value === 'string') {
+    const repaired = repairedString(value);
+    if (repaired !== value) repairs.strings++;
+    return repaired;
+  }
   if (value === null || typeof value !== 'object') return value;
   if (depth > MAX_EVENT_DEPTH) throw TOO_DEEP;
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) value[i] = repairedInPlace(value[i], depth + 1);
+    for (let i = 0; i < value.length; i++) value[i] = repairedInPlace(value[i], depth + 1, repairs);
     return value;
   }
   const object = value as Record<string, unknown>;
   for (const key of Object.keys(object)) {
     const inner = object[key];
-    const repaired = repairedInPlace(inner, depth + 1);
+    const repaired = repairedInPlace(inner, depth + 1, repairs);
     const repairedKey = repairedString(key);
-    if (repairedKey !== key) delete object[key];
+    if (repairedKey !== key) {
+      repairs.strings++;
+      delete object[key];
+    }
     // defineProperty, not assignment: a key named "__proto__" must stay a plain property.
     if (repairedKey !== key || repaired !== inner)
       Object.defineProperty(object, repairedKey, {
@@ -122,60 +125,101 @@ function repairedInPlace(value: unknown, depth: number): unknown {
   return object;
 }
 
-/** The first `max` characters (code points: a surrogate pair is never split), as PostHog truncates. */
-function truncated(text: string, max: number): string {
-  if (text.length <= max) return text;
-  let end = 0;
-  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
-  return text.slice(0, end);
-}
+const MAX_EVENT_NAME = 400;
+const MAX_DISTINCT_ID = 200;
 
-function distinctIdOf(raw: Record<string, any>): string | null {
+/** The event's distinct id (a non-string one as its JSON), and whether it was cut to MAX_DISTINCT_ID. */
+function distinctIdOf(raw: Record<string, any>): { id: string; cut: boolean } | null {
   const value =
     raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
   if (value === undefined || value === null || value === '') return null;
-  const text = truncated(typeof value === 'string' ? value : JSON.stringify(value), 200);
-  return text.trim() === '' ? null : text;
+  const whole = typeof value === 'string' ? value : JSON.stringify(value);
+  const id = clipped(whole, MAX_DISTINCT_ID);
+  return id.trim() === '' ? null : { id, cut: id !== whole };
 }
 
 const FUTURE_CUTOFF_MS = 23 * 3600 * 1000;
 const FIRST_MS = Date.parse('0001-01-01T00:00:00Z');
 const LAST_MS = Date.parse('9999-12-31T23:59:59.999Z');
 
-/** PostHog's parseEventTimestamp (plugin server), then its bounds: over 23 h ahead → now; outside years 1–9999 → the Unix epoch. */
-function timestampOf(raw: Record<string, any>, properties: Record<string, unknown>, sentAt: Date | null, now: Date) {
+type Warning = Omit<IngestionWarningInput, 'eventUuid' | 'distinctId'>;
+
+/**
+ * PostHog's parseEventTimestamp (plugin server), then its bounds: over 23 h ahead → now; outside years
+ * 1–9999 → the Unix epoch. Each departure from what the client sent is a warning, as in PostHog.
+ */
+function timestampOf(
+  raw: Record<string, any>,
+  properties: Record<string, unknown>,
+  sentAt: Date | null,
+  sentAtValue: unknown,
+  now: Date,
+  warnings: Warning[],
+): Date {
   let ms = now.getTime();
-  const parsed = typeof raw.timestamp === 'string' ? Date.parse(raw.timestamp) : NaN;
+  const given = raw.timestamp;
+  const parsed = typeof given === 'string' ? Date.parse(given) : NaN;
   if (!Number.isNaN(parsed)) {
     // Clock-skew correction: trust the client's intervals, not its clock.
-    ms = sentAt && properties.$ignore_sent_at !== true ? now.getTime() + (parsed - sentAt.getTime()) : parsed;
-  } else if (typeof raw.offset === 'number' && Number.isFinite(raw.offset)) {
-    ms = now.getTime() - raw.offset;
-  }
-  if (ms - now.getTime() > FUTURE_CUTOFF_MS)
-    return {
-      timestamp: now,
-      warning: {
-        type: 'event_timestamp_in_future',
-        detail: 'timestamp more than 23 hours ahead; the server time is used',
-      } as const,
-    };
-  if (!(ms >= FIRST_MS && ms <= LAST_MS))
-    return {
-      timestamp: new Date(0),
-      warning: {
+    const skewCorrected = properties.$ignore_sent_at !== true;
+    ms = sentAt && skewCorrected ? now.getTime() + (parsed - sentAt.getTime()) : parsed;
+    if (!sentAt && skewCorrected && sentAtValue !== undefined && sentAtValue !== null)
+      warnings.push({
         type: 'ignored_invalid_timestamp',
-        detail: 'timestamp before year 1 or after 9999; the Unix epoch is used',
-      } as const,
-    };
-  return { timestamp: new Date(ms), warning: null };
+        details: { field: 'sent_at', value: shortJson(sentAtValue), reason: 'unreadable; no clock-skew correction' },
+      });
+  } else {
+    if (given !== undefined && given !== null)
+      warnings.push({
+        type: 'ignored_invalid_timestamp',
+        details: { field: 'timestamp', value: shortJson(given), reason: 'unreadable; offset or server time used' },
+      });
+    if (typeof raw.offset === 'number' && Number.isFinite(raw.offset)) ms = now.getTime() - raw.offset;
+  }
+  const asSent = { timestamp: shortJson(given), sentAt: shortJson(sentAtValue), offset: shortJson(raw.offset) };
+  if (ms - now.getTime() > FUTURE_CUTOFF_MS) {
+    warnings.push({
+      type: 'event_timestamp_in_future',
+      details: { ...asSent, now: now.toISOString(), result: now.toISOString(), reason: 'more than 23 hours ahead' },
+    });
+    return now;
+  }
+  if (!(ms >= FIRST_MS && ms <= LAST_MS)) {
+    warnings.push({
+      type: 'ignored_invalid_timestamp',
+      details: { ...asSent, result: new Date(0).toISOString(), reason: 'before year 1 or after 9999' },
+    });
+    return new Date(0);
+  }
+  return new Date(ms);
 }
 
-/** The request's events, checked and repaired; `warnings` says which were changed or dropped, and why. */
+/**
+ * A client's value as a warning shows it: short, never a deep walk, and storable (a value outside the
+ * repaired event — `sent_at`, a dropped event's fields — may still hold NUL or lone surrogates).
+ */
+function shortJson(value: unknown): string | number | boolean | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'number' || typeof value === 'boolean') return value;
+  const text = typeof value === 'string' ? value : typeof value === 'object' ? '(object)' : String(value);
+  return repairedString(clipped(text, 200));
+}
+
+/** A string field of an event that was not repaired (dropped before), as a warning shows it; null otherwise. */
+const shownString = (value: unknown, max: number) =>
+  typeof value === 'string' ? repairedString(clipped(value, max)) : null;
+
+/** The event's own uuid, when it is one (read from the top level only: the event may be too deep to walk). */
+const givenUuid = (raw: Record<string, any>) => (typeof raw.uuid === 'string' && isUuid(raw.uuid) ? raw.uuid : null);
+
+/**
+ * The request's events, checked and repaired; `warnings` holds one ingestion warning for each event
+ * dropped or stored otherwise than sent.
+ */
 export function eventsOf(
   request: SdkRequest,
   options: { querySentAt?: string },
-): { events: IngestEvent[]; warnings: CaptureWarning[] } {
+): { events: IngestEvent[]; warnings: IngestionWarningInput[] } {
   const now = new Date();
   const { sentAtValue } = request;
   let sentAt: Date | null =
@@ -186,22 +230,41 @@ export function eventsOf(
   }
 
   const events: IngestEvent[] = [];
-  const warnings: CaptureWarning[] = [];
-  for (const [index, raw] of request.rawEvents.entries()) {
+  const warnings: IngestionWarningInput[] = [];
+  const repairs = { strings: 0 };
+  for (const raw of request.rawEvents) {
     if (!isObject(raw)) throw captureError('event submitted with an invalid body');
-    if (raw.event === '$performance_event') continue;
+    if (raw.event === '$performance_event') {
+      warnings.push({
+        type: 'event_dropped_performance_event',
+        eventUuid: givenUuid(raw),
+        distinctId: shownString(raw.distinct_id, MAX_DISTINCT_ID),
+        details: { eventName: '$performance_event', reason: 'performance events are not stored (as in PostHog)' },
+      });
+      continue;
+    }
+    repairs.strings = 0;
     try {
-      repairedInPlace(raw, 1);
+      repairedInPlace(raw, 1, repairs);
     } catch (error) {
       if (error !== TOO_DEEP) throw error;
-      warnings.push({ index, type: 'event_dropped', detail: `event nested more than ${MAX_EVENT_DEPTH} levels deep` });
+      warnings.push({
+        type: 'event_dropped_too_deep',
+        eventUuid: givenUuid(raw),
+        distinctId: shownString(raw.distinct_id, MAX_DISTINCT_ID),
+        details: {
+          eventName: shownString(raw.event, MAX_EVENT_NAME),
+          reason: `nested more than ${MAX_EVENT_DEPTH} levels deep; the event is not stored`,
+        },
+      });
       continue;
     }
     const properties: Record<string, any> = isObject(raw.properties) ? { ...raw.properties } : {};
     if (typeof raw.event !== 'string' || raw.event.trim() === '')
       throw captureError('event submitted with an empty event name');
-    const distinctId = distinctIdOf(raw);
-    if (distinctId === null) throw captureError('event submitted without a distinct_id');
+    const distinct = distinctIdOf(raw);
+    if (distinct === null) throw captureError('event submitted without a distinct_id');
+    const distinctId = distinct.id;
     if (properties.$cookieless_mode !== undefined && typeof properties.$cookieless_mode !== 'boolean')
       throw captureError('event submitted with an invalid $cookieless_mode');
     // Top-level $set / $set_once join the properties ones (top level wins).
@@ -210,9 +273,25 @@ export function eventsOf(
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
-    const { timestamp, warning } = timestampOf(raw, properties, sentAt, now);
-    if (warning) warnings.push({ index, ...warning });
-    events.push({ uuid, event: truncated(raw.event, 400), distinctId, properties, timestamp });
+    const eventWarnings: Warning[] = [];
+    const timestamp = timestampOf(raw, properties, sentAt, sentAtValue, now, eventWarnings);
+    const event = clipped(raw.event, MAX_EVENT_NAME);
+    if (repairs.strings > 0)
+      eventWarnings.push({
+        type: 'invalid_unicode_replaced',
+        details: { eventName: event, strings: repairs.strings, reason: 'NUL or lone surrogates replaced by U+FFFD' },
+      });
+    if (event !== raw.event || distinct.cut)
+      eventWarnings.push({
+        type: 'event_field_truncated',
+        details: {
+          eventName: event,
+          fields: [...(event !== raw.event ? ['event'] : []), ...(distinct.cut ? ['distinct_id'] : [])],
+          reason: `event names are cut to ${MAX_EVENT_NAME} characters, distinct ids to ${MAX_DISTINCT_ID}`,
+        },
+      });
+    for (const warning of eventWarnings) warnings.push({ ...warning, eventUuid: uuid, distinctId });
+    events.push({ uuid, event, distinctId, properties, timestamp });
   }
   return { events, warnings };
 }

@@ -5,7 +5,6 @@ import { readRawBody } from '../http/body.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
-import { logger } from '../../shared/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
 import { eventsOf, requestOf } from './events.ts';
 
@@ -39,18 +38,7 @@ async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: b
   const request = requestOf(payload, { engagePath: options.engage });
   const project = await projectByApiToken(ctx.state.em, request.token);
   const { events, warnings } = eventsOf(request, { querySentAt: ctx.query._ as string | undefined });
-  if (warnings.length > 0)
-    logger.warn(
-      {
-        requestId: ctx.state.requestId,
-        projectId: project.id,
-        path: ctx.path,
-        warnings: warnings.slice(0, 50),
-        count: warnings.length,
-      },
-      'capture repaired or dropped events',
-    );
-  await ingestEvents(ctx.state.em, project.id, events);
+  await ingestEvents(ctx.state.em, project.id, events, warnings);
   ctx.metrics.eventsIngested.inc(events.length);
   if (ctx.query.beacon === '1') {
     ctx.status = 204;
@@ -111,7 +99,11 @@ export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
       scopes: null,
       rawBody: true,
       responses: {
-        200: { description: 'Events stored', schema: successSchema },
+        200: {
+          description:
+            'Committed: every event stored, except those dropped or altered with an ingestion warning (see ingestion_warnings)',
+          schema: successSchema,
+        },
         401: { description: 'Missing or invalid project API key' },
       },
       handler: (ctx) => capture(ctx, endpoint),

@@ -1,9 +1,10 @@
 // Every entity, for the ORM configuration of both processes.
+import { IngestionWarning } from './ingestion-warning.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
 import { PersonalApiKey } from './personal-api-key.ts';
 import { Project } from './project.ts';
 import { User } from './user.ts';
 
-export { Organization, OrganizationMembership, PersonalApiKey, Project, User };
+export { IngestionWarning, Organization, OrganizationMembership, PersonalApiKey, Project, User };
 
-export const entities = [Organization, OrganizationMembership, Project, User, PersonalApiKey];
+export const entities = [Organization, OrganizationMembership, Project, User, PersonalApiKey, IngestionWarning];

@@ -1,21 +1,32 @@
-// Ingesting a request's events: persons, events and recordings in one transaction, so a 200
-// means everything is committed and a failure stores nothing.
+// Ingesting a request's events: persons, events, recordings and the ingestion warnings of events
+// dropped or altered in one transaction, so a 200 means everything is committed and a failure stores nothing.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { storeEvents } from '../events/store.ts';
 import { processPersons, type IngestEvent } from './persons.ts';
 import { run } from '../db/sql.ts';
+import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
 /** Projects whose ingested_event flag this process has set (it is never cleared): one write per project, not per request. */
 const projectsIngesting = new Set<number>();
 
-export async function ingestEvents(em: EntityManager, projectId: number, events: IngestEvent[]): Promise<void> {
-  if (events.length === 0) return;
+/** Stores `events` and the request's `warnings` (capture's), with those person processing adds. */
+export async function ingestEvents(
+  em: EntityManager,
+  projectId: number,
+  events: IngestEvent[],
+  warnings: readonly IngestionWarningInput[] = [],
+): Promise<void> {
+  if (events.length === 0) {
+    await recordWarnings(em, projectId, warnings);
+    return;
+  }
   for (let attempt = 1; ; attempt++) {
     try {
       await em.fork().transactional(async (tx) => {
-        const personIds = await processPersons(tx as EntityManager, projectId, events);
+        const allWarnings = [...warnings];
+        const personIds = await processPersons(tx as EntityManager, projectId, events, allWarnings);
         const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
         const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
         const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
@@ -31,7 +42,8 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
             timestamp: r.timestamp,
           })),
         );
-        await storeRecordings(tx as EntityManager, projectId, recordings);
+        await storeRecordings(tx as EntityManager, projectId, recordings, allWarnings);
+        await recordWarnings(tx as EntityManager, projectId, allWarnings);
         if (!projectsIngesting.has(projectId))
           await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
       });
@@ -44,15 +56,27 @@ export async function ingestEvents(em: EntityManager, projectId: number, events:
   }
 }
 
-/** `$snapshot` events become session recordings (one row per session) and their snapshot data. */
+/**
+ * `$snapshot` events become session recordings (one row per session) and their snapshot data; one
+ * without a `$session_id` is not stored, with a warning.
+ */
 async function storeRecordings(
   em: EntityManager,
   projectId: number,
   rows: (IngestEvent & { personId: string })[],
+  warnings: IngestionWarningInput[],
 ): Promise<void> {
-  const withSession = rows.filter(
-    (r) => typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '',
-  );
+  const hasSession = (r: IngestEvent) =>
+    typeof r.properties.$session_id === 'string' && r.properties.$session_id !== '';
+  const withSession = rows.filter(hasSession);
+  for (const r of rows)
+    if (!hasSession(r))
+      warnings.push({
+        type: 'snapshot_dropped_no_session_id',
+        eventUuid: r.uuid,
+        distinctId: r.distinctId,
+        details: { eventName: r.event, reason: 'a snapshot without a $session_id belongs to no recording; not stored' },
+      });
   if (withSession.length === 0) return;
   const payload = JSON.stringify(
     withSession.map((r) => ({

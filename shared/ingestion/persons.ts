@@ -4,10 +4,10 @@
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pgArray, rows } from '../db/sql.ts';
-import { logger } from '../logger.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
+import { clipped, type IngestionWarningInput } from './warnings.ts';
 
 export interface IngestEvent {
   uuid: string;
@@ -48,10 +48,16 @@ export const processesPerson = (event: IngestEvent) => event.properties.$process
 
 /**
  * Processes the person side of `events` in order. Returns, per event, the uuid of its person
- * (for personless events the deterministic uuid, as PostHog records it).
+ * (for personless events the deterministic uuid, as PostHog records it); a merge it refuses adds a
+ * warning to `warnings`.
  */
-export async function processPersons(em: EntityManager, projectId: number, events: IngestEvent[]): Promise<string[]> {
-  const session = new PersonSession(em, projectId);
+export async function processPersons(
+  em: EntityManager,
+  projectId: number,
+  events: IngestEvent[],
+  warnings: IngestionWarningInput[] = [],
+): Promise<string[]> {
+  const session = new PersonSession(em, projectId, warnings);
   const personIds: string[] = new Array(events.length);
   let run: number[] = [];
   const flushRun = async () => {
@@ -67,20 +73,29 @@ export async function processPersons(em: EntityManager, projectId: number, event
       continue;
     }
     const partner = mergePartner(event);
-    if (partner !== null && !storableDistinctId(partner)) {
-      logger.warn(
-        { projectId, eventUuid: event.uuid, event: event.event, length: partner.length },
-        'merge refused: the other distinct id is over 400 characters',
-      );
+    if (partner === null || partner === event.distinctId) {
       run.push(index);
       continue;
     }
-    if (
-      partner === null ||
-      partner === event.distinctId ||
-      isIllegalDistinctId(partner) ||
-      isIllegalDistinctId(event.distinctId)
-    ) {
+    const illegal = !storableDistinctId(partner)
+      ? partner
+      : isIllegalDistinctId(partner)
+        ? partner
+        : isIllegalDistinctId(event.distinctId)
+          ? event.distinctId
+          : null;
+    if (illegal !== null) {
+      warnings.push({
+        type: 'cannot_merge_with_illegal_distinct_id',
+        eventUuid: event.uuid,
+        distinctId: event.distinctId,
+        details: {
+          eventName: event.event,
+          illegalDistinctId: clipped(illegal),
+          otherDistinctId: clipped(illegal === partner ? event.distinctId : partner),
+          reason: storableDistinctId(illegal) ? 'illegal distinct id' : 'distinct id over 400 characters',
+        },
+      });
       run.push(index);
       continue;
     }
@@ -98,9 +113,12 @@ class PersonSession {
   private readonly em: EntityManager;
   private readonly projectId: number;
 
-  constructor(em: EntityManager, projectId: number) {
+  private readonly warnings: IngestionWarningInput[];
+
+  constructor(em: EntityManager, projectId: number, warnings: IngestionWarningInput[]) {
     this.em = em;
     this.projectId = projectId;
+    this.warnings = warnings;
   }
 
   private execute<T = any>(sql: string, params: unknown[]): Promise<T> {
@@ -256,6 +274,18 @@ class PersonSession {
     }
     if (target.id === other.id || (other.is_identified && event.event !== '$merge_dangerously')) {
       // Already one person, or the other person is identified: PostHog refuses to merge it.
+      if (target.id !== other.id)
+        this.warnings.push({
+          type: 'cannot_merge_already_identified',
+          eventUuid: event.uuid,
+          distinctId: targetId,
+          details: {
+            eventName: event.event,
+            sourcePersonDistinctId: clipped(otherId),
+            targetPersonDistinctId: clipped(targetId),
+            reason: 'the other person is already identified; use $merge_dangerously to merge it',
+          },
+        });
       this.update(target, update, event.uuid);
       return target.uuid;
     }

@@ -1,12 +1,14 @@
 // Monthly event partitions: the migration creates this month's and the next two; the daily job
-// adds months ahead and moves rows the default partition already holds for a new month.
+// adds months ahead and moves rows the default partition already holds for a new month, and purges
+// ingestion warnings past their 30 days.
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { defaultSchedules } from '../../shared/schedules.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { firstMonthlyPartitionStart } from '../../shared/events/store.ts';
 import { sql } from '../db.ts';
-import { settledJob, workerWithAccount } from '../helpers.ts';
+import { pgArray } from '../../shared/db/sql.ts';
+import { createAccount, settledJob, workerWithAccount } from '../helpers.ts';
 
 const { worker, account } = await workerWithAccount();
 
@@ -78,7 +80,7 @@ describe('event partitions', () => {
       const [{ n }] = await sql(worker.deps.orm, `select count(*)::int as n from event_default where uuid = ?`, [uuid]);
       expect(n).toBe(0);
 
-      expect((await runJob({ monthsAhead: 3 })).returnvalue).toEqual({ created: [] });
+      expect((await runJob({ monthsAhead: 3 })).returnvalue).toMatchObject({ created: [] });
     } finally {
       await dropTarget();
     }
@@ -89,6 +91,26 @@ describe('event partitions', () => {
     expect(start.getTime()).toBe(Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), 1));
     expect(start.getTime()).toBeLessThanOrEqual(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1));
     expect((await sql(worker.deps.orm, `select to_regclass(?) as t`, [monthName(start)]))[0].t).not.toBeNull();
+  });
+
+  it('purges ingestion warnings older than 30 days (of every project) and keeps the younger ones', async () => {
+    const other = await createAccount(worker.deps.orm);
+    const inserted = await sql(
+      worker.deps.orm,
+      `insert into ingestion_warning (project_id, type, details, timestamp) values
+         (?, 'event_dropped_too_deep', '{}', now() - interval '31 days'),
+         (?, 'event_dropped_too_deep', '{}', now() - interval '31 days'),
+         (?, 'event_dropped_too_deep', '{}', now() - interval '29 days')
+       returning id`,
+      [account.projectId, other.projectId, account.projectId],
+    );
+    const job = await runJob({});
+    expect(job.returnvalue).toMatchObject({ ingestionWarningsPurged: expect.any(Number) });
+    const left = await sql(worker.deps.orm, `select id from ingestion_warning where id = any(?::bigint[])`, [
+      pgArray(inserted.map((r) => r.id)),
+    ]);
+    // Another file's purge may have removed the old ones first; either way they are gone.
+    expect(left.map((r) => r.id)).toEqual([inserted[2].id]);
   });
 
   it('fails at once, without retries, on a malformed months count', async () => {

@@ -1,5 +1,6 @@
 // One bad event in a batch never fails the batch: it is repaired (timestamps, lone surrogates) or
-// dropped (nested too deep) as PostHog's capture does, the rest is stored, and the answer is 200.
+// dropped (nested too deep) as PostHog's capture does, with an ingestion warning; the rest is stored,
+// and the answer is 200.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { eventsOf, requestOf } from '../../../api/capture/events.ts';
@@ -161,15 +162,16 @@ describe('an alias over 400 characters', () => {
   });
 });
 
-describe('the reasons, as logged', () => {
-  it('lists each dropped event and each replaced timestamp with its index', () => {
+describe('the reasons, as ingestion warnings', () => {
+  it('name each dropped event and each replaced timestamp with its uuid and distinct id', () => {
     const deep = JSON.parse(`${'{"a":'.repeat(200)}1${'}'.repeat(200)}`);
+    const [first, second] = [randomUUID(), randomUUID()];
     const request = requestOf(
       {
         api_key: 'phc_x',
         batch: [
-          { event: 'a', distinct_id: 'u', timestamp: '0000-01-01T00:00:00Z' },
-          { event: 'b', distinct_id: 'u', properties: deep },
+          { event: 'a', distinct_id: 'u', uuid: first, timestamp: '0000-01-01T00:00:00Z' },
+          { event: 'b', distinct_id: 'v', uuid: second, properties: deep },
         ],
       },
       { engagePath: false },
@@ -178,11 +180,23 @@ describe('the reasons, as logged', () => {
     expect(events.map((e) => e.event)).toEqual(['a']);
     expect(warnings).toEqual([
       {
-        index: 0,
         type: 'ignored_invalid_timestamp',
-        detail: 'timestamp before year 1 or after 9999; the Unix epoch is used',
+        eventUuid: first,
+        distinctId: 'u',
+        details: {
+          timestamp: '0000-01-01T00:00:00Z',
+          sentAt: null,
+          offset: null,
+          result: '1970-01-01T00:00:00.000Z',
+          reason: 'before year 1 or after 9999',
+        },
       },
-      { index: 1, type: 'event_dropped', detail: 'event nested more than 128 levels deep' },
+      {
+        type: 'event_dropped_too_deep',
+        eventUuid: second,
+        distinctId: 'v',
+        details: { eventName: 'b', reason: 'nested more than 128 levels deep; the event is not stored' },
+      },
     ]);
   });
 });

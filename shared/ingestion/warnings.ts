@@ -1,0 +1,145 @@
+// Ingestion warnings (PostHog's ingestion_warnings): capture answers 200 for a request it accepted, but
+// an event in it may have been dropped or stored altered. Each such event leaves one row here, kept
+// WARNING_RETENTION_DAYS; the API lists them per type with the most recent examples.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { rows, run } from '../db/sql.ts';
+
+export const WARNING_RETENTION_DAYS = 30;
+
+/** The types recorded: PostHog's names where the situation is PostHog's, ours otherwise. */
+export type IngestionWarningType =
+  /** A timestamp outside years 1–9999 (after clock-skew correction): stored at the Unix epoch. */
+  | 'ignored_invalid_timestamp'
+  /** A timestamp more than 23 hours ahead: stored at the server's time. */
+  | 'event_timestamp_in_future'
+  /** Ours: properties nested more than 128 levels deep; the event is not stored. */
+  | 'event_dropped_too_deep'
+  /** Ours: `$performance_event` (PostHog's capture drops it too); the event is not stored. */
+  | 'event_dropped_performance_event'
+  /** Ours: a `$snapshot` / `$snapshot_items` event without `$session_id`; not stored. */
+  | 'snapshot_dropped_no_session_id'
+  /** Ours: NUL or a lone surrogate in the event's strings, replaced by U+FFFD. */
+  | 'invalid_unicode_replaced'
+  /** Ours: the event name cut to 400 or the distinct id to 200 characters. */
+  | 'event_field_truncated'
+  /** A merge with an illegal distinct id ("null", "anonymous", …, or over 400 characters) was not made. */
+  | 'cannot_merge_with_illegal_distinct_id'
+  /** A merge into another identified person (not $merge_dangerously) was not made. */
+  | 'cannot_merge_already_identified';
+
+export interface IngestionWarningInput {
+  type: IngestionWarningType;
+  eventUuid: string | null;
+  distinctId: string | null;
+  details: Record<string, unknown>;
+}
+
+/** The first `max` characters of `text`, counted in code points (a surrogate pair is never split), as PostHog truncates. */
+export function clipped(text: string, max = 200): string {
+  if (text.length <= max) return text;
+  let end = 0;
+  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
+  return text.slice(0, end);
+}
+
+/** Records one request's warnings in one statement (inside the caller's transaction when there is one). */
+export async function recordWarnings(
+  em: EntityManager,
+  projectId: number,
+  warnings: readonly IngestionWarningInput[],
+): Promise<void> {
+  if (warnings.length === 0) return;
+  const payload = JSON.stringify(
+    warnings.map((w) => ({ type: w.type, event_uuid: w.eventUuid, distinct_id: w.distinctId, details: w.details })),
+  );
+  await run(
+    em,
+    `insert into ingestion_warning (project_id, type, event_uuid, distinct_id, details)
+     select ?, r.type, r.event_uuid, left(r.distinct_id, 400), coalesce(r.details, '{}')
+       from jsonb_to_recordset(?::jsonb) as r(type text, event_uuid uuid, distinct_id text, details jsonb)`,
+    [projectId, payload],
+  );
+}
+
+export interface WarningSummary {
+  type: string;
+  lastSeen: Date;
+  count: number;
+  /** [count, day] per UTC day with warnings of this type, oldest day first (PostHog's sparkline). */
+  sparkline: [number, string][];
+  warnings: { type: string; timestamp: Date; details: Record<string, unknown> }[];
+}
+
+/**
+ * The last WARNING_RETENTION_DAYS of a project's warnings, one summary per type (most recently seen
+ * first) with its count and its `examples` most recent warnings. `search` keeps the warnings whose type
+ * or details contain it (PostHog's `q`); `type` keeps one type.
+ */
+export async function warningSummaries(
+  em: EntityManager,
+  projectId: number,
+  options: { examples: number; search?: string; type?: string },
+): Promise<WarningSummary[]> {
+  const search = options.search === undefined || options.search === '' ? null : options.search;
+  const type = options.type ?? null;
+  const window = `w.project_id = ? and w.timestamp > now() - make_interval(days => ?)
+     and (?::text is null or w.type = ?::text)
+     and (?::text is null or strpos(w.type, ?::text) > 0 or strpos(w.details::text, ?::text) > 0
+          or strpos(coalesce(w.distinct_id, ''), ?::text) > 0 or strpos(coalesce(w.event_uuid::text, ''), ?::text) > 0)`;
+  const windowParams = [projectId, WARNING_RETENTION_DAYS, type, type, search, search, search, search, search];
+  const found = await rows<{
+    type: string;
+    count: number;
+    last_seen: Date;
+    sparkline: [number, string][];
+    examples: {
+      timestamp: string;
+      event_uuid: string | null;
+      distinct_id: string | null;
+      details: Record<string, unknown>;
+    }[];
+  }>(
+    em,
+    `with matching as (select w.type, w.timestamp from ingestion_warning w where ${window}),
+     types as (select type, count(*)::int as count, max(timestamp) as last_seen from matching group by type),
+     days as (
+       select type, jsonb_agg(jsonb_build_array(n, day) order by day) as sparkline
+         from (select type, count(*)::int as n, to_char(timestamp at time zone 'UTC', 'YYYY-MM-DD') as day
+                 from matching group by 1, 3) d
+        group by type)
+     select t.type, t.count, t.last_seen, d.sparkline, e.examples
+       from types t
+       join days d on d.type = t.type
+       cross join lateral (
+         select jsonb_agg(jsonb_build_object('timestamp', x.timestamp, 'event_uuid', x.event_uuid,
+                                             'distinct_id', x.distinct_id, 'details', x.details)
+                          order by x.timestamp desc, x.id desc) as examples
+           from (select w.id, w.timestamp, w.event_uuid, w.distinct_id, w.details
+                   from ingestion_warning w
+                  where ${window} and w.type = t.type
+                  order by w.timestamp desc, w.id desc
+                  limit ?) x
+       ) e
+      order by t.last_seen desc, t.type`,
+    [...windowParams, ...windowParams, options.examples],
+  );
+  return found.map((row) => ({
+    type: row.type,
+    lastSeen: new Date(row.last_seen),
+    count: row.count,
+    sparkline: row.sparkline,
+    warnings: row.examples.map((example) => ({
+      type: row.type,
+      timestamp: new Date(example.timestamp),
+      // As PostHog's details carry them, so a client links a warning to its event and person.
+      details: { ...example.details, eventUuid: example.event_uuid, distinctId: example.distinct_id },
+    })),
+  }));
+}
+
+/** Deletes the warnings older than WARNING_RETENTION_DAYS (of every project); returns how many. */
+export function purgeOldWarnings(em: EntityManager): Promise<number> {
+  return run(em, `delete from ingestion_warning where timestamp < now() - make_interval(days => ?)`, [
+    WARNING_RETENTION_DAYS,
+  ]);
+}
