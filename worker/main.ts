@@ -16,18 +16,16 @@ connection.on('error', (error) => logConnectionError({ err: error.message }));
 const deps: WorkerDeps = { config, orm, connection, logger, queues: createQueues(connection, config) };
 
 const metrics = startWorkerMetrics(deps);
-const running = await startWorkers(deps, { onJobDuration: metrics.observe, schedules: true });
-logger.info(
-  { concurrency: config.worker.concurrency, workerId: metrics.workerId, metricsHttp: metrics.address() },
-  'worker started',
-);
+// The workers take jobs before startWorkers resolves (it goes on to register the schedules), so the
+// signal handlers are in place first: a SIGTERM in between still finishes active jobs and exits 0.
+const starting = startWorkers(deps, { onJobDuration: metrics.observe, schedules: true });
 
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'worker shutting down: finishing active jobs');
-  await running.close();
+  await (await starting).close();
   await metrics.close();
   await orm.close().catch(() => undefined);
   connection.disconnect();
@@ -35,3 +33,9 @@ async function shutdown(signal: string) {
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
+
+await starting;
+logger.info(
+  { concurrency: config.worker.concurrency, workerId: metrics.workerId, metricsHttp: metrics.address() },
+  'worker started',
+);

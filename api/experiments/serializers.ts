@@ -36,7 +36,9 @@ export function serializeExperiment(row: Record<string, any>) {
     exposure_cohort: row.exposure_cohort_id,
     parameters: row.parameters,
     secondary_metrics: row.secondary_metrics,
-    // saved_metrics_ids is write-only: PostHog's serializer has nothing to read it from and leaves it out.
+    // Read back in the form it is written ([{id, metadata}]), never null: PostHog's agent toolkit
+    // requires the key (an array or null), and a generated client's type wants one shape.
+    saved_metrics_ids: row.saved_metrics.map((l: any) => ({ id: l.saved_metric, metadata: l.metadata })),
     saved_metrics: row.saved_metrics.map((l: any) => ({ ...l, created_at: iso(l.created_at) })),
     filters: row.filters,
     archived: row.archived,
@@ -107,6 +109,11 @@ export const experimentSchema = record({
   exposure_cohort: { ...nullableInteger, description: 'Cohort id' },
   parameters: nullableOpenObject(),
   secondary_metrics: anyJsonArray,
+  saved_metrics_ids: {
+    type: 'array',
+    description: 'The linked saved metrics, in the form a create or update takes them',
+    items: record({ id: { type: 'integer', description: 'Saved metric id' }, metadata: anyJson() }),
+  },
   saved_metrics: { type: 'array', items: savedMetricLinkSchema },
   filters: nullableOpenObject(),
   archived: { type: 'boolean' },

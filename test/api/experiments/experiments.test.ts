@@ -30,6 +30,7 @@ const FIELDS = [
   'exposure_cohort',
   'parameters',
   'secondary_metrics',
+  'saved_metrics_ids',
   'saved_metrics',
   'filters',
   'archived',
@@ -53,9 +54,9 @@ describe('create, retrieve, list', () => {
   it('creates with name + feature_flag_key: PostHog’s field set, a new inactive flag with control/test, bayesian stats', async () => {
     const res = await post(`${P()}/`, { name: 'Checkout test', feature_flag_key: 'checkout-test' });
     expect(res.status).toBe(201);
-    // saved_metrics_ids is write-only: PostHog leaves it out, and a null would not fit a generated type.
     expect(Object.keys(res.body)).toEqual(FIELDS);
-    expect(res.body).not.toHaveProperty('saved_metrics_ids');
+    // Read back as written, never null: PostHog's agent toolkit requires the key, a generated type one shape.
+    expect(res.body.saved_metrics_ids).toEqual([]);
     expect(res.body.feature_flag).toMatchObject({
       key: 'checkout-test',
       name: 'Feature Flag for Experiment Checkout test',
@@ -240,6 +241,7 @@ describe('update lifecycle', () => {
     // Fields left out keep their values, as DRF's full update leaves them (saved metrics included).
     expect(res.body).toMatchObject({ name: 'Put 2', description: 'kept', end_date: '2026-05-01T00:00:00Z' });
     expect(res.body.saved_metrics.map((l: any) => l.saved_metric)).toEqual([metric.id]);
+    expect(res.body.saved_metrics_ids).toEqual([{ id: metric.id, metadata: {} }]);
     expect((await get(exp.id)).body).toEqual(res.body);
     expect((await put({ name: 'Put', feature_flag_key: 'put', created_at: 'x' })).body.detail).toBe(
       "Can't update keys: created_at on Experiment",

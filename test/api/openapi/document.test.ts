@@ -94,12 +94,10 @@ describe('GET /api/schema/ is a document a client generator can use', () => {
 
   it('describes every field of the seed Experiment, free-form ones as any JSON value', () => {
     const experiment = responseSchema('/api/projects/{project_id}/experiments/{id}/', 'get', '200');
-    // saved_metrics_ids is write-only: in the request bodies, absent from responses as in PostHog.
-    expect(Object.keys(experiment.properties)).toEqual(
-      expect.arrayContaining(SEED_EXPERIMENT_FIELDS.filter((f) => f !== 'saved_metrics_ids')),
-    );
-    expect(experiment.properties).not.toHaveProperty('saved_metrics_ids');
-    expect(experiment.required).not.toContain('saved_metrics_ids');
+    expect(Object.keys(experiment.properties)).toEqual(expect.arrayContaining(SEED_EXPERIMENT_FIELDS));
+    // Never null when read (a generated type gets one shape; PostHog's agent toolkit wants the key).
+    expect(experiment.required).toContain('saved_metrics_ids');
+    expect(experiment.properties.saved_metrics_ids.type).toBe('array');
     for (const method of ['post', 'patch', 'put']) {
       const path = `/api/projects/{project_id}/experiments/${method === 'post' ? '' : '{id}/'}`;
       const body = doc.paths[path][method].requestBody.content['application/json'].schema;
