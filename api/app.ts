@@ -8,6 +8,7 @@ import type { AppDeps } from './deps.ts';
 import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
 import { buildRouter, type RouteDefinition } from './http/routes.ts';
 import { allRoutes } from './routes.ts';
+import { clientAddress } from './http/client-address.ts';
 import { sdkCorsOnEveryAnswer } from './capture/routes.ts';
 import { queueDashboard } from './ops/admin.ts';
 import { createApiMetrics, type ApiMetrics } from './ops/metrics.ts';
@@ -20,7 +21,10 @@ declare module 'koa' {
 }
 
 export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) {
-  const app = new Koa({ proxy: deps.config.trustProxy });
+  const trustedHops = deps.config.trustProxy;
+  // Koa's proxy setting also makes X-Forwarded-Proto/-Host count for absolute URLs; the client
+  // address is set below (Koa would read the leftmost X-Forwarded-For entry, which the client writes).
+  const app = new Koa({ proxy: trustedHops > 0, maxIpsCount: trustedHops });
   app.context.deps = deps;
   const metrics = createApiMetrics();
   app.context.metrics = metrics;
@@ -28,6 +32,7 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
 
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
+    ctx.request.ip = clientAddress(ctx.get('x-forwarded-for'), ctx.req.socket.remoteAddress, trustedHops);
     const requestId = ctx.get('x-request-id') || randomUUID();
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);

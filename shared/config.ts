@@ -28,7 +28,12 @@ export const SETTINGS_SCHEMA = {
     REDIS_PREFIX: text('analytics'),
     HOST: text('127.0.0.1'),
     PORT: int(8000, 0, 65535),
-    TRUST_PROXY: bool(false),
+    /**
+     * How many proxies in front of the API append to X-Forwarded-For (0: none, the socket's address is
+     * the client's). The client address is the entry this many from the right, as Express's
+     * `trust proxy` = N; anything the client wrote left of it is never read.
+     */
+    TRUST_PROXY: int(0, 0, 32),
     /** `silent` under NODE_ENV=test while unset. */
     LOG_LEVEL: { type: 'string', enum: LOG_LEVELS, default: 'info' },
     NODE_ENV: unset,
@@ -189,7 +194,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisPrefix: s.REDIS_PREFIX,
     host: s.HOST,
     port: s.PORT,
-    /** Trust X-Forwarded-* (client address, absolute URLs) from a proxy in front. */
+    /**
+     * Proxies in front that append to X-Forwarded-For: the client address (guessing throttles, logs)
+     * is the entry this many from the right; above 0 X-Forwarded-Proto/-Host also make absolute URLs.
+     */
     trustProxy: s.TRUST_PROXY,
     // Tests run quiet unless asked for logs.
     logLevel: s.NODE_ENV === 'test' && !env.LOG_LEVEL?.trim() ? 'silent' : s.LOG_LEVEL,
