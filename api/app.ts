@@ -20,6 +20,9 @@ declare module 'koa' {
   }
 }
 
+/** A client's own X-Request-Id is kept when it is a token of visible ASCII this long at most; else a fresh one. */
+const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
 export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) {
   const trustedHops = deps.config.trustProxy;
   // Koa's proxy setting also makes X-Forwarded-Proto/-Host count for absolute URLs; the client
@@ -33,7 +36,8 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
     ctx.request.ip = clientAddress(ctx.get('x-forwarded-for'), ctx.req.socket.remoteAddress, trustedHops);
-    const requestId = ctx.get('x-request-id') || randomUUID();
+    const given = ctx.get('x-request-id');
+    const requestId = CLIENT_REQUEST_ID.test(given) ? given : randomUUID();
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);
     try {
