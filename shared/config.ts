@@ -50,6 +50,7 @@ export const SETTINGS_SCHEMA = {
     ADMIN_EMAIL: text('admin@example.com'),
     METRICS_TOKEN: unset,
     OPS_AUTH_FAILURES_PER_MINUTE: int(5, 1),
+    OPS_AUTH_FAILURES_PER_HOUR: int(500, 1),
     WORKER_CONCURRENCY: int(2, 1),
     WORKER_SHUTDOWN_TIMEOUT_MS: int(30_000, 0),
     WORKER_LOCK_DURATION_MS: int(30_000, 1),
@@ -277,8 +278,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     adminEmail: s.ADMIN_EMAIL,
     /** Bearer token Prometheus sends to scrape /metrics; while unset /metrics answers 404. */
     metricsToken: s.METRICS_TOKEN ?? '',
-    /** Wrong dashboard passwords or metrics tokens one client address may try per minute before 429. */
+    /**
+     * Wrong dashboard passwords or metrics tokens one client (address and user name, or a signed-in
+     * browser's proof) may try per minute before 429.
+     */
     opsAuthFailuresPerMinute: s.OPS_AUTH_FAILURES_PER_MINUTE,
+    /** Wrong ones all clients without a proof may try together per hour, for each of the two, before 429. */
+    opsAuthFailuresPerHour: s.OPS_AUTH_FAILURES_PER_HOUR,
     /** Check every JSON response against the route's documented schema (tests turn this on). */
     validateResponses: s.VALIDATE_RESPONSES,
   };
