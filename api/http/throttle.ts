@@ -164,7 +164,7 @@ export function addressGroup(address: string): string {
 
 const digest = (value: string) => createHash('sha256').update(value).digest('base64url').slice(0, 22);
 
-/** Counts one more failure in `key` (a window of `seconds` opened by the first); null when Redis failed. */
+/** Counts one more failure in `key`, in a window of `seconds` opened by the first (in this process while Redis fails). */
 async function addFailure(redis: RedisConnection, key: string, seconds: number): Promise<Window> {
   try {
     const results = await redis.multi().set(key, 0, 'EX', seconds, 'NX').incr(key).ttl(key).exec();

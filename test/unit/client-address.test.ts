@@ -1,6 +1,7 @@
 // clientAddress on its own: the forms proxies write (ports, brackets, IPv4 on an IPv6 socket).
 import { describe, expect, it } from 'vitest';
 import { clientAddress } from '../../api/http/client-address.ts';
+import { addressGroup } from '../../api/http/throttle.ts';
 
 describe('clientAddress', () => {
   it('reads N entries from the right and nothing left of them', () => {
@@ -22,5 +23,16 @@ describe('clientAddress', () => {
     expect(clientAddress('[2001:DB8::1]:443', '10.0.0.1', 1)).toBe('2001:db8::1');
     expect(clientAddress('2001:db8::2', '10.0.0.1', 1)).toBe('2001:db8::2');
     expect(clientAddress(undefined, '::ffff:127.0.0.1', 1)).toBe('127.0.0.1');
+  });
+});
+
+describe('addressGroup', () => {
+  it('counts an IPv6 /64 as one client and leaves IPv4 alone', () => {
+    expect(addressGroup('203.0.113.9')).toBe('203.0.113.9');
+    expect(addressGroup('2001:db8:0:1::1')).toBe(addressGroup('2001:db8:0:1:ffff:1:2:3'));
+    expect(addressGroup('2001:db8:0:1::1')).toBe('2001:db8:0:1::/64');
+    expect(addressGroup('2001:db8:0:2::1')).not.toBe(addressGroup('2001:db8:0:1::1'));
+    expect(addressGroup('::1')).toBe('0:0:0:0::/64');
+    expect(addressGroup('2001:DB8:00AB::')).toBe('2001:db8:ab:0::/64');
   });
 });
