@@ -35,6 +35,7 @@ beforeAll(async () => {
   });
   smallGlobal = await startApi((config) => {
     config.adminPassword = 's3cret';
+    config.adminWritePassword = 'wr1te';
     config.metricsToken = METRICS_TOKEN;
     config.opsAuthFailuresPerMinute = FAILURES_PER_MINUTE;
     config.opsAuthFailuresPerHour = FAILURES_PER_HOUR;
@@ -138,6 +139,20 @@ describe('queue dashboard', () => {
       expect((await admin(shared, basic(`root:guess-${i}`))).status).toBe(401);
     expectThrottled(await admin(shared, basic('root:guess-more')));
     expect((await admin(shared, basic('admin:s3cret'))).status).toBe(200);
+  });
+
+  it('issues a sign-in proof once per browser for either password, and none that outlives a password change', async () => {
+    for (const credential of ['admin:s3cret', 'admin:wr1te']) {
+      const proof = proofOf(await admin('10.0.4.1', basic(credential), '/admin/queues', undefined, smallGlobal));
+      const again = await admin('10.0.4.1', basic(credential), '/admin/queues', proof, smallGlobal);
+      expect(again.status).toBe(200);
+      expect(again.headers.get('set-cookie'), 'a valid proof is kept').toBeNull();
+    }
+    // `api` has no write password: a proof of the write password (the same user) is no proof there.
+    const writeProof = proofOf(await admin('10.0.4.1', basic('admin:wr1te'), '/admin/queues', undefined, smallGlobal));
+    const renewed = await admin('10.0.4.1', basic('admin:s3cret'), '/admin/queues', writeProof);
+    expect(renewed.status).toBe(200);
+    expect(proofOf(renewed)).not.toBe(writeProof);
   });
 
   it('stops all guessing past the global limit, but not a browser that signed in before', async () => {
