@@ -2,8 +2,8 @@
 // not done yet at /admin/deletions, behind HTTP basic auth, with password guessing throttled per
 // client address and user name and for all clients together (guardCredentialCheck). A right password
 // also sets a signed sign-in cookie, ops_proof, with which that browser is counted on its own, so
-// others guessing from its address cannot lock it out. ADMIN_PASSWORD reads: its dashboard is bull-board's read-only board and any other
-// method than GET is refused with 403. ADMIN_WRITE_PASSWORD may also retry, clean, remove, promote,
+// others guessing from its address cannot lock it out. ADMIN_PASSWORD reads: its dashboard is
+// bull-board's read-only board and any other method than GET is refused with 403. ADMIN_WRITE_PASSWORD may also retry, clean, remove, promote,
 // pause or empty. Without either password configured nothing is mounted.
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
