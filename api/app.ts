@@ -8,6 +8,7 @@ import type { AppDeps } from './deps.ts';
 import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
 import { buildRouter, type RouteDefinition } from './http/routes.ts';
 import { allRoutes } from './routes.ts';
+import { clientAddress } from './http/client-address.ts';
 import { sdkCorsOnEveryAnswer } from './capture/routes.ts';
 import { queueDashboard } from './ops/admin.ts';
 import { createApiMetrics, type ApiMetrics } from './ops/metrics.ts';
@@ -19,8 +20,14 @@ declare module 'koa' {
   }
 }
 
+/** A client's own X-Request-Id is kept when it is a token of visible ASCII this long at most; else a fresh one. */
+const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
+
 export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) {
-  const app = new Koa({ proxy: deps.config.trustProxy });
+  const trustedHops = deps.config.trustProxy;
+  // Koa's proxy setting also makes X-Forwarded-Proto/-Host count for absolute URLs; the client
+  // address is set below (Koa would read the leftmost X-Forwarded-For entry, which the client writes).
+  const app = new Koa({ proxy: trustedHops > 0, maxIpsCount: trustedHops });
   app.context.deps = deps;
   const metrics = createApiMetrics();
   app.context.metrics = metrics;
@@ -28,7 +35,9 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
 
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
-    const requestId = ctx.get('x-request-id') || randomUUID();
+    ctx.request.ip = clientAddress(ctx.get('x-forwarded-for'), ctx.req.socket.remoteAddress, trustedHops);
+    const given = ctx.get('x-request-id');
+    const requestId = CLIENT_REQUEST_ID.test(given) ? given : randomUUID();
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);
     try {

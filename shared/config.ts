@@ -28,7 +28,12 @@ export const SETTINGS_SCHEMA = {
     REDIS_PREFIX: text('analytics'),
     HOST: text('127.0.0.1'),
     PORT: int(8000, 0, 65535),
-    TRUST_PROXY: bool(false),
+    /**
+     * How many proxies in front of the API append to X-Forwarded-For (0: none, the socket's address is
+     * the client's). The client address is the entry this many from the right, as Express's
+     * `trust proxy` = N; anything the client wrote left of it is never read.
+     */
+    TRUST_PROXY: int(0, 0, 32),
     /** `silent` under NODE_ENV=test while unset. */
     LOG_LEVEL: { type: 'string', enum: LOG_LEVELS, default: 'info' },
     NODE_ENV: unset,
@@ -45,6 +50,7 @@ export const SETTINGS_SCHEMA = {
     ADMIN_EMAIL: text('admin@example.com'),
     METRICS_TOKEN: unset,
     OPS_AUTH_FAILURES_PER_MINUTE: int(5, 1),
+    OPS_AUTH_FAILURES_PER_HOUR: int(500, 1),
     WORKER_CONCURRENCY: int(2, 1),
     WORKER_SHUTDOWN_TIMEOUT_MS: int(30_000, 0),
     WORKER_LOCK_DURATION_MS: int(30_000, 1),
@@ -189,7 +195,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisPrefix: s.REDIS_PREFIX,
     host: s.HOST,
     port: s.PORT,
-    /** Trust X-Forwarded-* (client address, absolute URLs) from a proxy in front. */
+    /**
+     * Proxies in front that append to X-Forwarded-For: the client address (guessing throttles, logs)
+     * is the entry this many from the right; above 0 X-Forwarded-Proto/-Host also make absolute URLs.
+     */
     trustProxy: s.TRUST_PROXY,
     // Tests run quiet unless asked for logs.
     logLevel: s.NODE_ENV === 'test' && !env.LOG_LEVEL?.trim() ? 'silent' : s.LOG_LEVEL,
@@ -269,8 +278,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     adminEmail: s.ADMIN_EMAIL,
     /** Bearer token Prometheus sends to scrape /metrics; while unset /metrics answers 404. */
     metricsToken: s.METRICS_TOKEN ?? '',
-    /** Wrong dashboard passwords or metrics tokens one client address may try per minute before 429. */
+    /**
+     * Wrong dashboard passwords or metrics tokens one client (address and user name, or a signed-in
+     * browser's proof) may try per minute before 429.
+     */
     opsAuthFailuresPerMinute: s.OPS_AUTH_FAILURES_PER_MINUTE,
+    /** Wrong ones all clients without a proof may try together per hour, for each of the two, before 429. */
+    opsAuthFailuresPerHour: s.OPS_AUTH_FAILURES_PER_HOUR,
     /** Check every JSON response against the route's documented schema (tests turn this on). */
     validateResponses: s.VALIDATE_RESPONSES,
   };

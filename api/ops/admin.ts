@@ -1,11 +1,14 @@
 // The operator pages: the queue dashboard (bull-board) at /admin/queues and the deletion requests
 // not done yet at /admin/deletions, behind HTTP basic auth, with password guessing throttled per
-// client address. ADMIN_PASSWORD reads: its dashboard is bull-board's read-only board and any other
-// method than GET is refused with 403. ADMIN_WRITE_PASSWORD may also retry, clean, remove, promote,
+// client address and user name and for all clients together (guardCredentialCheck). A right password
+// also sets a signed sign-in cookie, ops_proof, with which that browser is counted on its own, so
+// others guessing from its address cannot lock it out. ADMIN_PASSWORD reads: its dashboard is
+// bull-board's read-only board and any other method than GET is refused with 403. ADMIN_WRITE_PASSWORD may also retry, clean, remove, promote,
 // pause or empty. Without either password configured nothing is mounted.
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { KoaAdapter } from '@bull-board/koa';
+import { createHash, createHmac } from 'node:crypto';
 import type { Context, Middleware } from 'koa';
 import type { AppDeps } from '../deps.ts';
 import { sameSecret } from '../http/auth.ts';
@@ -14,6 +17,8 @@ import { guardCredentialCheck } from '../http/throttle.ts';
 import { DELETIONS_PAGE_PATH, deletionsPage } from './deletions-page.ts';
 
 export const ADMIN_BASE_PATH = '/admin/queues';
+const PROOF_COOKIE = 'ops_proof';
+const PROOF_SECONDS = 30 * 24 * 3600;
 
 type Role = 'read' | 'write';
 
@@ -65,7 +70,11 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
   const { adminUser: user, adminPassword: readPassword, adminWritePassword: writePassword } = deps.config;
   if (!readPassword && !writePassword) return null;
   const boards: Record<Role, Middleware> = { read: board(deps, true), write: board(deps, false) };
-  const guard = { prefix: deps.config.redisPrefix, failuresPerMinute: deps.config.opsAuthFailuresPerMinute };
+  const guard = {
+    prefix: deps.config.redisPrefix,
+    failuresPerMinute: deps.config.opsAuthFailuresPerMinute,
+    failuresPerHour: deps.config.opsAuthFailuresPerHour,
+  };
 
   /** Which credential the request carries; both are compared, so the time taken tells nothing. */
   const roleOf = (given: string): Role | null => {
@@ -74,13 +83,43 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
     return write ? 'write' : read ? 'read' : null;
   };
 
+  // A sign-in proof is `<expiry>.<HMAC of it>`, keyed by a digest of the credential it proves: it
+  // cannot be made without the password, and it is void once that password changes. It tells the
+  // guard nothing the Basic header the browser sends anyway would not.
+  const proofKeys = [readPassword, writePassword]
+    .filter(Boolean)
+    .map((password) => createHash('sha256').update(`ops-proof\0${user}:${password}`).digest());
+  const sign = (key: Buffer, expires: string) =>
+    createHmac('sha256', key).update(`${PROOF_COOKIE}.${expires}`).digest('base64url');
+  /** A short id of the request's valid proof, or null. */
+  const proofOf = (ctx: Context): string | null => {
+    const match = /^(\d{1,12})\.([\w-]{43})$/.exec(ctx.cookies.get(PROOF_COOKIE) ?? '');
+    if (!match || Number(match[1]) * 1000 <= Date.now()) return null;
+    const valid = proofKeys.some((key) => sameSecret(match[2], sign(key, match[1])));
+    return valid ? createHash('sha256').update(match[2]).digest('base64url').slice(0, 22) : null;
+  };
+  const issueProof = (ctx: Context, role: Role) => {
+    const expires = String(Math.floor(Date.now() / 1000) + PROOF_SECONDS);
+    const key = proofKeys[role === 'write' && readPassword ? 1 : 0];
+    ctx.cookies.set(PROOF_COOKIE, `${expires}.${sign(key, expires)}`, {
+      path: '/admin',
+      maxAge: PROOF_SECONDS * 1000,
+      httpOnly: true,
+      sameSite: 'strict',
+      secure: ctx.secure,
+      overwrite: true,
+    });
+  };
+
   return async (ctx, next) => {
     const deletions = ctx.path === DELETIONS_PAGE_PATH;
     if (!deletions && ctx.path !== ADMIN_BASE_PATH && !ctx.path.startsWith(`${ADMIN_BASE_PATH}/`)) return next();
     const given = basicCredential(ctx.get('authorization'));
     const role = given === null ? null : roleOf(given);
     // No credential is no guess (a browser asks first without one): 401 without counting.
-    const right = given !== null && (await guardCredentialCheck(deps.redis, guard, 'admin', ctx.ip, role !== null));
+    const proof = given === null ? null : proofOf(ctx);
+    const client = { address: ctx.ip, user: given?.split(':')[0] ?? '', proof };
+    const right = given !== null && (await guardCredentialCheck(deps.redis, guard, 'admin', client, role !== null));
     if (!right || role === null) {
       ctx.status = 401;
       ctx.set('WWW-Authenticate', 'Basic realm="queues"');
@@ -92,6 +131,7 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
       };
       return;
     }
+    if (!proof) issueProof(ctx, role);
     const reading = ctx.method === 'GET' || ctx.method === 'HEAD';
     if (deletions) {
       if (!reading) throw methodNotAllowed(ctx.method);

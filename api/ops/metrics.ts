@@ -24,9 +24,9 @@ const PROBE_TIMEOUT_MS = 1000;
 let throttleWasUsable = true;
 
 /**
- * Whether the throttle can use Redis, by running its own commands for a probe key (they fail open:
- * enforceThrottle answers null when Redis refused them, as it does for a real request). A change is
- * logged once, not at every probe. null: rate limiting is off, so nothing needs Redis.
+ * Whether the throttle can use Redis, by running its own commands for a probe key (when Redis refuses
+ * them enforceThrottle counts in this process and says so, as it does for a real request). A change
+ * is logged once, not at every probe. null: rate limiting is off, so nothing needs Redis.
  */
 export async function throttleUsable(deps: AppDeps): Promise<boolean | null> {
   const { rateLimit, redisPrefix } = deps.config;
@@ -34,12 +34,12 @@ export async function throttleUsable(deps: AppDeps): Promise<boolean | null> {
   const unlimited = Number.MAX_SAFE_INTEGER;
   const settings = { enabled: true, perMinute: unlimited, perHour: unlimited, prefix: redisPrefix };
   const usable = await withTimeout(enforceThrottle(deps.redis, settings, 'ops-probe'), PROBE_TIMEOUT_MS, 'Redis').then(
-    (state) => state !== null,
+    (state) => state?.shared === true,
     () => false,
   );
   if (usable !== throttleWasUsable) {
     if (usable) logger.info('throttle can use Redis again: requests are rate limited');
-    else logger.warn('throttle cannot use Redis: requests pass without rate limiting');
+    else logger.warn('throttle cannot use Redis: requests are rate limited per API process only');
   }
   throttleWasUsable = usable;
   return usable;
@@ -67,7 +67,7 @@ export function createApiMetrics(): ApiMetrics {
   });
   const throttleRedisUsable = new Gauge({
     name: 'throttle_redis_usable',
-    help: "1 when the rate limiter's Redis commands succeed; 0 while requests pass unthrottled",
+    help: "1 when the rate limiter's Redis commands succeed; 0 while each API process limits on its own",
     registers: [],
   });
   const requestSeries = new Map<string, ReturnType<typeof requests.labels>>();

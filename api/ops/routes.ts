@@ -16,12 +16,18 @@ import { migrationStates } from '../../shared/db/orm.ts';
  * and queue sizes. Without a token configured the routes do not exist (404).
  */
 async function requireMetricsToken(ctx: ApiContext): Promise<void> {
-  const { metricsToken, redisPrefix, opsAuthFailuresPerMinute } = ctx.deps.config;
+  const { metricsToken, redisPrefix, opsAuthFailuresPerMinute, opsAuthFailuresPerHour } = ctx.deps.config;
   if (!metricsToken) throw notFound();
   const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
   if (!match) throw notAuthenticated();
-  const guard = { prefix: redisPrefix, failuresPerMinute: opsAuthFailuresPerMinute };
-  if (!(await guardCredentialCheck(ctx.deps.redis, guard, 'metrics', ctx.ip, sameSecret(match[1], metricsToken))))
+  const guard = {
+    prefix: redisPrefix,
+    failuresPerMinute: opsAuthFailuresPerMinute,
+    failuresPerHour: opsAuthFailuresPerHour,
+  };
+  // Prometheus keeps no cookies: no proof, counted per address and for the realm (guardCredentialCheck).
+  const client = { address: ctx.ip, user: '', proof: null };
+  if (!(await guardCredentialCheck(ctx.deps.redis, guard, 'metrics', client, sameSecret(match[1], metricsToken))))
     throw authenticationFailed('Invalid metrics token.');
 }
 
@@ -30,7 +36,7 @@ const metricsResponses = {
   200: { description: 'Prometheus text format', contentType: 'text/plain' },
   401: { description: 'Missing or wrong metrics token' },
   404: { description: 'METRICS_TOKEN is not set: metrics are not served' },
-  429: { description: 'Too many wrong tokens from this address' },
+  429: { description: 'Too many wrong tokens from this address, or from all clients in the hour' },
 };
 
 const CHECK_TIMEOUT_MS = 1500;
@@ -53,7 +59,7 @@ const CONSEQUENCES: Record<string, string> = {
   postgres: 'PostgreSQL does not answer: requests cannot be served.',
   redis: 'Redis does not answer a command: queues, throttling and credential guards do not work.',
   queues: 'A queue operation failed: jobs cannot be enqueued now (deletion requests wait in PostgreSQL).',
-  throttle: 'The rate limiter cannot use Redis: requests pass without rate limiting.',
+  throttle: 'The rate limiter cannot use Redis: each API process counts requests on its own.',
   auth_cache: 'The auth cache is not listening for auth_changed: it is off, every request reads PostgreSQL.',
   migrations:
     'The database lacks migrations of this version: requests that need their tables or columns fail. Run `npm run migrate`.',

@@ -16,12 +16,20 @@ describe('configuration', () => {
     expect(() => loadConfig({ RATE_LIMIT_ENABLED: 'ture' })).toThrow('got "ture"');
   });
 
+  it('reads TRUST_PROXY as the number of proxies in front, refusing the old boolean spelling', () => {
+    expect(loadConfig({ TRUST_PROXY: '1' }).trustProxy).toBe(1);
+    expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(loadConfig({ TRUST_PROXY: '0' }).trustProxy).toBe(0);
+    // "true" trusted every entry, the client's own among them: a start-up error, not a guess.
+    expect(() => loadConfig({ TRUST_PROXY: 'true' })).toThrow('TRUST_PROXY must be an integer, got "true"');
+    expect(() => loadConfig({ TRUST_PROXY: '-1' })).toThrow('TRUST_PROXY must be at least 0');
+  });
+
   it('reads the usual spellings of a boolean', () => {
     for (const yes of ['true', 'TRUE', '1', 'yes', 'on'])
       expect(loadConfig({ RATE_LIMIT_ENABLED: yes }).rateLimit.enabled).toBe(true);
     for (const no of ['false', 'False', '0', 'no', 'off'])
       expect(loadConfig({ RATE_LIMIT_ENABLED: no }).rateLimit.enabled).toBe(false);
-    expect(loadConfig({ TRUST_PROXY: '1' }).trustProxy).toBe(true);
     expect(loadConfig({ ORM_DEBUG: 'on' }).ormDebug).toBe(true);
   });
 
@@ -69,7 +77,7 @@ describe('configuration', () => {
       port: 8000,
       host: '127.0.0.1',
       logLevel: 'info',
-      trustProxy: false,
+      trustProxy: 0,
       adminUser: 'admin',
       enqueueTimeoutMs: 1000,
       rateLimit: { enabled: true, perMinute: 480, perHour: 4800 },

@@ -109,11 +109,11 @@ describe('GET /_ready', () => {
         auth_cache: 'disabled',
         migrations: 'ok',
       },
-      details: { throttle: 'The rate limiter cannot use Redis: requests pass without rate limiting.' },
+      details: { throttle: 'The rate limiter cannot use Redis: each API process counts requests on its own.' },
     });
     expect(metricValue(await metrics(target), 'throttle_redis_usable')).toBe(0);
     const said = (spy: typeof warn, text: string) => spy.mock.calls.filter((args) => args.includes(text)).length;
-    expect(said(warn, 'throttle cannot use Redis: requests pass without rate limiting')).toBe(1); // not once per probe
+    expect(said(warn, 'throttle cannot use Redis: requests are rate limited per API process only')).toBe(1); // not once per probe
 
     await admin.call('ACL', 'SETUSER', 'app', '+incr');
     expect((await ready(target)).body).toMatchObject({ status: 'ok', checks: { throttle: 'ok' } });
