@@ -94,7 +94,7 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
     }
     const reading = ctx.method === 'GET' || ctx.method === 'HEAD';
     if (deletions) {
-      if (!reading) throw methodNotAllowed(ctx.method);
+      if (!reading) throw methodNotAllowed(ctx.method, ['GET', 'HEAD']);
       return deletionsPage(ctx, deps, ADMIN_BASE_PATH);
     }
     if (!reading && role === 'read')
