@@ -1,12 +1,12 @@
 // The Koa application, built without listening so tests can drive it on any port.
-// Request path: request id + log → errors → path normalisation → SDK CORS → routes → 404/405.
+// Request path: request id + log → errors → path normalisation → SDK CORS → routes → 404/405/OPTIONS.
 import Koa from 'koa';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { logger } from '../shared/logger.ts';
 import type { AppDeps } from './deps.ts';
 import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
-import { buildRouter, type RouteDefinition } from './http/routes.ts';
+import { allowedMethods, mountRoutes, type RouteDefinition } from './http/routes.ts';
 import { allRoutes } from './routes.ts';
 import { clientAddress } from './http/client-address.ts';
 import { sdkCorsOnEveryAnswer } from './capture/routes.ts';
@@ -31,7 +31,7 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
   app.context.deps = deps;
   const metrics = createApiMetrics();
   app.context.metrics = metrics;
-  const router = buildRouter(routes);
+  const router = mountRoutes(routes);
 
   app.use(async (ctx, next) => {
     const started = process.hrtime.bigint();
@@ -74,10 +74,15 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
   const dashboard = queueDashboard(deps);
   if (dashboard) app.use(dashboard);
   app.use(router.routes());
+  // Nothing answered: OPTIONS on a routed path is 204 with Allow (an SDK path's preflight is a route of its
+  // own), another method on it 405 with Allow, and a path routed for no method 404.
   app.use(async (ctx) => {
     if (ctx.body !== undefined || ctx.status !== 404) return;
-    if (router.hasPath(ctx.path)) throw methodNotAllowed(ctx.method);
-    throw notFound();
+    const allowed = allowedMethods(ctx);
+    if (allowed.length === 0) throw notFound();
+    if (ctx.method !== 'OPTIONS') throw methodNotAllowed(ctx.method, allowed);
+    ctx.set('Allow', allowed.join(', '));
+    ctx.status = 204;
   });
 
   app.on('error', (error) => logger.debug({ err: error }, 'koa error'));

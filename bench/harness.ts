@@ -26,8 +26,9 @@ export async function benchSetup() {
 /** The API as its own process (what users run), on a free port; resolves once /_ready answers 200. */
 export const startApiProcess = (env: Record<string, string> = {}) => startServerProcess(['api/main.ts'], { env });
 
-/** The bare Koa + pg baseline (bench/baseline/bare-koa.ts) as its own process. */
-export const startBareKoaProcess = () => startServerProcess(['bench/baseline/bare-koa.ts'], { readyPath: '/_health' });
+/** The Koa + @koa/router + pg baseline (bench/baseline/koa-router.ts) as its own process. */
+export const startKoaRouterProcess = () =>
+  startServerProcess(['bench/baseline/koa-router.ts'], { readyPath: '/_health' });
 
 // Every server process a benchmark starts, killed however the benchmark ends (normal exit, a thrown
 // error, Ctrl-C, SIGTERM), so none is left holding a port and database connections. A benchmark

@@ -1,7 +1,8 @@
 // Person reads at scale: a project with BENCH_PERSONS (1,000,000) persons and a small one with
 // BENCH_SMALL_PERSONS (100,000) sharing the table. Measured, each beside its baseline in the same run:
 //   - GET by id, list filters, search: p50/p99 over HTTP beside the same query as raw SQL through pg;
-//     GET by id also beside a bare Koa handler running that SQL, sequentially and at 16 clients.
+//     GET by id also beside Koa + @koa/router running that SQL (the card's stack with nothing of ours),
+//     sequentially and at 16 clients.
 //   - search in the small project (it must cost what it would alone, not what the table holds).
 //   - every property filter operator, matching and matching nothing: p50/p99 and the plan serving it.
 //   - the numeric and substring filters again once `npm run manage -- property index` has indexed their keys.
@@ -28,7 +29,7 @@ import {
   getOk,
   loadFor,
   startApiProcess,
-  startBareKoaProcess,
+  startKoaRouterProcess,
 } from './harness.ts';
 import { cpuMeter, percentile, progress, timed } from './stats.ts';
 
@@ -102,34 +103,35 @@ const sizes = await pool.query(
 console.log(`  person indexes: ${sizes.rows.map((r) => `${r.name} ${r.size}`).join(', ')}`);
 
 const api = await startApiProcess();
-const bare = await startBareKoaProcess();
+const koaRouter = await startKoaRouterProcess();
 const pid = big.projectId;
 const auth = (account: TestAccount) => ({ authorization: `Bearer ${account.apiKey}` });
 const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(0));
 
-/** p50/p99 of the API beside raw SQL and, when `bareUrl` is given, beside a bare Koa handler running that SQL. */
+/** p50/p99 of the API beside raw SQL and, when `koaRouterUrl` is given, beside Koa + @koa/router running that SQL. */
 async function compare(
   name: string,
   http: (i: number) => string,
   sql: (i: number) => [string, unknown[]],
-  options: { bareUrl?: (i: number) => string; account?: TestAccount; samples?: number } = {},
+  options: { koaRouterUrl?: (i: number) => string; account?: TestAccount; samples?: number } = {},
 ) {
   const httpTimes: number[] = [];
   const sqlTimes: number[] = [];
-  const bareTimes: number[] = [];
+  const koaRouterTimes: number[] = [];
   const headers = auth(options.account ?? big);
   for (let i = 0; i < (options.samples ?? SAMPLES); i++) {
     sqlTimes.push(await timed(() => pool.query(...sql(i))));
-    if (options.bareUrl) bareTimes.push(await timed(() => getOk(bare.baseUrl + options.bareUrl!(i))));
+    if (options.koaRouterUrl)
+      koaRouterTimes.push(await timed(() => getOk(koaRouter.baseUrl + options.koaRouterUrl!(i))));
     httpTimes.push(await timed(() => getOk(api.baseUrl + http(i), headers)));
   }
   const h50 = percentile(httpTimes, 50);
   const s50 = percentile(sqlTimes, 50);
-  const bareFigures = options.bareUrl
-    ? ` | bare Koa + pg p50 ${fmt(percentile(bareTimes, 50))} ms p99 ${fmt(percentile(bareTimes, 99))} ms, API/bare p50 ${(h50 / percentile(bareTimes, 50)).toFixed(1)}x`
+  const koaRouterFigures = options.koaRouterUrl
+    ? ` | Koa + @koa/router + pg p50 ${fmt(percentile(koaRouterTimes, 50))} ms p99 ${fmt(percentile(koaRouterTimes, 99))} ms, API/baseline p50 ${(h50 / percentile(koaRouterTimes, 50)).toFixed(1)}x`
     : '';
   console.log(
-    `  ${name.padEnd(28)} HTTP p50 ${fmt(h50)} ms p99 ${fmt(percentile(httpTimes, 99))} ms | raw SQL p50 ${fmt(s50)} ms p99 ${fmt(percentile(sqlTimes, 99))} ms | p50 ratio ${(h50 / s50).toFixed(1)}x${bareFigures}`,
+    `  ${name.padEnd(28)} HTTP p50 ${fmt(h50)} ms p99 ${fmt(percentile(httpTimes, 99))} ms | raw SQL p50 ${fmt(s50)} ms p99 ${fmt(percentile(sqlTimes, 99))} ms | p50 ratio ${(h50 / s50).toFixed(1)}x${koaRouterFigures}`,
   );
 }
 
@@ -146,17 +148,17 @@ if (wants('get')) {
     'GET by id',
     (i) => `${P(big)}/${ids[i]}/`,
     (i) => [`${WITH_IDS} from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
-    { bareUrl: (i) => `/projects/${pid}/persons/${ids[i]}/` },
+    { koaRouterUrl: (i) => `${P(big)}/${ids[i]}/` },
   );
-  // Throughput at 16 concurrent clients, the API and the bare handler alternately (twice each), with the
+  // Throughput at 16 concurrent clients, the API and the Koa + @koa/router baseline alternately (twice each), with the
   // CPU each part of the machine spent per request: the server process, its PostgreSQL backends, and this
   // process (the 16 clients).
-  const throughput = { api: 0, bare: 0 };
-  const cpu = { api: { server: 0, database: 0, clients: 0 }, bare: { server: 0, database: 0, clients: 0 } };
+  const throughput = { api: 0, koaRouter: 0 };
+  const cpu = { api: { server: 0, database: 0, clients: 0 }, koaRouter: { server: 0, database: 0, clients: 0 } };
   for (let round = 0; round < 2; round++) {
     for (const [name, server, url, headers] of [
       ['api', api, (i: number) => `${api.baseUrl}${P(big)}/${ids[i % ids.length]}/`, auth(big)],
-      ['bare', bare, (i: number) => `${bare.baseUrl}/projects/${pid}/persons/${ids[i % ids.length]}/`, {}],
+      ['koaRouter', koaRouter, (i: number) => `${koaRouter.baseUrl}${P(big)}/${ids[i % ids.length]}/`, {}],
     ] as const) {
       const serverCpu = cpuMeter(server.child.pid);
       const databaseCpu = await databaseCpuMeter(pool);
@@ -172,9 +174,9 @@ if (wants('get')) {
   }
   const cpuLine = (parts: { server: number; database: number; clients: number }) =>
     `server ${parts.server.toFixed(0)}, PostgreSQL ${parts.database.toFixed(0)}, clients ${parts.clients.toFixed(0)}`;
-  console.log(`  CPU µs per request: API ${cpuLine(cpu.api)} | bare Koa ${cpuLine(cpu.bare)}`);
+  console.log(`  CPU µs per request: API ${cpuLine(cpu.api)} | Koa + @koa/router ${cpuLine(cpu.koaRouter)}`);
   console.log(
-    `  GET by id, 16 clients: API ${throughput.api.toFixed(0)} req/s, bare Koa + pg ${throughput.bare.toFixed(0)} req/s, API/bare ${(throughput.api / throughput.bare).toFixed(2)}x (target ≥ 0.8x)`,
+    `  GET by id, 16 clients: API ${throughput.api.toFixed(0)} req/s, Koa + @koa/router + pg ${throughput.koaRouter.toFixed(0)} req/s, API/baseline ${(throughput.api / throughput.koaRouter).toFixed(2)}x (target ≥ 0.8x)`,
   );
 }
 
@@ -483,6 +485,6 @@ if (wants('ingest')) {
 if (!process.env.BENCH_REUSE)
   await pool.query(`delete from person where project_id in ($1, $2)`, [pid, small.projectId]);
 await api.stop();
-await bare.stop();
+await koaRouter.stop();
 await pool.end();
 await orm.close();

@@ -59,8 +59,16 @@ export const notAuthenticated = () =>
 export const authenticationFailed = (detail: string) =>
   new ApiError(401, 'authentication_error', 'authentication_failed', detail, null, { 'WWW-Authenticate': 'Bearer' });
 
-export const methodNotAllowed = (method: string) =>
-  new ApiError(405, 'invalid_request', 'method_not_allowed', `Method "${method}" not allowed.`);
+/** `allowed`: the methods the path is routed for, named in the Allow header. */
+export const methodNotAllowed = (method: string, allowed?: string[]) =>
+  new ApiError(
+    405,
+    'invalid_request',
+    'method_not_allowed',
+    `Method "${method}" not allowed.`,
+    null,
+    allowed ? { Allow: allowed.join(', ') } : {},
+  );
 
 export const parseError = (detail: string) => new ApiError(400, 'invalid_request', 'parse_error', detail);
 

@@ -1,5 +1,6 @@
 // One declaration per route: method, path, scopes and schemas in one place. The same list mounts
 // the routes here and feeds the OpenAPI document.
+import { Router, type RouterContext } from '@koa/router';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { Context, Middleware } from 'koa';
@@ -30,7 +31,7 @@ export interface ApiContext<Q = Record<string, any>, B = any> extends Context {
 
 export interface RouteDefinition<Q = any, B = any> {
   method: HttpMethod;
-  /** Koa-router path, without trailing slash; `:project_id` makes the route project-scoped. */
+  /** @koa/router path, without trailing slash; `:project_id` makes the route project-scoped. */
   path: string;
   summary: string;
   tags?: string[];
@@ -98,15 +99,17 @@ async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
   return parseJsonBody(raw);
 }
 
-function routeMiddleware(route: RouteDefinition): Mounted['serve'] {
+/** The route's handler behind authentication, throttling and validation; it ends the chain (no `next`). */
+function routeMiddleware(route: RouteDefinition): Middleware {
   const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
   const projectRoute = route.path.includes(':project_id');
-  return async (ctx, params) => {
+  return async (ctx) => {
     const apiCtx = ctx as ApiContext;
     const deps = apiCtx.deps;
     const em = deps.orm.em.fork() as EntityManager;
+    ctx.state.routePath = route.path;
     apiCtx.state.em = em;
-    apiCtx.state.params = params;
+    apiCtx.state.params = (ctx as RouterContext).params;
     const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
     if (route.scopes !== null) {
       const { key, project } = await authenticate(
@@ -192,84 +195,41 @@ function checkResponseContract(route: RouteDefinition, ctx: Context): void {
   }
 }
 
-/** The routes mounted: `routes()` serves them; `hasPath()` says whether any method has a route there (405, not 404). */
-export interface MountedRoutes {
-  routes(): Middleware;
-  hasPath(path: string): boolean;
-}
-
-interface Mounted {
-  route: RouteDefinition;
-  /** The path's segments: a literal, or a parameter's name after `:`. */
-  segments: string[];
-  /** Per segment 0 (literal) or 1 (parameter): routes sort by it, literal before parameter. */
-  shape: string;
-  methods: Set<string>;
-  serve: (ctx: Context, params: Record<string, string>) => Promise<void>;
-}
+/** A route's path segments: 0 for a literal, 1 for a parameter (`/persons/bulk_delete` is `0001`). */
+const shapeOf = (path: string) =>
+  path
+    .split('/')
+    .slice(1)
+    .map((segment) => (segment.startsWith(':') ? '1' : '0'))
+    .join('');
 
 /**
- * Matches a request segment by segment against the routes with as many segments (a literal must be equal,
- * a parameter takes any non-empty segment). Where two routes match, the one with a literal where the other
- * has a parameter wins (`/persons/bulk_delete` over `/persons/:id`). A GET route also answers HEAD. This
- * replaced @koa/router, whose per-request dispatch (a regular expression per route, a middleware chain
- * composed per request) was a tenth of the API's CPU on a GET by id (bench/persons.ts).
+ * The routes on @koa/router. A GET route also answers HEAD; parameters are percent-decoded (one that does not
+ * decode is kept as it came) and never empty. Where two routes match a path, the one with a literal where the
+ * other has a parameter wins (`/persons/bulk_delete` over `/persons/:id`) whatever the declaration order: they
+ * are registered sorted, literal before parameter position by position (otherwise in declaration order), and
+ * a route's handler ends the chain, so the first route matched answers. `ctx.matched` then holds every route
+ * of the path whatever its method, for the Allow header of a 405 or an OPTIONS (see allowedMethods).
  */
-export function buildRouter(routes: RouteDefinition[]): MountedRoutes {
-  const bySegmentCount = new Map<number, Mounted[]>();
-  for (const route of routes) {
+export function mountRoutes(routes: RouteDefinition[]): Router {
+  const router = new Router({ sensitive: true });
+  const shapes = new Map(routes.map((route) => [route, shapeOf(route.path)]));
+  const ordered = routes.toSorted((a, b) => {
+    const [x, y] = [shapes.get(a)!, shapes.get(b)!];
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
+  for (const route of ordered) {
     // format=csv must show in validation and the OpenAPI document wherever it is honoured.
     if (route.csv && !(route.query?.properties as Record<string, unknown> | undefined)?.format)
       throw new Error(`${route.method} ${route.path} renders CSV but its query schema does not declare format`);
-    const segments = route.path.split('/').slice(1);
-    const shape = segments.map((segment) => (segment.startsWith(':') ? '1' : '0')).join('');
-    const methods = new Set(route.method === 'GET' ? ['GET', 'HEAD'] : [route.method]);
-    const sameLength = bySegmentCount.get(segments.length) ?? [];
-    sameLength.push({ route, segments, shape, methods, serve: routeMiddleware(route) });
-    bySegmentCount.set(segments.length, sameLength);
+    router.register(route.path, [route.method], routeMiddleware(route));
   }
-  // Literal before parameter, position by position; otherwise in declaration order (the sort is stable).
-  for (const list of bySegmentCount.values()) list.sort((a, b) => (a.shape < b.shape ? -1 : a.shape > b.shape ? 1 : 0));
-
-  const paramsOf = (mounted: Mounted, parts: string[]): Record<string, string> | null => {
-    const params: Record<string, string> = {};
-    for (let i = 0; i < parts.length; i++) {
-      const segment = mounted.segments[i];
-      if (segment.charCodeAt(0) !== 58 /* : */) {
-        if (segment !== parts[i]) return null;
-      } else if (parts[i] === '') return null;
-      else params[segment.slice(1)] = decodeSegment(parts[i]);
-    }
-    return params;
-  };
-  // `method` null: a route for any method.
-  const find = (method: string | null, path: string) => {
-    const parts = path.split('/').slice(1);
-    for (const mounted of bySegmentCount.get(parts.length) ?? []) {
-      if (method !== null && !mounted.methods.has(method)) continue;
-      const params = paramsOf(mounted, parts);
-      if (params) return { mounted, params };
-    }
-    return null;
-  };
-
-  return {
-    hasPath: (path) => find(null, path) !== null,
-    routes: () => (ctx, next) => {
-      const found = find(ctx.method, ctx.path);
-      if (!found) return next();
-      ctx.state.routePath = found.mounted.route.path;
-      return found.mounted.serve(ctx, found.params);
-    },
-  };
+  return router;
 }
 
-/** A path parameter percent-decoded; one that does not decode is taken as it came. */
-function decodeSegment(segment: string): string {
-  if (!segment.includes('%')) return segment;
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
+/** The methods routed for the request's path whatever its method, once the router has seen it (HEAD with GET). */
+export function allowedMethods(ctx: Context): string[] {
+  const allowed = new Set<string>();
+  for (const layer of (ctx as RouterContext).matched ?? []) for (const method of layer.methods) allowed.add(method);
+  return [...allowed];
 }

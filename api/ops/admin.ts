@@ -134,7 +134,7 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
     if (!proof) issueProof(ctx, role);
     const reading = ctx.method === 'GET' || ctx.method === 'HEAD';
     if (deletions) {
-      if (!reading) throw methodNotAllowed(ctx.method);
+      if (!reading) throw methodNotAllowed(ctx.method, ['GET', 'HEAD']);
       return deletionsPage(ctx, deps, ADMIN_BASE_PATH);
     }
     if (!reading && role === 'read')

@@ -1,6 +1,7 @@
-// The API's router (api/http/routes.ts buildRouter): segment-by-segment matching, a literal segment winning
-// over a parameter whatever the declaration order, decoded parameters, HEAD on GET routes, 404 and 405 in
-// PostHog's error shape, and the route label of the request metric. Routes declared only for this test.
+// The API's router (api/http/routes.ts mountRoutes, on @koa/router): segment-by-segment matching, a literal
+// segment winning over a parameter whatever the declaration order, decoded parameters, HEAD on GET routes,
+// 404 and 405 in PostHog's error shape, 405 and OPTIONS naming the routed methods in Allow, SDK paths keeping
+// their CORS answers, and the route label of the request metric. Routes declared only for this test.
 import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../../api/app.ts';
@@ -85,4 +86,47 @@ describe('router', () => {
     expect(nowhere.status).toBe(404);
     expect(nowhere.body).toMatchObject({ type: 'invalid_request', code: 'not_found' });
   });
+
+  it('names the methods a path is routed for in the Allow header of a 405', async () => {
+    const wrongMethod = await call(baseUrl, 'POST', '/test_groups/fixed/deeper', { body: {} });
+    expect(wrongMethod.status).toBe(405);
+    expect(allowed(wrongMethod.headers)).toEqual(['GET', 'HEAD']);
+    const persons = await call(baseUrl, 'PUT', '/api/projects/1/persons/', { body: {} });
+    expect(persons.status).toBe(405);
+    expect(allowed(persons.headers)).toEqual(['GET', 'HEAD', 'POST']);
+  });
+
+  it('answers OPTIONS on an API path with 204 and the Allow header, and 404 where nothing is routed', async () => {
+    const options = await call(baseUrl, 'OPTIONS', '/test_groups/fixed/deeper/');
+    expect(options.status).toBe(204);
+    expect(options.text).toBe('');
+    expect(allowed(options.headers)).toEqual(['GET', 'HEAD']);
+    const person = await call(baseUrl, 'OPTIONS', '/api/projects/1/persons/5/');
+    expect(person.status).toBe(204);
+    expect(allowed(person.headers)).toEqual(['DELETE', 'GET', 'HEAD', 'PATCH']);
+    const nowhere = await call(baseUrl, 'OPTIONS', '/test_groups/fixed/x/y/z');
+    expect(nowhere.status).toBe(404);
+    expect(nowhere.body).toMatchObject({ type: 'invalid_request', code: 'not_found' });
+  });
+
+  it("keeps the SDK paths' CORS answers: the preflight, and a 405 with CORS and Allow", async () => {
+    const origin = { origin: 'https://app.example.com' };
+    const preflight = await call(baseUrl, 'OPTIONS', '/batch/', { headers: origin });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect(preflight.headers.get('access-control-allow-methods')).toBe('GET, POST, OPTIONS');
+    const wrongMethod = await call(baseUrl, 'PUT', '/e/', { headers: origin });
+    expect(wrongMethod.status).toBe(405);
+    expect(wrongMethod.headers.get('access-control-allow-origin')).toBe('https://app.example.com');
+    expect(allowed(wrongMethod.headers)).toEqual(['GET', 'HEAD', 'OPTIONS', 'POST']);
+    expect(wrongMethod.body).toMatchObject({ type: 'invalid_request', code: 'method_not_allowed' });
+  });
 });
+
+/** The methods of an Allow header, sorted. */
+const allowed = (headers: Headers) =>
+  (headers.get('allow') ?? '')
+    .split(',')
+    .map((method) => method.trim())
+    .filter(Boolean)
+    .sort();
