@@ -10,7 +10,14 @@
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { rows, run } from '../db/sql.ts';
-import { compareVariants, type ExperimentResult, type MetricKind, type VariantStats } from './stats.ts';
+import {
+  analyseMetrics,
+  type CorrectionConfig,
+  type MetricAnalysis,
+  type MetricKind,
+  type MetricStats,
+  type VariantStats,
+} from './stats.ts';
 
 export interface ExperimentForResults {
   id: number;
@@ -20,9 +27,14 @@ export interface ExperimentForResults {
   startDate: Date;
   statsMethod: 'bayesian' | 'frequentist';
   baselineKey: string;
+  /** Rollout percentage per variant (the flag's), for the sample ratio mismatch check. */
+  rollout?: Record<string, number>;
+  correction?: CorrectionConfig | null;
+  /** The primary metric, which a preferential Bonferroni correction favours. */
+  primaryMetricUuid?: string | null;
 }
 
-export type MetricResult = ExperimentResult & { kind: MetricKind };
+export type MetricResult = MetricAnalysis;
 
 const DAY = 86400_000;
 // The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
@@ -124,13 +136,13 @@ export async function computeExperimentSeries(
   const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
-  return em.transactional(async (tx) => {
+  const counts = await em.transactional(async (tx) => {
     await run(tx, `set local work_mem = '${WORK_MEM}'`);
     const variants = JSON.stringify(experiment.variants);
     const { projectId, flagKey } = experiment;
     await run(tx, MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
     await run(tx, `analyze experiment_members`);
-    const out: (MetricResult[] | Error)[] = [];
+    const out: (MetricStats[] | Error)[] = [];
     for (const shape of shapes) {
       if (shape instanceof Error) {
         out.push(shape);
@@ -146,6 +158,22 @@ export async function computeExperimentSeries(
     }
     return out;
   });
+  // Each day's metrics are analysed together: a multiple-comparison correction may span them.
+  const primary = metrics.findIndex((m) => m?.uuid && m.uuid === experiment.primaryMetricUuid);
+  const settings = {
+    method: experiment.statsMethod,
+    baselineKey: experiment.baselineKey,
+    correction: experiment.correction ?? null,
+    rollout: experiment.rollout,
+    primaryMetric: primary >= 0 ? primary : 0,
+  };
+  const analysed = Array.from({ length: days }, (_, d) =>
+    analyseMetrics(
+      counts.map((c) => (c instanceof Error ? null : c[d])),
+      settings,
+    ),
+  );
+  return counts.map((c, i) => (c instanceof Error ? c : analysed.map((day) => day[i]!)));
 }
 
 async function metricSeries(
@@ -153,7 +181,7 @@ async function metricSeries(
   experiment: ExperimentForResults,
   shape: NonNullable<ReturnType<typeof metricShape>>,
   range: Range,
-): Promise<MetricResult[]> {
+): Promise<MetricStats[]> {
   const { days, dayText } = range;
   const eventsOf = [...new Set(shape.events)];
   const scan = [range.projectId, ...eventsOf, range.start, range.until, range.projectId];
@@ -247,6 +275,6 @@ async function metricSeries(
       const samples = n.get(key)?.[d] ?? 0;
       return { key, number_of_samples: samples, sum: reached, sum_squares: reached, step_counts: stepCounts };
     });
-    return { kind: shape.kind, ...compareVariants(stats, experiment.baselineKey, shape.kind, experiment.statsMethod) };
+    return { kind: shape.kind, variants: stats };
   });
 }

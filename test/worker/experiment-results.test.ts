@@ -1,5 +1,6 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { holmAdjust } from '../../shared/experiments/stats.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { CHECKOUT_METRICS, capture } from '../fixtures.ts';
 import {
@@ -112,6 +113,7 @@ describe('experiment results job', () => {
       sum_squares: 144,
       chance_to_win: null,
     });
+    expect(day1.sample_ratio_mismatch).toBeNull(); // under 100 exposures
     const day2 = meanSeries.timeseries[todayKey]; // cumulative: t3 added
     expect(day2.variant_results[0]).toMatchObject({ number_of_samples: 3, sum: 16, sum_squares: 160 });
 
@@ -147,5 +149,89 @@ describe('experiment results job', () => {
       return body.status === 'completed' ? body : null;
     });
     expect(Object.values(done.timeseries).every((v: any) => v && v.baseline.number_of_samples === 0)).toBe(true);
+  });
+
+  it('reports the sample ratio mismatch of a skewed split, and Holm-adjusted p-values, in timeseries_results', async () => {
+    const yesterday = new Date(Date.now() - 86400_000);
+    const exp = (
+      await call(api.baseUrl, 'POST', `${P()}/`, {
+        key: account.apiKey,
+        body: {
+          name: 'Skewed',
+          feature_flag_key: 'skewed',
+          start_date: new Date(Date.UTC(yesterday.getUTCFullYear(), yesterday.getUTCMonth(), yesterday.getUTCDate())),
+          metrics: [...CHECKOUT_METRICS],
+          stats_config: { method: 'frequentist', multiple_comparison_correction: { method: 'holm' } },
+        },
+      })
+    ).body;
+    // The flag splits 50/50, but 120 persons saw control and 60 saw test; 30 and 25 of them bought.
+    const t = (minutes: number) => new Date(Date.now() - 3600_000 + minutes * 1000).toISOString();
+    const events: any[] = [];
+    for (const [variant, persons, buyers] of [
+      ['control', 120, 30],
+      ['test', 60, 25],
+    ] as const) {
+      for (let i = 0; i < persons; i++) {
+        const id = `skewed-${variant}-${i}`;
+        events.push({
+          event: '$feature_flag_called',
+          distinct_id: id,
+          timestamp: t(0),
+          properties: { $feature_flag: 'skewed', $feature_flag_response: variant },
+        });
+        if (i < buyers)
+          events.push(
+            { event: 'cart', distinct_id: id, timestamp: t(1) },
+            { event: 'purchase', distinct_id: id, timestamp: t(2), properties: { amount: 10 + (i % 7) } },
+          );
+      }
+    }
+    await capture(api.baseUrl, account.projectToken, events);
+    const queued = await call(api.baseUrl, 'POST', `${P()}/${exp.id}/recalculate_timeseries/`, { key: account.apiKey });
+    expect(queued.status).toBe(202);
+
+    const latest = async (m: any) =>
+      eventually(async () => {
+        const body = (
+          await call(
+            api.baseUrl,
+            'GET',
+            `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+            { key: account.apiKey },
+          )
+        ).body;
+        const today = new Date().toISOString().slice(0, 10);
+        return body.status === 'completed' ? body.timeseries[today] : null;
+      });
+    const [mean, funnel] = await Promise.all(exp.metrics.map(latest));
+    for (const result of [mean, funnel]) {
+      expect(result.baseline.number_of_samples).toBe(120);
+      expect(result.variant_results[0].number_of_samples).toBe(60);
+      // Expected 90/90: chi-square (30² + 30²)/90 = 20 on 1 df, p = 7.7442e-6 (scipy chi2.sf(20, 1)).
+      expect(result.sample_ratio_mismatch).toMatchObject({
+        expected: { control: 90, test: 90 },
+        observed: { control: 120, test: 60 },
+        warning: true,
+      });
+      expect(Math.abs(result.sample_ratio_mismatch.p_value / 7.744216431044088e-6 - 1)).toBeLessThan(1e-8);
+      expect(result.multiple_comparison_correction).toEqual({
+        method: 'holm',
+        scope: 'experiment',
+        alpha: 0.05,
+        family_size: 2,
+      });
+    }
+    // Holm over the experiment's two comparisons (one per metric); each interval at its own alpha.
+    const [m, f] = [mean.variant_results[0], funnel.variant_results[0]];
+    expect(m.unadjusted_p_value).toBeGreaterThan(0);
+    expect(f.unadjusted_p_value).toBeGreaterThan(0);
+    const adjusted = holmAdjust([m.unadjusted_p_value, f.unadjusted_p_value]);
+    expect(m.p_value).toBeCloseTo(adjusted[0], 12);
+    expect(f.p_value).toBeCloseTo(adjusted[1], 12);
+    for (const v of [m, f]) {
+      expect(v.significant).toBe(v.confidence_interval[0] > 0 || v.confidence_interval[1] < 0);
+      expect(v.significant).toBe(v.p_value < 0.05);
+    }
   });
 });
