@@ -8,6 +8,10 @@ export interface VariantStats {
   sum: number;
   sum_squares: number;
   step_counts?: number[];
+  /** CUPED: Σx, Σx² and Σxy of the pre-exposure covariate x (the metric before exposure). */
+  covariate_sum?: number;
+  covariate_sum_squares?: number;
+  covariate_sum_product?: number;
 }
 
 export type MetricKind = 'mean' | 'funnel';
@@ -149,11 +153,47 @@ function moments(v: VariantStats, kind: MetricKind): Moments {
   return { n, mean, variance: Math.max(variance, 0) };
 }
 
-/** Relative effect θ = (μT − μC)/μC and its delta-method variance. */
-function relativeEffect(t: Moments, c: Moments) {
-  const theta = (t.mean - c.mean) / c.mean;
-  const variance = t.variance / (t.n * c.mean ** 2) + (t.mean ** 2 * c.variance) / (c.n * c.mean ** 4);
+/**
+ * Relative effect θ = (μT − μC)/u and its delta-method variance, u being the control mean (with
+ * CUPED, the unadjusted one: PostHog divides the adjusted difference by it).
+ */
+function relativeEffect(t: Moments, c: Moments, u = c.mean) {
+  const theta = (t.mean - c.mean) / u;
+  const variance = t.variance / (t.n * u ** 2) + (t.mean ** 2 * c.variance) / (c.n * u ** 4);
   return { theta, variance };
+}
+
+// ---- CUPED (PostHog's products/experiments/stats/shared/cuped.py, after Deng et al. 2013) ----
+const CUPED_VARIANCE_FLOOR = 1e-10;
+
+const hasCovariate = (v: VariantStats) =>
+  typeof v.covariate_sum === 'number' &&
+  typeof v.covariate_sum_squares === 'number' &&
+  typeof v.covariate_sum_product === 'number';
+
+/** θc = pooled Cov(y, x) / pooled Var(x) over a treatment and the control (0 if Var(x) < 1e-10). */
+export function cupedTheta(t: VariantStats, c: VariantStats): number {
+  const n = t.number_of_samples + c.number_of_samples;
+  if (n <= 1) return 0;
+  const sx = (t.covariate_sum ?? 0) + (c.covariate_sum ?? 0);
+  const sxx = (t.covariate_sum_squares ?? 0) + (c.covariate_sum_squares ?? 0);
+  const sxy = (t.covariate_sum_product ?? 0) + (c.covariate_sum_product ?? 0);
+  const sy = t.sum + c.sum;
+  const varX = (sxx - (sx * sx) / n) / (n - 1);
+  if (varX < CUPED_VARIANCE_FLOOR) return 0;
+  return (sxy - (sy * sx) / n) / (n - 1) / varX;
+}
+
+/** A group's moments adjusted by θc: mean ȳ − θc·x̄, variance s²y + θc²·s²x − 2θc·cov(y, x) (floored). */
+export function cupedAdjust(v: VariantStats, kind: MetricKind, thetaC: number): Moments {
+  const y = moments(v, kind);
+  const n = v.number_of_samples;
+  const sx = v.covariate_sum ?? 0;
+  const x = moments({ key: v.key, number_of_samples: n, sum: sx, sum_squares: v.covariate_sum_squares ?? 0 }, 'mean');
+  const cov = n > 1 ? ((v.covariate_sum_product ?? 0) - (v.sum * sx) / n) / (n - 1) : 0;
+  const variance = y.variance + thetaC ** 2 * x.variance - 2 * thetaC * cov;
+  // A single observation has no variance, as PostHog's synthetic statistic gives.
+  return { n, mean: y.mean - thetaC * x.mean, variance: n > 1 ? Math.max(variance, CUPED_VARIANCE_FLOOR) : 0 };
 }
 
 export function validationFailures(v: VariantStats, kind: MetricKind, isBaseline: boolean): string[] {
@@ -197,10 +237,15 @@ export function compareVariants(
           ? { chance_to_win: null, credible_interval: null, significant: null }
           : { p_value: null, confidence_interval: null, significant: null };
       if (failures.length || baselineFailures.length) return { ...base, ...empty };
-      const c = moments(baseline, kind);
-      const t = moments(v, kind);
-      if (!(c.mean > 0)) return { ...base, ...empty };
-      const { theta, variance } = relativeEffect(t, c);
+      // CUPED when both groups carry the covariate: θc from this pair, the relative effect over the
+      // unadjusted control mean.
+      const cuped = hasCovariate(v) && hasCovariate(baseline);
+      const thetaC = cuped ? cupedTheta(v, baseline) : 0;
+      const c = cuped ? cupedAdjust(baseline, kind, thetaC) : moments(baseline, kind);
+      const t = cuped ? cupedAdjust(v, kind, thetaC) : moments(v, kind);
+      const u = moments(baseline, kind).mean;
+      if (!(u > 0)) return { ...base, ...empty };
+      const { theta, variance } = relativeEffect(t, c, u);
       if (!(variance > 0) || !Number.isFinite(variance)) return { ...base, ...empty };
       const sd = Math.sqrt(variance);
       if (method === 'bayesian') {

@@ -4,6 +4,8 @@ import {
   benjaminiHochbergAdjust,
   chiSquareSurvival,
   compareVariants,
+  cupedAdjust,
+  cupedTheta,
   holmAdjust,
   type MetricStats,
   normalCdf,
@@ -263,5 +265,61 @@ describe('multiple-comparison correction', () => {
     });
     expect(out[0]!.multiple_comparison_correction).toBeNull();
     expect(out[0]!.variant_results[0].p_value).toBeUndefined();
+  });
+});
+
+describe('CUPED (golden values of PostHog’s stats/tests/test_cuped.py, TestCupedReferenceData)', () => {
+  const v = (key: string, n: number, sum: number, ss: number, x: number, xx: number, xy: number) => ({
+    key,
+    number_of_samples: n,
+    sum,
+    sum_squares: ss,
+    covariate_sum: x,
+    covariate_sum_squares: xx,
+    covariate_sum_product: xy,
+  });
+  const control = v('control', 2801, 280, 560, 195, 390, -18);
+  const treatment = v('test', 2800, 205, 510, 110, 380, -8);
+
+  it('theta and adjusted groups', () => {
+    const small = v('a', 5, 14, 48, 28.5, 520.3, 85.2);
+    expect(cupedTheta(small, small)).toBeCloseTo(0.015090122, 7);
+    expect(cupedAdjust(small, 'mean', 0).mean).toBeCloseTo(2.8, 9);
+    expect(cupedAdjust(small, 'mean', 0).variance).toBeCloseTo(2.2, 9);
+    expect(cupedAdjust(small, 'mean', 0.31).mean).toBeCloseTo(1.033, 5);
+    expect(cupedAdjust(small, 'mean', 0.31).variance).toBeCloseTo(9.960346, 4);
+    expect(cupedAdjust(v('one', 1, 8, 64, 15.3, 15.3 ** 2, 50), 'mean', 0.4).variance).toBe(0);
+    const theta = cupedTheta(treatment, control);
+    expect(theta).toBeCloseTo(-0.069566052, 7);
+    expect(cupedAdjust(control, 'mean', theta).mean).toBeCloseTo(0.104807347, 7);
+    expect(cupedAdjust(treatment, 'mean', theta).mean).toBeCloseTo(0.075947238, 7);
+  });
+
+  it('three arms: each treatment’s theta from its pair with the control', () => {
+    const t2 = v('t2', 3500, 420, 840, 280, 560, -25);
+    const sd = (g: any, thetaC: number) => Math.sqrt(cupedAdjust(g, 'mean', thetaC).variance);
+    expect(sd(control, cupedTheta(t2, control))).toBeCloseTo(0.434365539, 5);
+    expect(sd(treatment, cupedTheta(treatment, control))).toBeCloseTo(0.420353709, 5);
+    expect(sd(t2, cupedTheta(t2, control))).toBeCloseTo(0.473119119, 5);
+  });
+
+  it('relative effect over the unadjusted control mean: frequentist and Bayesian intervals', () => {
+    const f = compareVariants([control, treatment], 'control', 'mean', 'frequentist').variant_results[0] as any;
+    const [lo, hi] = f.confidence_interval;
+    expect((lo + hi) / 2).toBeCloseTo(-0.288704169, 5);
+    expect(lo).toBeCloseTo(-0.486775, 5);
+    expect(hi).toBeCloseTo(-0.090633, 5);
+    expect(f.significant).toBe(true);
+    const b = compareVariants([control, treatment], 'control', 'mean', 'bayesian').variant_results[0] as any;
+    expect(b.credible_interval[0]).toBeCloseTo(-0.486732, 5);
+    expect(b.credible_interval[1]).toBeCloseTo(-0.090676, 5);
+  });
+
+  it('a binary (funnel) outcome with a 0/1 covariate is adjusted too', () => {
+    const c = v('control', 2801, 280, 280, 195, 195, -18);
+    const t = v('test', 2800, 205, 205, 110, 110, -8);
+    const r = compareVariants([c, t], 'control', 'funnel', 'frequentist').variant_results[0] as any;
+    expect(r.significant).toBe(true);
+    expect(r.confidence_interval[1]).toBeLessThan(0);
   });
 });
