@@ -8,6 +8,14 @@ const statsConfig = {
   type: ['object', 'null'],
   additionalProperties: true,
   properties: {
+    cuped: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        lookback_days: { type: 'integer', minimum: 1, maximum: 30 },
+      },
+    },
     multiple_comparison_correction: {
       type: ['object', 'null'],
       additionalProperties: false,

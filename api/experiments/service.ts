@@ -4,7 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { recordActivity, type Actor } from '../../shared/activity-log.ts';
 import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
-import { correctionConfig } from '../../shared/experiments/stats.ts';
+import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import {
   findSideRow,
   holdoutFilters as storedHoldoutFilters,
@@ -62,12 +62,15 @@ function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any
   const start = startDate ? new Date(startDate as string).toISOString() : null;
   const method = statsConfig?.method ?? 'bayesian';
   const correction = method === 'frequentist' ? correctionConfig(statsConfig) : null;
+  const lookback = cupedLookbackDays(statsConfig);
+  const analysis =
+    correction || lookback ? { correction, ...(lookback ? { cuped_lookback_days: lookback } : {}) } : null;
   return metrics.map((m) => {
     if (!m || typeof m !== 'object') throw validationError('Each metric must be an object.', 'metrics');
     const metric = { uuid: randomUUID(), ...(m as object) } as Record<string, unknown>;
     return {
       ...metric,
-      fingerprint: metricFingerprint(metric, start, method, exposureCriteria, correction ? { correction } : null),
+      fingerprint: metricFingerprint(metric, start, method, exposureCriteria, analysis),
     };
   });
 }

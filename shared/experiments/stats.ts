@@ -538,3 +538,13 @@ export function correctionConfig(statsConfig: unknown): CorrectionConfig | null 
     primary_alpha_share: typeof c.primary_alpha_share === 'number' ? c.primary_alpha_share : 0.5,
   };
 }
+
+/** PostHog's CUPED lookback: 14 days unless set, 1 to 30. */
+export const CUPED_DEFAULT_LOOKBACK_DAYS = 14;
+
+/** The CUPED lookback in days chosen in an experiment's stats_config, or 0 when CUPED is off. */
+export function cupedLookbackDays(statsConfig: unknown): number {
+  const c = (statsConfig as { cuped?: { enabled?: unknown; lookback_days?: unknown } } | null)?.cuped;
+  if (!c || typeof c !== 'object' || c.enabled !== true) return 0;
+  return typeof c.lookback_days === 'number' ? c.lookback_days : CUPED_DEFAULT_LOOKBACK_DAYS;
+}

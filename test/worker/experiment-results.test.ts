@@ -234,4 +234,123 @@ describe('experiment results job', () => {
       expect(v.significant).toBe(v.p_value < 0.05);
     }
   });
+
+  // PostHog's test_cuped_mean_metric.py, on a timeline ending now: the same persons, amounts and
+  // offsets from the exposure, so the same covariate sums.
+  it('CUPED: covariate sums over the lookback before each first exposure (PostHog’s golden values)', async () => {
+    const startDay = new Date(Date.now() - 3 * 86400_000);
+    const start = Date.UTC(startDay.getUTCFullYear(), startDay.getUTCMonth(), startDay.getUTCDate());
+    const at = (days: number) => new Date(start + 12 * 3600_000 + days * 86400_000).toISOString();
+    const metric = {
+      kind: 'ExperimentMetric',
+      metric_type: 'mean',
+      source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
+    };
+    const run = async (key: string, lookback: number, events: any[]) => {
+      const exp = (
+        await call(api.baseUrl, 'POST', `${P()}/`, {
+          key: account.apiKey,
+          body: {
+            name: key,
+            feature_flag_key: key,
+            start_date: new Date(start).toISOString(),
+            metrics: [metric],
+            stats_config: { method: 'frequentist', cuped: { enabled: lookback > 0, lookback_days: lookback || 7 } },
+          },
+        })
+      ).body;
+      await capture(
+        api.baseUrl,
+        account.projectToken,
+        events.map(([id, event, day, value]) =>
+          event === 'purchase'
+            ? { event, distinct_id: `${key}-${id}`, timestamp: at(day), properties: { amount: value } }
+            : {
+                event: '$feature_flag_called',
+                distinct_id: `${key}-${id}`,
+                timestamp: at(day),
+                properties: { $feature_flag: key, $feature_flag_response: value },
+              },
+        ),
+      );
+      await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+      const m = exp.metrics[0];
+      const body = (
+        await call(
+          api.baseUrl,
+          'GET',
+          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+          { key: account.apiKey },
+        )
+      ).body;
+      expect(body.status).toBe('completed');
+      return body.timeseries[new Date().toISOString().slice(0, 10)];
+    };
+
+    // test_cuped_mean_metric_collects_covariate_columns (7-day lookback; purchases 2 days before).
+    const seven = await run('cuped-seven', 7, [
+      ...[
+        ['c1', 'control', 3, 10],
+        ['c2', 'control', 4, 20],
+        ['t1', 'test', 5, 30],
+        ['t2', 'test', 6, 40],
+      ].flatMap(([id, variant, pre, post]) => [
+        [id, 'purchase', -2, pre],
+        [id, '$feature_flag_called', 0, variant],
+        [id, 'purchase', 0.04, post],
+      ]),
+    ]);
+    expect(seven.baseline).toMatchObject({
+      sum: 30,
+      covariate_sum: 7,
+      covariate_sum_squares: 25,
+      covariate_sum_product: 110,
+    });
+    expect(seven.variant_results[0]).toMatchObject({
+      sum: 70,
+      covariate_sum: 11,
+      covariate_sum_squares: 61,
+      covariate_sum_product: 390,
+    });
+
+    // test_cuped_uses_pre_exposure_window_relative_to_first_exposure (2-day lookback: the purchase
+    // 3 days before the first exposure is outside it; a second exposure does not move the window).
+    const two = await run('cuped-two', 2, [
+      ['c1', 'purchase', -3, 100],
+      ['c1', 'purchase', -1, 5],
+      ['c1', '$feature_flag_called', 0, 'control'],
+      ['c1', 'purchase', 1, 7],
+      ['c1', '$feature_flag_called', 2, 'control'],
+      ['t1', 'purchase', -1, 6],
+      ['t1', '$feature_flag_called', 0, 'test'],
+      ['t1', 'purchase', 1, 8],
+    ]);
+    expect(two.baseline).toMatchObject({
+      sum: 7,
+      covariate_sum: 5,
+      covariate_sum_squares: 25,
+      covariate_sum_product: 35,
+    });
+    expect(two.variant_results[0]).toMatchObject({ sum: 8, covariate_sum: 6, covariate_sum_product: 48 });
+
+    // test_cuped_adjusts_statistical_result: 60 persons a variant, pre = i + 1, post = pre + effect
+    // (0 control, 1 test): CUPED gives a smaller p-value and a narrower interval.
+    const correlated = [
+      ['control', 0],
+      ['test', 1],
+    ].flatMap(([variant, effect]) =>
+      Array.from({ length: 60 }, (_, i) => [
+        [`${variant}-${i}`, 'purchase', -1, i + 1],
+        [`${variant}-${i}`, '$feature_flag_called', 0, variant],
+        [`${variant}-${i}`, 'purchase', 0.04, i + 1 + (effect as number)],
+      ]).flat(),
+    );
+    const plain = (await run('cuped-off', 0, correlated)).variant_results[0];
+    const adjusted = (await run('cuped-on', 7, correlated)).variant_results[0];
+    expect(plain.covariate_sum).toBeUndefined();
+    expect(adjusted.covariate_sum).toBe(1830);
+    expect(adjusted.p_value).toBeLessThan(plain.p_value);
+    const width = (v: any) => v.confidence_interval[1] - v.confidence_interval[0];
+    expect(width(adjusted)).toBeLessThan(width(plain));
+  });
 });

@@ -6,7 +6,7 @@
 import type { Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
-import { correctionConfig } from '../../shared/experiments/stats.ts';
+import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { rows, run } from '../../shared/db/sql.ts';
 
@@ -47,6 +47,7 @@ export async function computeExperimentResults(
         flagVariants.map((v: any) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
       ),
       correction,
+      cupedLookbackDays: cupedLookbackDays(x.stats_config),
       primaryMetricUuid:
         primaryOrder.find((uuid) => primaries.some((m) => m?.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
     };

@@ -232,7 +232,7 @@ describe('update lifecycle', () => {
   });
 });
 
-describe('stats_config: multiple-comparison correction', () => {
+describe('stats_config: multiple-comparison correction and CUPED', () => {
   const metric = { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'purchase' } };
   const frequentist = (correction: unknown) => ({ method: 'frequentist', multiple_comparison_correction: correction });
 
@@ -267,6 +267,22 @@ describe('stats_config: multiple-comparison correction', () => {
         { detail: 'Unknown field "alpha".', attr: 'stats_config__multiple_comparison_correction__alpha' },
       ],
       [frequentist('holm'), { code: 'not_a_dict', attr: 'stats_config__multiple_comparison_correction' }],
+      [
+        { method: 'frequentist', cuped: { enabled: true, lookback_days: 31 } },
+        { detail: 'Ensure this value is less than or equal to 30.', attr: 'stats_config__cuped__lookback_days' },
+      ],
+      [
+        { method: 'frequentist', cuped: { enabled: true, lookback_days: 0 } },
+        { code: 'min_value', attr: 'stats_config__cuped__lookback_days' },
+      ],
+      [
+        { method: 'frequentist', cuped: { enabled: 'yes' } },
+        { detail: 'Must be a valid boolean.', attr: 'stats_config__cuped__enabled' },
+      ],
+      [
+        { cuped: { enabled: true, window: 7 } },
+        { detail: 'Unknown field "window".', attr: 'stats_config__cuped__window' },
+      ],
       [
         { multiple_comparison_correction: { method: 'holm' } },
         {
@@ -306,6 +322,13 @@ describe('stats_config: multiple-comparison correction', () => {
     // "none" is the same analysis as no correction at all: the fingerprint comes back.
     const none = (await patch(exp.id, { stats_config: frequentist({ method: 'none' }) })).body;
     expect(none.metrics[0].fingerprint).toBe(exp.metrics[0].fingerprint);
+    // CUPED and its lookback change what is computed, so they change the fingerprint too.
+    const cuped = (await patch(exp.id, { stats_config: { method: 'frequentist', cuped: { enabled: true } } })).body;
+    expect(cuped.metrics[0].fingerprint).not.toBe(exp.metrics[0].fingerprint);
+    const longer = (
+      await patch(exp.id, { stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: 30 } } })
+    ).body;
+    expect(longer.metrics[0].fingerprint).not.toBe(cuped.metrics[0].fingerprint);
   });
 });
 
