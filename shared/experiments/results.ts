@@ -191,8 +191,8 @@ async function metricSeries(
 ): Promise<MetricStats[]> {
   const { days, dayText } = range;
   const eventsOf = [...new Set(shape.events)];
-  // CUPED (mean metrics): the lookback days before the start are read too.
-  const lookback = shape.kind === 'mean' ? range.lookbackDays : 0;
+  // CUPED: the lookback days before the start are read too.
+  const lookback = range.lookbackDays;
   const scanFrom = new Date(range.start.getTime() - lookback * DAY);
   const scan = [range.projectId, ...eventsOf, scanFrom, range.until, range.projectId];
   const cuped = lookback > 0;
@@ -200,6 +200,9 @@ async function metricSeries(
   const n = new Map<string, number[]>();
   const sums = new Map<string, { total: number[]; totalSq: number[]; x: number[]; xx: number[]; xy: number[] }>();
   const steps = new Map<string, number[][]>();
+  // Funnel CUPED: Σx and Σxy per variant and day (x is 0/1, so Σx² = Σx).
+  const funnelX = new Map<string, number[]>();
+  const funnelXY = new Map<string, number[]>();
   const series = <T>(map: Map<string, T>, key: string, make: () => T) => map.get(key) ?? map.set(key, make()).get(key)!;
   const zeros = () => new Array<number>(days).fill(0);
 
@@ -269,25 +272,43 @@ async function metricSeries(
          join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
     );
     const reached = shape.events.map((_, i) => `select ${i} as step, person_id, t from s${i + 1}`).join(' union all ');
+    // CUPED (PostHog's): x = 1 when the last step's event happened in the lookback days before the
+    // person's first exposure. It counts in Σx while the person is a member (step −2 below), and in
+    // Σxy from the day they complete the funnel (step −3).
+    const lastStep = shape.events.length - 1;
     const found = await rows<any>(
       em,
-      `with ${memberEvents(eventsOf, 'm.event')},
-       fe as materialized (select person_id, event, t from mev),
+      `with ${memberEvents(eventsOf, 'm.event', lookback)},
+       fe as materialized (select person_id, event, t from mev where not pre),
+       pre as (select distinct person_id from mev where pre and event = ?),
        s0 as (select person_id, t0 as t from experiment_members),
        ${ctes.join(',\n')},
-       reached as (select r.step, x.variant, ${dayOf('r.t')} as day, x.day_out
+       reached as (select r.step, r.person_id, x.variant, ${dayOf('r.t')} as day, x.day_out
                      from (${reached}) r join experiment_members x using (person_id)),
        changes as (
          select variant, day_in as day, -1 as step, 1 as d from experiment_members
          union all select variant, day_out, -1, -1 from experiment_members where day_out is not null
          union all select variant, day, step, 1 from reached where day_out is null or day < day_out
-         union all select variant, day_out, step, -1 from reached where day < day_out)
+         union all select variant, day_out, step, -1 from reached where day < day_out
+         union all select variant, day_in, -2, 1 from experiment_members join pre using (person_id)
+         union all select variant, day_out, -2, -1 from experiment_members join pre using (person_id)
+                    where day_out is not null
+         union all select variant, day, -3, 1 from reached join pre using (person_id)
+                    where step = ${lastStep} and (day_out is null or day < day_out)
+         union all select variant, day_out, -3, -1 from reached join pre using (person_id)
+                    where step = ${lastStep} and day < day_out)
        select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
-      [...scan, ...shape.events, dayText],
+      [...scan, shape.events[lastStep], ...shape.events, dayText],
     );
     for (const r of found) {
       const target =
-        r.step < 0 ? series(n, r.variant, zeros) : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
+        r.step === -1
+          ? series(n, r.variant, zeros)
+          : r.step === -2
+            ? series(funnelX, r.variant, zeros)
+            : r.step === -3
+              ? series(funnelXY, r.variant, zeros)
+              : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
       for (let d = r.day; d < days; d++) target[d] += r.d;
     }
   }
@@ -314,7 +335,19 @@ async function metricSeries(
       const stepCounts = shape.events.map((_, i) => steps.get(key)?.[i][d] ?? 0);
       const reached = stepCounts[last];
       const samples = n.get(key)?.[d] ?? 0;
-      return { key, number_of_samples: samples, sum: reached, sum_squares: reached, step_counts: stepCounts };
+      const stats: VariantStats = {
+        key,
+        number_of_samples: samples,
+        sum: reached,
+        sum_squares: reached,
+        step_counts: stepCounts,
+      };
+      if (cuped) {
+        stats.covariate_sum = funnelX.get(key)?.[d] ?? 0;
+        stats.covariate_sum_squares = stats.covariate_sum;
+        stats.covariate_sum_product = funnelXY.get(key)?.[d] ?? 0;
+      }
+      return stats;
     });
     return { kind: shape.kind, variants: stats };
   });

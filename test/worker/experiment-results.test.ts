@@ -241,12 +241,12 @@ describe('experiment results job', () => {
     const startDay = new Date(Date.now() - 3 * 86400_000);
     const start = Date.UTC(startDay.getUTCFullYear(), startDay.getUTCMonth(), startDay.getUTCDate());
     const at = (days: number) => new Date(start + 12 * 3600_000 + days * 86400_000).toISOString();
-    const metric = {
+    const mean = {
       kind: 'ExperimentMetric',
       metric_type: 'mean',
       source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
     };
-    const run = async (key: string, lookback: number, events: any[]) => {
+    const run = async (key: string, lookback: number, events: any[], metric: any = mean) => {
       const exp = (
         await call(api.baseUrl, 'POST', `${P()}/`, {
           key: account.apiKey,
@@ -263,14 +263,14 @@ describe('experiment results job', () => {
         api.baseUrl,
         account.projectToken,
         events.map(([id, event, day, value]) =>
-          event === 'purchase'
-            ? { event, distinct_id: `${key}-${id}`, timestamp: at(day), properties: { amount: value } }
-            : {
-                event: '$feature_flag_called',
+          event === '$feature_flag_called'
+            ? {
+                event,
                 distinct_id: `${key}-${id}`,
                 timestamp: at(day),
                 properties: { $feature_flag: key, $feature_flag_response: value },
-              },
+              }
+            : { event, distinct_id: `${key}-${id}`, timestamp: at(day), properties: { amount: value } },
         ),
       );
       await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
@@ -352,5 +352,115 @@ describe('experiment results job', () => {
     expect(adjusted.p_value).toBeLessThan(plain.p_value);
     const width = (v: any) => v.confidence_interval[1] - v.confidence_interval[0];
     expect(width(adjusted)).toBeLessThan(width(plain));
+  });
+
+  // PostHog's test_cuped_funnel_metric.py: x = 1 when the last step's event happened in the lookback.
+  it('CUPED on funnels: the last step in the lookback is the covariate (PostHog’s golden values)', async () => {
+    const startDay = new Date(Date.now() - 3 * 86400_000);
+    const start = Date.UTC(startDay.getUTCFullYear(), startDay.getUTCMonth(), startDay.getUTCDate());
+    const at = (days: number) => new Date(start + 12 * 3600_000 + days * 86400_000).toISOString();
+    const funnel = (...events: string[]) => ({
+      kind: 'ExperimentMetric',
+      metric_type: 'funnel',
+      series: events.map((event) => ({ kind: 'EventsNode', event })),
+    });
+    const run = async (key: string, lookback: number, metric: any, events: [string, string, number, string?][]) => {
+      const exp = (
+        await call(api.baseUrl, 'POST', `${P()}/`, {
+          key: account.apiKey,
+          body: {
+            name: key,
+            feature_flag_key: key,
+            start_date: new Date(start).toISOString(),
+            metrics: [metric],
+            stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: lookback } },
+          },
+        })
+      ).body;
+      await capture(
+        api.baseUrl,
+        account.projectToken,
+        events.map(([id, event, day, variant]) => ({
+          event,
+          distinct_id: `${key}-${id}`,
+          timestamp: at(day),
+          properties: variant ? { $feature_flag: key, $feature_flag_response: variant } : {},
+        })),
+      );
+      await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+      const m = exp.metrics[0];
+      const body = (
+        await call(
+          api.baseUrl,
+          'GET',
+          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+          { key: account.apiKey },
+        )
+      ).body;
+      return body.timeseries[new Date().toISOString().slice(0, 10)];
+    };
+    const hour = 1 / 24;
+    const exposed = (id: string, variant: string, day = 0): [string, string, number, string] => [
+      id,
+      '$feature_flag_called',
+      day,
+      variant,
+    ];
+
+    // test_cuped_funnel_metric_collects_covariate_columns
+    const collected = await run('funnel-cuped-one', 7, funnel('checkout completed'), [
+      ['c1', 'checkout completed', -2],
+      exposed('c1', 'control'),
+      ['c1', 'checkout completed', hour],
+      exposed('c2', 'control'),
+      ['c2', 'checkout completed', hour],
+      ['t1', 'checkout completed', -2],
+      exposed('t1', 'test'),
+      ['t2', 'checkout completed', -2],
+      exposed('t2', 'test'),
+      ['t2', 'checkout completed', hour],
+    ]);
+    expect(collected.baseline).toMatchObject({
+      sum: 2,
+      covariate_sum: 1,
+      covariate_sum_squares: 1,
+      covariate_sum_product: 1,
+    });
+    expect(collected.variant_results[0]).toMatchObject({
+      sum: 1,
+      covariate_sum: 2,
+      covariate_sum_squares: 2,
+      covariate_sum_product: 1,
+    });
+
+    // test_cuped_uses_pre_exposure_window_relative_to_first_exposure (2 days)
+    const windowed = await run('funnel-cuped-window', 2, funnel('checkout completed'), [
+      ['c1', 'checkout completed', -3],
+      ['c1', 'checkout completed', -1],
+      exposed('c1', 'control'),
+      ['c1', 'checkout completed', 1],
+      exposed('c1', 'control', 2),
+      ['t1', 'checkout completed', -1],
+      exposed('t1', 'test'),
+      ['t1', 'checkout completed', 1],
+    ]);
+    expect(windowed.baseline).toMatchObject({ sum: 1, covariate_sum: 1, covariate_sum_product: 1 });
+    expect(windowed.variant_results[0]).toMatchObject({ sum: 1, covariate_sum: 1, covariate_sum_product: 1 });
+
+    // test_cuped_multi_step_funnel_uses_last_step_for_covariate
+    const steps = await run('funnel-cuped-steps', 7, funnel('signup', 'checkout completed'), [
+      ['c1', 'signup', -2],
+      exposed('c1', 'control'),
+      ['c1', 'signup', hour],
+      ['c1', 'checkout completed', 1.5 * hour],
+      ['c2', 'checkout completed', -2],
+      exposed('c2', 'control'),
+      ['c2', 'signup', hour],
+      ['c2', 'checkout completed', 1.5 * hour],
+      exposed('t1', 'test'),
+      ['t1', 'signup', hour],
+    ]);
+    expect(steps.baseline).toMatchObject({ sum: 2, covariate_sum: 1, covariate_sum_product: 1 });
+    expect(steps.variant_results[0]).toMatchObject({ sum: 0, covariate_sum: 0, covariate_sum_product: 0 });
   });
 });
