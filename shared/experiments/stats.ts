@@ -546,5 +546,7 @@ export const CUPED_DEFAULT_LOOKBACK_DAYS = 14;
 export function cupedLookbackDays(statsConfig: unknown): number {
   const c = (statsConfig as { cuped?: { enabled?: unknown; lookback_days?: unknown } } | null)?.cuped;
   if (!c || typeof c !== 'object' || c.enabled !== true) return 0;
-  return typeof c.lookback_days === 'number' ? c.lookback_days : CUPED_DEFAULT_LOOKBACK_DAYS;
+  // The API refuses other values; a stored one outside 1–30 is clamped, as PostHog does.
+  const days = typeof c.lookback_days === 'number' ? Math.trunc(c.lookback_days) : CUPED_DEFAULT_LOOKBACK_DAYS;
+  return Math.min(30, Math.max(1, Number.isFinite(days) ? days : CUPED_DEFAULT_LOOKBACK_DAYS));
 }
