@@ -1,6 +1,33 @@
 // Request schemas of the experiment routes; the handlers' types are derived from them.
 import type { FromSchema } from 'json-schema-to-ts';
 import { PAGE_QUERY_PROPERTIES } from '../http/pagination.ts';
+import { CORRECTION_METHODS } from '../../shared/experiments/stats.ts';
+
+/** stats_config: PostHog's keys pass through; the ones our engine reads are checked here. */
+const statsConfig = {
+  type: ['object', 'null'],
+  additionalProperties: true,
+  properties: {
+    cuped: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        lookback_days: { type: 'integer', minimum: 1, maximum: 30 },
+      },
+    },
+    multiple_comparison_correction: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      required: ['method'],
+      properties: {
+        method: { enum: CORRECTION_METHODS },
+        scope: { enum: ['experiment', 'metric'] },
+        primary_alpha_share: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1 },
+      },
+    },
+  },
+} as const;
 
 const writableProperties = {
   name: { type: 'string', minLength: 1, maxLength: 400 },
@@ -19,7 +46,7 @@ const writableProperties = {
   exposure_criteria: { type: ['object', 'null'], additionalProperties: true },
   metrics: { type: ['array', 'null'], maxItems: 50, items: {} },
   metrics_secondary: { type: ['array', 'null'], maxItems: 50, items: {} },
-  stats_config: { type: ['object', 'null'], additionalProperties: true },
+  stats_config: statsConfig,
   _create_in_folder: { type: 'string', maxLength: 400 },
   conclusion: { enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
   conclusion_comment: { type: ['string', 'null'], maxLength: 10_000 },

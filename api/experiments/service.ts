@@ -4,6 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { recordActivity, type Actor } from '../../shared/activity-log.ts';
 import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
+import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import {
   findSideRow,
   holdoutFilters as storedHoldoutFilters,
@@ -38,6 +39,18 @@ function variantsOf(parameters: any): any[] {
   return variants;
 }
 
+/** stats_config rules beyond its schema: the method, and a correction only for the frequentist one. */
+function checkStatsConfig(statsConfig: { method?: unknown; multiple_comparison_correction?: { method?: unknown } }) {
+  if (statsConfig.method !== 'bayesian' && statsConfig.method !== 'frequentist')
+    throw validationError('stats_config.method must be bayesian or frequentist.', 'stats_config');
+  const correction = statsConfig.multiple_comparison_correction?.method;
+  if (correction && correction !== 'none' && statsConfig.method !== 'frequentist')
+    throw validationError(
+      'A multiple-comparison correction applies to the frequentist method only; set stats_config.method to frequentist.',
+      'stats_config__multiple_comparison_correction',
+    );
+}
+
 function checkDates(start: unknown, end: unknown) {
   if (start && end && new Date(end as string) <= new Date(start as string))
     throw validationError('End date must be after start date');
@@ -47,12 +60,17 @@ function checkDates(start: unknown, end: unknown) {
 function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any, exposureCriteria: unknown): any[] {
   if (!Array.isArray(metrics)) return [];
   const start = startDate ? new Date(startDate as string).toISOString() : null;
+  const method = statsConfig?.method ?? 'bayesian';
+  const correction = method === 'frequentist' ? correctionConfig(statsConfig) : null;
+  const lookback = cupedLookbackDays(statsConfig);
+  const analysis =
+    correction || lookback ? { correction, ...(lookback ? { cuped_lookback_days: lookback } : {}) } : null;
   return metrics.map((m) => {
     if (!m || typeof m !== 'object') throw validationError('Each metric must be an object.', 'metrics');
     const metric = { uuid: randomUUID(), ...(m as object) } as Record<string, unknown>;
     return {
       ...metric,
-      fingerprint: metricFingerprint(metric, start, statsConfig?.method ?? 'bayesian', exposureCriteria),
+      fingerprint: metricFingerprint(metric, start, method, exposureCriteria, analysis),
     };
   });
 }
@@ -170,8 +188,7 @@ export async function createExperiment(
   const draft = !body.start_date;
   const statsConfig = { ...(body.stats_config ?? {}) };
   statsConfig.method ??= 'bayesian';
-  if (statsConfig.method !== 'bayesian' && statsConfig.method !== 'frequentist')
-    throw validationError('stats_config.method must be bayesian or frequentist.', 'stats_config');
+  checkStatsConfig(statsConfig);
   variantsOf(body.parameters);
   let id = 0;
   await em.fork().transactional(async (tx) => {
@@ -294,6 +311,7 @@ export async function updateExperiment(
   }
   const statsConfig =
     body.stats_config !== undefined ? { method: 'bayesian', ...body.stats_config } : current.stats_config;
+  if (body.stats_config !== undefined) checkStatsConfig(statsConfig);
   const exposure = body.exposure_criteria !== undefined ? body.exposure_criteria : current.exposure_criteria;
   const metrics = withFingerprints(body.metrics ?? current.metrics, startDate, statsConfig, exposure);
   const secondary = withFingerprints(

@@ -229,6 +229,10 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
       return validationError(`Ensure this value is greater than or equal to ${params.limit}.`, attr, 'min_value');
     case 'maximum':
       return validationError(`Ensure this value is less than or equal to ${params.limit}.`, attr, 'max_value');
+    case 'exclusiveMinimum':
+      return validationError(`Ensure this value is greater than ${params.limit}.`, attr, 'min_value');
+    case 'exclusiveMaximum':
+      return validationError(`Ensure this value is less than ${params.limit}.`, attr, 'max_value');
     case 'additionalProperties':
       return validationError(
         `Unknown field "${params.additionalProperty}".`,

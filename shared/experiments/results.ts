@@ -10,7 +10,14 @@
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { rows, run } from '../db/sql.ts';
-import { compareVariants, type ExperimentResult, type MetricKind, type VariantStats } from './stats.ts';
+import {
+  analyseMetrics,
+  type CorrectionConfig,
+  type MetricAnalysis,
+  type MetricKind,
+  type MetricStats,
+  type VariantStats,
+} from './stats.ts';
 
 export interface ExperimentForResults {
   id: number;
@@ -20,9 +27,16 @@ export interface ExperimentForResults {
   startDate: Date;
   statsMethod: 'bayesian' | 'frequentist';
   baselineKey: string;
+  /** Rollout percentage per variant (the flag's), for the sample ratio mismatch check. */
+  rollout?: Record<string, number>;
+  correction?: CorrectionConfig | null;
+  /** The primary metric, which a preferential Bonferroni correction favours. */
+  primaryMetricUuid?: string | null;
+  /** CUPED's lookback in days (mean metrics), or 0/undefined when CUPED is off. */
+  cupedLookbackDays?: number;
 }
 
-export type MetricResult = ExperimentResult & { kind: MetricKind };
+export type MetricResult = MetricAnalysis;
 
 const DAY = 86400_000;
 // The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
@@ -83,20 +97,24 @@ select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
  * `ev`: the events of `events` in the range, read once (materialized: a join condition such as
  * "after this person's first exposure" must not turn into one index scan per person), then each
  * event's person and membership. Parameters: project, the events, start, until, project.
+ * With a CUPED lookback the range starts that many days earlier, `mev` also keeps each person's
+ * events of the lookback days before their first exposure, and `pre` marks those.
  */
-const memberEvents = (events: string[], columns: string) => `ev as materialized (
+const memberEvents = (events: string[], columns: string, lookbackDays = 0) => `ev as materialized (
     select m.distinct_id, m.timestamp as t, ${columns} from event m
      where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
        and m.timestamp >= ? and m.timestamp < ?),
   mev as (
-    select x.person_id, x.variant, x.day_out, ev.* from ev
+    select x.person_id, x.variant, x.day_out, ${lookbackDays ? 'ev.t < x.t0' : 'false'} as pre, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
       join experiment_members x on x.person_id = d.person_id
-     where ev.t >= x.t0)`;
+     where ev.t >= x.t0${lookbackDays ? ` - interval '${Math.trunc(lookbackDays)} days'` : ''})`;
 
 const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
 
 interface Range {
+  /** CUPED: days before each person's first exposure whose metric value is the covariate (0: off). */
+  lookbackDays: number;
   days: number;
   dayText: string;
   start: Date;
@@ -120,17 +138,18 @@ export async function computeExperimentSeries(
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
   const dayText = new Date(firstDay).toISOString().slice(0, 10);
-  const range: Range = { days, dayText, start, until, projectId: experiment.projectId };
+  const lookbackDays = experiment.cupedLookbackDays ?? 0;
+  const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays };
   const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
-  return em.transactional(async (tx) => {
+  const counts = await em.transactional(async (tx) => {
     await run(tx, `set local work_mem = '${WORK_MEM}'`);
     const variants = JSON.stringify(experiment.variants);
     const { projectId, flagKey } = experiment;
     await run(tx, MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
     await run(tx, `analyze experiment_members`);
-    const out: (MetricResult[] | Error)[] = [];
+    const out: (MetricStats[] | Error)[] = [];
     for (const shape of shapes) {
       if (shape instanceof Error) {
         out.push(shape);
@@ -146,6 +165,22 @@ export async function computeExperimentSeries(
     }
     return out;
   });
+  // Each day's metrics are analysed together: a multiple-comparison correction may span them.
+  const primary = metrics.findIndex((m) => m?.uuid && m.uuid === experiment.primaryMetricUuid);
+  const settings = {
+    method: experiment.statsMethod,
+    baselineKey: experiment.baselineKey,
+    correction: experiment.correction ?? null,
+    rollout: experiment.rollout,
+    primaryMetric: primary >= 0 ? primary : 0,
+  };
+  const analysed = Array.from({ length: days }, (_, d) =>
+    analyseMetrics(
+      counts.map((c) => (c instanceof Error ? null : c[d])),
+      settings,
+    ),
+  );
+  return counts.map((c, i) => (c instanceof Error ? c : analysed.map((day) => day[i]!)));
 }
 
 async function metricSeries(
@@ -153,14 +188,21 @@ async function metricSeries(
   experiment: ExperimentForResults,
   shape: NonNullable<ReturnType<typeof metricShape>>,
   range: Range,
-): Promise<MetricResult[]> {
+): Promise<MetricStats[]> {
   const { days, dayText } = range;
   const eventsOf = [...new Set(shape.events)];
-  const scan = [range.projectId, ...eventsOf, range.start, range.until, range.projectId];
+  // CUPED: the lookback days before the start are read too.
+  const lookback = range.lookbackDays;
+  const scanFrom = new Date(range.start.getTime() - lookback * DAY);
+  const scan = [range.projectId, ...eventsOf, scanFrom, range.until, range.projectId];
+  const cuped = lookback > 0;
   // Per variant, cumulative values per day.
   const n = new Map<string, number[]>();
-  const sums = new Map<string, { total: number[]; totalSq: number[] }>();
+  const sums = new Map<string, { total: number[]; totalSq: number[]; x: number[]; xx: number[]; xy: number[] }>();
   const steps = new Map<string, number[][]>();
+  // Funnel CUPED: Σx and Σxy per variant and day (x is 0/1, so Σx² = Σx).
+  const funnelX = new Map<string, number[]>();
+  const funnelXY = new Map<string, number[]>();
   const series = <T>(map: Map<string, T>, key: string, make: () => T) => map.get(key) ?? map.set(key, make()).get(key)!;
   const zeros = () => new Array<number>(days).fill(0);
 
@@ -169,38 +211,57 @@ async function metricSeries(
     // Per person and day the sum of values (before: the person's sum of the days before), then per
     // variant and day the change of n, Σv and Σv²: Σv² grows by (v+δ)² − v² = 2vδ + δ²; a person who
     // leaves takes their whole v and v² with them. Sums stay numeric (exact) until the end.
+    // CUPED: each person's covariate x (the same sum over the lookback days before their first
+    // exposure) enters and leaves with them, and Σxy grows by x·δ with each increment.
     const found = await rows<any>(
       em,
-      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop')},
+      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback)},
        per_day as (
          select person_id, variant, day_out, ${dayOf('t')} as day, sum(${value}) as delta
-           from mev group by 1, 2, 3, 4),
+           from mev where not pre group by 1, 2, 3, 4),
+       pre as (select person_id, sum(${value}) as x from mev where pre group by 1),
        increments as (
          select person_id, variant, day, delta,
                 coalesce(sum(delta) over (partition by person_id order by day
                                           rows between unbounded preceding and 1 preceding), 0) as before
            from per_day where day_out is null or day < day_out),
        leaving as (
-         select x.variant, x.day_out, coalesce(sum(i.delta), 0) as v
+         select x.person_id, x.variant, x.day_out, coalesce(sum(i.delta), 0) as v
            from experiment_members x left join increments i on i.person_id = x.person_id
           where x.day_out is not null group by x.person_id, x.variant, x.day_out),
        changes as (
-         select variant, day_in as day, 1 as dn, 0::numeric as ds, 0::numeric as dq from experiment_members
-         union all select variant, day, 0, delta, 2 * before * delta + delta * delta from increments
-         union all select variant, day_out, -1, -v, -(v * v) from leaving)
+         select m.variant, m.day_in as day, 1 as dn, 0::numeric as ds, 0::numeric as dq,
+                coalesce(p.x, 0) as dx, coalesce(p.x, 0) ^ 2 as dxx, 0::numeric as dxy
+           from experiment_members m left join pre p using (person_id)
+         union all select i.variant, i.day, 0, i.delta, 2 * i.before * i.delta + i.delta * i.delta,
+                0, 0, coalesce(p.x, 0) * i.delta
+           from increments i left join pre p using (person_id)
+         union all select l.variant, l.day_out, -1, -l.v, -(l.v * l.v),
+                -coalesce(p.x, 0), -(coalesce(p.x, 0) ^ 2), -coalesce(p.x, 0) * l.v
+           from leaving l left join pre p using (person_id))
        select variant, day, (sum(sum(dn)) over w)::int as n, (sum(sum(ds)) over w)::float8 as total,
-              (sum(sum(dq)) over w)::float8 as total_sq
+              (sum(sum(dq)) over w)::float8 as total_sq, (sum(sum(dx)) over w)::float8 as x,
+              (sum(sum(dxx)) over w)::float8 as xx, (sum(sum(dxy)) over w)::float8 as xy
          from changes group by variant, day window w as (partition by variant order by day)`,
       [...(shape.mathProperty ? [shape.mathProperty] : []), ...scan, dayText],
     );
     for (const r of found) {
       // Cumulative values at the days with changes, carried forward to the days after.
-      const s = series(sums, r.variant, () => ({ total: zeros(), totalSq: zeros() }));
+      const s = series(sums, r.variant, () => ({
+        total: zeros(),
+        totalSq: zeros(),
+        x: zeros(),
+        xx: zeros(),
+        xy: zeros(),
+      }));
       const c = series(n, r.variant, zeros);
       for (let d = r.day; d < days; d++) {
         c[d] = r.n;
         s.total[d] = r.total;
         s.totalSq[d] = r.total_sq;
+        s.x[d] = r.x;
+        s.xx[d] = r.xx;
+        s.xy[d] = r.xy;
       }
     }
   } else {
@@ -211,25 +272,43 @@ async function metricSeries(
          join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
     );
     const reached = shape.events.map((_, i) => `select ${i} as step, person_id, t from s${i + 1}`).join(' union all ');
+    // CUPED (PostHog's): x = 1 when the last step's event happened in the lookback days before the
+    // person's first exposure. It counts in Σx while the person is a member (step −2 below), and in
+    // Σxy from the day they complete the funnel (step −3).
+    const lastStep = shape.events.length - 1;
     const found = await rows<any>(
       em,
-      `with ${memberEvents(eventsOf, 'm.event')},
-       fe as materialized (select person_id, event, t from mev),
+      `with ${memberEvents(eventsOf, 'm.event', lookback)},
+       fe as materialized (select person_id, event, t from mev where not pre),
+       pre as (select distinct person_id from mev where pre and event = ?),
        s0 as (select person_id, t0 as t from experiment_members),
        ${ctes.join(',\n')},
-       reached as (select r.step, x.variant, ${dayOf('r.t')} as day, x.day_out
+       reached as (select r.step, r.person_id, x.variant, ${dayOf('r.t')} as day, x.day_out
                      from (${reached}) r join experiment_members x using (person_id)),
        changes as (
          select variant, day_in as day, -1 as step, 1 as d from experiment_members
          union all select variant, day_out, -1, -1 from experiment_members where day_out is not null
          union all select variant, day, step, 1 from reached where day_out is null or day < day_out
-         union all select variant, day_out, step, -1 from reached where day < day_out)
+         union all select variant, day_out, step, -1 from reached where day < day_out
+         union all select variant, day_in, -2, 1 from experiment_members join pre using (person_id)
+         union all select variant, day_out, -2, -1 from experiment_members join pre using (person_id)
+                    where day_out is not null
+         union all select variant, day, -3, 1 from reached join pre using (person_id)
+                    where step = ${lastStep} and (day_out is null or day < day_out)
+         union all select variant, day_out, -3, -1 from reached join pre using (person_id)
+                    where step = ${lastStep} and day < day_out)
        select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
-      [...scan, ...shape.events, dayText],
+      [...scan, shape.events[lastStep], ...shape.events, dayText],
     );
     for (const r of found) {
       const target =
-        r.step < 0 ? series(n, r.variant, zeros) : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
+        r.step === -1
+          ? series(n, r.variant, zeros)
+          : r.step === -2
+            ? series(funnelX, r.variant, zeros)
+            : r.step === -3
+              ? series(funnelXY, r.variant, zeros)
+              : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
       for (let d = r.day; d < days; d++) target[d] += r.d;
     }
   }
@@ -240,13 +319,36 @@ async function metricSeries(
     const stats: VariantStats[] = experiment.variants.map((key) => {
       if (shape.kind === 'mean') {
         const s = sums.get(key);
-        return { key, number_of_samples: n.get(key)?.[d] ?? 0, sum: s?.total[d] ?? 0, sum_squares: s?.totalSq[d] ?? 0 };
+        const stats: VariantStats = {
+          key,
+          number_of_samples: n.get(key)?.[d] ?? 0,
+          sum: s?.total[d] ?? 0,
+          sum_squares: s?.totalSq[d] ?? 0,
+        };
+        if (cuped) {
+          stats.covariate_sum = s?.x[d] ?? 0;
+          stats.covariate_sum_squares = s?.xx[d] ?? 0;
+          stats.covariate_sum_product = s?.xy[d] ?? 0;
+        }
+        return stats;
       }
       const stepCounts = shape.events.map((_, i) => steps.get(key)?.[i][d] ?? 0);
       const reached = stepCounts[last];
       const samples = n.get(key)?.[d] ?? 0;
-      return { key, number_of_samples: samples, sum: reached, sum_squares: reached, step_counts: stepCounts };
+      const stats: VariantStats = {
+        key,
+        number_of_samples: samples,
+        sum: reached,
+        sum_squares: reached,
+        step_counts: stepCounts,
+      };
+      if (cuped) {
+        stats.covariate_sum = funnelX.get(key)?.[d] ?? 0;
+        stats.covariate_sum_squares = stats.covariate_sum;
+        stats.covariate_sum_product = funnelXY.get(key)?.[d] ?? 0;
+      }
+      return stats;
     });
-    return { kind: shape.kind, ...compareVariants(stats, experiment.baselineKey, shape.kind, experiment.statsMethod) };
+    return { kind: shape.kind, variants: stats };
   });
 }

@@ -8,6 +8,10 @@ export interface VariantStats {
   sum: number;
   sum_squares: number;
   step_counts?: number[];
+  /** CUPED: Σx, Σx² and Σxy of the pre-exposure covariate x (the metric before exposure). */
+  covariate_sum?: number;
+  covariate_sum_squares?: number;
+  covariate_sum_product?: number;
 }
 
 export type MetricKind = 'mean' | 'funnel';
@@ -149,11 +153,47 @@ function moments(v: VariantStats, kind: MetricKind): Moments {
   return { n, mean, variance: Math.max(variance, 0) };
 }
 
-/** Relative effect θ = (μT − μC)/μC and its delta-method variance. */
-function relativeEffect(t: Moments, c: Moments) {
-  const theta = (t.mean - c.mean) / c.mean;
-  const variance = t.variance / (t.n * c.mean ** 2) + (t.mean ** 2 * c.variance) / (c.n * c.mean ** 4);
+/**
+ * Relative effect θ = (μT − μC)/u and its delta-method variance, u being the control mean (with
+ * CUPED, the unadjusted one: PostHog divides the adjusted difference by it).
+ */
+function relativeEffect(t: Moments, c: Moments, u = c.mean) {
+  const theta = (t.mean - c.mean) / u;
+  const variance = t.variance / (t.n * u ** 2) + (t.mean ** 2 * c.variance) / (c.n * u ** 4);
   return { theta, variance };
+}
+
+// ---- CUPED (PostHog's products/experiments/stats/shared/cuped.py, after Deng et al. 2013) ----
+const CUPED_VARIANCE_FLOOR = 1e-10;
+
+const hasCovariate = (v: VariantStats) =>
+  typeof v.covariate_sum === 'number' &&
+  typeof v.covariate_sum_squares === 'number' &&
+  typeof v.covariate_sum_product === 'number';
+
+/** θc = pooled Cov(y, x) / pooled Var(x) over a treatment and the control (0 if Var(x) < 1e-10). */
+export function cupedTheta(t: VariantStats, c: VariantStats): number {
+  const n = t.number_of_samples + c.number_of_samples;
+  if (n <= 1) return 0;
+  const sx = (t.covariate_sum ?? 0) + (c.covariate_sum ?? 0);
+  const sxx = (t.covariate_sum_squares ?? 0) + (c.covariate_sum_squares ?? 0);
+  const sxy = (t.covariate_sum_product ?? 0) + (c.covariate_sum_product ?? 0);
+  const sy = t.sum + c.sum;
+  const varX = (sxx - (sx * sx) / n) / (n - 1);
+  if (varX < CUPED_VARIANCE_FLOOR) return 0;
+  return (sxy - (sy * sx) / n) / (n - 1) / varX;
+}
+
+/** A group's moments adjusted by θc: mean ȳ − θc·x̄, variance s²y + θc²·s²x − 2θc·cov(y, x) (floored). */
+export function cupedAdjust(v: VariantStats, kind: MetricKind, thetaC: number): Moments {
+  const y = moments(v, kind);
+  const n = v.number_of_samples;
+  const sx = v.covariate_sum ?? 0;
+  const x = moments({ key: v.key, number_of_samples: n, sum: sx, sum_squares: v.covariate_sum_squares ?? 0 }, 'mean');
+  const cov = n > 1 ? ((v.covariate_sum_product ?? 0) - (v.sum * sx) / n) / (n - 1) : 0;
+  const variance = y.variance + thetaC ** 2 * x.variance - 2 * thetaC * cov;
+  // A single observation has no variance, as PostHog's synthetic statistic gives.
+  return { n, mean: y.mean - thetaC * x.mean, variance: n > 1 ? Math.max(variance, CUPED_VARIANCE_FLOOR) : 0 };
 }
 
 export function validationFailures(v: VariantStats, kind: MetricKind, isBaseline: boolean): string[] {
@@ -169,16 +209,24 @@ export interface ExperimentResult {
   variant_results: Record<string, unknown>[];
 }
 
+export interface CompareOptions {
+  /** Two-sided significance level of the frequentist test (default 0.05; Bayesian: 1 − ci_level). */
+  alpha?: number;
+  /** Per-variant significance level (a multiple-comparison correction's share), in place of `alpha`. */
+  variantAlphas?: Record<string, number>;
+}
+
 /** Compares every variant with the baseline, by `method` (bayesian: chance to win; frequentist: p-value). */
 export function compareVariants(
   variants: VariantStats[],
   baselineKey: string,
   kind: MetricKind,
   method: 'bayesian' | 'frequentist',
-  level = 0.95,
+  options: CompareOptions = {},
 ): ExperimentResult {
   const baseline = variants.find((v) => v.key === baselineKey) ?? variants[0];
   const baselineFailures = validationFailures(baseline, kind, true);
+  const level = 1 - (options.alpha ?? 0.05);
   const results = variants
     .filter((v) => v !== baseline)
     .map((v) => {
@@ -189,10 +237,15 @@ export function compareVariants(
           ? { chance_to_win: null, credible_interval: null, significant: null }
           : { p_value: null, confidence_interval: null, significant: null };
       if (failures.length || baselineFailures.length) return { ...base, ...empty };
-      const c = moments(baseline, kind);
-      const t = moments(v, kind);
-      if (!(c.mean > 0)) return { ...base, ...empty };
-      const { theta, variance } = relativeEffect(t, c);
+      // CUPED when both groups carry the covariate: θc from this pair, the relative effect over the
+      // unadjusted control mean.
+      const cuped = hasCovariate(v) && hasCovariate(baseline);
+      const thetaC = cuped ? cupedTheta(v, baseline) : 0;
+      const c = cuped ? cupedAdjust(baseline, kind, thetaC) : moments(baseline, kind);
+      const t = cuped ? cupedAdjust(v, kind, thetaC) : moments(v, kind);
+      const u = moments(baseline, kind).mean;
+      if (!(u > 0)) return { ...base, ...empty };
+      const { theta, variance } = relativeEffect(t, c, u);
       if (!(variance > 0) || !Number.isFinite(variance)) return { ...base, ...empty };
       const sd = Math.sqrt(variance);
       if (method === 'bayesian') {
@@ -210,9 +263,290 @@ export function compareVariants(
       const df = (a + b) ** 2 / (a ** 2 / (t.n - 1) + b ** 2 / (c.n - 1));
       const tStat = theta / sd;
       const p = 2 * (1 - studentTCdf(Math.abs(tStat), df));
-      const alpha = 1 - level;
+      const alpha = options.variantAlphas?.[v.key] ?? 1 - level;
       const q = studentTQuantile(1 - alpha / 2, df);
       return { ...base, p_value: p, confidence_interval: [theta - q * sd, theta + q * sd], significant: p < alpha };
     });
   return { baseline: { ...baseline, validation_failures: baselineFailures }, variant_results: results };
+}
+
+// ---- sample ratio mismatch ----
+/** PostHog's SRM: a chi-square goodness-of-fit test once the variants have 100 exposures in all. */
+export const SRM_MIN_EXPOSURES = 100;
+/** Below this p-value PostHog warns that users are not split across variants as configured. */
+export const SRM_P_VALUE_THRESHOLD = 0.001;
+
+export interface SampleRatioMismatch {
+  expected: Record<string, number>;
+  observed: Record<string, number>;
+  p_value: number;
+  warning: boolean;
+}
+
+/** Upper regularized incomplete gamma Q(a, x) (series below a + 1, continued fraction above). */
+function upperGamma(a: number, x: number): number {
+  if (x <= 0) return 1;
+  const logFront = -x + a * Math.log(x) - logGamma(a);
+  if (x < a + 1) {
+    let term = 1 / a;
+    let sum = term;
+    for (let n = 1; n < 1000; n++) {
+      term *= x / (a + n);
+      sum += term;
+      if (Math.abs(term) < Math.abs(sum) * 1e-16) break;
+    }
+    return 1 - sum * Math.exp(logFront);
+  }
+  const tiny = 1e-300;
+  let b = x + 1 - a;
+  let c = 1 / tiny;
+  let d = 1 / b;
+  let h = d;
+  for (let i = 1; i < 1000; i++) {
+    const an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    if (Math.abs(d) < tiny) d = tiny;
+    c = b + an / c;
+    if (Math.abs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const del = d * c;
+    h *= del;
+    if (Math.abs(del - 1) < 1e-16) break;
+  }
+  return Math.exp(logFront) * h;
+}
+
+/** P(X ≥ x) for X chi-square distributed with `df` degrees of freedom. */
+export const chiSquareSurvival = (x: number, df: number) => upperGamma(df / 2, x / 2);
+
+/**
+ * Expected against observed exposures per variant, as PostHog checks them: the variants with a
+ * rollout share above zero, expected counts in proportion to their shares (renormalised to the
+ * variants counted, so a holdout or an excluded variant does not skew them), and the chi-square
+ * p-value with k − 1 degrees of freedom. Null under 100 exposures in all, or with fewer than two variants.
+ */
+export function sampleRatioMismatch(
+  exposures: Record<string, number>,
+  rollout: Record<string, number>,
+): SampleRatioMismatch | null {
+  const keys = Object.keys(rollout).filter((k) => rollout[k] > 0);
+  if (keys.length < 2) return null;
+  const total = keys.reduce((s, k) => s + (exposures[k] ?? 0), 0);
+  if (total < SRM_MIN_EXPOSURES) return null;
+  const shares = keys.reduce((s, k) => s + rollout[k], 0);
+  const expected: Record<string, number> = {};
+  const observed: Record<string, number> = {};
+  let chi2 = 0;
+  for (const k of keys) {
+    expected[k] = (rollout[k] / shares) * total;
+    observed[k] = exposures[k] ?? 0;
+    chi2 += (observed[k] - expected[k]) ** 2 / expected[k];
+  }
+  const p = chiSquareSurvival(chi2, keys.length - 1);
+  return { expected, observed, p_value: p, warning: p < SRM_P_VALUE_THRESHOLD };
+}
+
+// ---- multiple-comparison correction (frequentist) ----
+export const CORRECTION_METHODS = ['none', 'holm', 'benjamini_hochberg', 'preferential_bonferroni'] as const;
+export type CorrectionMethod = (typeof CORRECTION_METHODS)[number];
+export interface CorrectionConfig {
+  method: CorrectionMethod;
+  /** experiment: one family of every metric × variant comparison; metric: one family per metric. */
+  scope: 'experiment' | 'metric';
+  /** Preferential Bonferroni: the share of alpha spent on the primary metric (Eppo's γ). */
+  primary_alpha_share: number;
+}
+
+/** Holm's step-down adjusted p-values (the order of `p` is kept). */
+export function holmAdjust(p: number[]): number[] {
+  const m = p.length;
+  const order = p.map((_, i) => i).sort((a, b) => p[a] - p[b]);
+  const out = new Array<number>(m);
+  let running = 0;
+  order.forEach((i, rank) => {
+    running = Math.max(running, Math.min(1, (m - rank) * p[i]));
+    out[i] = running;
+  });
+  return out;
+}
+
+/** Benjamini-Hochberg step-up adjusted p-values (q-values; the order of `p` is kept). */
+export function benjaminiHochbergAdjust(p: number[]): number[] {
+  const m = p.length;
+  const order = p.map((_, i) => i).sort((a, b) => p[b] - p[a]);
+  const out = new Array<number>(m);
+  let running = 1;
+  order.forEach((i, k) => {
+    const rank = m - k;
+    running = Math.min(running, (m / rank) * p[i]);
+    out[i] = running;
+  });
+  return out;
+}
+
+export interface CorrectedTest {
+  /** Adjusted p-value, to compare with the family's alpha. */
+  p: number;
+  /** The alpha this comparison is tested at: p < alpha_i exactly when the adjusted p < alpha. */
+  alpha: number;
+}
+
+/**
+ * Adjusted p-values and per-comparison alphas for one family. `shares` are the preferential
+ * Bonferroni allocations (each comparison's part of alpha, summing to at most 1); for Holm and
+ * Benjamini-Hochberg the per-comparison alpha is alpha · p / p_adjusted, the level whose interval
+ * excludes zero exactly when the adjusted p-value is below alpha.
+ */
+export function correctFamily(
+  p: number[],
+  method: Exclude<CorrectionMethod, 'none'>,
+  alpha: number,
+  shares?: number[],
+): CorrectedTest[] {
+  if (method === 'preferential_bonferroni') {
+    return p.map((pi, i) => {
+      const share = shares?.[i] ?? 1 / p.length;
+      return { p: Math.min(1, pi / share), alpha: alpha * share };
+    });
+  }
+  const adjusted = method === 'holm' ? holmAdjust(p) : benjaminiHochbergAdjust(p);
+  return adjusted.map((pa, i) => ({ p: pa, alpha: pa > 0 ? (alpha * p[i]) / pa : alpha / p.length }));
+}
+
+export interface MetricStats {
+  kind: MetricKind;
+  variants: VariantStats[];
+}
+
+export type MetricAnalysis = ExperimentResult & {
+  kind: MetricKind;
+  sample_ratio_mismatch: SampleRatioMismatch | null;
+  multiple_comparison_correction: {
+    method: CorrectionMethod;
+    scope: 'experiment' | 'metric';
+    alpha: number;
+    family_size: number;
+  } | null;
+};
+
+export interface AnalysisSettings {
+  method: 'bayesian' | 'frequentist';
+  baselineKey: string;
+  alpha?: number;
+  correction?: CorrectionConfig | null;
+  /** Index of the primary metric among the metrics analysed (preferential Bonferroni). */
+  primaryMetric?: number;
+  /** Rollout percentage per variant (the flag's), for the sample ratio mismatch check. */
+  rollout?: Record<string, number>;
+}
+
+/**
+ * One day's results of an experiment's metrics: each metric's comparisons, the sample ratio
+ * mismatch of its exposures, and, for the frequentist method with a correction chosen, p-values
+ * adjusted over the family (the experiment's comparisons or the metric's) and intervals at each
+ * comparison's adjusted alpha, so that `significant`, the adjusted p-value and the interval agree.
+ */
+export function analyseMetrics(metrics: (MetricStats | null)[], settings: AnalysisSettings): (MetricAnalysis | null)[] {
+  const alpha = settings.alpha ?? 0.05;
+  const raw = metrics.map((m) =>
+    m ? compareVariants(m.variants, settings.baselineKey, m.kind, settings.method, { alpha }) : null,
+  );
+  const srm = (m: MetricStats) =>
+    settings.rollout
+      ? sampleRatioMismatch(Object.fromEntries(m.variants.map((v) => [v.key, v.number_of_samples])), settings.rollout)
+      : null;
+  const correction = settings.correction;
+  if (settings.method !== 'frequentist' || !correction || correction.method === 'none') {
+    return metrics.map((m, i) =>
+      m ? { kind: m.kind, ...raw[i]!, sample_ratio_mismatch: srm(m), multiple_comparison_correction: null } : null,
+    );
+  }
+  const method = correction.method;
+  // Every comparison with a p-value, by family.
+  const tests = raw.flatMap((r, metric) =>
+    (r?.variant_results ?? [])
+      .filter((v) => typeof v.p_value === 'number')
+      .map((v) => ({ metric, key: v.key as string, p: v.p_value as number, treatments: r!.variant_results.length })),
+  );
+  const familyOf = (t: { metric: number }) => (correction.scope === 'experiment' ? 0 : t.metric);
+  const corrected = new Map<string, CorrectedTest>();
+  const familySize = new Map<number, number>();
+  for (const family of new Set(tests.map(familyOf))) {
+    const members = tests.filter((t) => familyOf(t) === family);
+    familySize.set(family, members.length);
+    // Preferential Bonferroni (Eppo): γ·α/k for the primary metric, (1 − γ)·α/(k·(m − 1)) for the
+    // other m − 1 metrics, k being the treatment variants; α/k each within one metric.
+    const m = correction.scope === 'experiment' ? metrics.length : 1;
+    const gamma = correction.primary_alpha_share;
+    const shares = members.map((t) => {
+      if (m === 1) return 1 / t.treatments;
+      return t.metric === (settings.primaryMetric ?? 0) ? gamma / t.treatments : (1 - gamma) / (t.treatments * (m - 1));
+    });
+    const out = correctFamily(
+      members.map((t) => t.p),
+      method,
+      alpha,
+      shares,
+    );
+    for (const [i, t] of members.entries()) corrected.set(`${t.metric}\u0000${t.key}`, out[i]);
+  }
+  return metrics.map((m, metric) => {
+    if (!m) return null;
+    const variantAlphas: Record<string, number> = {};
+    for (const v of raw[metric]!.variant_results) {
+      const c = corrected.get(`${metric}\u0000${v.key as string}`);
+      if (c) variantAlphas[v.key as string] = c.alpha;
+    }
+    const result = compareVariants(m.variants, settings.baselineKey, m.kind, 'frequentist', { alpha, variantAlphas });
+    result.variant_results = result.variant_results.map((v) => {
+      const c = corrected.get(`${metric}\u0000${v.key as string}`);
+      if (!c) return v;
+      const [lo, hi] = v.confidence_interval as [number, number];
+      return {
+        ...v,
+        p_value: c.p,
+        unadjusted_p_value: v.p_value,
+        adjusted_alpha: c.alpha,
+        // From the interval shown, so the label never disagrees with it.
+        significant: lo > 0 || hi < 0,
+      };
+    });
+    return {
+      kind: m.kind,
+      ...result,
+      sample_ratio_mismatch: srm(m),
+      multiple_comparison_correction: {
+        method,
+        scope: correction.scope,
+        alpha,
+        family_size: familySize.get(correction.scope === 'experiment' ? 0 : metric) ?? 0,
+      },
+    };
+  });
+}
+
+/** The correction chosen in an experiment's stats_config (validated by the API), or null for none. */
+export function correctionConfig(statsConfig: unknown): CorrectionConfig | null {
+  const c = (statsConfig as { multiple_comparison_correction?: Partial<CorrectionConfig> } | null)
+    ?.multiple_comparison_correction;
+  if (!c || typeof c !== 'object' || !c.method || !CORRECTION_METHODS.includes(c.method) || c.method === 'none')
+    return null;
+  return {
+    method: c.method,
+    scope: c.scope === 'metric' ? 'metric' : 'experiment',
+    primary_alpha_share: typeof c.primary_alpha_share === 'number' ? c.primary_alpha_share : 0.5,
+  };
+}
+
+/** PostHog's CUPED lookback: 14 days unless set, 1 to 30. */
+export const CUPED_DEFAULT_LOOKBACK_DAYS = 14;
+
+/** The CUPED lookback in days chosen in an experiment's stats_config, or 0 when CUPED is off. */
+export function cupedLookbackDays(statsConfig: unknown): number {
+  const c = (statsConfig as { cuped?: { enabled?: unknown; lookback_days?: unknown } } | null)?.cuped;
+  if (!c || typeof c !== 'object' || c.enabled !== true) return 0;
+  // The API refuses other values; a stored one outside 1–30 is clamped, as PostHog does.
+  const days = typeof c.lookback_days === 'number' ? Math.trunc(c.lookback_days) : CUPED_DEFAULT_LOOKBACK_DAYS;
+  return Math.min(30, Math.max(1, Number.isFinite(days) ? days : CUPED_DEFAULT_LOOKBACK_DAYS));
 }

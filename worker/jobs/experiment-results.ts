@@ -6,6 +6,7 @@
 import type { Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
+import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { rows, run } from '../../shared/db/sql.ts';
 
@@ -26,15 +27,29 @@ export async function computeExperimentResults(
   );
   let results = 0;
   for (const x of experiments) {
-    const variants: string[] = (x.flag_filters?.multivariate?.variants ?? []).map((v: any) => v.key);
+    const flagVariants: any[] = x.flag_filters?.multivariate?.variants ?? [];
+    const variants: string[] = flagVariants.map((v: any) => v.key);
+    const statsMethod = x.stats_config?.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const);
+    const correction = statsMethod === 'frequentist' ? correctionConfig(x.stats_config) : null;
+    const primaryOrder: string[] = Array.isArray(x.primary_metrics_ordered_uuids)
+      ? x.primary_metrics_ordered_uuids
+      : [];
+    const primaries: any[] = x.metrics ?? [];
     const experiment = {
       id: x.id,
       projectId: x.project_id,
       flagKey: x.flag_key,
       variants,
       startDate: new Date(x.start_date),
-      statsMethod: x.stats_config?.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const),
+      statsMethod,
       baselineKey: x.stats_config?.baseline_variant_key ?? (variants.includes('control') ? 'control' : variants[0]),
+      rollout: Object.fromEntries(
+        flagVariants.map((v: any) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
+      ),
+      correction,
+      cupedLookbackDays: cupedLookbackDays(x.stats_config),
+      primaryMetricUuid:
+        primaryOrder.find((uuid) => primaries.some((m) => m?.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
     };
     const end = new Date(Math.min(now.getTime(), x.end_date ? new Date(x.end_date).getTime() : now.getTime()));
     const firstDay = Date.UTC(
@@ -60,7 +75,16 @@ export async function computeExperimentResults(
         const isToday = day + DAY > now.getTime();
         if (!done.has(text) || isToday) days.push({ index, text });
       }
-      if (days.length) pending.push({ metric, days });
+      pending.push({ metric, days });
+    }
+    // A correction over the whole experiment tests every metric's comparisons of a day together:
+    // then each day any metric needs is computed, and stored, for all of them.
+    if (correction?.scope === 'experiment' && pending.some((p) => p.days.length)) {
+      const union = new Map(pending.flatMap((p) => p.days.map((d) => [d.index, d] as const)));
+      const days = [...union.values()].sort((a, b) => a.index - b.index);
+      for (const p of pending) p.days = days;
+    } else {
+      pending.splice(0, pending.length, ...pending.filter((p) => p.days.length));
     }
     if (pending.length === 0) continue;
     // Every day's cumulative result from one pass over the events, however many days are missing

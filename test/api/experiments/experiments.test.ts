@@ -278,6 +278,106 @@ describe('update lifecycle', () => {
   });
 });
 
+describe('stats_config: multiple-comparison correction and CUPED', () => {
+  const metric = { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'purchase' } };
+  const frequentist = (correction: unknown) => ({ method: 'frequentist', multiple_comparison_correction: correction });
+
+  it('rejects an unknown correction method, scope, share or field with PostHog’s 400 body', async () => {
+    const cases: [unknown, Record<string, unknown>][] = [
+      [
+        frequentist({ method: 'bonferoni' }),
+        {
+          type: 'validation_error',
+          code: 'invalid_choice',
+          detail: '"bonferoni" is not a valid choice.',
+          attr: 'stats_config__multiple_comparison_correction__method',
+        },
+      ],
+      [
+        frequentist({ scope: 'metric' }),
+        { code: 'required', attr: 'stats_config__multiple_comparison_correction__method' },
+      ],
+      [
+        frequentist({ method: 'holm', scope: 'variant' }),
+        { code: 'invalid_choice', attr: 'stats_config__multiple_comparison_correction__scope' },
+      ],
+      [
+        frequentist({ method: 'preferential_bonferroni', primary_alpha_share: 1 }),
+        {
+          detail: 'Ensure this value is less than 1.',
+          attr: 'stats_config__multiple_comparison_correction__primary_alpha_share',
+        },
+      ],
+      [
+        frequentist({ method: 'holm', alpha: 0.1 }),
+        { detail: 'Unknown field "alpha".', attr: 'stats_config__multiple_comparison_correction__alpha' },
+      ],
+      [frequentist('holm'), { code: 'not_a_dict', attr: 'stats_config__multiple_comparison_correction' }],
+      [
+        { method: 'frequentist', cuped: { enabled: true, lookback_days: 31 } },
+        { detail: 'Ensure this value is less than or equal to 30.', attr: 'stats_config__cuped__lookback_days' },
+      ],
+      [
+        { method: 'frequentist', cuped: { enabled: true, lookback_days: 0 } },
+        { code: 'min_value', attr: 'stats_config__cuped__lookback_days' },
+      ],
+      [
+        { method: 'frequentist', cuped: { enabled: 'yes' } },
+        { detail: 'Must be a valid boolean.', attr: 'stats_config__cuped__enabled' },
+      ],
+      [
+        { cuped: { enabled: true, window: 7 } },
+        { detail: 'Unknown field "window".', attr: 'stats_config__cuped__window' },
+      ],
+      [
+        { multiple_comparison_correction: { method: 'holm' } },
+        {
+          detail:
+            'A multiple-comparison correction applies to the frequentist method only; set stats_config.method to frequentist.',
+          attr: 'stats_config__multiple_comparison_correction',
+        },
+      ],
+    ];
+    const exp = (await post(`${P()}/`, { name: 'Corrected', feature_flag_key: 'corrected-bad' })).body;
+    for (const [stats_config, body] of cases) {
+      const created = await post(`${P()}/`, { name: 'x', feature_flag_key: 'corrected-bad-2', stats_config });
+      expect(created.status, JSON.stringify(stats_config)).toBe(400);
+      expect(created.body).toMatchObject({ type: 'validation_error', ...body });
+      const patched = await patch(exp.id, { stats_config });
+      expect(patched.status, JSON.stringify(stats_config)).toBe(400);
+      expect(patched.body).toMatchObject(body);
+    }
+    expect((await get(exp.id)).body.stats_config).toEqual({ method: 'bayesian' });
+  });
+
+  it('stores a valid correction, and the metrics’ fingerprints change with it (stale results are not reused)', async () => {
+    const exp = (
+      await post(`${P()}/`, {
+        name: 'Corrected',
+        feature_flag_key: 'corrected',
+        metrics: [metric],
+        stats_config: { method: 'frequentist' },
+      })
+    ).body;
+    const holm = await patch(exp.id, { stats_config: frequentist({ method: 'holm', scope: 'metric' }) });
+    expect(holm.status).toBe(200);
+    expect(holm.body.stats_config.multiple_comparison_correction).toEqual({ method: 'holm', scope: 'metric' });
+    expect(holm.body.metrics[0].fingerprint).not.toBe(exp.metrics[0].fingerprint);
+    const bh = (await patch(exp.id, { stats_config: frequentist({ method: 'benjamini_hochberg' }) })).body;
+    expect(bh.metrics[0].fingerprint).not.toBe(holm.body.metrics[0].fingerprint);
+    // "none" is the same analysis as no correction at all: the fingerprint comes back.
+    const none = (await patch(exp.id, { stats_config: frequentist({ method: 'none' }) })).body;
+    expect(none.metrics[0].fingerprint).toBe(exp.metrics[0].fingerprint);
+    // CUPED and its lookback change what is computed, so they change the fingerprint too.
+    const cuped = (await patch(exp.id, { stats_config: { method: 'frequentist', cuped: { enabled: true } } })).body;
+    expect(cuped.metrics[0].fingerprint).not.toBe(exp.metrics[0].fingerprint);
+    const longer = (
+      await patch(exp.id, { stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: 30 } } })
+    ).body;
+    expect(longer.metrics[0].fingerprint).not.toBe(cuped.metrics[0].fingerprint);
+  });
+});
+
 describe('actions', () => {
   it('duplicates as "(Copy)", "(Copy) 1", reusing the flag, reset to draft', async () => {
     const src = (
