@@ -27,7 +27,8 @@ export const Person = defineEntity({
     // Property filters, email exact match, and email/name substring search (trigram, leading with the project).
     {
       name: 'person_properties_gin',
-      expression: 'create index "person_properties_gin" on "person" using gin (properties jsonb_path_ops)',
+      expression:
+        'create index "person_properties_gin" on "person" using gin (properties jsonb_path_ops) with (gin_pending_list_limit = 256)',
     },
     {
       name: 'person_email_idx',
