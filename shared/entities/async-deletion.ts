@@ -1,5 +1,20 @@
-import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
+import { defineEntity, p, Type, type InferEntity } from '@mikro-orm/core';
 import { User } from './user.ts';
+
+/** A timestamptz read as PostgreSQL prints it (MikroORM's driver hands the text over unparsed): microseconds kept. */
+class TimestampText extends Type<string, string> {
+  override getColumnType() {
+    return 'timestamptz';
+  }
+
+  override compareAsType() {
+    return 'string';
+  }
+
+  override get runtimeType() {
+    return 'string';
+  }
+}
 
 /**
  * A deletion request (PostHog's AsyncDeletion): written in the same transaction as the API change; the
@@ -19,7 +34,7 @@ export const AsyncDeletion = defineEntity({
     distinctIds: p.array().nullable(),
     createdById: () => p.manyToOne(User).mapToPk().nullable().fieldName('created_by_id').deleteRule('set null'),
     createdAt: p.datetime().defaultRaw('now()'),
-    cutoff: p.string().columnType('timestamptz').defaultRaw('now()'),
+    cutoff: p.type(TimestampText).defaultRaw('now()'),
     /** pending, running, completed or failed. */
     status: p.string().length(20).default('pending'),
     attempts: p.integer().default(0),
