@@ -3,6 +3,7 @@ import { Migrator } from '@mikro-orm/migrations';
 import { config } from '../config.ts';
 import { entities } from '../entities/index.ts';
 import { migrationsList } from './migrations/index.ts';
+import { PostgresNamingStrategy } from './naming.ts';
 import pg from 'pg';
 import { isoTimestamp } from '../time.ts';
 
@@ -10,6 +11,7 @@ export function ormConfig(databaseUrl = config.databaseUrl, poolMax = config.dat
   return defineConfig({
     clientUrl: databaseUrl,
     entities,
+    namingStrategy: PostgresNamingStrategy,
     extensions: [Migrator],
     migrations: {
       migrationsList,

@@ -1,8 +1,9 @@
 // Deletion requests (async_deletion rows): every statement on the table lives here. The API records
 // requests in the same transaction as the person change; the worker releases, claims, deletes,
 // completes or fails them. A request's row is the source of truth; queue jobs carry only its id.
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { raw, type EntityManager } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
+import { AsyncDeletion, type AsyncDeletionRow } from '../entities/index.ts';
 import { isoTimestamp } from '../time.ts';
 import type { DeletionMode, DeletionType } from './schedule.ts';
 
@@ -267,16 +268,9 @@ export async function dueDeletionIds(
 }
 
 export interface ClaimedDeletion {
-  id: string;
-  project_id: number;
-  deletion_type: DeletionType;
-  key: string;
-  distinct_ids: string[] | null;
-  /** As PostgreSQL prints it: a JavaScript Date would drop its microseconds. */
-  cutoff: string;
-  claimed_by: string | null;
+  /** The request as it is after the claim, or, when not claimed, as it was before this statement. */
+  request: AsyncDeletionRow;
   claimed: boolean;
-  status: DeletionStatus;
 }
 
 /**
@@ -289,26 +283,27 @@ export async function claimDeletion(
   id: string,
   leaseSeconds: number,
 ): Promise<ClaimedDeletion | undefined> {
-  const [result] = await rows<ClaimedDeletion>(
+  const [result] = await rows<Record<string, unknown> & { claimed: boolean }>(
     em,
     `with claimed as (
        update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
               lease_until = now() + make_interval(secs => ?), claimed_by = id
         where id = ? and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
-        returning id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, true as claimed, status)
+        returning *, true as claimed)
      select * from claimed
      union all
-     select id::text, project_id, deletion_type, key, distinct_ids, cutoff::text, claimed_by::text, false, status
-       from async_deletion where id = ? and not exists (select 1 from claimed)`,
+     select *, false from async_deletion where id = ? and not exists (select 1 from claimed)`,
     [leaseSeconds, id, id],
   );
-  return result;
+  if (!result) return undefined;
+  const { claimed, ...row } = result;
+  return { request: em.map(AsyncDeletion, row), claimed };
 }
 
 /** Other released event-deletion requests of the lead's project, claimed into its batch. */
 export async function claimCompanions(
   em: EntityManager,
-  lead: ClaimedDeletion,
+  lead: AsyncDeletionRow,
   leaseSeconds: number,
   limit: number,
 ): Promise<string[]> {
@@ -324,7 +319,7 @@ export async function claimCompanions(
                       and (${CLAIMABLE} or (claimed_by = ? and status = 'running' and delete_verified_at is null))
                     order by id limit ? for update skip locked)
       returning id::text`,
-    [leaseSeconds, lead.id, lead.project_id, lead.id, lead.id, limit],
+    [leaseSeconds, lead.id, lead.projectId, lead.id, lead.id, limit],
   );
   return claimed.map((r) => r.id);
 }
@@ -333,11 +328,11 @@ export async function claimCompanions(
 export async function eventDeletionTargets(
   em: EntityManager,
   batch: string[],
-): Promise<{ key: string; distinct_ids: string[]; cutoff: string }[]> {
-  return rows(
-    em,
-    `select key, coalesce(distinct_ids, '{}') as distinct_ids, cutoff::text from async_deletion where id = any(?::bigint[]) order by cutoff, id`,
-    [pgArray(batch)],
+): Promise<Pick<AsyncDeletionRow, 'key' | 'distinctIds' | 'cutoff'>[]> {
+  return em.find(
+    AsyncDeletion,
+    { id: { $in: batch } },
+    { fields: ['key', 'distinctIds', 'cutoff'], orderBy: { cutoff: 'asc', id: 'asc' } },
   );
 }
 
@@ -356,12 +351,17 @@ export async function addRowsDeleted(em: EntityManager, id: string, n: number): 
 
 /** Verified: nothing the requests cover is left. */
 export async function completeDeletions(em: EntityManager, batch: string[]): Promise<void> {
-  await run(
-    em,
-    `update async_deletion set status = 'completed', delete_verified_at = now(), finished_at = now(), lease_until = null,
-            last_error = null, next_attempt_at = null
-      where id = any(?::bigint[])`,
-    [pgArray(batch)],
+  await em.nativeUpdate(
+    AsyncDeletion,
+    { id: { $in: batch } },
+    {
+      status: 'completed',
+      deleteVerifiedAt: raw('now()'),
+      finishedAt: raw('now()'),
+      leaseUntil: null,
+      lastError: null,
+      nextAttemptAt: null,
+    },
   );
 }
 
@@ -384,12 +384,19 @@ export async function markDeletionFailed(
   reason: string,
   delays: { retryFirstDelaySeconds: number; retryMaxDelaySeconds: number },
 ): Promise<void> {
-  await run(
-    em,
-    `update async_deletion set status = 'failed', last_error = ?, lease_until = null, failures = failures + 1,
-            next_attempt_at = now() + make_interval(secs => least(?::float8, ?::float8 * power(2, least(failures, 40))))
-      where id = ? and delete_verified_at is null`,
-    [reason.slice(0, 2000), delays.retryMaxDelaySeconds, delays.retryFirstDelaySeconds, id],
+  await em.nativeUpdate(
+    AsyncDeletion,
+    { id, deleteVerifiedAt: null },
+    {
+      status: 'failed',
+      lastError: reason.slice(0, 2000),
+      leaseUntil: null,
+      failures: raw('failures + 1'),
+      nextAttemptAt: raw('now() + make_interval(secs => least(?::float8, ?::float8 * power(2, least(failures, 40))))', [
+        delays.retryMaxDelaySeconds,
+        delays.retryFirstDelaySeconds,
+      ]),
+    },
   );
 }
 

@@ -1,10 +1,84 @@
-// Every entity, for the ORM configuration of both processes.
+// Every entity, for the ORM configuration of both processes (shared/db/orm.ts): one entity per table of
+// the migrations, except the partitioned `event` table, which stays behind the event store
+// (shared/events/). test/shared/entity-drift.test.ts checks them against the migrated schema.
+import { ActivityLog } from './activity-log.ts';
+import { AsyncDeletion } from './async-deletion.ts';
+import { Cohort, CohortPerson } from './cohort.ts';
+import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
+import {
+  Experiment,
+  ExperimentHoldout,
+  ExperimentMetricResult,
+  ExperimentSavedMetric,
+  ExperimentToSavedMetric,
+} from './experiment.ts';
+import { FeatureFlag, FeatureFlagHashKeyOverride } from './feature-flag.ts';
 import { IngestionWarning } from './ingestion-warning.ts';
+import { JobSchedule } from './job-schedule.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
+import { Person, PersonDistinctId } from './person.ts';
 import { PersonalApiKey } from './personal-api-key.ts';
 import { Project } from './project.ts';
+import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
 import { User } from './user.ts';
 
-export { IngestionWarning, Organization, OrganizationMembership, PersonalApiKey, Project, User };
+export {
+  ActivityLog,
+  AsyncDeletion,
+  Cohort,
+  CohortPerson,
+  EventDefinition,
+  EventDefinitionUsage,
+  Experiment,
+  ExperimentHoldout,
+  ExperimentMetricResult,
+  ExperimentSavedMetric,
+  ExperimentToSavedMetric,
+  FeatureFlag,
+  FeatureFlagHashKeyOverride,
+  IngestionWarning,
+  JobSchedule,
+  Organization,
+  OrganizationMembership,
+  Person,
+  PersonalApiKey,
+  PersonDistinctId,
+  Project,
+  SessionRecording,
+  SessionRecordingSnapshot,
+  User,
+};
+export type { AsyncDeletionRow } from './async-deletion.ts';
 
-export const entities = [Organization, OrganizationMembership, Project, User, PersonalApiKey, IngestionWarning];
+export const entities = [
+  // accounts
+  Organization,
+  OrganizationMembership,
+  Project,
+  User,
+  PersonalApiKey,
+  // persons and what hangs on them
+  Person,
+  PersonDistinctId,
+  Cohort,
+  CohortPerson,
+  SessionRecording,
+  SessionRecordingSnapshot,
+  // flags and experiments
+  FeatureFlag,
+  FeatureFlagHashKeyOverride,
+  ExperimentHoldout,
+  ExperimentSavedMetric,
+  Experiment,
+  ExperimentToSavedMetric,
+  ExperimentMetricResult,
+  // event definitions
+  EventDefinition,
+  EventDefinitionUsage,
+  // ingestion
+  IngestionWarning,
+  // worker state and audit
+  AsyncDeletion,
+  JobSchedule,
+  ActivityLog,
+];

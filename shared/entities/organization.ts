@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { User } from './user.ts';
 
 export const Organization = defineEntity({
   name: 'Organization',
@@ -6,9 +7,13 @@ export const Organization = defineEntity({
   properties: {
     id: p.uuid().primary(),
     name: p.string().length(64),
-    createdAt: p.datetime().onCreate(() => new Date()),
+    createdAt: p
+      .datetime()
+      .defaultRaw('now()')
+      .onCreate(() => new Date()),
     updatedAt: p
       .datetime()
+      .defaultRaw('now()')
       .onCreate(() => new Date())
       .onUpdate(() => new Date()),
   },
@@ -19,10 +24,15 @@ export const OrganizationMembership = defineEntity({
   tableName: 'organization_membership',
   properties: {
     id: p.integer().primary(),
-    organizationId: p.uuid(),
-    userId: p.integer(),
+    organizationId: () => p.manyToOne(Organization).mapToPk().fieldName('organization_id').deleteRule('cascade'),
+    userId: () => p.manyToOne(User).mapToPk().fieldName('user_id').deleteRule('cascade'),
     /** PostHog's levels: 1 member, 8 admin, 15 owner. */
     level: p.smallint().default(1),
-    joinedAt: p.datetime().onCreate(() => new Date()),
+    joinedAt: p
+      .datetime()
+      .defaultRaw('now()')
+      .onCreate(() => new Date()),
   },
+  uniques: [{ properties: ['organizationId', 'userId'] }],
+  indexes: [{ name: 'organization_membership_user_idx', properties: ['userId'] }],
 });

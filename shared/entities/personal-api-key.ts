@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { User } from './user.ts';
 
 /** Only `secure_value` (sha256$<hex>) is stored; the plain value is shown once, at creation. */
 export const PersonalApiKey = defineEntity({
@@ -6,10 +7,10 @@ export const PersonalApiKey = defineEntity({
   tableName: 'personal_api_key',
   properties: {
     id: p.string().length(50).primary(),
-    userId: p.integer(),
+    userId: () => p.manyToOne(User).mapToPk().fieldName('user_id').deleteRule('cascade'),
     label: p.string().length(40),
     maskValue: p.string().length(11).nullable(),
-    secureValue: p.string().length(300).unique(),
+    secureValue: p.string().length(300),
     /** null or empty: a legacy key with full access. */
     scopes: p.array().nullable(),
     scopedTeams: p
@@ -17,10 +18,16 @@ export const PersonalApiKey = defineEntity({
         (v) => Number(v),
         (v) => String(v),
       )
+      .columnType('integer[]')
       .nullable(),
     scopedOrganizations: p.array().nullable(),
-    createdAt: p.datetime().onCreate(() => new Date()),
+    createdAt: p
+      .datetime()
+      .defaultRaw('now()')
+      .onCreate(() => new Date()),
     lastUsedAt: p.datetime().nullable(),
     lastRolledAt: p.datetime().nullable(),
   },
+  uniques: [{ properties: ['secureValue'] }],
+  indexes: [{ name: 'personal_api_key_user_idx', properties: ['userId'] }],
 });

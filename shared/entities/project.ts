@@ -1,4 +1,5 @@
 import { defineEntity, p } from '@mikro-orm/core';
+import { Organization } from './organization.ts';
 
 /** PostHog's "team": the project every resource belongs to; `api_token` (phc_…) authenticates capture. */
 export const Project = defineEntity({
@@ -6,18 +7,24 @@ export const Project = defineEntity({
   tableName: 'project',
   properties: {
     id: p.integer().primary(),
-    uuid: p.uuid().unique(),
-    organizationId: p.uuid(),
+    uuid: p.uuid(),
+    organizationId: () => p.manyToOne(Organization).mapToPk().fieldName('organization_id').deleteRule('cascade'),
     name: p.string().length(200),
-    apiToken: p.string().length(200).unique(),
+    apiToken: p.string().length(200),
     timezone: p.string().length(240).default('UTC'),
     completedSnippetOnboarding: p.boolean().default(false),
     ingestedEvent: p.boolean().default(false),
     isDemo: p.boolean().default(false),
-    createdAt: p.datetime().onCreate(() => new Date()),
+    createdAt: p
+      .datetime()
+      .defaultRaw('now()')
+      .onCreate(() => new Date()),
     updatedAt: p
       .datetime()
+      .defaultRaw('now()')
       .onCreate(() => new Date())
       .onUpdate(() => new Date()),
   },
+  uniques: [{ properties: ['uuid'] }, { properties: ['apiToken'] }],
+  indexes: [{ name: 'project_organization_idx', properties: ['organizationId'] }],
 });

@@ -21,8 +21,8 @@ import {
   eventDeletionTargets,
   markDeletionFailed,
   renewLeases,
-  type ClaimedDeletion,
 } from '../../shared/deletions/store.ts';
+import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -46,23 +46,23 @@ export async function deletePersonData(
   const { leaseSeconds, batchSize } = deps.config.deletion;
   const result = await claimDeletion(em, id, leaseSeconds);
   if (!result) throw new UnrecoverableError(`deletion request ${id} does not exist`);
+  const row = result.request;
   if (!result.claimed) {
-    if (result.status === 'completed') return { deleted: 0, skipped: 'already completed' };
+    if (row.status === 'completed') return { deleted: 0, skipped: 'already completed' };
     // Taken into another request's batch: that job finishes it, and if it dies the reconciler
     // re-enqueues this request once the lease runs out.
-    if (result.claimed_by && result.claimed_by !== id)
-      return { deleted: 0, skipped: `in the batch of deletion request ${result.claimed_by}` };
+    if (row.claimedBy && row.claimedBy !== id)
+      return { deleted: 0, skipped: `in the batch of deletion request ${row.claimedBy}` };
     // This request's own earlier attempt holds a live lease: retry later rather than delete twice.
     throw new DeletionBusyError(`deletion request ${id} is being processed by another worker`);
   }
-  const row = result;
   deps.logger.info(
-    { deletionId: id, type: row.deletion_type, projectId: row.project_id, jobId: job.id },
+    { deletionId: id, type: row.deletionType, projectId: row.projectId, jobId: job.id },
     'deletion started',
   );
   const started = Date.now();
   const batch =
-    row.deletion_type === 'person_events'
+    row.deletionType === 'person_events'
       ? [id, ...(await claimCompanions(em, row, leaseSeconds, batchSize - 1))]
       : [id];
   let deleted = 0;
@@ -80,18 +80,18 @@ export async function deletePersonData(
   };
   try {
     let survivors: number;
-    if (row.deletion_type === 'person_events') {
+    if (row.deletionType === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
       const monthsStart = await firstMonthlyPartitionStart(em);
       for (const group of groups)
-        await deleteGroupEvents(em, id, row.project_id, group, monthsStart, async (n, from, to) => {
+        await deleteGroupEvents(em, id, row.projectId, group, monthsStart, async (n, from, to) => {
           if (n > 0) {
             deletedSpan.from = Math.min(deletedSpan.from, from);
             deletedSpan.to = Math.max(deletedSpan.to, to);
           }
           await chunkDone(n);
         });
-      survivors = await countEventSurvivors(em, row.project_id, groups);
+      survivors = await countEventSurvivors(em, row.projectId, groups);
     } else {
       const target = targetOf(row);
       for (let n = -1; n !== 0; ) {
@@ -101,7 +101,7 @@ export async function deletePersonData(
       survivors = await countRecordingSurvivors(em, target);
     }
     if (survivors > 0) {
-      const what = row.deletion_type === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
+      const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
     await completeDeletions(em, batch);
@@ -113,7 +113,7 @@ export async function deletePersonData(
     if (deleted > deps.config.maintenance.vacuumDeadRows)
       await enqueueVacuums(
         deps,
-        row.deletion_type === 'person_events'
+        row.deletionType === 'person_events'
           ? eventPartitionsBetween(em, deletedSpan.from, deletedSpan.to)
           : ['session_recording', 'session_recording_snapshot'],
       );
@@ -152,7 +152,7 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
       groups.set(r.cutoff, group);
     }
     group.personIds.push(r.key);
-    group.distinctIds.push(...r.distinct_ids);
+    group.distinctIds.push(...(r.distinctIds ?? []));
   }
   return [...groups.values()];
 }
@@ -280,11 +280,11 @@ interface RecordingTarget {
   cutoff: string;
 }
 
-function targetOf(row: ClaimedDeletion): RecordingTarget {
+function targetOf(row: AsyncDeletionRow): RecordingTarget {
   return {
-    projectId: row.project_id,
+    projectId: row.projectId,
     personUuid: row.key,
-    distinctIds: pgArray(row.distinct_ids ?? []),
+    distinctIds: pgArray(row.distinctIds ?? []),
     cutoff: row.cutoff,
   };
 }
