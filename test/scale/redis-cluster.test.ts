@@ -67,8 +67,10 @@ describe('on a Redis Cluster', () => {
         async () => (await sql(orm, `select status from async_deletion where id = ?`, [id]))[0].status === 'completed',
         30_000,
       );
-      const job = await queues.deletions.getJob(`deletion-${id}`);
-      expect(await job?.getState()).toBe('completed'); // run through the cluster's queue, not only by the reconciler's row
+      // Run through the cluster's queue, not only by the reconciler's row: the job completes in BullMQ
+      // just after the row commits, so wait for its state rather than reading it at once.
+      const state = async () => (await queues.deletions.getJob(`deletion-${id}`))?.getState();
+      await eventually(async () => ((await state()) === 'completed' ? true : null), 30_000);
     } finally {
       await Promise.allSettled(Object.values(queues).map((q) => q.close()));
     }

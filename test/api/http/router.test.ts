@@ -103,7 +103,7 @@ describe('router', () => {
     expect(allowed(options.headers)).toEqual(['GET', 'HEAD']);
     const person = await call(baseUrl, 'OPTIONS', '/api/projects/1/persons/5/');
     expect(person.status).toBe(204);
-    expect(allowed(person.headers)).toEqual(['DELETE', 'GET', 'HEAD', 'PATCH']);
+    expect(allowed(person.headers)).toEqual(['DELETE', 'GET', 'HEAD', 'PATCH', 'PUT']);
     const nowhere = await call(baseUrl, 'OPTIONS', '/test_groups/fixed/x/y/z');
     expect(nowhere.status).toBe(404);
     expect(nowhere.body).toMatchObject({ type: 'invalid_request', code: 'not_found' });
