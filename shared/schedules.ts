@@ -76,13 +76,8 @@ export async function recordedSchedules(
      on conflict (id) do nothing`,
     [payload],
   );
-  const recorded = new Map(
-    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [
-      r.id,
-      r.pattern,
-    ]),
-  );
-  const schedules = defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
+  const schedules = await readSchedules(em, defaults);
+  const recorded = new Map(schedules.map((s) => [s.schedulerId, s.pattern]));
   const disagreements = defaults
     .filter((s) => recorded.has(s.schedulerId) && recorded.get(s.schedulerId) !== s.pattern)
     .map((s) => ({
@@ -92,6 +87,17 @@ export async function recordedSchedules(
       recorded: recorded.get(s.schedulerId)!,
     }));
   return { schedules, disagreements };
+}
+
+/** The schedules as recorded, without recording anything (a process that only reads them). */
+export async function readSchedules(em: EntityManager, defaults: Schedule[]): Promise<Schedule[]> {
+  const recorded = new Map(
+    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [
+      r.id,
+      r.pattern,
+    ]),
+  );
+  return defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
 }
 
 /** Changes a recorded schedule (the workers apply it on their next reconcile). */

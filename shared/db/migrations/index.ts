@@ -22,6 +22,7 @@ import { Migration0040PersonSearchByProject } from './0040-person-search-by-proj
 import { Migration0041TryNumericWithoutException } from './0041-try-numeric-without-exception.ts';
 import { Migration0042TryNumericWithoutNan } from './0042-try-numeric-without-nan.ts';
 import { Migration0043IsoTimestampUtc } from './0043-iso-timestamp-utc.ts';
+import { Migration0045DeletionIdempotency } from './0045-deletion-idempotency.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -46,4 +47,5 @@ export const migrationsList = [
   { name: '0041-try-numeric-without-exception', class: Migration0041TryNumericWithoutException },
   { name: '0042-try-numeric-without-nan', class: Migration0042TryNumericWithoutNan },
   { name: '0043-iso-timestamp-utc', class: Migration0043IsoTimestampUtc },
+  { name: '0045-deletion-idempotency', class: Migration0045DeletionIdempotency },
 ];
