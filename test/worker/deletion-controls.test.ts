@@ -1,6 +1,7 @@
 // What a privacy officer controls on a deletion request (issue #32): cancelling it while it waits,
 // retrying the creating request safely with an Idempotency-Key, and a dry run that answers what would
 // be deleted. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
@@ -208,13 +209,9 @@ describe('cancelling a pending request', () => {
     expect(bulk.status).toBe(200);
     const requests: { id: string; person_uuid: string }[] = bulk.body.deletion_requests;
     expect(requests).toHaveLength(n);
-    // Staggered, so that some cancels come before their job's claim and some after.
-    const answers = await Promise.all(
-      requests.map(async (r, i) => {
-        await new Promise((resolve) => setTimeout(resolve, i * 40));
-        return post(`${P()}/deletion_status/${r.id}/cancel/`);
-      }),
-    );
+    // One after another while the worker claims: the early ones come before their job's claim, the late ones after.
+    const answers = [];
+    for (const r of requests) answers.push(await post(`${P()}/deletion_status/${r.id}/cancel/`));
     const uuidToDistinct = new Map<string, string>();
     for (const d of ids) uuidToDistinct.set((await personByDistinctId(d)).uuid, d);
     // Wait until each request's job has run (a cancelled request's job too: it must skip).
@@ -244,6 +241,71 @@ describe('cancelling a pending request', () => {
     }
     console.info(`cancel/claim race: ${cancelled} of ${n} cancelled, ${n - cancelled} claimed first`);
   }, 60_000);
+});
+
+describe('a cancel and a claim that meet at the row lock', () => {
+  /** Runs `change` on the request's row in a transaction of its own, held open until `release` is called. */
+  async function holdRow(change: string, id: string) {
+    const client = new pg.Client({ connectionString: process.env.DATABASE_URL });
+    await client.connect();
+    await client.query('begin');
+    await client.query(change, [id]);
+    return async () => {
+      await client.query('commit');
+      await client.end();
+    };
+  }
+  /** Waits until a statement containing `text` waits for a row lock. */
+  const waitingOn = (text: string) =>
+    eventually(
+      async () =>
+        (
+          await sql(
+            api.orm,
+            `select count(*)::int as n from pg_stat_activity
+              where datname = current_database() and wait_event_type = 'Lock' and query like ?`,
+            [`%${text}%`],
+          )
+        )[0].n > 0,
+    );
+  const pendingRequest = async (distinctId: string) => {
+    await capture(api.baseUrl, account.projectToken, events(distinctId, 2));
+    const res = await post(`${P()}/${(await personByDistinctId(distinctId)).id}/delete_events/`);
+    return res.body.deletion_requests[0].id as string;
+  };
+
+  it('a claim that waited for a committing cancel sees it at once: the job skips, no busy retry', async () => {
+    const id = await pendingRequest('lock-cancel-first');
+    const commit = await holdRow(
+      `update async_deletion set status = 'cancelled', finished_at = now() where id = $1 and status = 'pending'`,
+      id,
+    );
+    const queue = worker.deps.queues.deletions;
+    const job = await queue.add('delete', { deletionId: id }, { jobId: deletionJobId(id) });
+    await waitingOn('with claimed as');
+    await commit();
+    const settled = await settledJob(queue, job);
+    expect(settled.returnvalue).toEqual({ deleted: 0, skipped: 'cancelled' });
+    expect(settled.attemptsMade).toBe(1);
+    expect(await row(id)).toMatchObject({ status: 'cancelled', attempts: 0 });
+    expect(await countEvents('lock-cancel-first')).toBe(2);
+  });
+
+  it('a cancel that waited for a committing claim answers 409 with the status it lost to', async () => {
+    const id = await pendingRequest('lock-claim-first');
+    const commit = await holdRow(
+      `update async_deletion set status = 'running', started_at = now(), lease_until = now() + interval '1 hour' where id = $1`,
+      id,
+    );
+    const cancelling = post(`${P()}/deletion_status/${id}/cancel/`);
+    await waitingOn(`set status = 'cancelled'`);
+    await commit();
+    const res = await cancelling;
+    expect(res.status).toBe(409);
+    expect(res.body.detail).toContain('running');
+    expect((await row(id)).status).toBe('running');
+    await sql(api.orm, `update async_deletion set status = 'completed', delete_verified_at = now() where id = ?`, [id]);
+  });
 });
 
 describe('Idempotency-Key', () => {
