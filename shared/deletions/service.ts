@@ -185,13 +185,14 @@ export async function previewPersonDeletions(
 // ---- Cancelling ----------------------------------------------------------------------------------
 
 /**
- * Cancels a pending request of the actor's project, with an activity entry, in one transaction.
- * 'cancelled' (now, or already before: the same row), 'too_late' (a worker claimed it, or it is
- * done or failed), or undefined (no such request in the project).
+ * Cancels a pending request, with an activity entry, in one transaction: of the actor's project (an
+ * operator's cancel from the command line: of any project, `projectId` null, logged as system
+ * activity). 'cancelled' (now, or already before: the same row), 'too_late' (a worker claimed it, or
+ * it is done or failed), or undefined (no such request in the project).
  */
 export async function cancelDeletion(
   em: EntityManager,
-  actor: Actor,
+  actor: { projectId: number | null; organizationId?: string | null; userId: number | null },
   id: string,
 ): Promise<{ outcome: 'cancelled' | 'too_late'; request: DeletionRequestView } | undefined> {
   return em.fork().transactional(async (tx) => {
@@ -202,6 +203,7 @@ export async function cancelDeletion(
     if (result.cancelled) {
       await recordActivity(txEm, {
         ...actor,
+        projectId: request.project_id,
         scope: 'DeletionRequest',
         itemId: request.id,
         activity: 'cancelled',

@@ -224,24 +224,27 @@ export async function retryFailedDeletion(
 /**
  * Cancels a pending request: one conditional UPDATE, so against a worker's claim (also conditional
  * on `pending`) exactly one of the two wins. Answers the cancelled row, or the row as it is now
- * (another status: the claim won, or it was cancelled before), or undefined (not in that project).
+ * (another status: the claim won, or it was cancelled before), or undefined (not in that project;
+ * projectId null: any project).
  */
 export async function cancelPendingDeletion(
   em: EntityManager,
-  projectId: number,
+  projectId: number | null,
   id: string,
 ): Promise<{ cancelled: boolean; request: DeletionRequestView } | undefined> {
+  const inProject = `id = ? and (?::int is null or project_id = ?)`;
   const [updated] = await rows(
     em,
     `update async_deletion set status = 'cancelled', finished_at = now(), lease_until = null, next_attempt_at = null
-      where id = ? and project_id = ? and status = 'pending'
+      where ${inProject} and status = 'pending'
       returning ${VIEW_COLUMNS}`,
-    [id, projectId],
+    [id, projectId, projectId],
   );
   if (updated) return { cancelled: true, request: view(updated) };
   // A statement of its own: it sees a claim that committed while the update waited for the row.
-  const [current] = await rows(em, `select ${VIEW_COLUMNS} from async_deletion where id = ? and project_id = ?`, [
+  const [current] = await rows(em, `select ${VIEW_COLUMNS} from async_deletion where ${inProject}`, [
     id,
+    projectId,
     projectId,
   ]);
   return current ? { cancelled: false, request: view(current) } : undefined;

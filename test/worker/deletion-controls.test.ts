@@ -1,6 +1,8 @@
 // What a privacy officer controls on a deletion request (issue #32): cancelling it while it waits,
 // retrying the creating request safely with an Idempotency-Key, and a dry run that answers what would
 // be deleted. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
@@ -19,6 +21,7 @@ import {
 } from '../helpers.ts';
 import { deletionJobId } from '../../shared/queues.ts';
 
+const root = fileURLToPath(new URL('../..', import.meta.url));
 const prefix = uniqueRedisPrefix();
 let api: TestApi;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
@@ -505,4 +508,55 @@ describe('dry run', () => {
     expect(await personByDistinctId('dry-d')).toBeDefined();
     expect(await requestsOf(person.uuid)).toHaveLength(0);
   });
+});
+
+describe('from the command line (npm run manage)', () => {
+  const manage = (...args: string[]) =>
+    new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
+      const env = { ...process.env, LOG_LEVEL: 'silent', REDIS_PREFIX: prefix };
+      execFile(
+        process.execPath,
+        ['scripts/manage.ts', ...args, '--json'],
+        { cwd: root, env },
+        (error, stdout, stderr) => {
+          let json: any = null;
+          try {
+            json = JSON.parse(stdout);
+          } catch {}
+          resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
+        },
+      );
+    });
+
+  it('cancels a pending request (logged as system activity), refuses a claimed one, and lists cancelled ones', async () => {
+    await capture(api.baseUrl, account.projectToken, events('cli-cancel', 2));
+    const person = await personByDistinctId('cli-cancel');
+    const made = await post(`${P()}/${person.id}/delete_events/`);
+    const id = made.body.deletion_requests[0].id;
+
+    const foreign = await manage('deletion', 'cancel', '--id', id, '--project', String(other.projectId));
+    expect(foreign.code).toBe(1);
+    expect(foreign.stderr).toContain(`No deletion request ${id}`);
+    const cancelled = await manage('deletion', 'cancel', '--id', id);
+    expect(cancelled.code, cancelled.stderr).toBe(0);
+    expect(cancelled.json).toMatchObject({ id, status: 'cancelled', project: account.projectId });
+    const [entry] = await sql(
+      api.orm,
+      `select user_id, is_system, activity from activity_log where scope = 'DeletionRequest' and item_id = ?`,
+      [id],
+    );
+    expect(entry).toMatchObject({ user_id: null, is_system: true, activity: 'cancelled' });
+    const listed = await manage('deletion', 'list', '--project', String(account.projectId), '--status', 'cancelled');
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.json.map((r: { id: string }) => r.id)).toContain(id);
+
+    await capture(api.baseUrl, account.projectToken, [recording('cli-late', 's-cli-late')]);
+    const rec = await post(`${P()}/${(await personByDistinctId('cli-late')).id}/delete_recordings/`);
+    const recId = rec.body.deletion_requests[0].id;
+    await eventually(async () => (await row(recId)).status === 'completed');
+    const late = await manage('deletion', 'cancel', '--id', recId);
+    expect(late.code).toBe(1);
+    expect(late.stderr).toContain('is completed');
+    expect((await manage('deletion', 'cancel', '--id', 'x1')).code).toBe(1);
+  }, 60_000);
 });
