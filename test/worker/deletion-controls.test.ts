@@ -1,8 +1,6 @@
 // What a privacy officer controls on a deletion request (issue #32): cancelling it while it waits,
 // retrying the creating request safely with an Idempotency-Key, and a dry run that answers what would
 // be deleted. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
-import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
@@ -12,6 +10,7 @@ import {
   createAccount,
   createKey,
   eventually,
+  manageJson,
   settledJob,
   startApi,
   startTestWorker,
@@ -21,7 +20,6 @@ import {
 } from '../helpers.ts';
 import { deletionJobId } from '../../shared/queues.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
 const prefix = uniqueRedisPrefix();
 let api: TestApi;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
@@ -511,22 +509,7 @@ describe('dry run', () => {
 });
 
 describe('from the command line (npm run manage)', () => {
-  const manage = (...args: string[]) =>
-    new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
-      const env = { ...process.env, LOG_LEVEL: 'silent', REDIS_PREFIX: prefix };
-      execFile(
-        process.execPath,
-        ['scripts/manage.ts', ...args, '--json'],
-        { cwd: root, env },
-        (error, stdout, stderr) => {
-          let json: any = null;
-          try {
-            json = JSON.parse(stdout);
-          } catch {}
-          resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
-        },
-      );
-    });
+  const manage = (...args: string[]) => manageJson(args, { REDIS_PREFIX: prefix });
 
   it('cancels a pending request (logged as system activity), refuses a claimed one, and lists cancelled ones', async () => {
     await capture(api.baseUrl, account.projectToken, events('cli-cancel', 2));
