@@ -128,7 +128,17 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         ? `Required scopes: ${scopes.length ? scopes.map((s) => `\`${s}\``).join(', ') : 'none (any valid personal API key)'}.`
         : 'No personal API key (see the endpoint description for its own authentication).',
       'x-required-scopes': scopes,
-      parameters: [...pathParameters(route.path), ...queryParameters(route.query)],
+      parameters: [
+        ...pathParameters(route.path),
+        ...queryParameters(route.query),
+        ...Object.entries(route.headers ?? {}).map(([name, header]) => ({
+          name,
+          in: 'header',
+          required: false,
+          description: header.description,
+          schema: header.schema,
+        })),
+      ],
       ...(route.body
         ? {
             requestBody: { required: true, content: { 'application/json': { schema: openRequestSchema(route.body) } } },

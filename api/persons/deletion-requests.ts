@@ -87,6 +87,22 @@ export const dryRunSchema = {
   },
 };
 
+const IDEMPOTENCY_HEADER = 'Idempotency-Key';
+
+/** What an endpoint that creates deletion work declares beside its own: the header and its answers. */
+export const deletionWork = {
+  headers: {
+    [IDEMPOTENCY_HEADER]: {
+      description:
+        'Any text up to 255 characters: a retry with the same key answers the first answer (header Idempotent-Replayed: true) and creates nothing new, for 24 hours; the same key with another request is 422',
+      schema: { type: 'string', minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
+    },
+  },
+  responses: {
+    422: { description: 'The Idempotency-Key was used with a different request in the last 24 hours' },
+  },
+};
+
 const DRY_RUN_PARAM = {
   type: 'boolean',
   description:
@@ -107,8 +123,6 @@ export function deletionQuery<const P extends Record<string, unknown>>(propertie
   };
   return Object.assign(schema, { dependencies: { dry_run: onlyDeclared } }) as typeof schema;
 }
-
-const IDEMPOTENCY_HEADER = 'Idempotency-Key';
 
 /** The request's Idempotency-Key, fingerprinted with what it asks (format aside), or null without one. */
 function idempotencyKeyOf(ctx: ApiContext, action: string) {

@@ -10,7 +10,13 @@ import type { PersonWithIds } from './serializers.ts';
 import { anyJson, record } from '../http/schemas.ts';
 import { EXACT_COUNT_LIMIT, listPersons, personsByIdsOrDistinctIds } from '../../shared/persons/store.ts';
 import { changePersonProperties } from './service.ts';
-import { answerDeletionRequest, deletionQuery, deletionRequestSchema, dryRunSchema } from './deletion-requests.ts';
+import {
+  answerDeletionRequest,
+  deletionQuery,
+  deletionRequestSchema,
+  deletionWork,
+  dryRunSchema,
+} from './deletion-requests.ts';
 import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
 import { requeueDeletions } from '../../shared/queues.ts';
 
@@ -308,8 +314,10 @@ function deletionRequestRoute(
     tags: ['persons'],
     scopes: ['person:write'],
     query: deletionQuery(FORMAT),
+    headers: deletionWork.headers,
     csv: CSV,
     responses: {
+      ...deletionWork.responses,
       200: {
         description: 'The deletion request (with dry_run=true: what it would delete)',
         schema: {
@@ -342,7 +350,9 @@ export const personDeletionRoutes = [
       delete_recordings: BOOLEAN_PARAM,
       keep_person: BOOLEAN_PARAM,
     }),
+    headers: deletionWork.headers,
     responses: {
+      ...deletionWork.responses,
       200: { description: 'dry_run=true: what it would delete', schema: dryRunSchema },
       204: { description: 'Deleted' },
       404: { description: 'Not found' },
@@ -398,7 +408,9 @@ export const personDeletionRoutes = [
         dry_run: { type: 'boolean' },
       },
     },
+    headers: deletionWork.headers,
     responses: {
+      ...deletionWork.responses,
       200: {
         description: 'What was found, deleted and queued (with dry_run=true: what would be)',
         schema: { anyOf: [bulkDeleteResultSchema, dryRunSchema] },

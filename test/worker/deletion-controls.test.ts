@@ -377,12 +377,39 @@ describe('Idempotency-Key', () => {
     expect(res.headers.get('idempotent-replayed')).toBeNull();
   });
 
+  it('is documented on the four endpoints in the OpenAPI document, with its 422', async () => {
+    const doc = (await call(api.baseUrl, 'GET', '/api/schema/')).body;
+    const base = '/api/projects/{project_id}/persons';
+    for (const [path, method] of [
+      [`${base}/{id}/`, 'delete'],
+      [`${base}/{id}/delete_events/`, 'post'],
+      [`${base}/{id}/delete_recordings/`, 'post'],
+      [`${base}/bulk_delete/`, 'post'],
+    ]) {
+      const op = doc.paths[path][method];
+      expect(op.parameters).toContainEqual(
+        expect.objectContaining({
+          name: 'Idempotency-Key',
+          in: 'header',
+          schema: expect.objectContaining({ maxLength: 255 }),
+        }),
+      );
+      expect(op.parameters).toContainEqual(expect.objectContaining({ name: 'dry_run', in: 'query' }));
+      expect(Object.keys(op.responses)).toContain('422');
+    }
+    expect(doc.paths[`${base}/deletion_status/{id}/cancel/`].post.responses['409']).toBeDefined();
+  });
+
   it('a key over 255 characters is 400 and changes nothing', async () => {
     await capture(api.baseUrl, account.projectToken, events('idem-long', 1));
     const person = await personByDistinctId('idem-long');
     const res = await post(`${P()}/${person.id}/delete_events/`, { headers: { 'Idempotency-Key': 'k'.repeat(256) } });
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ type: 'validation_error', attr: 'Idempotency-Key' });
+    expect(await requestsOf(person.uuid)).toHaveLength(0);
+    const blank = await post(`${P()}/${person.id}/delete_events/`, { headers: { 'Idempotency-Key': ' ' } });
+    expect(blank.status).toBe(400);
+    expect(blank.body).toMatchObject({ type: 'validation_error', code: 'blank', attr: 'Idempotency-Key' });
     expect(await requestsOf(person.uuid)).toHaveLength(0);
     const ok = await post(`${P()}/${person.id}/delete_events/`, { headers: { 'Idempotency-Key': 'k'.repeat(255) } });
     expect(ok.status).toBe(200);
