@@ -10,6 +10,7 @@ import { organizationRoutes } from './organizations/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
+import { deletionRequestRoutes } from './persons/deletion-requests.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
@@ -24,6 +25,7 @@ export const allRoutes: RouteDefinition[] = [
   ...ingestionWarningRoutes,
   ...personRoutes,
   ...personDeletionRoutes,
+  ...deletionRequestRoutes,
   ...personAnalysisRoutes,
   ...eventDefinitionRoutes,
   ...experimentRoutes,

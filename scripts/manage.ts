@@ -21,6 +21,7 @@ import {
 } from '../shared/accounts.ts';
 import { config } from '../shared/config.ts';
 import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
+import { cancelDeletion } from '../shared/deletions/service.ts';
 import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
 import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
@@ -217,7 +218,7 @@ async function handToWorker(
 /** How often long work (an index build) reports its progress on stderr. */
 const PROGRESS_EVERY_MS = 2000;
 
-const DELETION_STATUSES = ['pending', 'running', 'completed', 'failed', 'all'];
+const DELETION_STATUSES = ['pending', 'running', 'completed', 'failed', 'cancelled', 'all'];
 
 const commands: Record<string, Command> = {
   'org create': {
@@ -359,7 +360,7 @@ const commands: Record<string, Command> = {
     run: async (em, v) => ({ id: v.key, value: await rollPersonalApiKey(em, String(v.key)) }),
   },
   'deletion list': {
-    usage: '[--project PROJECT_ID] [--status pending|running|completed|failed|all] [--limit 100]',
+    usage: '[--project PROJECT_ID] [--status pending|running|completed|failed|cancelled|all] [--limit 100]',
     options: { ...text('project'), ...text('status'), ...text('limit') },
     run: async (em, v) => {
       const status = String(v.status ?? 'all');
@@ -400,6 +401,32 @@ const commands: Record<string, Command> = {
         status: result.status,
         failures: result.failures,
         worker: await handToWorker((q) => requeueDeletions(q, [id])),
+      };
+    },
+  },
+  'deletion cancel': {
+    usage: '--id DELETION_ID [--project PROJECT_ID]   (only while pending: no worker has claimed it)',
+    options: { ...text('id'), ...text('project') },
+    required: ['id'],
+    run: async (em, v) => {
+      const id = String(v.id);
+      if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
+      const projectId = v.project === undefined ? null : projectIds(v.project)[0];
+      const result = await cancelDeletion(em, { projectId, userId: null }, id);
+      if (!result)
+        throw new AccountError(`No deletion request ${id}${projectId === null ? '' : ` in project ${projectId}`}`);
+      if (result.outcome === 'too_late')
+        throw new AccountError(
+          `Deletion request ${id} is ${result.request.status}; only a pending request can be cancelled`,
+        );
+      const r = result.request;
+      return {
+        id,
+        project: r.project_id,
+        person: r.person_uuid,
+        type: r.deletion_type,
+        status: r.status,
+        cancelled_at: r.cancelled_at,
       };
     },
   },

@@ -76,13 +76,8 @@ export async function recordedSchedules(
      on conflict (id) do nothing`,
     [payload],
   );
-  const recorded = new Map(
-    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [
-      r.id,
-      r.pattern,
-    ]),
-  );
-  const schedules = defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
+  const schedules = await readSchedules(em, defaults);
+  const recorded = new Map(schedules.map((s) => [s.schedulerId, s.pattern]));
   const disagreements = defaults
     .filter((s) => recorded.has(s.schedulerId) && recorded.get(s.schedulerId) !== s.pattern)
     .map((s) => ({
@@ -97,6 +92,17 @@ export async function recordedSchedules(
 /** When a cron pattern next fires after `now`, in UTC as the workers run it. */
 export const nextRun = (pattern: string, now = new Date()): Date =>
   CronExpressionParser.parse(pattern, { currentDate: now, tz: 'UTC' }).next().toDate();
+
+/** The schedules as recorded, without recording anything (a process that only reads them). */
+export async function readSchedules(em: EntityManager, defaults: Schedule[]): Promise<Schedule[]> {
+  const recorded = new Map(
+    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [
+      r.id,
+      r.pattern,
+    ]),
+  );
+  return defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
+}
 
 /** Changes a recorded schedule (the workers apply it on their next reconcile). */
 export async function setSchedule(em: EntityManager, id: string, pattern: string, known: Schedule[]): Promise<void> {

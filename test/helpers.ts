@@ -2,7 +2,9 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
 import type { Job, Queue } from 'bullmq';
 import { createApp, listen } from '../api/app.ts';
@@ -262,4 +264,29 @@ export async function ownDatabase(name: string, options: { migrated?: boolean } 
     await orm.close();
   }
   return url.toString();
+}
+
+/**
+ * `npm run manage -- …args --json` as a process of its own (`env` added to this one's, logs silent):
+ * its exit code, its output parsed (null if not JSON) and its stderr.
+ */
+export function manageJson(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number; json: any; stderr: string }> {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['scripts/manage.ts', ...args, '--json'],
+      { cwd: root, env: { ...process.env, LOG_LEVEL: 'silent', ...env } },
+      (error, stdout, stderr) => {
+        let json: any = null;
+        try {
+          json = JSON.parse(stdout);
+        } catch {}
+        resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
+      },
+    );
+  });
 }

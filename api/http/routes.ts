@@ -53,6 +53,8 @@ export interface RouteDefinition<Q = any, B = any> {
   responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string; noBody?: true }>;
   /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
   rawBody?: boolean;
+  /** Optional request headers the route reads, for the OpenAPI document (name → description, string schema). */
+  headers?: Record<string, { description: string; schema: JsonSchema }>;
   /**
    * With `?format=csv`, the handler's JSON answer is rendered by this as CSV (the query schema must declare
    * `format`). A handler that answers CSV itself (a stream or a string) is left alone.

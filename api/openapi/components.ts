@@ -8,7 +8,7 @@ import {
   savedMetricLinkSchema,
 } from '../experiments/serializers.ts';
 import { organizationBasicSchema, organizationDetailSchema } from '../organizations/serializers.ts';
-import { deletionRequestSchema } from '../persons/routes.ts';
+import { deletionRequestSchema } from '../persons/deletion-requests.ts';
 import { personListItemSchema, personListRowSchema, personRecordSchema } from '../persons/serializers.ts';
 import { projectBasicSchema, projectDetailSchema } from '../projects/serializers.ts';
 import { userBasicSchema } from '../users/serializers.ts';

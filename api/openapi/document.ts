@@ -146,7 +146,17 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         ? `Required scopes: ${scopes.length ? scopes.map((s) => `\`${s}\``).join(', ') : 'none (any valid personal API key)'}.`
         : 'No personal API key (see the endpoint description for its own authentication).',
       'x-required-scopes': scopes,
-      parameters: [...pathParameters(route), ...queryParameters(route.query)],
+      parameters: [
+        ...pathParameters(route),
+        ...queryParameters(route.query),
+        ...Object.entries(route.headers ?? {}).map(([name, header]) => ({
+          name,
+          in: 'header',
+          required: false,
+          description: header.description,
+          schema: header.schema,
+        })),
+      ],
       ...(route.body
         ? {
             requestBody: {

@@ -15,7 +15,7 @@ import { withTimeout } from '../../shared/timeout.ts';
 import type { AppDeps } from '../deps.ts';
 
 const SOURCE_TIMEOUT_MS = 2000;
-const STATUSES: DeletionStatus[] = ['pending', 'running', 'completed', 'failed'];
+const STATUSES: DeletionStatus[] = ['pending', 'running', 'completed', 'failed', 'cancelled'];
 
 /** BullMQ keeps a delayed job's due time (ms) in its score, shifted left 12 bits. */
 const dueTimeOfScore = (score: unknown) => Math.floor(Number(score) / 0x1000);

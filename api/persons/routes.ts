@@ -9,7 +9,14 @@ import { personListRow, personListRowSchema, personRecord, personRecordSchema } 
 import type { PersonWithIds } from './serializers.ts';
 import { anyJson, record } from '../http/schemas.ts';
 import { EXACT_COUNT_LIMIT, listPersons, personsByIdsOrDistinctIds } from '../../shared/persons/store.ts';
-import { changePersonProperties, deletePersons } from './service.ts';
+import { changePersonProperties } from './service.ts';
+import {
+  answerDeletionRequest,
+  deletionQuery,
+  deletionRequestSchema,
+  deletionWork,
+  dryRunSchema,
+} from './deletion-requests.ts';
 import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
 import { requeueDeletions } from '../../shared/queues.ts';
 
@@ -257,45 +264,6 @@ export const personRoutes = [
   }),
 ];
 
-const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
-export const deletionRequestSchema = {
-  type: 'object',
-  required: [
-    'id',
-    'person_uuid',
-    'deletion_type',
-    'mode',
-    'status',
-    'created_at',
-    'cutoff',
-    'attempts',
-    'failures',
-    'last_error',
-    'next_attempt_at',
-    'started_at',
-    'delete_verified_at',
-  ],
-  properties: {
-    id: { type: 'string' },
-    project_id: { type: 'integer' },
-    person_uuid: { type: 'string' },
-    deletion_type: { enum: ['person_events', 'person_recordings'] },
-    mode: { enum: ['weekly', 'off_peak', 'immediate'] },
-    status: { enum: ['pending', 'running', 'completed', 'failed'] },
-    created_at: NULLABLE_TIME,
-    cutoff: { ...NULLABLE_TIME, description: 'Only data up to this moment is deleted; a repeated request moves it' },
-    attempts: { type: 'integer', description: 'Worker attempts so far' },
-    failures: {
-      type: 'integer',
-      description: 'Times it failed finally; each is retried automatically at next_attempt_at',
-    },
-    last_error: { type: ['string', 'null'] },
-    next_attempt_at: { ...NULLABLE_TIME, description: 'When a failed request is tried again' },
-    started_at: NULLABLE_TIME,
-    delete_verified_at: NULLABLE_TIME,
-  },
-};
-
 const bulkDeleteResultSchema = {
   type: 'object',
   required: [
@@ -353,23 +321,26 @@ function deletionRequestRoute(
     summary,
     tags: ['persons'],
     scopes: ['person:write'],
-    query: { type: 'object', properties: FORMAT },
+    query: deletionQuery(FORMAT),
+    headers: deletionWork.headers,
     csv: CSV,
     responses: {
+      ...deletionWork.responses,
       200: {
-        description: 'The deletion request',
-        schema: record({ deletion_requests: { type: 'array', items: deletionRequestSchema } }),
+        description: 'The deletion request (with dry_run=true: what it would delete)',
+        schema: {
+          anyOf: [record({ deletion_requests: { type: 'array', items: deletionRequestSchema } }), dryRunSchema],
+        },
       },
     },
-    handler: async (ctx) => {
-      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
-        ...what,
-        keepPerson: true,
-        eventsMode: 'off_peak',
-      });
-      ctx.body = { deletion_requests: requests };
-    },
+    handler: (ctx) =>
+      answerDeletionRequest(
+        ctx,
+        action,
+        { ...what, keepPerson: true, eventsMode: 'off_peak', dryRun: ctx.state.query.dry_run === true },
+        async (em) => [await findPerson(em, ctx.state.project.id, ctx.state.params.id)],
+        (_persons, { requests }) => ({ status: 200, body: { deletion_requests: requests } }),
+      ),
   });
 }
 
@@ -381,27 +352,36 @@ export const personDeletionRoutes = [
     summary: 'Delete a person; delete_events=true also queues deletion of its events (weekly batch, Sunday 05:00 UTC)',
     tags: ['persons'],
     scopes: ['person:write'],
-    query: {
-      type: 'object',
-      // format is accepted as on every person endpoint; a 204 has no data to render.
-      properties: {
-        ...FORMAT,
-        delete_events: BOOLEAN_PARAM,
-        delete_recordings: BOOLEAN_PARAM,
-        keep_person: BOOLEAN_PARAM,
-      },
+    // format is accepted as on every person endpoint; a 204 has no data to render.
+    query: deletionQuery({
+      ...FORMAT,
+      delete_events: BOOLEAN_PARAM,
+      delete_recordings: BOOLEAN_PARAM,
+      keep_person: BOOLEAN_PARAM,
+    }),
+    headers: deletionWork.headers,
+    responses: {
+      ...deletionWork.responses,
+      200: { description: 'dry_run=true: what it would delete', schema: dryRunSchema },
+      204: { description: 'Deleted' },
+      404: { description: 'Not found' },
     },
-    responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
-    handler: async (ctx) => {
-      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+    handler: (ctx) => {
       const q = ctx.state.query;
-      await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+      const options = {
         deleteEvents: q.delete_events === true,
         deleteRecordings: q.delete_recordings === true,
         keepPerson: q.keep_person === true,
-        eventsMode: 'weekly',
-      });
-      ctx.status = 204;
+        eventsMode: 'weekly' as const,
+        dryRun: q.dry_run === true,
+      };
+      return answerDeletionRequest(
+        ctx,
+        'delete',
+        options,
+        async (em) => [await findPerson(em, ctx.state.project.id, ctx.state.params.id)],
+        () => ({ status: 204, body: null }),
+      );
     },
   }),
   deletionRequestRoute('delete_events', 'Queue deletion of all events of this person (runs in the off-peak window)', {
@@ -418,17 +398,14 @@ export const personDeletionRoutes = [
     summary: 'Delete the persons named by ids (uuid or numeric) and those owning distinct_ids (up to 1000 each)',
     tags: ['persons'],
     scopes: ['person:write'],
-    query: {
-      type: 'object',
-      properties: {
-        ...FORMAT,
-        delete_events: { type: 'string' },
-        delete_recordings: { type: 'string' },
-        keep_person: { type: 'string' },
-        ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
-        distinct_ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
-      },
-    },
+    query: deletionQuery({
+      ...FORMAT,
+      delete_events: { type: 'string' },
+      delete_recordings: { type: 'string' },
+      keep_person: { type: 'string' },
+      ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
+      distinct_ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
+    }),
     body: {
       type: 'object',
       properties: {
@@ -437,9 +414,17 @@ export const personDeletionRoutes = [
         delete_events: { type: 'boolean' },
         delete_recordings: { type: 'boolean' },
         keep_person: { type: 'boolean' },
+        dry_run: { type: 'boolean' },
       },
     },
-    responses: { 200: { description: 'What was found, deleted and queued', schema: bulkDeleteResultSchema } },
+    headers: deletionWork.headers,
+    responses: {
+      ...deletionWork.responses,
+      200: {
+        description: 'What was found, deleted and queued (with dry_run=true: what would be)',
+        schema: { anyOf: [bulkDeleteResultSchema, dryRunSchema] },
+      },
+    },
     csv: CSV,
     handler: async (ctx) => {
       const ids = idList(ctx, 'ids')?.map(String) ?? [];
@@ -447,29 +432,31 @@ export const personDeletionRoutes = [
       if (distinctIds.length > 1000) throw validationError('You can only pass 1000 distinct_ids in one call');
       if (ids.length > 1000) throw validationError('You can only pass 1000 ids in one call');
       if (!ids.length && !distinctIds.length) throw validationError('You need to specify either distinct_ids or ids');
-      // Seed rule 1: the union of both lists, a person named both ways counted once.
-      const persons = await personsByIdsOrDistinctIds(ctx.state.em, ctx.state.project.id, ids, distinctIds);
       const options = {
         deleteEvents: flag(ctx, 'delete_events'),
         deleteRecordings: flag(ctx, 'delete_recordings'),
         keepPerson: flag(ctx, 'keep_person'),
         eventsMode: 'weekly' as const,
+        dryRun: flag(ctx, 'dry_run'),
       };
-      const { personsDeleted, requests } = await deletePersons(
-        ctx.state.em,
-        ctx.deps.queues.deletions,
-        actorOf(ctx),
-        persons,
+      await answerDeletionRequest(
+        ctx,
+        'bulk_delete',
         options,
+        // Seed rule 1: the union of both lists, a person named both ways counted once.
+        (em) => personsByIdsOrDistinctIds(em, ctx.state.project.id, ids, distinctIds),
+        (persons, { personsDeleted, requests }) => ({
+          status: 200,
+          body: {
+            persons_found: persons.length,
+            persons_deleted: personsDeleted,
+            events_queued_for_deletion: options.deleteEvents && persons.length > 0,
+            recordings_queued_for_deletion: options.deleteRecordings && persons.length > 0,
+            deletion_errors: [],
+            deletion_requests: requests,
+          },
+        }),
       );
-      ctx.body = {
-        persons_found: persons.length,
-        persons_deleted: personsDeleted,
-        events_queued_for_deletion: options.deleteEvents && persons.length > 0,
-        recordings_queued_for_deletion: options.deleteRecordings && persons.length > 0,
-        deletion_errors: [],
-        deletion_requests: requests,
-      };
     },
   }),
   defineRoute({
@@ -482,7 +469,7 @@ export const personDeletionRoutes = [
       type: 'object',
       properties: {
         ...PAGE_QUERY_PROPERTIES,
-        status: { enum: ['pending', 'running', 'completed', 'failed', 'all'], default: 'all' },
+        status: { enum: ['pending', 'running', 'completed', 'failed', 'cancelled', 'all'], default: 'all' },
         person_uuid: { type: 'string', format: 'uuid' },
       },
     },

@@ -1,21 +1,11 @@
-// Changing and deleting persons. Property changes go through the shared person-property rules,
-// record the equivalent event and an activity entry, all in one transaction. Deletions remove the
-// person at once and record deletion requests (events, recordings) in the same transaction.
+// Changing persons. Property changes go through the shared person-property rules, record the
+// equivalent event and an activity entry, all in one transaction. (Deleting persons and their data:
+// shared/deletions/service.ts.)
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import type { Queue } from 'bullmq';
 import { recordActivity, type ActivityChange, type Actor } from '../../shared/activity-log.ts';
-import type { DeletionMode } from '../../shared/deletions/schedule.ts';
-import {
-  deletionRequestsByIds,
-  recordDeletionRequests,
-  type DeletionRequest,
-  type DeletionRequestView,
-} from '../../shared/deletions/store.ts';
 import { storeEvents } from '../../shared/events/store.ts';
-import { deletePersonRows } from '../../shared/persons/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
-import { enqueueDeletions } from '../../shared/queues.ts';
 import { findPerson } from './queries.ts';
 import { orderedDistinctIds, type PersonWithIds } from './serializers.ts';
 
@@ -57,66 +47,4 @@ export async function changePersonProperties(
     });
   });
   return findPerson(em, actor.projectId, person.id);
-}
-
-export interface DeletionOptions {
-  deleteEvents: boolean;
-  deleteRecordings: boolean;
-  keepPerson: boolean;
-  /** When the event deletion runs: the weekly batch (DELETE, bulk_delete) or off-peak (delete_events). */
-  eventsMode: DeletionMode;
-}
-
-/** Deletes persons (unless keepPerson) and records the requested data deletions; returns the requests. */
-export async function deletePersons(
-  em: EntityManager,
-  deletionQueue: Queue,
-  actor: Actor,
-  persons: PersonWithIds[],
-  options: DeletionOptions,
-): Promise<{ personsDeleted: number; requests: DeletionRequestView[] }> {
-  if (persons.length === 0) return { personsDeleted: 0, requests: [] };
-  let requestIds: string[] = [];
-  let personsDeleted = 0;
-  await em.fork().transactional(async (tx) => {
-    const txEm = tx as EntityManager;
-    if (!options.keepPerson) {
-      personsDeleted = (
-        await deletePersonRows(
-          txEm,
-          actor.projectId,
-          persons.map((p) => p.id),
-        )
-      ).length;
-      for (const person of persons) {
-        await recordActivity(txEm, {
-          ...actor,
-          scope: 'Person',
-          itemId: person.id,
-          activity: 'deleted',
-          detail: { name: person.uuid },
-        });
-      }
-    }
-    const requests: DeletionRequest[] = [];
-    for (const person of persons) {
-      const base = {
-        projectId: actor.projectId,
-        key: person.uuid,
-        distinctIds: person.distinct_ids,
-        createdById: actor.userId,
-      };
-      if (options.deleteEvents) requests.push({ ...base, type: 'person_events', mode: options.eventsMode });
-      if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
-    }
-    requestIds = await recordDeletionRequests(txEm, requests);
-  });
-  const requests = await deletionRequestsByIds(em, requestIds);
-  // Recordings go now; event deletions wait for their scheduled window. If Redis is down the rows
-  // stay pending and the worker's reconciler enqueues them.
-  await enqueueDeletions(
-    deletionQueue,
-    requests.filter((r) => r.mode === 'immediate').map((r) => r.id),
-  );
-  return { personsDeleted, requests };
 }

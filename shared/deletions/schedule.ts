@@ -22,3 +22,8 @@ export function deletionCrons(schedules: Schedule[]): Record<ScheduledDeletionMo
 export function lastWindowStart(cron: string, now = new Date()): Date {
   return CronExpressionParser.parse(cron, { currentDate: now, tz: 'UTC' }).prev().toDate();
 }
+
+/** When the mode's window next opens, after `now` (a request made now is released then). */
+export function nextWindowStart(cron: string, now = new Date()): Date {
+  return CronExpressionParser.parse(cron, { currentDate: now, tz: 'UTC' }).next().toDate();
+}

@@ -4,6 +4,7 @@
 import { ActivityLog } from './activity-log.ts';
 import { AsyncDeletion } from './async-deletion.ts';
 import { Cohort, CohortPerson } from './cohort.ts';
+import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
 import {
   Experiment,
@@ -27,6 +28,7 @@ export {
   AsyncDeletion,
   Cohort,
   CohortPerson,
+  DeletionIdempotencyKey,
   EventDefinition,
   EventDefinitionUsage,
   Experiment,
@@ -79,6 +81,7 @@ export const entities = [
   IngestionWarning,
   // worker state and audit
   AsyncDeletion,
+  DeletionIdempotencyKey,
   JobSchedule,
   ActivityLog,
 ];

@@ -1,7 +1,7 @@
 // Deletion requests always take effect: a repeated request covers what was captured since the
 // earlier one, a failed request is retried (automatically with a growing delay, or by an operator)
 // and never blocks a new one. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -15,6 +15,7 @@ import {
   createAccount,
   createKey,
   eventually,
+  manageJson,
   settledJob,
   startApi,
   startTestWorker,
@@ -272,27 +273,7 @@ describe('a failed request is not final', () => {
 
 describe('from the command line (npm run manage)', () => {
   const manage = (...args: string[]) =>
-    new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
-      const env = {
-        ...process.env,
-        LOG_LEVEL: 'silent',
-        REDIS_PREFIX: prefix,
-        JOB_ATTEMPTS: '2',
-        JOB_BACKOFF_MS: '50',
-      };
-      execFile(
-        process.execPath,
-        ['scripts/manage.ts', ...args, '--json'],
-        { cwd: root, env },
-        (error, stdout, stderr) => {
-          let json: any = null;
-          try {
-            json = JSON.parse(stdout);
-          } catch {}
-          resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr });
-        },
-      );
-    });
+    manageJson(args, { REDIS_PREFIX: prefix, JOB_ATTEMPTS: '2', JOB_BACKOFF_MS: '50' });
 
   it('runs a window now, lists failed requests with their error, and retries one', async () => {
     await capture(api.baseUrl, account.projectToken, events('cli', 3));

@@ -20,6 +20,8 @@ import {
   dropLeases,
   eventDeletionTargets,
   markDeletionFailed,
+  PERSON_EVENTS_MATCH,
+  personEventsParams,
   renewLeases,
 } from '../../shared/deletions/store.ts';
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
@@ -49,6 +51,8 @@ export async function deletePersonData(
   const row = result.request;
   if (!result.claimed) {
     if (row.status === 'completed') return { deleted: 0, skipped: 'already completed' };
+    // Cancelled while pending: its cancel won against this claim.
+    if (row.status === 'cancelled') return { deleted: 0, skipped: 'cancelled' };
     // Taken into another request's batch: that job finishes it, and if it dies the reconciler
     // re-enqueues this request once the lease runs out.
     if (row.claimedBy && row.claimedBy !== id)
@@ -157,20 +161,10 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
   return [...groups.values()];
 }
 
-// A group's events: rows recorded under one of its persons' uuids, or under one of the distinct ids
-// they had when the request was made — and only what existed then (timestamp and created_at up to the
-// cutoff). Both conditions are index conditions ((project_id, person_id, timestamp) and
-// (project_id, distinct_id, timestamp)), so a time window of them is one bitmap scan. The arrays are
-// sub-selects so the planner does not estimate each of their thousand elements in every partition
-// (about 6–10 ms of planning per statement); the plan is the same.
-const GROUP_EVENTS = `project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[])) and timestamp <= ?::timestamptz and created_at <= ?::timestamptz`;
-const groupEventParams = (projectId: number, g: EventDeletionGroup) => [
-  projectId,
-  pgArray(g.personIds),
-  pgArray(g.distinctIds),
-  g.cutoff,
-  g.cutoff,
-];
+// A group's events (PERSON_EVENTS_MATCH, which a dry run counts too): a time window of them is one
+// bitmap scan.
+const GROUP_EVENTS = PERSON_EVENTS_MATCH;
+const groupEventParams = personEventsParams;
 
 /**
  * Where the group's events up to the cutoff begin and end, in epoch milliseconds (lo null: none):

@@ -6,7 +6,7 @@
 import type { Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
-import { dueDeletionIds, releaseDeletions } from '../../shared/deletions/store.ts';
+import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from '../../shared/deletions/store.ts';
 import { enqueueDeletions, requeueDeletions } from '../../shared/queues.ts';
 import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
 import type { WorkerDeps } from '../deps.ts';
@@ -15,13 +15,17 @@ import type { WorkerDeps } from '../deps.ts';
 export async function releaseDeletionBatch(
   job: Job<{ mode: ScheduledDeletionMode }>,
   deps: WorkerDeps,
-): Promise<{ released: number }> {
+): Promise<{ released: number; idempotencyKeysPurged?: number }> {
   const mode = job.data?.mode;
   if (mode !== 'weekly' && mode !== 'off_peak') throw new Error(`unknown deletion batch mode ${JSON.stringify(mode)}`);
-  const ids = await releaseDeletions(deps.orm.em.fork() as EntityManager, mode, null);
+  const em = deps.orm.em.fork() as EntityManager;
+  const ids = await releaseDeletions(em, mode, null);
   await enqueueDeletions(deps.queues.deletions, ids);
   deps.logger.info({ mode, released: ids.length }, 'deletion batch released');
-  return { released: ids.length };
+  if (mode !== 'off_peak') return { released: ids.length };
+  // The nightly window also drops the Idempotency-Keys past their 24 hours.
+  const idempotencyKeysPurged = await purgeExpiredIdempotencyKeys(em);
+  return { released: ids.length, idempotencyKeysPurged };
 }
 
 export async function reconcileDeletions(

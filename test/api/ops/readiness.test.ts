@@ -158,7 +158,7 @@ describe('GET /_ready', () => {
       expect(metricValue(global, 'metrics_source_up', { source: 'postgres' })).toBe(1);
       // Left out, not reported as zero.
       expect(matching(global, 'bullmq_jobs')).toEqual([]);
-      expect(matching(global, 'deletion_requests')).toHaveLength(4);
+      expect(matching(global, 'deletion_requests')).toHaveLength(5);
       expect(promtool(global)).toEqual({ status: 0, output: '' });
     },
   );

@@ -1,0 +1,220 @@
+// What the endpoints that create deletion work share (DELETE person, delete_events,
+// delete_recordings, bulk_delete): the Idempotency-Key header and dry_run. And the deletion
+// request's own routes beside deletion_status: cancel. The rules are in shared/deletions/service.ts.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
+import type { PersonWithIds } from './serializers.ts';
+import {
+  answerOnce,
+  cancelDeletion,
+  enqueueImmediateDeletions,
+  IDEMPOTENCY_KEY_MAX_LENGTH,
+  idempotencyKey,
+  previewPersonDeletions,
+  recordPersonDeletions,
+  type DeletionOptions,
+} from '../../shared/deletions/service.ts';
+import type { DeletionRequestView } from '../../shared/deletions/store.ts';
+
+const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
+export const deletionRequestSchema = {
+  type: 'object',
+  required: [
+    'id',
+    'person_uuid',
+    'deletion_type',
+    'mode',
+    'status',
+    'created_at',
+    'cutoff',
+    'attempts',
+    'failures',
+    'last_error',
+    'next_attempt_at',
+    'started_at',
+    'delete_verified_at',
+    'cancelled_at',
+  ],
+  properties: {
+    id: { type: 'string' },
+    project_id: { type: 'integer' },
+    person_uuid: { type: 'string' },
+    deletion_type: { enum: ['person_events', 'person_recordings'] },
+    mode: { enum: ['weekly', 'off_peak', 'immediate'] },
+    status: { enum: ['pending', 'running', 'completed', 'failed', 'cancelled'] },
+    created_at: NULLABLE_TIME,
+    cutoff: { ...NULLABLE_TIME, description: 'Only data up to this moment is deleted; a repeated request moves it' },
+    attempts: { type: 'integer', description: 'Worker attempts so far' },
+    failures: {
+      type: 'integer',
+      description: 'Times it failed finally; each is retried automatically at next_attempt_at',
+    },
+    last_error: { type: ['string', 'null'] },
+    next_attempt_at: { ...NULLABLE_TIME, description: 'When a failed request is tried again' },
+    started_at: NULLABLE_TIME,
+    delete_verified_at: NULLABLE_TIME,
+    cancelled_at: { ...NULLABLE_TIME, description: 'When it was cancelled (status cancelled)' },
+  },
+};
+
+const windowSchema = {
+  type: ['object', 'null'],
+  required: ['mode', 'starts_at'],
+  properties: {
+    mode: { enum: ['weekly', 'off_peak', 'immediate'] },
+    starts_at: { type: 'string', format: 'date-time', description: "The window's next opening (immediate: now)" },
+  },
+};
+const count = { type: 'integer', minimum: 0 };
+export const dryRunSchema = {
+  type: 'object',
+  description: 'dry_run=true: what the request would delete now, per store, and when; nothing is changed',
+  required: ['dry_run', 'persons_found', 'would_delete', 'windows'],
+  properties: {
+    dry_run: { const: true },
+    persons_found: count,
+    would_delete: {
+      type: 'object',
+      required: ['persons', 'distinct_ids', 'events', 'recordings'],
+      properties: { persons: count, distinct_ids: count, events: count, recordings: count },
+    },
+    windows: {
+      type: 'object',
+      required: ['events', 'recordings'],
+      properties: { events: windowSchema, recordings: windowSchema },
+    },
+  },
+};
+
+const IDEMPOTENCY_HEADER = 'Idempotency-Key';
+
+/** What an endpoint that creates deletion work declares beside its own: the header and its answers. */
+export const deletionWork = {
+  headers: {
+    [IDEMPOTENCY_HEADER]: {
+      description:
+        'Any text up to 255 characters: a retry with the same key answers the first answer (header Idempotent-Replayed: true) and creates nothing new, for 24 hours; the same key with another request is 422',
+      schema: { type: 'string', minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
+    },
+  },
+  responses: {
+    422: { description: 'The Idempotency-Key was used with a different request in the last 24 hours' },
+  },
+};
+
+const DRY_RUN_PARAM = {
+  type: 'boolean',
+  description:
+    'Answer what would be deleted (per-store counts and the windows) and change nothing; only with the parameters listed here',
+} as const;
+
+/**
+ * The query of an endpoint that creates deletion work, with `dry_run`. With dry_run the query takes
+ * only the parameters declared here: any other (such as a future `suppress`) is a 400 rather than
+ * ignored, so a dry run never answers for a request other than the one asked.
+ */
+export function deletionQuery<const P extends Record<string, unknown>>(properties: P) {
+  const all = { ...properties, dry_run: DRY_RUN_PARAM };
+  const schema = { type: 'object' as const, properties: all };
+  const onlyDeclared = {
+    properties: Object.fromEntries(Object.keys(all).map((k) => [k, true])),
+    additionalProperties: false,
+  };
+  return Object.assign(schema, { dependencies: { dry_run: onlyDeclared } }) as typeof schema;
+}
+
+/** The request's Idempotency-Key, fingerprinted with what it asks (format aside), or null without one. */
+function idempotencyKeyOf(ctx: ApiContext, action: string) {
+  const raw = ctx.get(IDEMPOTENCY_HEADER);
+  if (ctx.headers['idempotency-key'] === undefined) return null;
+  if (raw.trim() === '') throw validationError('This field may not be blank.', IDEMPOTENCY_HEADER, 'blank');
+  if (raw.length > IDEMPOTENCY_KEY_MAX_LENGTH)
+    throw validationError(
+      `Ensure this field has no more than ${IDEMPOTENCY_KEY_MAX_LENGTH} characters.`,
+      IDEMPOTENCY_HEADER,
+      'max_length',
+    );
+  const { format: _format, ...query } = ctx.state.query;
+  return idempotencyKey(raw, { action, id: ctx.state.params.id ?? null, query, body: ctx.state.body ?? null });
+}
+
+/**
+ * Answers a request that creates deletion work: a dry run (dry_run=true) answers what would be
+ * deleted; otherwise the persons are deleted and the requests recorded in one transaction, under the
+ * Idempotency-Key when there is one (a retry answers the first answer, header Idempotent-Replayed).
+ */
+export async function answerDeletionRequest(
+  ctx: ApiContext,
+  action: string,
+  options: DeletionOptions & { dryRun: boolean },
+  findPersons: (em: EntityManager) => Promise<PersonWithIds[]>,
+  answer: (
+    persons: PersonWithIds[],
+    done: { personsDeleted: number; requests: DeletionRequestView[] },
+  ) => { status: number; body: unknown },
+): Promise<void> {
+  const key = idempotencyKeyOf(ctx, action);
+  const projectId = ctx.state.project.id;
+  if (options.dryRun) {
+    const persons = await findPersons(ctx.state.em);
+    ctx.body = await previewPersonDeletions(ctx.state.em, ctx.deps.config, projectId, persons, options);
+    return;
+  }
+  const result = await answerOnce(ctx.state.em, projectId, key, async (tx) => {
+    const persons = await findPersons(tx);
+    const done = await recordPersonDeletions(tx, actorOf(ctx), persons, options);
+    return {
+      answer: answer(persons, done),
+      afterCommit: () => enqueueImmediateDeletions(ctx.deps.queues.deletions, done.requests),
+    };
+  });
+  if (result === 'key_reused')
+    throw new ApiError(
+      422,
+      'invalid_request',
+      'idempotency_key_reused',
+      `This ${IDEMPOTENCY_HEADER} was already used with a different request in the last 24 hours; use a new key.`,
+      IDEMPOTENCY_HEADER,
+    );
+  if (result.replayed) ctx.set('Idempotent-Replayed', 'true');
+  if (result.body !== null && result.body !== undefined) ctx.body = result.body;
+  ctx.status = result.status;
+}
+
+const P = '/api/projects/:project_id/persons';
+
+/** Cancel, by POST …/cancel/ or DELETE on the request. */
+const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
+  defineRoute({
+    method,
+    path,
+    summary:
+      'Cancel a pending deletion request (before a worker has claimed it); 409 once claimed, completed or failed',
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: {
+      200: { description: 'The cancelled request', schema: deletionRequestSchema },
+      404: { description: 'No such request in this project' },
+      409: { description: 'Too late: a worker has claimed it (running), or it completed or failed' },
+    },
+    handler: async (ctx) => {
+      const id = ctx.state.params.id;
+      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
+      const result = await cancelDeletion(ctx.state.em, actorOf(ctx), id);
+      if (!result) throw notFound();
+      if (result.outcome === 'too_late')
+        throw new ApiError(
+          409,
+          'invalid_request',
+          'conflict',
+          `Deletion request ${id} is ${result.request.status}; only a pending request can be cancelled.`,
+        );
+      ctx.body = result.request;
+    },
+  });
+
+export const deletionRequestRoutes = [
+  cancelRoute('POST', `${P}/deletion_status/:id/cancel`),
+  cancelRoute('DELETE', `${P}/deletion_status/:id`),
+];

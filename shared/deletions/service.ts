@@ -1,0 +1,221 @@
+// Deletion requests as users make them: persons deleted at once with their data deletions recorded
+// in the same transaction; the same asked as a dry run (what would go, and when, changing nothing);
+// a retried request answered with its first answer (Idempotency-Key); a pending request cancelled.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { Queue } from 'bullmq';
+import { createHash } from 'node:crypto';
+import { recordActivity, type Actor } from '../activity-log.ts';
+import type { Config } from '../config.ts';
+import { canonicalJson } from '../experiments/fingerprint.ts';
+import { deletePersonRows, type PersonWithIds } from '../persons/store.ts';
+import { enqueueDeletions } from '../queues.ts';
+import { defaultSchedules, readSchedules } from '../schedules.ts';
+import { deletionCrons, nextWindowStart, type DeletionMode } from './schedule.ts';
+import {
+  cancelPendingDeletion,
+  countPersonData,
+  deletionRequestsByIds,
+  recordDeletionRequests,
+  storeIdempotentAnswer,
+  takeIdempotencyKey,
+  type DeletionRequest,
+  type DeletionRequestView,
+  type StoredAnswer,
+} from './store.ts';
+
+export interface DeletionOptions {
+  deleteEvents: boolean;
+  deleteRecordings: boolean;
+  keepPerson: boolean;
+  /** When the event deletion runs: the weekly batch (DELETE, bulk_delete) or off-peak (delete_events). */
+  eventsMode: DeletionMode;
+}
+
+/**
+ * In the caller's transaction: deletes the persons (unless keepPerson), with an activity entry each,
+ * and records the requested data deletions; returns the requests as they now stand.
+ */
+export async function recordPersonDeletions(
+  tx: EntityManager,
+  actor: Actor,
+  persons: PersonWithIds[],
+  options: DeletionOptions,
+): Promise<{ personsDeleted: number; requests: DeletionRequestView[] }> {
+  if (persons.length === 0) return { personsDeleted: 0, requests: [] };
+  let personsDeleted = 0;
+  if (!options.keepPerson) {
+    const ids = persons.map((p) => p.id);
+    personsDeleted = (await deletePersonRows(tx, actor.projectId, ids)).length;
+    for (const person of persons) {
+      await recordActivity(tx, {
+        ...actor,
+        scope: 'Person',
+        itemId: person.id,
+        activity: 'deleted',
+        detail: { name: person.uuid },
+      });
+    }
+  }
+  const requests: DeletionRequest[] = [];
+  for (const person of persons) {
+    const base = {
+      projectId: actor.projectId,
+      key: person.uuid,
+      distinctIds: person.distinct_ids,
+      createdById: actor.userId,
+    };
+    if (options.deleteEvents) requests.push({ ...base, type: 'person_events', mode: options.eventsMode });
+    if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
+  }
+  return { personsDeleted, requests: await deletionRequestsByIds(tx, await recordDeletionRequests(tx, requests)) };
+}
+
+/**
+ * After the commit: recordings go now; event deletions wait for their scheduled window. If Redis is
+ * down the rows stay pending and the worker's reconciler enqueues them.
+ */
+export function enqueueImmediateDeletions(queue: Queue, requests: DeletionRequestView[]): Promise<unknown> {
+  return enqueueDeletions(
+    queue,
+    requests.filter((r) => r.mode === 'immediate').map((r) => r.id),
+  );
+}
+
+// ---- Idempotency keys ----------------------------------------------------------------------------
+
+/** How long a key's first answer is kept; a longer key is refused. */
+export const IDEMPOTENCY_KEY_HOURS = 24;
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
+
+export interface IdempotencyKey {
+  key: string;
+  /** sha256 of the request: the same key with another request is refused. */
+  fingerprint: string;
+}
+
+/** The key with the fingerprint of `request` (anything JSON; object key order does not matter). */
+export const idempotencyKey = (key: string, request: unknown): IdempotencyKey => ({
+  key,
+  fingerprint: createHash('sha256').update(canonicalJson(request)).digest('hex'),
+});
+
+/**
+ * Runs `work` in a transaction and answers what it answers; with a key, the key is taken in the same
+ * transaction and keeps the answer, so a retry (even a concurrent one) answers the first answer and
+ * does nothing (`replayed`); the key with another request answers 'key_reused'. If `work` throws,
+ * nothing is kept and a retry runs again. `afterCommit` runs only for the request that did the work.
+ */
+export async function answerOnce(
+  em: EntityManager,
+  projectId: number,
+  key: IdempotencyKey | null,
+  work: (tx: EntityManager) => Promise<{ answer: StoredAnswer; afterCommit?: () => Promise<unknown> }>,
+): Promise<(StoredAnswer & { replayed: boolean }) | 'key_reused'> {
+  let afterCommit: (() => Promise<unknown>) | undefined;
+  const result = await em.fork().transactional(async (tx) => {
+    const txEm = tx as EntityManager;
+    if (key) {
+      const earlier = await takeIdempotencyKey(txEm, projectId, key.key, key.fingerprint, IDEMPOTENCY_KEY_HOURS);
+      if (earlier) {
+        if (earlier.fingerprint !== key.fingerprint) return 'key_reused' as const;
+        return { status: earlier.status, body: earlier.body, replayed: true };
+      }
+    }
+    const done = await work(txEm);
+    afterCommit = done.afterCommit;
+    if (key) await storeIdempotentAnswer(txEm, projectId, key.key, done.answer);
+    return { ...done.answer, replayed: false };
+  });
+  if (afterCommit) await afterCommit();
+  return result;
+}
+
+// ---- Dry runs ----------------------------------------------------------------------------------
+
+export interface DeletionWindow {
+  mode: DeletionMode;
+  /** When it would start: the window's next opening (immediate: now). */
+  starts_at: string;
+}
+
+export interface DeletionDryRun {
+  dry_run: true;
+  persons_found: number;
+  /** What would be deleted now, per store. */
+  would_delete: { persons: number; distinct_ids: number; events: number; recordings: number };
+  /** When each data deletion would run (null: not asked). Persons go at once. */
+  windows: { events: DeletionWindow | null; recordings: DeletionWindow | null };
+}
+
+/** What deleting `persons` with `options` would delete now, and when; reads only. */
+export async function previewPersonDeletions(
+  em: EntityManager,
+  config: Pick<Config, 'deletion' | 'schedules'>,
+  projectId: number,
+  persons: PersonWithIds[],
+  options: DeletionOptions,
+): Promise<DeletionDryRun> {
+  const target = { personIds: persons.map((p) => p.uuid), distinctIds: persons.flatMap((p) => p.distinct_ids) };
+  const found = persons.length > 0;
+  const data = await countPersonData(em, projectId, target, {
+    events: options.deleteEvents && found,
+    recordings: options.deleteRecordings && found,
+  });
+  const now = new Date();
+  const windowOf = async (mode: DeletionMode): Promise<DeletionWindow> => {
+    if (mode === 'immediate') return { mode, starts_at: now.toISOString() };
+    const crons = deletionCrons(await readSchedules(em, defaultSchedules(config)));
+    return { mode, starts_at: nextWindowStart(crons[mode], now).toISOString() };
+  };
+  return {
+    dry_run: true,
+    persons_found: persons.length,
+    would_delete: {
+      persons: options.keepPerson ? 0 : persons.length,
+      distinct_ids: options.keepPerson ? 0 : target.distinctIds.length,
+      ...data,
+    },
+    windows: {
+      events: options.deleteEvents && found ? await windowOf(options.eventsMode) : null,
+      recordings: options.deleteRecordings && found ? await windowOf('immediate') : null,
+    },
+  };
+}
+
+// ---- Cancelling ----------------------------------------------------------------------------------
+
+/**
+ * Cancels a pending request, with an activity entry, in one transaction: of the actor's project (an
+ * operator's cancel from the command line: of any project, `projectId` null, logged as system
+ * activity). 'cancelled' (now, or already before: the same row), 'too_late' (a worker claimed it, or
+ * it is done or failed), or undefined (no such request in the project).
+ */
+export async function cancelDeletion(
+  em: EntityManager,
+  actor: { projectId: number | null; organizationId?: string | null; userId: number | null },
+  id: string,
+): Promise<{ outcome: 'cancelled' | 'too_late'; request: DeletionRequestView } | undefined> {
+  return em.fork().transactional(async (tx) => {
+    const txEm = tx as EntityManager;
+    const result = await cancelPendingDeletion(txEm, actor.projectId, id);
+    if (!result) return undefined;
+    const { request } = result;
+    if (result.cancelled) {
+      await recordActivity(txEm, {
+        ...actor,
+        projectId: request.project_id,
+        scope: 'DeletionRequest',
+        itemId: request.id,
+        activity: 'cancelled',
+        detail: {
+          name: request.person_uuid,
+          type: request.deletion_type,
+          changes: [
+            { type: 'DeletionRequest', action: 'changed', field: 'status', before: 'pending', after: 'cancelled' },
+          ],
+        },
+      });
+    }
+    return { outcome: request.status === 'cancelled' ? 'cancelled' : 'too_late', request };
+  });
+}
