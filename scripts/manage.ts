@@ -50,14 +50,20 @@ class UsageError extends Error {}
 class OperatorError extends Error {}
 
 type Values = Record<string, string | boolean | undefined>;
-interface Command {
+/**
+ * What a command needs: a migrated database (the default; it is handed an EntityManager), or a database
+ * in any state or only Redis (it opens what it reads itself).
+ */
+type Command = {
   usage: string;
   options: ParseArgsOptionsConfig;
   required?: string[];
-  /** What the command needs: a migrated database (the default), a database in any state, or only Redis. */
-  needs?: 'migrated' | 'database' | 'redis';
-  run: (em: EntityManager, values: Values) => Promise<unknown>;
-}
+} & (
+  | { needs?: 'migrated'; run: (em: EntityManager, values: Values) => Promise<unknown> }
+  | { needs: 'database' | 'redis'; run: (values: Values) => Promise<unknown> }
+);
+const opensItsOwn = (command: Command): command is Extract<Command, { needs: 'database' | 'redis' }> =>
+  command.needs === 'database' || command.needs === 'redis';
 
 /** host:port of a connection URL, for messages (never its password). */
 const where = (url: string) => {
@@ -593,17 +599,17 @@ async function main(argv: string[]): Promise<number> {
   }
   let orm: Awaited<ReturnType<typeof initOrm>> | null = null;
   try {
-    const needs = command.needs ?? 'migrated';
-    if (needs === 'migrated') {
+    if (opensItsOwn(command)) print(await command.run(values), values.json === true);
+    else {
       const pending = (await migrationState(config.databaseUrl)).filter((m) => m.status === 'pending');
       const database = decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1));
       if (pending.length)
         throw new OperatorError(
           `database "${database}" is not migrated (${pending.length} pending migrations); run \`npm run migrate\``,
         );
+      orm = await initOrm();
+      print(await command.run(orm.em.fork(), values), values.json === true);
     }
-    if (needs === 'migrated') orm = await initOrm();
-    print(await command.run(orm?.em.fork() as EntityManager, values), values.json === true);
     return 0;
   } catch (error) {
     // Whatever went wrong, the operator gets one line: bad input, a service away, a database to migrate.

@@ -10,7 +10,6 @@ import type { WorkerDeps } from './deps.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
 import { processors, type Processor } from './jobs/index.ts';
 import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { repeatingErrorLog } from '../shared/logger.ts';
 
 /** The job kind of a queue's job name. */
@@ -116,10 +115,7 @@ export async function startWorkers(
 
   let first = true;
   const keepSchedules = async () => {
-    const { schedules, disagreements } = await recordedSchedules(
-      deps.orm.em.fork() as EntityManager,
-      defaultSchedules(deps.config),
-    );
+    const { schedules, disagreements } = await recordedSchedules(deps.orm.em.fork(), defaultSchedules(deps.config));
     if (first) {
       first = false;
       for (const d of disagreements) {

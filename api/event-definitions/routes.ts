@@ -1,6 +1,3 @@
-// Event definitions: created by ingestion, managed here. The enterprise fields (description, tags,
-// owner, verified, hidden …) work without a licence.
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { isOrganizationMember } from '../../shared/accounts.ts';
 import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
 import { isUuid } from '../../shared/db/sql.ts';
@@ -129,8 +126,8 @@ async function update(ctx: ApiContext<Record<string, unknown>, UpdateBody>) {
       changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
   }
   await ctx.state.em.fork().transactional(async (tx) => {
-    await store.updateDefinition(tx as EntityManager, before.id, next, ctx.state.auth.userId);
-    await recordActivity(tx as EntityManager, {
+    await store.updateDefinition(tx, before.id, next, ctx.state.auth.userId);
+    await recordActivity(tx, {
       ...actorOf(ctx),
       scope: 'EventDefinition',
       itemId: before.id,
@@ -199,8 +196,8 @@ export const eventDefinitionRoutes = [
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
       await ctx.state.em.fork().transactional(async (tx) => {
-        await store.deleteDefinition(tx as EntityManager, row.id);
-        await recordActivity(tx as EntityManager, {
+        await store.deleteDefinition(tx, row.id);
+        await recordActivity(tx, {
           ...actorOf(ctx),
           scope: 'EventDefinition',
           itemId: row.id,

@@ -1,5 +1,3 @@
-// Experiments, their holdouts and saved metrics.
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
@@ -134,7 +132,7 @@ async function exposureCohort(ctx: ApiContext) {
     .fork()
     .transactional((tx) =>
       store.createExposureCohort(
-        tx as EntityManager,
+        tx,
         ctx.state.project.id,
         experiment.id,
         `Users exposed to experiment "${experiment.name}"`,

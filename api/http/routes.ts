@@ -108,7 +108,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
   return async (ctx) => {
     const apiCtx = ctx as ApiContext;
     const deps = apiCtx.deps;
-    const em = deps.orm.em.fork() as EntityManager;
+    const em = deps.orm.em.fork();
     ctx.state.routePath = route.path;
     apiCtx.state.em = em;
     apiCtx.state.params = (ctx as RouterContext).params;

@@ -1,5 +1,3 @@
-// Person views: activity log, split, properties timeline, cohorts, funnel, funnel correlation, lifecycle.
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
 import {
   funnelCorrelationPersonIds,
@@ -129,8 +127,8 @@ async function splitPerson(ctx: ApiContext) {
   if (toSplit.length === 0) throw validationError('This person has only one distinct id: there is nothing to split.');
   const projectId = ctx.state.project.id;
   await ctx.state.em.fork().transactional(async (tx) => {
-    await splitDistinctIds(tx as EntityManager, projectId, person.id, toSplit);
-    await recordActivity(tx as EntityManager, {
+    await splitDistinctIds(tx, projectId, person.id, toSplit);
+    await recordActivity(tx, {
       ...actorOf(ctx),
       scope: 'Person',
       itemId: person.id,

@@ -22,7 +22,7 @@ export async function changePersonProperties(
   activity: { name: string; itemName: string | null; changes: ActivityChange[] },
 ): Promise<PersonWithIds> {
   await em.fork().transactional(async (tx) => {
-    const txEm = tx as EntityManager;
+    const txEm = tx;
     await updateStoredPersonProperties(txEm, actor.projectId, person.id, update);
     const distinctId = orderedDistinctIds(person.distinct_ids)[0];
     if (distinctId !== undefined) {

@@ -113,7 +113,7 @@ export async function answerOnce(
 ): Promise<(StoredAnswer & { replayed: boolean }) | 'key_reused'> {
   let afterCommit: (() => Promise<unknown>) | undefined;
   const result = await em.fork().transactional(async (tx) => {
-    const txEm = tx as EntityManager;
+    const txEm = tx;
     if (key) {
       const earlier = await takeIdempotencyKey(txEm, projectId, key.key, key.fingerprint, IDEMPOTENCY_KEY_HOURS);
       if (earlier) {
@@ -196,7 +196,7 @@ export async function cancelDeletion(
   id: string,
 ): Promise<{ outcome: 'cancelled' | 'too_late'; request: DeletionRequestView } | undefined> {
   return em.fork().transactional(async (tx) => {
-    const txEm = tx as EntityManager;
+    const txEm = tx;
     const result = await cancelPendingDeletion(txEm, actor.projectId, id);
     if (!result) return undefined;
     const { request } = result;

@@ -26,12 +26,12 @@ export async function ingestEvents(
     try {
       await em.fork().transactional(async (tx) => {
         const allWarnings = [...warnings];
-        const personIds = await processPersons(tx as EntityManager, projectId, events, allWarnings);
+        const personIds = await processPersons(tx, projectId, events, allWarnings);
         const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
         const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
         const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
         await storeEvents(
-          tx as EntityManager,
+          tx,
           ordinary.map((r) => ({
             uuid: r.uuid,
             projectId,
@@ -42,8 +42,8 @@ export async function ingestEvents(
             timestamp: r.timestamp,
           })),
         );
-        await storeRecordings(tx as EntityManager, projectId, recordings, allWarnings);
-        await recordWarnings(tx as EntityManager, projectId, allWarnings);
+        await storeRecordings(tx, projectId, recordings, allWarnings);
+        await recordWarnings(tx, projectId, allWarnings);
         if (!projectsIngesting.has(projectId))
           await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
       });

@@ -42,7 +42,7 @@ export async function deletePersonData(
   const id = job.data?.deletionId;
   if (typeof id !== 'string' || !/^\d+$/.test(id))
     throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   // A claim holds leaseSeconds without renewal (renewed every third of it while the job runs); an event
   // deletion takes up to batchSize requests of its project in one pass (a bulk_delete makes up to 1000).
   const { leaseSeconds, batchSize } = deps.config.deletion;
@@ -131,12 +131,7 @@ export async function deletePersonData(
 /** The job's last quick retry failed: the request says so and is tried again later (never final). */
 export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Error, deps: WorkerDeps): Promise<void> {
   if (typeof job.data?.deletionId !== 'string') return;
-  await markDeletionFailed(
-    deps.orm.em.fork() as EntityManager,
-    job.data.deletionId,
-    error.message,
-    deps.config.deletion,
-  );
+  await markDeletionFailed(deps.orm.em.fork(), job.data.deletionId, error.message, deps.config.deletion);
 }
 
 /** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
@@ -230,7 +225,7 @@ async function deleteGroupEvents(
         `delete from event where ${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`,
         [...groupEventParams(projectId, g), from, to],
       );
-      await addRowsDeleted(tx as EntityManager, leadId, deleted);
+      await addRowsDeleted(tx, leadId, deleted);
       return deleted;
     });
     await chunkDone(n, from, to);
@@ -306,7 +301,7 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
       ids,
     ]);
     const n = sessions.length + snapshots.length;
-    await addRowsDeleted(tx as EntityManager, deletionId, n);
+    await addRowsDeleted(tx, deletionId, n);
     return n;
   });
 }

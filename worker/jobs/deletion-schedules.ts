@@ -4,7 +4,6 @@
 // released in time (Redis lost its schedulers) and gives every due request a live job: made while
 // Redis was down, its job removed, or a failed request whose retry time has come.
 import type { Job } from 'bullmq';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
 import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from '../../shared/deletions/store.ts';
 import { enqueueDeletions, requeueDeletions } from '../../shared/queues.ts';
@@ -18,7 +17,7 @@ export async function releaseDeletionBatch(
 ): Promise<{ released: number; idempotencyKeysPurged?: number }> {
   const mode = job.data?.mode;
   if (mode !== 'weekly' && mode !== 'off_peak') throw new Error(`unknown deletion batch mode ${JSON.stringify(mode)}`);
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   const ids = await releaseDeletions(em, mode, null);
   await enqueueDeletions(deps.queues.deletions, ids);
   deps.logger.info({ mode, released: ids.length }, 'deletion batch released');
@@ -32,7 +31,7 @@ export async function reconcileDeletions(
   _job: Job | null,
   deps: WorkerDeps,
 ): Promise<{ released: number; enqueued: number }> {
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   let released = 0;
   const { schedules } = await recordedSchedules(em, defaultSchedules(deps.config));
   for (const [mode, cron] of Object.entries(deletionCrons(schedules)) as [ScheduledDeletionMode, string][]) {

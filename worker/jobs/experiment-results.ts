@@ -4,7 +4,6 @@
 // come from one pass over the experiment's events (shared/experiments/results.ts), so a backfill of
 // N days costs about what one day costs, not N times it.
 import type { Job } from 'bullmq';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
 import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import type { WorkerDeps } from '../deps.ts';
@@ -17,7 +16,7 @@ export async function computeExperimentResults(
   deps: WorkerDeps,
   now = new Date(),
 ): Promise<{ experiments: number; results: number }> {
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   const only = job.data?.experimentId;
   const experiments = await rows<any>(
     em,

@@ -6,7 +6,6 @@
 // number of rows since their last ANALYZE (sampling, so cheap whatever the table's size), and
 // VACUUMs (with ANALYZE) those with many dead rows (vacuum-tables.ts: why).
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { pgArray, rows } from '../../shared/db/sql.ts';
 import type { JobData } from '../../shared/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
@@ -25,7 +24,7 @@ export async function refreshStatistics(
   const { statisticsRefreshRows, vacuumDeadRows } = deps.config.maintenance;
   const minChangedRows = threshold('minChangedRows', job?.data?.minChangedRows ?? statisticsRefreshRows);
   const minDeadRows = threshold('minDeadRows', job?.data?.minDeadRows ?? vacuumDeadRows);
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   // First the vacuums: each also analyzes its table, which then needs no ANALYZE of its own.
   const { vacuumed, skipped, deadBefore } = await vacuumDueTables(em, minDeadRows);
   if (vacuumed.length + skipped.length > 0) deps.logger.info({ vacuumed, skipped, deadBefore }, 'tables vacuumed');

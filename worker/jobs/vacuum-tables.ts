@@ -128,7 +128,7 @@ export async function vacuumTable(
   deps: WorkerDeps,
 ): Promise<{ vacuumed: string[]; skipped: string[] }> {
   const table = job.data?.table;
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   const [target] = typeof table === 'string' ? await statsOf(em, 's.relname = ?', [table]) : [];
   if (!target) throw new UnrecoverableError(`not a table the maintenance vacuums: ${JSON.stringify(table)}`);
   const started = Date.now();
