@@ -4,8 +4,9 @@
 // PostHog added opt-in sequential testing for two-sided frequentist metrics in PR #60879 (June
 // 2026), citing Waudby-Smith et al., "Time-uniform central limit theory and asymptotic confidence
 // sequences" (arXiv:2103.06476). Its code is not in the PostHog source we can read (the stored
-// products/experiments/stats/frequentist/ — method.py, tests.py, utils.py, enums.py — and its tests
-// predate it), so this is the method that paper gives, checked against closed-form values and an
+// products/experiments/stats/frequentist/ — method.py, tests.py, utils.py, enums.py — its tests,
+// posthog/hogql_queries/experiments/ with test/test_stats_config.py, and ee/clickhouse/queries/
+// experiments/ predate it), so this is the method that paper gives, checked against closed-form values and an
 // independent second formula (Johari et al.'s mSPRT) in test/shared/experiments-sequential.test.ts.
 //
 // The asymptotic confidence sequence (the paper's two-sided Gaussian-mixture boundary): after N
