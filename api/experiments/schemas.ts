@@ -16,6 +16,14 @@ const statsConfig = {
         lookback_days: { type: 'integer', minimum: 1, maximum: 30 },
       },
     },
+    sequential: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        tuning_parameter: { type: 'integer', minimum: 100, maximum: 1_000_000_000 },
+      },
+    },
     multiple_comparison_correction: {
       type: ['object', 'null'],
       additionalProperties: false,

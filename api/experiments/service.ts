@@ -4,6 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { recordActivity, type Actor } from '../../shared/activity-log.ts';
 import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
+import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from '../../shared/experiments/sequential.ts';
 import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import {
   findSideRow,
@@ -39,8 +40,12 @@ function variantsOf(parameters: any): any[] {
   return variants;
 }
 
-/** stats_config rules beyond its schema: the method, and a correction only for the frequentist one. */
-function checkStatsConfig(statsConfig: { method?: unknown; multiple_comparison_correction?: { method?: unknown } }) {
+/** stats_config rules beyond its schema: the method, and a correction or sequential testing only for the frequentist one. */
+function checkStatsConfig(statsConfig: {
+  method?: unknown;
+  multiple_comparison_correction?: { method?: unknown };
+  sequential?: { enabled?: unknown };
+}) {
   if (statsConfig.method !== 'bayesian' && statsConfig.method !== 'frequentist')
     throw validationError('stats_config.method must be bayesian or frequentist.', 'stats_config');
   const correction = statsConfig.multiple_comparison_correction?.method;
@@ -49,6 +54,24 @@ function checkStatsConfig(statsConfig: { method?: unknown; multiple_comparison_c
       'A multiple-comparison correction applies to the frequentist method only; set stats_config.method to frequentist.',
       'stats_config__multiple_comparison_correction',
     );
+  if (statsConfig.sequential?.enabled === true && statsConfig.method !== 'frequentist')
+    throw validationError(
+      'Sequential testing applies to the frequentist method only; set stats_config.method to frequentist.',
+      'stats_config__sequential',
+    );
+}
+
+/** Sequential testing applies to the metric kinds the engine computes (mean, funnel), not to ratio or retention metrics. */
+function checkSequentialMetrics(statsConfig: unknown, metrics: any[], attr: string) {
+  if (!sequentialConfig(statsConfig)) return;
+  for (const m of metrics) {
+    const type = m?.metric_type;
+    if (typeof type === 'string' && !SEQUENTIAL_METRIC_TYPES.includes(type))
+      throw validationError(
+        `Sequential testing applies to mean and funnel metrics only, not to ${JSON.stringify(type)} metrics.`,
+        attr,
+      );
+  }
 }
 
 function checkDates(start: unknown, end: unknown) {
@@ -63,8 +86,15 @@ function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any
   const method = statsConfig?.method ?? 'bayesian';
   const correction = method === 'frequentist' ? correctionConfig(statsConfig) : null;
   const lookback = cupedLookbackDays(statsConfig);
+  const sequential = method === 'frequentist' ? sequentialConfig(statsConfig) : null;
   const analysis =
-    correction || lookback ? { correction, ...(lookback ? { cuped_lookback_days: lookback } : {}) } : null;
+    correction || lookback || sequential
+      ? {
+          correction,
+          ...(lookback ? { cuped_lookback_days: lookback } : {}),
+          ...(sequential ? { sequential } : {}),
+        }
+      : null;
   return metrics.map((m) => {
     if (!m || typeof m !== 'object') throw validationError('Each metric must be an object.', 'metrics');
     const metric = { uuid: randomUUID(), ...(m as object) } as Record<string, unknown>;
@@ -189,6 +219,12 @@ export async function createExperiment(
   const statsConfig = { ...(body.stats_config ?? {}) };
   statsConfig.method ??= 'bayesian';
   checkStatsConfig(statsConfig);
+  checkSequentialMetrics(statsConfig, Array.isArray(body.metrics) ? body.metrics : [], 'metrics');
+  checkSequentialMetrics(
+    statsConfig,
+    Array.isArray(body.metrics_secondary) ? body.metrics_secondary : [],
+    'metrics_secondary',
+  );
   variantsOf(body.parameters);
   let id = 0;
   await em.fork().transactional(async (tx) => {
@@ -320,6 +356,8 @@ export async function updateExperiment(
     statsConfig,
     exposure,
   );
+  checkSequentialMetrics(statsConfig, metrics, 'metrics');
+  checkSequentialMetrics(statsConfig, secondary, 'metrics_secondary');
 
   await em.fork().transactional(async (tx) => {
     const t = tx as Tx;

@@ -18,6 +18,7 @@ import {
   type MetricStats,
   type VariantStats,
 } from './stats.ts';
+import type { SequentialConfig } from './sequential.ts';
 
 export interface ExperimentForResults {
   id: number;
@@ -34,6 +35,8 @@ export interface ExperimentForResults {
   primaryMetricUuid?: string | null;
   /** CUPED's lookback in days (mean metrics), or 0/undefined when CUPED is off. */
   cupedLookbackDays?: number;
+  /** Sequential testing (frequentist): always-valid p-values and confidence sequences. */
+  sequential?: SequentialConfig | null;
 }
 
 export type MetricResult = MetricAnalysis;
@@ -173,6 +176,7 @@ export async function computeExperimentSeries(
     correction: experiment.correction ?? null,
     rollout: experiment.rollout,
     primaryMetric: primary >= 0 ? primary : 0,
+    sequential: experiment.sequential ?? null,
   };
   const analysed = Array.from({ length: days }, (_, d) =>
     analyseMetrics(

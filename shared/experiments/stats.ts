@@ -1,6 +1,14 @@
 // Experiment statistics as PostHog computes them for ExperimentMetric (spec A5–A8): per-variant
 // mean or proportion, relative effect with delta-method variance, then either the closed-form
-// Bayesian chance to win (flat prior) or a two-sided Welch t-test. Each variant vs the baseline.
+// Bayesian chance to win (flat prior) or a two-sided Welch t-test — or, with sequential testing, an
+// always-valid p-value and confidence sequence (./sequential.ts). Each variant vs the baseline.
+import {
+  alwaysValidPValue,
+  confidenceSequenceHalfWidth,
+  SEQUENTIAL_METHOD,
+  type SequentialConfig,
+  sequentialRho2,
+} from './sequential.ts';
 
 export interface VariantStats {
   key: string;
@@ -124,7 +132,21 @@ export function studentTCdf(t: number, df: number): number {
   return t >= 0 ? 1 - tail : tail;
 }
 
+/** Density of Student's t with `df` degrees of freedom. */
+function studentTPdf(t: number, df: number): number {
+  const logC = logGamma((df + 1) / 2) - logGamma(df / 2) - 0.5 * Math.log(df * Math.PI);
+  return Math.exp(logC - ((df + 1) / 2) * Math.log(1 + (t * t) / df));
+}
+
+/** Quantile of Student's t: Newton's method from the normal quantile, bisection if it strays. */
 export function studentTQuantile(p: number, df: number): number {
+  let x = normalQuantile(p);
+  for (let i = 0; i < 50; i++) {
+    const step = (studentTCdf(x, df) - p) / studentTPdf(x, df);
+    if (!Number.isFinite(step)) break;
+    x -= step;
+    if (Math.abs(step) < 1e-12 * Math.max(1, Math.abs(x))) return x;
+  }
   let lo = -1e3;
   let hi = 1e3;
   for (let i = 0; i < 200; i++) {
@@ -214,6 +236,12 @@ export interface CompareOptions {
   alpha?: number;
   /** Per-variant significance level (a multiple-comparison correction's share), in place of `alpha`. */
   variantAlphas?: Record<string, number>;
+  /**
+   * Sequential testing (frequentist): always-valid p-values and confidence sequences, ρ set from
+   * the tuning parameter at `alpha` (the same ρ at every variant's alpha, so each interval excludes
+   * 0 exactly when its p-value is below that alpha).
+   */
+  sequential?: SequentialConfig | null;
 }
 
 /** Compares every variant with the baseline, by `method` (bayesian: chance to win; frequentist: p-value). */
@@ -258,12 +286,25 @@ export function compareVariants(
           significant: chance > level || chance < 1 - level,
         };
       }
+      const alpha = options.variantAlphas?.[v.key] ?? 1 - level;
+      if (options.sequential) {
+        const n = t.n + c.n;
+        const rho2 = sequentialRho2(1 - level, options.sequential.tuning_parameter);
+        const w = confidenceSequenceHalfWidth(variance, n, rho2, alpha);
+        const [lo, hi] = [theta - w, theta + w];
+        return {
+          ...base,
+          p_value: alwaysValidPValue(theta, variance, n, rho2),
+          confidence_interval: [lo, hi],
+          // From the interval shown, so the label never disagrees with it.
+          significant: lo > 0 || hi < 0,
+        };
+      }
       const a = t.variance / t.n;
       const b = c.variance / c.n;
       const df = (a + b) ** 2 / (a ** 2 / (t.n - 1) + b ** 2 / (c.n - 1));
       const tStat = theta / sd;
       const p = 2 * (1 - studentTCdf(Math.abs(tStat), df));
-      const alpha = options.variantAlphas?.[v.key] ?? 1 - level;
       const q = studentTQuantile(1 - alpha / 2, df);
       return { ...base, p_value: p, confidence_interval: [theta - q * sd, theta + q * sd], significant: p < alpha };
     });
@@ -428,6 +469,8 @@ export type MetricAnalysis = ExperimentResult & {
     alpha: number;
     family_size: number;
   } | null;
+  /** Sequential testing in force (frequentist), or null: p-values always valid, intervals confidence sequences. */
+  sequential_testing: { method: typeof SEQUENTIAL_METHOD; tuning_parameter: number; alpha: number } | null;
 };
 
 export interface AnalysisSettings {
@@ -439,6 +482,8 @@ export interface AnalysisSettings {
   primaryMetric?: number;
   /** Rollout percentage per variant (the flag's), for the sample ratio mismatch check. */
   rollout?: Record<string, number>;
+  /** Sequential testing (frequentist only; ignored for the Bayesian method). */
+  sequential?: SequentialConfig | null;
 }
 
 /**
@@ -449,8 +494,12 @@ export interface AnalysisSettings {
  */
 export function analyseMetrics(metrics: (MetricStats | null)[], settings: AnalysisSettings): (MetricAnalysis | null)[] {
   const alpha = settings.alpha ?? 0.05;
+  const sequential = settings.method === 'frequentist' ? (settings.sequential ?? null) : null;
+  const sequentialTesting = sequential
+    ? { method: SEQUENTIAL_METHOD, tuning_parameter: sequential.tuning_parameter, alpha }
+    : null;
   const raw = metrics.map((m) =>
-    m ? compareVariants(m.variants, settings.baselineKey, m.kind, settings.method, { alpha }) : null,
+    m ? compareVariants(m.variants, settings.baselineKey, m.kind, settings.method, { alpha, sequential }) : null,
   );
   const srm = (m: MetricStats) =>
     settings.rollout
@@ -459,7 +508,15 @@ export function analyseMetrics(metrics: (MetricStats | null)[], settings: Analys
   const correction = settings.correction;
   if (settings.method !== 'frequentist' || !correction || correction.method === 'none') {
     return metrics.map((m, i) =>
-      m ? { kind: m.kind, ...raw[i]!, sample_ratio_mismatch: srm(m), multiple_comparison_correction: null } : null,
+      m
+        ? {
+            kind: m.kind,
+            ...raw[i]!,
+            sample_ratio_mismatch: srm(m),
+            multiple_comparison_correction: null,
+            sequential_testing: sequentialTesting,
+          }
+        : null,
     );
   }
   const method = correction.method;
@@ -498,7 +555,11 @@ export function analyseMetrics(metrics: (MetricStats | null)[], settings: Analys
       const c = corrected.get(`${metric}\u0000${v.key as string}`);
       if (c) variantAlphas[v.key as string] = c.alpha;
     }
-    const result = compareVariants(m.variants, settings.baselineKey, m.kind, 'frequentist', { alpha, variantAlphas });
+    const result = compareVariants(m.variants, settings.baselineKey, m.kind, 'frequentist', {
+      alpha,
+      variantAlphas,
+      sequential,
+    });
     result.variant_results = result.variant_results.map((v) => {
       const c = corrected.get(`${metric}\u0000${v.key as string}`);
       if (!c) return v;
@@ -522,6 +583,7 @@ export function analyseMetrics(metrics: (MetricStats | null)[], settings: Analys
         alpha,
         family_size: familySize.get(correction.scope === 'experiment' ? 0 : metric) ?? 0,
       },
+      sequential_testing: sequentialTesting,
     };
   });
 }

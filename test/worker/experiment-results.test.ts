@@ -1,5 +1,6 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { alwaysValidPValue, confidenceSequenceHalfWidth, sequentialRho2 } from '../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../shared/experiments/stats.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { CHECKOUT_METRICS, capture } from '../fixtures.ts';
@@ -233,6 +234,79 @@ describe('experiment results job', () => {
       expect(v.significant).toBe(v.confidence_interval[0] > 0 || v.confidence_interval[1] < 0);
       expect(v.significant).toBe(v.p_value < 0.05);
     }
+  });
+
+  it('sequential testing: the always-valid p-value and the confidence sequence in timeseries_results', async () => {
+    const yesterday = new Date(Date.now() - 86400_000);
+    const exp = (
+      await call(api.baseUrl, 'POST', `${P()}/`, {
+        key: account.apiKey,
+        body: {
+          name: 'Sequential',
+          feature_flag_key: 'sequential',
+          start_date: new Date(Date.UTC(yesterday.getUTCFullYear(), yesterday.getUTCMonth(), yesterday.getUTCDate())),
+          metrics: [CHECKOUT_METRICS[1]],
+          stats_config: { method: 'frequentist', sequential: { enabled: true, tuning_parameter: 1000 } },
+        },
+      })
+    ).body;
+    expect(exp.stats_config.sequential).toEqual({ enabled: true, tuning_parameter: 1000 });
+    // 100 persons per variant; 20 of control's and 45 of test's complete the funnel.
+    const t = (minutes: number) => new Date(Date.now() - 3600_000 + minutes * 1000).toISOString();
+    const events: any[] = [];
+    for (const [variant, buyers] of [
+      ['control', 20],
+      ['test', 45],
+    ] as const) {
+      for (let i = 0; i < 100; i++) {
+        const id = `sequential-${variant}-${i}`;
+        events.push({
+          event: '$feature_flag_called',
+          distinct_id: id,
+          timestamp: t(0),
+          properties: { $feature_flag: 'sequential', $feature_flag_response: variant },
+        });
+        if (i < buyers)
+          events.push(
+            { event: 'cart', distinct_id: id, timestamp: t(1) },
+            { event: 'purchase', distinct_id: id, timestamp: t(2), properties: { amount: 10 } },
+          );
+      }
+    }
+    await capture(api.baseUrl, account.projectToken, events);
+    expect(
+      (await call(api.baseUrl, 'POST', `${P()}/${exp.id}/recalculate_timeseries/`, { key: account.apiKey })).status,
+    ).toBe(202);
+    const m = exp.metrics[0];
+    const result = await eventually(async () => {
+      const body = (
+        await call(
+          api.baseUrl,
+          'GET',
+          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+          {
+            key: account.apiKey,
+          },
+        )
+      ).body;
+      return body.status === 'completed' ? body.timeseries[new Date().toISOString().slice(0, 10)] : null;
+    });
+    expect(result.sequential_testing).toEqual({
+      method: 'asymptotic_confidence_sequence',
+      tuning_parameter: 1000,
+      alpha: 0.05,
+    });
+    const v = result.variant_results[0];
+    expect([result.baseline.sum, v.sum]).toEqual([20, 45]);
+    // θ = 0.45/0.2 − 1 = 1.25; V = 0.45·0.55/(100·0.04) + 0.45²·0.16/(100·0.0016) = 0.061875 + 0.2025
+    const [theta, variance] = [1.25, 0.264375];
+    const rho2 = sequentialRho2(0.05, 1000);
+    expect(v.p_value).toBeCloseTo(alwaysValidPValue(theta, variance, 200, rho2), 10);
+    const w = confidenceSequenceHalfWidth(variance, 200, rho2, 0.05);
+    expect(v.confidence_interval[0]).toBeCloseTo(theta - w, 10);
+    expect(v.confidence_interval[1]).toBeCloseTo(theta + w, 10);
+    expect(v.significant).toBe(v.confidence_interval[0] > 0);
+    expect(v.significant).toBe(v.p_value < 0.05);
   });
 
   // PostHog's test_cuped_mean_metric.py, on a timeline ending now: the same persons, amounts and

@@ -5,6 +5,7 @@
 // N days costs about what one day costs, not N times it.
 import type { Job } from 'bullmq';
 import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
+import { sequentialConfig } from '../../shared/experiments/sequential.ts';
 import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { rows, run } from '../../shared/db/sql.ts';
@@ -47,6 +48,7 @@ export async function computeExperimentResults(
       ),
       correction,
       cupedLookbackDays: cupedLookbackDays(x.stats_config),
+      sequential: statsMethod === 'frequentist' ? sequentialConfig(x.stats_config) : null,
       primaryMetricUuid:
         primaryOrder.find((uuid) => primaries.some((m) => m?.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
     };

@@ -330,6 +330,33 @@ describe('stats_config: multiple-comparison correction and CUPED', () => {
         { detail: 'Unknown field "window".', attr: 'stats_config__cuped__window' },
       ],
       [
+        { sequential: { enabled: true } },
+        {
+          detail: 'Sequential testing applies to the frequentist method only; set stats_config.method to frequentist.',
+          attr: 'stats_config__sequential',
+        },
+      ],
+      [
+        { method: 'bayesian', sequential: { enabled: true, tuning_parameter: 5000 } },
+        { attr: 'stats_config__sequential' },
+      ],
+      [
+        { method: 'frequentist', sequential: { enabled: true, tuning_parameter: 10 } },
+        { code: 'min_value', attr: 'stats_config__sequential__tuning_parameter' },
+      ],
+      [
+        { method: 'frequentist', sequential: { enabled: true, tuning_parameter: 5000.5 } },
+        { attr: 'stats_config__sequential__tuning_parameter' },
+      ],
+      [
+        { method: 'frequentist', sequential: { enabled: true, rho: 0.1 } },
+        { detail: 'Unknown field "rho".', attr: 'stats_config__sequential__rho' },
+      ],
+      [
+        { method: 'frequentist', sequential: true },
+        { code: 'not_a_dict', attr: 'stats_config__sequential' },
+      ],
+      [
         { multiple_comparison_correction: { method: 'holm' } },
         {
           detail:
@@ -348,6 +375,50 @@ describe('stats_config: multiple-comparison correction and CUPED', () => {
       expect(patched.body).toMatchObject(body);
     }
     expect((await get(exp.id)).body.stats_config).toEqual({ method: 'bayesian' });
+  });
+
+  it('sequential testing: stored when valid, refused for ratio and retention metrics, and it changes the fingerprints', async () => {
+    const sequential = { method: 'frequentist', sequential: { enabled: true } };
+    const ratio = { kind: 'ExperimentMetric', metric_type: 'ratio', numerator: {}, denominator: {} };
+    const refused = await post(`${P()}/`, {
+      name: 'Sequential ratio',
+      feature_flag_key: 'sequential-ratio',
+      metrics: [metric],
+      metrics_secondary: [ratio],
+      stats_config: sequential,
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.body).toEqual({
+      type: 'validation_error',
+      code: 'invalid_input',
+      detail: 'Sequential testing applies to mean and funnel metrics only, not to "ratio" metrics.',
+      attr: 'metrics_secondary',
+    });
+    const exp = (
+      await post(`${P()}/`, {
+        name: 'Sequential',
+        feature_flag_key: 'sequential-api',
+        metrics: [metric],
+        stats_config: { method: 'frequentist' },
+      })
+    ).body;
+    const on = await patch(exp.id, { stats_config: sequential });
+    expect(on.status).toBe(200);
+    expect(on.body.stats_config.sequential).toEqual({ enabled: true });
+    expect(on.body.metrics[0].fingerprint).not.toBe(exp.metrics[0].fingerprint);
+    const tuned = (
+      await patch(exp.id, { stats_config: { ...sequential, sequential: { enabled: true, tuning_parameter: 20000 } } })
+    ).body;
+    expect(tuned.metrics[0].fingerprint).not.toBe(on.body.metrics[0].fingerprint);
+    // Adding a retention metric to an experiment tested sequentially is refused too.
+    const retention = await patch(exp.id, {
+      metrics: [metric, { kind: 'ExperimentMetric', metric_type: 'retention' }],
+    });
+    expect(retention.status).toBe(400);
+    expect(retention.body).toMatchObject({ attr: 'metrics', detail: expect.stringContaining('"retention"') });
+    // Off again: the fingerprint of the plain frequentist analysis comes back.
+    const off = (await patch(exp.id, { stats_config: { method: 'frequentist', sequential: { enabled: false } } })).body;
+    expect(off.metrics[0].fingerprint).toBe(exp.metrics[0].fingerprint);
   });
 
   it('stores a valid correction, and the metrics’ fingerprints change with it (stale results are not reused)', async () => {

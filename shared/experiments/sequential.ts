@@ -1,0 +1,58 @@
+// Sequential testing for the frequentist engine: always-valid p-values and confidence sequences,
+// so results can be read every day (or at any moment) without inflating false positives.
+//
+// PostHog added opt-in sequential testing for two-sided frequentist metrics in PR #60879 (June
+// 2026), citing Waudby-Smith et al., "Time-uniform central limit theory and asymptotic confidence
+// sequences" (arXiv:2103.06476). Its code is not in the PostHog source we can read (the stored
+// products/experiments/stats/frequentist/ — method.py, tests.py, utils.py, enums.py — its tests,
+// posthog/hogql_queries/experiments/ with test/test_stats_config.py, and ee/clickhouse/queries/
+// experiments/ predate it), so this is the method that paper gives, checked against closed-form values and an
+// independent second formula (Johari et al.'s mSPRT) in test/shared/experiments-sequential.test.ts.
+//
+// The asymptotic confidence sequence (the paper's two-sided Gaussian-mixture boundary): after N
+// observations (here the exposures of both arms) with an estimate θ̂ of variance V = s²/N,
+//   θ̂ ± sqrt( V · 2(Nρ² + 1)/(Nρ²) · ln( sqrt(Nρ² + 1) / α ) )
+// covers θ at every N at once with probability ≥ 1 − α (asymptotically). ρ² is the mixing
+// variance of the normal mixture, in units of the per-observation variance (Johari et al.'s τ² is
+// ρ²·s²); the boundary is tightest around N* = (−2 ln α + ln(1 − 2 ln α))/ρ², so ρ is set from N*,
+// the `tuning_parameter` (the expected total sample size; GrowthBook's name and default, 5000).
+// The always-valid p-value is 1/E, E = exp(Nρ²·z²/(2(Nρ² + 1)))/sqrt(Nρ² + 1) the mixture
+// martingale at z = θ̂/sqrt(V): p < α exactly when the sequence at level α excludes 0.
+
+export const SEQUENTIAL_DEFAULT_TUNING = 5000;
+export const SEQUENTIAL_METHOD = 'asymptotic_confidence_sequence' as const;
+
+export interface SequentialConfig {
+  /** N*: the total exposures (all arms) at which the confidence sequence is tightest. */
+  tuning_parameter: number;
+}
+
+/** ρ² for a boundary tightest at N* total observations, at level α. */
+export function sequentialRho2(alpha: number, tuning: number): number {
+  const l = -2 * Math.log(alpha);
+  return (l + Math.log(1 + l)) / tuning;
+}
+
+/** Half-width of the level-α confidence sequence for an estimate of variance `variance` after `n` observations. */
+export function confidenceSequenceHalfWidth(variance: number, n: number, rho2: number, alpha: number): number {
+  const nr = n * rho2;
+  return Math.sqrt(((variance * 2 * (nr + 1)) / nr) * Math.log(Math.sqrt(nr + 1) / alpha));
+}
+
+/** The always-valid p-value min(1, 1/E) of an estimate θ̂ (null θ = 0) of variance `variance` after `n` observations. */
+export function alwaysValidPValue(theta: number, variance: number, n: number, rho2: number): number {
+  const nr = n * rho2;
+  const logE = (nr * theta * theta) / (2 * variance * (nr + 1)) - 0.5 * Math.log(nr + 1);
+  return Math.min(1, Math.exp(-logE));
+}
+
+/** The sequential testing chosen in an experiment's stats_config (validated by the API), or null when off. */
+export function sequentialConfig(statsConfig: unknown): SequentialConfig | null {
+  const s = (statsConfig as { sequential?: { enabled?: unknown; tuning_parameter?: unknown } } | null)?.sequential;
+  if (!s || typeof s !== 'object' || s.enabled !== true) return null;
+  const n = s.tuning_parameter;
+  return { tuning_parameter: typeof n === 'number' && n >= 1 ? n : SEQUENTIAL_DEFAULT_TUNING };
+}
+
+/** The metric types sequential testing applies to (the ones the engine computes: mean and funnel). */
+export const SEQUENTIAL_METRIC_TYPES = ['mean', 'funnel'];
