@@ -9,9 +9,15 @@
 // millisecond typically, a few ms on a loaded machine), as for the authentication cache.
 import { EventEmitter } from 'node:events';
 import { ChannelListener } from '../http/listener.ts';
-import type { PreparedFlag } from './service.ts';
+import type { StoredFlag } from '../../shared/flags/store.ts';
 
 export const FLAG_DEFINITIONS_CHANNEL = 'flag_definitions_changed';
+
+/** A stored flag with what a request needs to know before evaluating it, worked out once per load. */
+export interface PreparedFlag extends StoredFlag {
+  /** Person properties its conditions read. */
+  personKeys: string[];
+}
 
 /** What /flags needs of a project: its id and its active flags, ready to evaluate. */
 export interface ProjectFlags {

@@ -4,16 +4,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { projectByApiToken } from '../http/project-token.ts';
 import { evaluateFlag, personPropertyKeys, type FlagEvaluation } from '../../shared/flags/evaluate.ts';
-import type { FlagCache, ProjectFlags } from './cache.ts';
+import type { FlagCache, PreparedFlag, ProjectFlags } from './cache.ts';
 import { activeFlags, hashKeysOf, personForFlags, recordHashKeys, type StoredFlag } from '../../shared/flags/store.ts';
 
 export type { StoredFlag };
-
-/** A stored flag with what a request needs to know before evaluating it, worked out once per load. */
-export interface PreparedFlag extends StoredFlag {
-  /** Person properties its conditions read. */
-  personKeys: string[];
-}
 
 /**
  * The project behind an SDK's project token and its active flags: from `cache` when it may serve,
