@@ -19,6 +19,7 @@ import { Organization, OrganizationMembership } from './organization.ts';
 import { Person, PersonDistinctId } from './person.ts';
 import { PersonalApiKey } from './personal-api-key.ts';
 import { Project } from './project.ts';
+import { RetentionRun } from './retention-run.ts';
 import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
 import { User } from './user.ts';
 
@@ -44,6 +45,7 @@ export {
   PersonalApiKey,
   PersonDistinctId,
   Project,
+  RetentionRun,
   SessionRecording,
   SessionRecordingSnapshot,
   User,
@@ -81,4 +83,5 @@ export const entities = [
   AsyncDeletion,
   JobSchedule,
   ActivityLog,
+  RetentionRun,
 ];
