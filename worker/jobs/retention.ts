@@ -1,0 +1,48 @@
+// The nightly retention job (scheduler `retention-off-peak`, in the deletion off-peak window): every
+// project's events and recordings past its retention line (shared/retention/run.ts).
+import type { Job } from 'bullmq';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { JobData } from '../../shared/jobs.ts';
+import { runRetention } from '../../shared/retention/run.ts';
+import type { WorkerDeps } from '../deps.ts';
+import { enqueueVacuums } from './vacuum-tables.ts';
+
+/** How long a partition drop waits for the event table's lock (every event statement queues behind it meanwhile). */
+const DROP_LOCK_TIMEOUT_MS = 5_000;
+
+export async function enforceRetention(job: Job<JobData['retention']>, deps: WorkerDeps) {
+  const em = deps.orm.em.fork() as EntityManager;
+  const started = Date.now();
+  const result = await runRetention(em, new Date(), {
+    chunk: deps.config.deletion.chunkSize,
+    lockTimeoutMs: DROP_LOCK_TIMEOUT_MS,
+    jobId: job.id ?? null,
+    onProgress: (removed) => job.updateProgress({ removed }),
+    onDropSkipped: (partition) =>
+      deps.logger.warn(
+        { partition },
+        'retention: partition not dropped (lock not granted, or new rows); rows deleted instead',
+      ),
+  });
+  const removed = result.projects.reduce((sum, p) => sum + p.events + p.recordings + p.snapshots, 0);
+  deps.logger.info(
+    {
+      projects: result.projects.length,
+      removed,
+      partitionsDropped: result.partitionsDropped,
+      ms: Date.now() - started,
+    },
+    'retention run completed',
+  );
+  if (removed > deps.config.maintenance.vacuumDeadRows && result.tablesDeletedFrom.length > 0)
+    await enqueueVacuums(deps, result.tablesDeletedFrom);
+  return {
+    projects: result.projects.map((p) => ({
+      ...p,
+      eventCutoff: p.eventCutoff?.toISOString() ?? null,
+      recordingCutoff: p.recordingCutoff?.toISOString() ?? null,
+    })),
+    partitionsDropped: result.partitionsDropped,
+    dropMs: result.dropMs,
+  };
+}
