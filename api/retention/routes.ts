@@ -2,7 +2,7 @@
 // settings themselves are PATCHed on the project (api/projects/routes.ts).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { previewRetention, type RetentionCounts } from '../../shared/retention/run.ts';
-import { retentionRunPage } from '../../shared/retention/store.ts';
+import { type RetentionRunRow, retentionRunPage } from '../../shared/retention/store.ts';
 import { defaultSchedules, nextRun, RETENTION_SCHEDULER, recordedSchedules } from '../../shared/schedules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
@@ -61,7 +61,7 @@ const runSchema = record({
   ...countsSchema,
 });
 
-const serializeRun = (r: Record<string, any>) => ({
+const serializeRun = (r: RetentionRunRow) => ({
   id: Number(r.id),
   job_id: r.job_id,
   started_at: isoTimestamp(r.started_at),

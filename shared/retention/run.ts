@@ -81,12 +81,16 @@ export async function previewRetention(em: EntityManager, projectId: number, at:
 export interface RunOptions {
   /** Rows per delete statement (events), recordings per transaction a fiftieth of it. */
   chunk: number;
-  /** How long a partition drop waits for the event table's lock before falling back to deletes. */
+  /**
+   * How long a partition drop waits for the event table's lock, and how often it tries (a second
+   * apart) before its rows are deleted by range instead.
+   */
   lockTimeoutMs: number;
+  lockAttempts: number;
   jobId?: string | null;
   /** After each chunk (progress, lease renewal). */
   onProgress?: (removed: number) => Promise<void> | void;
-  onDropSkipped?: (partition: string) => void;
+  onDropSkipped?: (partition: string, why: 'kept' | 'busy') => void;
 }
 
 export interface RunResult {
@@ -94,8 +98,11 @@ export interface RunResult {
   partitionsDropped: string[];
   /** Partitions and tables rows were deleted from (to vacuum). */
   tablesDeletedFrom: string[];
-  /** Milliseconds each partition drop took (the lock, the check and the drop). */
-  dropMs: Record<string, number>;
+  /**
+   * Milliseconds of each partition drop: `locked`, the event table locked (lock, check, detach);
+   * `drop`, dropping the detached table afterwards (its files freed).
+   */
+  dropMs: Record<string, { locked: number; drop: number }>;
 }
 
 /** A retention run at `at`: removes what previewRetention(…, at) counts, and records it per project. */
@@ -124,14 +131,18 @@ export async function runRetention(em: EntityManager, at: Date, options: RunOpti
     // Counted before the drop for the records (a drop reads no rows); the drop then checks under its
     // lock that no other project's row has arrived since.
     const counts = await eventsPerProjectIn(em, partition.name);
-    const t0 = performance.now();
-    const dropped = await dropPartitionIfOnly(em, partition.name, projects, options.lockTimeoutMs);
-    if (!dropped) {
+    const timings: { lockedMs?: number; dropMs?: number } = {};
+    let outcome = await dropPartitionIfOnly(em, partition.name, projects, options.lockTimeoutMs, timings);
+    for (let attempt = 1; outcome === 'busy' && attempt < options.lockAttempts; attempt++) {
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      outcome = await dropPartitionIfOnly(em, partition.name, projects, options.lockTimeoutMs, timings);
+    }
+    if (outcome !== 'dropped') {
       // Its rows past their lines are deleted by range below, as in any other partition.
-      options.onDropSkipped?.(partition.name);
+      options.onDropSkipped?.(partition.name, outcome);
       continue;
     }
-    result.dropMs[partition.name] = performance.now() - t0;
+    result.dropMs[partition.name] = { locked: timings.lockedMs ?? 0, drop: timings.dropMs ?? 0 };
     result.partitionsDropped.push(partition.name);
     for (const [projectId, n] of counts) {
       const p = byProject.get(projectId)!;

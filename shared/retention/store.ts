@@ -115,32 +115,44 @@ export async function countRecordingsBefore(
 }
 
 /**
- * Drops a monthly partition, if it still holds rows of `allowed` projects only. The check and the drop
- * are one transaction under the event table's ACCESS EXCLUSIVE lock (which dropping a partition takes
- * anyway), so a row of another project cannot arrive in between. `lockTimeoutMs` bounds the wait for
- * the lock: while a DDL waits, every statement on the event table queues behind it. False: not
- * dropped (another project's row is in it, or the lock was not granted in time).
+ * Drops a monthly partition, if it still holds rows of `allowed` projects only. The check and the
+ * detach are one transaction under the event table's ACCESS EXCLUSIVE lock (which detaching takes
+ * anyway; ONLY: not its other partitions), so a row of another project cannot arrive in between, and
+ * event statements wait only for that. The detached table is then dropped outside the lock (freeing
+ * its files takes longer). `lockTimeoutMs` bounds the wait for the lock: while a DDL waits, every
+ * statement on the event table queues behind it.
+ * 'dropped'; 'kept': it holds another project's rows now (or is gone already); 'busy': no lock in time.
  */
 export async function dropPartitionIfOnly(
   em: EntityManager,
   partition: string,
   allowed: number[],
   lockTimeoutMs: number,
-): Promise<boolean> {
+  timings: { lockedMs?: number; dropMs?: number } = {},
+): Promise<'dropped' | 'kept' | 'busy'> {
+  const t = ident(partition);
+  let outcome: 'dropped' | 'kept' | 'busy';
+  const t0 = performance.now();
   try {
-    return await em.transactional(async (tx) => {
+    outcome = await em.transactional(async (tx) => {
       await run(tx as EntityManager, `set local lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
-      await run(tx as EntityManager, `lock table event in access exclusive mode`);
+      await run(tx as EntityManager, `lock table only event in access exclusive mode`);
       const present = await projectsInPartition(tx as EntityManager, partition);
-      // Gone (another run dropped it) or holding another project's rows now: not ours to drop.
-      if (present.length === 0 || present.some((id) => !allowed.includes(id))) return false;
-      await run(tx as EntityManager, `drop table ${ident(partition)}`);
-      return true;
+      if (present.length === 0 || present.some((id) => !allowed.includes(id))) return 'kept';
+      await run(tx as EntityManager, `alter table event detach partition ${t}`);
+      return 'dropped';
     });
   } catch (error) {
-    if ((error as { code?: string }).code === '55P03') return false; // lock_not_available
+    if ((error as { code?: string }).code === '55P03') return 'busy'; // lock_not_available
     throw error;
   }
+  timings.lockedMs = performance.now() - t0;
+  if (outcome === 'dropped') {
+    const t1 = performance.now();
+    await run(em, `drop table if exists ${t}`);
+    timings.dropMs = performance.now() - t1;
+  }
+  return outcome;
 }
 
 /**
@@ -231,9 +243,24 @@ export async function insertRetentionRun(em: EntityManager, r: RetentionRunRecor
   );
 }
 
+/** A retention_run row as read (bigint counts as strings). */
+export interface RetentionRunRow {
+  id: string;
+  job_id: string | null;
+  started_at: Date;
+  finished_at: Date;
+  event_cutoff: Date | null;
+  recording_cutoff: Date | null;
+  events_deleted: string;
+  events_in_dropped_partitions: string;
+  partitions_dropped: string[];
+  recordings_deleted: string;
+  snapshots_deleted: string;
+}
+
 /** A page of a project's retention runs, newest first. */
 export function retentionRunPage(em: EntityManager, projectId: number, page: Page) {
-  return pagedQuery<Record<string, any>>(
+  return pagedQuery<RetentionRunRow>(
     em,
     {
       select: 'r.*',

@@ -7,8 +7,12 @@ import { runRetention } from '../../shared/retention/run.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums } from './vacuum-tables.ts';
 
-/** How long a partition drop waits for the event table's lock (every event statement queues behind it meanwhile). */
-const DROP_LOCK_TIMEOUT_MS = 5_000;
+/**
+ * How long a partition drop waits for the event table's lock (every event statement queues behind it
+ * meanwhile), and how many times it tries before deleting the partition's rows by range instead.
+ */
+const DROP_LOCK_TIMEOUT_MS = 2_000;
+const DROP_LOCK_ATTEMPTS = 10;
 
 export async function enforceRetention(job: Job<JobData['retention']>, deps: WorkerDeps) {
   const em = deps.orm.em.fork() as EntityManager;
@@ -16,12 +20,15 @@ export async function enforceRetention(job: Job<JobData['retention']>, deps: Wor
   const result = await runRetention(em, new Date(), {
     chunk: deps.config.deletion.chunkSize,
     lockTimeoutMs: DROP_LOCK_TIMEOUT_MS,
+    lockAttempts: DROP_LOCK_ATTEMPTS,
     jobId: job.id ?? null,
     onProgress: (removed) => job.updateProgress({ removed }),
-    onDropSkipped: (partition) =>
+    onDropSkipped: (partition, why) =>
       deps.logger.warn(
-        { partition },
-        'retention: partition not dropped (lock not granted, or new rows); rows deleted instead',
+        { partition, why },
+        why === 'busy'
+          ? 'retention: no lock on the event table to drop the partition; its rows past their lines are deleted instead'
+          : 'retention: the partition now holds rows another project keeps; its rows past their lines are deleted instead',
       ),
   });
   const removed = result.projects.reduce((sum, p) => sum + p.events + p.recordings + p.snapshots, 0);
