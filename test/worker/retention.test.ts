@@ -4,7 +4,9 @@
 // one that also holds a row another project keeps is not (its old rows are deleted instead).
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import { loadConfig } from '../../shared/config.ts';
+import { runRetention } from '../../shared/retention/run.ts';
 import { defaultSchedules } from '../../shared/schedules.ts';
 import { sql } from '../db.ts';
 import { call, createAccount, settledJob, startApi, workerWithAccount, type TestAccount } from '../helpers.ts';
@@ -20,9 +22,11 @@ const DAY = 86_400_000;
 // keeps everything.
 const JAN = 'event_y1981m01';
 const FEB = 'event_y1981m02';
+const MAR = 'event_y1981m03';
 const months: [string, string, string][] = [
   [JAN, '1981-01-01T00:00:00Z', '1981-02-01T00:00:00Z'],
   [FEB, '1981-02-01T00:00:00Z', '1981-03-01T00:00:00Z'],
+  [MAR, '1981-03-01T00:00:00Z', '1981-04-01T00:00:00Z'],
 ];
 
 async function dropTestPartitions() {
@@ -220,5 +224,37 @@ describe('retention run', () => {
       recordings: 0,
       snapshots: 0,
     });
+  });
+
+  it('deletes a droppable month’s rows instead when the event table cannot be locked in time, and keeps the month', async () => {
+    const d = await createAccount(orm);
+    const rows = await insertEvents(d.projectId, ['1981-03-02T00:00:00Z', '1981-03-30T00:00:00Z']);
+    expect((await patch(d, { event_retention_days: 10 })).status).toBe(200);
+    // A long read of the event table (a report, an export) holds a lock the detach must wait for.
+    const reader = new pg.Client({ connectionString: loadConfig().databaseDirectUrl });
+    await reader.connect();
+    const skipped: string[] = [];
+    try {
+      await reader.query(`begin; lock table event in access share mode`);
+      const result = await runRetention(orm.em.fork(), new Date(), {
+        chunk: 1,
+        lockTimeoutMs: 100,
+        lockAttempts: 2,
+        onDropSkipped: (partition, why) => skipped.push(`${partition} ${why}`),
+      });
+      expect(skipped).toContain(`${MAR} busy`);
+      expect(result.partitionsDropped).not.toContain(MAR);
+      expect(result.projects.find((p) => p.projectId === d.projectId)).toMatchObject({
+        events: 2,
+        eventsInDroppedPartitions: 0,
+        partitionsDropped: [],
+      });
+    } finally {
+      await reader.query('rollback');
+      await reader.end();
+      await patch(d, { event_retention_days: null });
+    }
+    expect(await isPartition(MAR)).toBe(true);
+    expect(await eventsLeft(rows)).toEqual([]);
   });
 });
