@@ -1,7 +1,8 @@
 // Data retention of a project: what the next nightly run removes, and what each run removed. The
 // settings themselves are PATCHed on the project (api/projects/routes.ts).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { previewRetention, type RetentionCounts } from '../../shared/retention/run.ts';
+import type { RetentionCounts } from '../../shared/retention/rules.ts';
+import { previewRetention } from '../../shared/retention/run.ts';
 import { type RetentionRunRow, retentionRunPage } from '../../shared/retention/store.ts';
 import { defaultSchedules, nextRun, RETENTION_SCHEDULER, recordedSchedules } from '../../shared/schedules.ts';
 import { isoTimestamp } from '../../shared/time.ts';

@@ -35,10 +35,18 @@ export const linesAt = (projects: ProjectRetention[], at: Date): ProjectLines[] 
     recordingCutoff: retentionCutoff(p.recordingRetentionDays, at),
   }));
 
-export interface MonthPartition {
-  name: string;
-  from: Date;
-  to: Date;
+import type { MonthPartition } from '../events/store.ts';
+
+/** What a run removes (or removed) from one project: the same fields in the preview and the record. */
+export interface RetentionCounts {
+  eventCutoff: Date | null;
+  recordingCutoff: Date | null;
+  /** Every event removed, in dropped partitions or by delete. */
+  events: number;
+  eventsInDroppedPartitions: number;
+  partitionsDropped: string[];
+  recordings: number;
+  snapshots: number;
 }
 
 /**

@@ -3,7 +3,8 @@
 // line by range in chunks (events, then recordings with their snapshots), and records per project
 // what it removed (retention_run). The preview computes the same plan and counts without removing.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { linesAt, mayDropPartition, retentionCutoff, type MonthPartition, type ProjectLines } from './rules.ts';
+import { eventPartitions, type MonthPartition } from '../events/store.ts';
+import { linesAt, mayDropPartition, type ProjectLines, type RetentionCounts, retentionCutoff } from './rules.ts';
 import {
   countEventsBefore,
   countProjectEventsIn,
@@ -11,7 +12,6 @@ import {
   deleteEventsChunk,
   deleteRecordingsChunk,
   dropPartitionIfOnly,
-  eventPartitions,
   eventsPerProjectIn,
   insertRetentionRun,
   projectRetentions,
@@ -38,18 +38,6 @@ export async function planRetention(em: EntityManager, at: Date): Promise<Retent
     if (mayDropPartition(partition, projects, cutoffs)) drops.push({ partition, projects });
   }
   return { at, lines, drops };
-}
-
-/** What a run removes (or removed) from one project: the same fields in the preview and the record. */
-export interface RetentionCounts {
-  eventCutoff: Date | null;
-  recordingCutoff: Date | null;
-  /** Every event removed, in dropped partitions or by delete. */
-  events: number;
-  eventsInDroppedPartitions: number;
-  partitionsDropped: string[];
-  recordings: number;
-  snapshots: number;
 }
 
 /** What the run at `at` removes from `projectId`, with its settings as they are now. */

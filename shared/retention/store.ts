@@ -4,7 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pagedQuery, type Page } from '../db/paged.ts';
 import { pgArray, rows, run } from '../db/sql.ts';
-import type { MonthPartition, ProjectRetention } from './rules.ts';
+import type { ProjectRetention, RetentionCounts } from './rules.ts';
 
 const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
@@ -31,25 +31,6 @@ export async function projectRetentions(em: EntityManager, projectId?: number): 
     projectId === undefined ? [] : [projectId],
   );
   return found.map((r) => ({ projectId: r.id, eventRetentionDays: r.event, recordingRetentionDays: r.recording }));
-}
-
-/** The event table's partitions from the catalog: the monthly ones with their bounds, oldest first, and the default (from/to null). */
-export async function eventPartitions(em: EntityManager): Promise<{ months: MonthPartition[]; others: string[] }> {
-  const found = await rows<{ name: string; lo: Date | null; hi: Date | null }>(
-    em,
-    `select c.relname as name, substring(b from $$FROM \\('([^']+)'\\)$$)::timestamptz as lo,
-            substring(b from $$TO \\('([^']+)'\\)$$)::timestamptz as hi
-       from pg_inherits i join pg_class c on c.oid = i.inhrelid
-      cross join lateral pg_get_expr(c.relpartbound, c.oid) b
-      where i.inhparent = 'event'::regclass
-      order by lo nulls last, name`,
-  );
-  return {
-    months: found
-      .filter((p) => p.lo && p.hi)
-      .map((p) => ({ name: p.name, from: new Date(p.lo!), to: new Date(p.hi!) })),
-    others: found.filter((p) => !p.lo || !p.hi).map((p) => p.name),
-  };
 }
 
 /**
@@ -137,6 +118,13 @@ export async function dropPartitionIfOnly(
     outcome = await em.transactional(async (tx) => {
       await run(tx as EntityManager, `set local lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
       await run(tx as EntityManager, `lock table only event in access exclusive mode`);
+      // Another run may have detached it since it was planned.
+      const [attached] = await rows(
+        tx as EntityManager,
+        `select 1 from pg_inherits where inhrelid = to_regclass(?) and inhparent = 'event'::regclass`,
+        [partition],
+      );
+      if (!attached) return 'kept';
       const present = await projectsInPartition(tx as EntityManager, partition);
       if (present.length === 0 || present.some((id) => !allowed.includes(id))) return 'kept';
       await run(tx as EntityManager, `alter table event detach partition ${t}`);
@@ -207,18 +195,11 @@ export async function deleteRecordingsChunk(
   });
 }
 
-export interface RetentionRunRecord {
+export interface RetentionRunRecord extends RetentionCounts {
   projectId: number;
   jobId: string | null;
   startedAt: Date;
   finishedAt: Date;
-  eventCutoff: Date | null;
-  recordingCutoff: Date | null;
-  events: number;
-  eventsInDroppedPartitions: number;
-  partitionsDropped: string[];
-  recordings: number;
-  snapshots: number;
 }
 
 export async function insertRetentionRun(em: EntityManager, r: RetentionRunRecord): Promise<void> {

@@ -43,12 +43,10 @@ export async function enforceRetention(job: Job<JobData['retention']>, deps: Wor
   );
   if (removed > deps.config.maintenance.vacuumDeadRows && result.tablesDeletedFrom.length > 0)
     await enqueueVacuums(deps, result.tablesDeletedFrom);
+  // Per project counts are in retention_run (GET …/retention/runs/); the job keeps a summary.
   return {
-    projects: result.projects.map((p) => ({
-      ...p,
-      eventCutoff: p.eventCutoff?.toISOString() ?? null,
-      recordingCutoff: p.recordingCutoff?.toISOString() ?? null,
-    })),
+    projects: result.projects.length,
+    removed,
     partitionsDropped: result.partitionsDropped,
     dropMs: result.dropMs,
   };
