@@ -13,6 +13,7 @@ import { personAnalysisRoutes } from './persons/analysis-routes.ts';
 import { deletionRequestRoutes } from './persons/deletion-requests.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
+import { retentionRoutes } from './retention/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
@@ -20,6 +21,7 @@ import type { RouteDefinition } from './http/routes.ts';
 export const allRoutes: RouteDefinition[] = [
   ...opsRoutes,
   ...projectRoutes,
+  ...retentionRoutes,
   ...organizationRoutes,
   ...captureRoutes,
   ...ingestionWarningRoutes,

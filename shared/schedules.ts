@@ -18,6 +18,9 @@ export interface Schedule {
   setting: string;
 }
 
+/** The retention job's scheduler (the preview reads when it next runs from its recorded pattern). */
+export const RETENTION_SCHEDULER = 'retention-off-peak';
+
 /** Every schedule, with the patterns this process's settings give (used only to seed the record). */
 export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>): Schedule[] => [
   {
@@ -51,6 +54,13 @@ export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>)
     job: 'ensureEventPartitions',
     pattern: config.schedules.eventPartitionsCron,
     setting: 'EVENT_PARTITIONS_CRON',
+  },
+  {
+    // Retention runs in the deletion off-peak window: by default at the same time as its deletions.
+    schedulerId: RETENTION_SCHEDULER,
+    job: 'retention',
+    pattern: config.deletion.offPeakCron,
+    setting: 'DELETION_OFF_PEAK_CRON',
   },
 ];
 

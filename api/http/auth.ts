@@ -33,6 +33,8 @@ export interface ProjectRow {
   completed_snippet_onboarding: boolean;
   ingested_event: boolean;
   is_demo: boolean;
+  event_retention_days: number | null;
+  recording_retention_days: number | null;
   created_at: Date;
   updated_at: Date;
 }

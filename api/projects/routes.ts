@@ -2,6 +2,11 @@ import { PAGE_QUERY_PROPERTIES, paginatedList, paginatedSchema } from '../http/p
 import { defineRoute } from '../http/routes.ts';
 import { projectBasic, projectBasicSchema, projectDetail, projectDetailSchema } from './serializers.ts';
 import { visibleProjects } from '../organizations/visibility.ts';
+import { actorOf } from '../http/routes.ts';
+import { projectWithMembershipOf } from '../../shared/accounts.ts';
+import { updateProjectSettings } from '../../shared/retention/settings.ts';
+import type { ProjectRow } from '../http/auth.ts';
+import { updateBody } from './schemas.ts';
 
 export const projectRoutes = [
   defineRoute({
@@ -33,6 +38,25 @@ export const projectRoutes = [
     },
     handler: (ctx) => {
       ctx.body = projectDetail(ctx.state.project);
+    },
+  }),
+  defineRoute({
+    method: 'PATCH',
+    path: '/api/projects/:project_id',
+    summary: 'Update a project: its name and how many days of events and recordings to keep',
+    tags: ['projects'],
+    scopes: ['project:write'],
+    body: updateBody,
+    responses: {
+      200: { description: 'The updated project', schema: projectDetailSchema },
+      400: { description: 'A retention of 0 or fewer days, or another invalid value (attr names the field)' },
+      404: { description: 'Project not found.' },
+    },
+    handler: async (ctx) => {
+      const em = ctx.state.em;
+      await updateProjectSettings(em.fork(), actorOf(ctx), ctx.state.body);
+      const project = (await projectWithMembershipOf(em, ctx.state.auth.userId, ctx.state.project.id)) as ProjectRow;
+      ctx.body = projectDetail(project);
     },
   }),
 ];

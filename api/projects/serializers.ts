@@ -1,6 +1,14 @@
 import type { ProjectRow } from '../http/auth.ts';
 import { isoTimestamp } from '../../shared/time.ts';
-import { dateTime, nullableOpenObject, nullableString, openObject, record, stringArray } from '../http/schemas.ts';
+import {
+  dateTime,
+  nullableInteger,
+  nullableOpenObject,
+  nullableString,
+  openObject,
+  record,
+  stringArray,
+} from '../http/schemas.ts';
 
 /** ProjectBackwardCompatBasicSerializer: the list item of /api/projects/. */
 export function projectBasic(project: ProjectRow) {
@@ -37,6 +45,9 @@ export function projectDetail(project: ProjectRow) {
     week_start_day: null,
     primary_dashboard: null,
     effective_membership_level: null,
+    // Ours (PostHog has no per-project setting): days of data the nightly retention job keeps, null = forever.
+    event_retention_days: project.event_retention_days,
+    recording_retention_days: project.recording_retention_days,
   };
 }
 
@@ -70,4 +81,6 @@ export const projectDetailSchema = record({
   week_start_day: { type: ['integer', 'null'] },
   primary_dashboard: { type: ['integer', 'null'] },
   effective_membership_level: { type: ['integer', 'null'] },
+  event_retention_days: { ...nullableInteger, description: 'Days of events kept (null: forever)' },
+  recording_retention_days: { ...nullableInteger, description: 'Days of session recordings kept (null: forever)' },
 });

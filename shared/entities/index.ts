@@ -20,6 +20,7 @@ import { Organization, OrganizationMembership } from './organization.ts';
 import { Person, PersonDistinctId } from './person.ts';
 import { PersonalApiKey } from './personal-api-key.ts';
 import { Project } from './project.ts';
+import { RetentionRun } from './retention-run.ts';
 import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
 import { User } from './user.ts';
 
@@ -46,6 +47,7 @@ export {
   PersonalApiKey,
   PersonDistinctId,
   Project,
+  RetentionRun,
   SessionRecording,
   SessionRecordingSnapshot,
   User,
@@ -84,4 +86,5 @@ export const entities = [
   DeletionIdempotencyKey,
   JobSchedule,
   ActivityLog,
+  RetentionRun,
 ];

@@ -15,6 +15,10 @@ export const Project = defineEntity({
     completedSnippetOnboarding: p.boolean().default(false),
     ingestedEvent: p.boolean().default(false),
     isDemo: p.boolean().default(false),
+    /** Days of events to keep (null: forever); enforced by the retention job (shared/retention/). */
+    eventRetentionDays: p.integer().nullable(),
+    /** Days of session recordings to keep (null: forever). */
+    recordingRetentionDays: p.integer().nullable(),
     createdAt: p
       .datetime()
       .defaultRaw('now()')
@@ -27,4 +31,8 @@ export const Project = defineEntity({
   },
   uniques: [{ properties: ['uuid'] }, { properties: ['apiToken'] }],
   indexes: [{ name: 'project_organization_idx', properties: ['organizationId'] }],
+  checks: [
+    { name: 'project_event_retention_days_check', expression: 'event_retention_days > 0' },
+    { name: 'project_recording_retention_days_check', expression: 'recording_retention_days > 0' },
+  ],
 });

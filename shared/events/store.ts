@@ -117,3 +117,28 @@ export async function firstMonthlyPartitionStart(em: EntityManager): Promise<str
   );
   return start;
 }
+
+export interface MonthPartition {
+  name: string;
+  from: Date;
+  to: Date;
+}
+
+/** The event table's partitions from the catalog: the monthly ones with their bounds, oldest first, and the others (the default). */
+export async function eventPartitions(em: EntityManager): Promise<{ months: MonthPartition[]; others: string[] }> {
+  const found = await rows<{ name: string; lo: Date | null; hi: Date | null }>(
+    em,
+    `select c.relname as name, substring(b from $$FROM \\('([^']+)'\\)$$)::timestamptz as lo,
+            substring(b from $$TO \\('([^']+)'\\)$$)::timestamptz as hi
+       from pg_inherits i join pg_class c on c.oid = i.inhrelid
+      cross join lateral pg_get_expr(c.relpartbound, c.oid) b
+      where i.inhparent = 'event'::regclass
+      order by lo nulls last, name`,
+  );
+  return {
+    months: found
+      .filter((p) => p.lo && p.hi)
+      .map((p) => ({ name: p.name, from: new Date(p.lo!), to: new Date(p.hi!) })),
+    others: found.filter((p) => !p.lo || !p.hi).map((p) => p.name),
+  };
+}

@@ -9,6 +9,7 @@ import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.t
 import { computeExperimentResults } from './experiment-results.ts';
 import { ensureEventPartitions } from './event-partitions.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
+import { enforceRetention } from './retention.ts';
 import { vacuumTable } from './vacuum-tables.ts';
 
 export interface Processor<K extends JobKind> {
@@ -25,4 +26,5 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   refreshStatistics: { run: refreshStatistics },
   ensureEventPartitions: { run: ensureEventPartitions },
   vacuumTable: { run: vacuumTable },
+  retention: { run: enforceRetention },
 };

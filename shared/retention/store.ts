@@ -1,0 +1,265 @@
+// Retention queries: projects' settings, the event table's monthly partitions, counts of what a run
+// removes, the removals themselves (a partition drop, or deletes by range in chunks) and the runs'
+// records. The rules that choose between them are in rules.ts.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { pagedQuery, type Page } from '../db/paged.ts';
+import { pgArray, rows, run } from '../db/sql.ts';
+import type { ProjectRetention, RetentionCounts } from './rules.ts';
+
+const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
+/**
+ * A statement on one partition, by name: a partition another run (or a preview's plan) saw may be
+ * dropped meanwhile; then there is nothing of it left to read or delete (`gone`).
+ */
+async function onPartition<T>(statement: () => Promise<T>, gone: T): Promise<T> {
+  try {
+    return await statement();
+  } catch (error) {
+    if ((error as { code?: string }).code === '42P01') return gone; // undefined_table
+    throw error;
+  }
+}
+
+/** Every project with a retention setting, or the one asked for (whether set or not). */
+export async function projectRetentions(em: EntityManager, projectId?: number): Promise<ProjectRetention[]> {
+  const found = await rows<{ id: number; event: number | null; recording: number | null }>(
+    em,
+    `select id, event_retention_days as event, recording_retention_days as recording from project
+      where ${projectId === undefined ? 'event_retention_days is not null or recording_retention_days is not null' : 'id = ?'}
+      order by id`,
+    projectId === undefined ? [] : [projectId],
+  );
+  return found.map((r) => ({ projectId: r.id, eventRetentionDays: r.event, recordingRetentionDays: r.recording }));
+}
+
+/**
+ * The projects with rows in one partition: a skip scan of its (project_id, timestamp) index, one
+ * descent per project, however many rows it holds.
+ */
+export async function projectsInPartition(em: EntityManager, partition: string): Promise<number[]> {
+  const t = ident(partition);
+  const found = await onPartition(
+    () =>
+      rows<{ project_id: number }>(
+        em,
+        `with recursive p as (
+       (select project_id from ${t} order by project_id limit 1)
+       union all
+       select (select project_id from ${t} where project_id > p.project_id order by project_id limit 1) from p
+        where p.project_id is not null)
+     select project_id from p where project_id is not null`,
+      ),
+    [],
+  );
+  return found.map((r) => r.project_id);
+}
+
+/** Events per project in one partition. */
+export async function eventsPerProjectIn(em: EntityManager, partition: string): Promise<Map<number, number>> {
+  const found = await onPartition(
+    () =>
+      rows<{ project_id: number; n: number }>(
+        em,
+        `select project_id, count(*)::float8 as n from ${ident(partition)} group by project_id`,
+      ),
+    [],
+  );
+  return new Map(found.map((r) => [r.project_id, Number(r.n)]));
+}
+
+/** A project's events older than `cutoff`, over every partition. */
+export async function countEventsBefore(em: EntityManager, projectId: number, cutoff: Date): Promise<number> {
+  const [row] = await rows<{ n: number }>(
+    em,
+    `select count(*)::float8 as n from event where project_id = ? and timestamp < ?`,
+    [projectId, cutoff],
+  );
+  return Number(row.n);
+}
+
+/** A project's recordings that ended before `cutoff`, and their snapshots. */
+export async function countRecordingsBefore(
+  em: EntityManager,
+  projectId: number,
+  cutoff: Date,
+): Promise<{ recordings: number; snapshots: number }> {
+  const [row] = await rows<{ recordings: number; snapshots: number }>(
+    em,
+    `select (select count(*) from session_recording where project_id = ? and end_time < ?)::float8 as recordings,
+            (select count(*) from session_recording_snapshot s join session_recording r
+                 on r.project_id = s.project_id and r.session_id = s.session_id
+              where r.project_id = ? and r.end_time < ?)::float8 as snapshots`,
+    [projectId, cutoff, projectId, cutoff],
+  );
+  return { recordings: Number(row.recordings), snapshots: Number(row.snapshots) };
+}
+
+/**
+ * Drops a monthly partition, if it still holds rows of `allowed` projects only. The check and the
+ * detach are one transaction under the event table's ACCESS EXCLUSIVE lock (which detaching takes
+ * anyway; ONLY: not its other partitions), so a row of another project cannot arrive in between, and
+ * event statements wait only for that. The detached table is then dropped outside the lock (freeing
+ * its files takes longer). `lockTimeoutMs` bounds the wait for the lock: while a DDL waits, every
+ * statement on the event table queues behind it.
+ * 'dropped'; 'kept': it holds another project's rows now (or is gone already); 'busy': no lock in time.
+ */
+export async function dropPartitionIfOnly(
+  em: EntityManager,
+  partition: string,
+  allowed: number[],
+  lockTimeoutMs: number,
+  timings: { lockedMs?: number; dropMs?: number } = {},
+): Promise<'dropped' | 'kept' | 'busy'> {
+  const t = ident(partition);
+  let outcome: 'dropped' | 'kept' | 'busy';
+  const t0 = performance.now();
+  try {
+    outcome = await em.transactional(async (tx) => {
+      await run(tx as EntityManager, `set local lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
+      await run(tx as EntityManager, `lock table only event in access exclusive mode`);
+      // Another run may have detached it since it was planned.
+      const [attached] = await rows(
+        tx as EntityManager,
+        `select 1 from pg_inherits where inhrelid = to_regclass(?) and inhparent = 'event'::regclass`,
+        [partition],
+      );
+      if (!attached) return 'kept';
+      const present = await projectsInPartition(tx as EntityManager, partition);
+      if (present.length === 0 || present.some((id) => !allowed.includes(id))) return 'kept';
+      await run(tx as EntityManager, `alter table event detach partition ${t}`);
+      return 'dropped';
+    });
+  } catch (error) {
+    if ((error as { code?: string }).code === '55P03') return 'busy'; // lock_not_available
+    throw error;
+  }
+  timings.lockedMs = performance.now() - t0;
+  if (outcome === 'dropped') {
+    const t1 = performance.now();
+    await run(em, `drop table if exists ${t}`);
+    timings.dropMs = performance.now() - t1;
+  }
+  return outcome;
+}
+
+/**
+ * Deletes up to `chunk` of a project's events older than `cutoff` from one partition (by ctid, so
+ * the statement is bounded whatever the table's size); returns how many.
+ */
+export async function deleteEventsChunk(
+  em: EntityManager,
+  partition: string,
+  projectId: number,
+  cutoff: Date,
+  chunk: number,
+): Promise<number> {
+  const t = ident(partition);
+  return onPartition(
+    () =>
+      run(
+        em,
+        `delete from ${t} where ctid = any(array(select ctid from ${t} where project_id = ? and timestamp < ? limit ?))`,
+        [projectId, cutoff, chunk],
+      ),
+    0,
+  );
+}
+
+/** Up to `chunk` recordings of a project that ended before `cutoff`, with their snapshots, in one transaction. */
+export async function deleteRecordingsChunk(
+  em: EntityManager,
+  projectId: number,
+  cutoff: Date,
+  chunk: number,
+): Promise<{ recordings: number; snapshots: number }> {
+  return em.transactional(async (tx) => {
+    const sessions = await rows<{ session_id: string }>(
+      tx as EntityManager,
+      `select session_id from session_recording where project_id = ? and end_time < ? order by id limit ? for update skip locked`,
+      [projectId, cutoff, chunk],
+    );
+    if (sessions.length === 0) return { recordings: 0, snapshots: 0 };
+    const ids = pgArray(sessions.map((s) => s.session_id));
+    const snapshots = await run(
+      tx as EntityManager,
+      `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[])`,
+      [projectId, ids],
+    );
+    const recordings = await run(
+      tx as EntityManager,
+      `delete from session_recording where project_id = ? and session_id = any(?::text[])`,
+      [projectId, ids],
+    );
+    return { recordings, snapshots };
+  });
+}
+
+export interface RetentionRunRecord extends RetentionCounts {
+  projectId: number;
+  jobId: string | null;
+  startedAt: Date;
+  finishedAt: Date;
+}
+
+export async function insertRetentionRun(em: EntityManager, r: RetentionRunRecord): Promise<void> {
+  await run(
+    em,
+    `insert into retention_run (project_id, job_id, started_at, finished_at, event_cutoff, recording_cutoff, events_deleted,
+       events_in_dropped_partitions, partitions_dropped, recordings_deleted, snapshots_deleted)
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?)`,
+    [
+      r.projectId,
+      r.jobId,
+      r.startedAt,
+      r.finishedAt,
+      r.eventCutoff,
+      r.recordingCutoff,
+      r.events,
+      r.eventsInDroppedPartitions,
+      pgArray(r.partitionsDropped),
+      r.recordings,
+      r.snapshots,
+    ],
+  );
+}
+
+/** A retention_run row as read (bigint counts as strings). */
+export interface RetentionRunRow {
+  id: string;
+  job_id: string | null;
+  started_at: Date;
+  finished_at: Date;
+  event_cutoff: Date | null;
+  recording_cutoff: Date | null;
+  events_deleted: string;
+  events_in_dropped_partitions: string;
+  partitions_dropped: string[];
+  recordings_deleted: string;
+  snapshots_deleted: string;
+}
+
+/** A page of a project's retention runs, newest first. */
+export function retentionRunPage(em: EntityManager, projectId: number, page: Page) {
+  return pagedQuery<RetentionRunRow>(
+    em,
+    {
+      select: 'r.*',
+      from: { sql: 'retention_run r where r.project_id = ?', params: [projectId] },
+      order: 'order by r.started_at desc, r.id desc',
+    },
+    page,
+  );
+}
+
+/** One project's events in one partition. */
+export async function countProjectEventsIn(em: EntityManager, partition: string, projectId: number): Promise<number> {
+  const [row] = await onPartition(
+    () =>
+      rows<{ n: number }>(em, `select count(*)::float8 as n from ${ident(partition)} where project_id = ?`, [
+        projectId,
+      ]),
+    [{ n: 0 }],
+  );
+  return Number(row.n);
+}

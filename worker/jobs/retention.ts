@@ -1,0 +1,53 @@
+// The nightly retention job (scheduler `retention-off-peak`, in the deletion off-peak window): every
+// project's events and recordings past its retention line (shared/retention/run.ts).
+import type { Job } from 'bullmq';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { JobData } from '../../shared/jobs.ts';
+import { runRetention } from '../../shared/retention/run.ts';
+import type { WorkerDeps } from '../deps.ts';
+import { enqueueVacuums } from './vacuum-tables.ts';
+
+/**
+ * How long a partition drop waits for the event table's lock (every event statement queues behind it
+ * meanwhile), and how many times it tries before deleting the partition's rows by range instead.
+ */
+const DROP_LOCK_TIMEOUT_MS = 2_000;
+const DROP_LOCK_ATTEMPTS = 10;
+
+export async function enforceRetention(job: Job<JobData['retention']>, deps: WorkerDeps) {
+  const em = deps.orm.em.fork() as EntityManager;
+  const started = Date.now();
+  const result = await runRetention(em, new Date(), {
+    chunk: deps.config.deletion.chunkSize,
+    lockTimeoutMs: DROP_LOCK_TIMEOUT_MS,
+    lockAttempts: DROP_LOCK_ATTEMPTS,
+    jobId: job.id ?? null,
+    onProgress: (removed) => job.updateProgress({ removed }),
+    onDropSkipped: (partition, why) =>
+      deps.logger.warn(
+        { partition, why },
+        why === 'busy'
+          ? 'retention: no lock on the event table to drop the partition; its rows past their lines are deleted instead'
+          : 'retention: the partition now holds rows another project keeps; its rows past their lines are deleted instead',
+      ),
+  });
+  const removed = result.projects.reduce((sum, p) => sum + p.events + p.recordings + p.snapshots, 0);
+  deps.logger.info(
+    {
+      projects: result.projects.length,
+      removed,
+      partitionsDropped: result.partitionsDropped,
+      ms: Date.now() - started,
+    },
+    'retention run completed',
+  );
+  if (removed > deps.config.maintenance.vacuumDeadRows && result.tablesDeletedFrom.length > 0)
+    await enqueueVacuums(deps, result.tablesDeletedFrom);
+  // Per project counts are in retention_run (GET …/retention/runs/); the job keeps a summary.
+  return {
+    projects: result.projects.length,
+    removed,
+    partitionsDropped: result.partitionsDropped,
+    dropMs: result.dropMs,
+  };
+}
