@@ -115,8 +115,7 @@ function plus(a: VariantStats | undefined, b: VariantStats | undefined, sign: 1 
     sum: (a?.sum ?? 0) + sign * (b?.sum ?? 0),
     sum_squares: (a?.sum_squares ?? 0) + sign * (b?.sum_squares ?? 0),
   };
-  if (length)
-    out.step_counts = Array.from({ length }, (_, i) => (steps(a)[i] ?? 0) + sign * (steps(b)[i] ?? 0));
+  if (length) out.step_counts = Array.from({ length }, (_, i) => (steps(a)[i] ?? 0) + sign * (steps(b)[i] ?? 0));
   return out;
 }
 
@@ -270,10 +269,11 @@ export async function recordGuardrailCheck(
     const harmful = result.checks.find((c) => c.status === 'harmful');
     if (!harmful || !circuitBreakerEnabled(x.stats_config)) {
       const state = harmful ? 'harmful' : 'ok';
-      await run(tx, `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`, [
-        JSON.stringify({ state, last_check: check }),
-        x.id,
-      ]);
+      await run(
+        tx,
+        `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
+        [JSON.stringify({ state, last_check: check }), x.id],
+      );
       return false;
     }
     const baselineKey = x.stats_config?.baseline_variant_key ?? 'control';
@@ -290,10 +290,11 @@ export async function recordGuardrailCheck(
     const filters = controlOnlyFilters(x.filters, baselineKey);
     await updateFlagFilters(tx, x.feature_flag_id, filters, false);
     const status = { state: 'tripped', last_check: check, trip, previous_flag_filters: x.filters };
-    await run(tx, `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`, [
-      JSON.stringify(status),
-      x.id,
-    ]);
+    await run(
+      tx,
+      `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
+      [JSON.stringify(status), x.id],
+    );
     await notifyGuardrailTripped(tx, x.project_id, {
       experiment: { id: x.id, name: x.name },
       feature_flag: { id: x.feature_flag_id, before: x.filters, after: filters },
@@ -370,18 +371,21 @@ export async function resetCircuitBreaker(
     if (!x || x.guardrail_status?.state !== 'tripped') return false;
     const previous = x.guardrail_status.previous_flag_filters;
     await updateFlagFilters(tx, x.feature_flag_id, previous, false);
-    const statsConfig = { ...(x.stats_config ?? {}), circuit_breaker: { ...x.stats_config?.circuit_breaker, enabled: false } };
+    const statsConfig = {
+      ...(x.stats_config ?? {}),
+      circuit_breaker: { ...x.stats_config?.circuit_breaker, enabled: false },
+    };
     const status = {
       state: 'reset',
       reset_at: new Date().toISOString(),
       last_check: x.guardrail_status.last_check ?? null,
       last_trip: x.guardrail_status.trip,
     };
-    await run(tx, `update experiment set guardrail_status = ?::jsonb, stats_config = ?::jsonb, updated_at = now() where id = ?`, [
-      JSON.stringify(status),
-      JSON.stringify(statsConfig),
-      x.id,
-    ]);
+    await run(
+      tx,
+      `update experiment set guardrail_status = ?::jsonb, stats_config = ?::jsonb, updated_at = now() where id = ?`,
+      [JSON.stringify(status), JSON.stringify(statsConfig), x.id],
+    );
     await recordActivity(tx, {
       ...actor,
       scope: 'Experiment',

@@ -34,14 +34,18 @@ export function alwaysValidInterval(estimate: number, variance: number, tau: num
     return { estimate, variance, lower: Number.NEGATIVE_INFINITY, upper: Number.POSITIVE_INFINITY };
   }
   const t2 = tau * tau;
-  const half = Math.sqrt(((variance * (variance + t2)) / t2) * (2 * Math.log(1 / alpha) + Math.log((variance + t2) / variance)));
+  const half = Math.sqrt(
+    ((variance * (variance + t2)) / t2) * (2 * Math.log(1 / alpha) + Math.log((variance + t2) / variance)),
+  );
   return { estimate, variance, lower: estimate - half, upper: estimate + half };
 }
 
 /** The mixture likelihood ratio Λ(θ0) (formula above): θ0 lies outside the interval iff Λ ≥ 1/α. */
 export function mixtureLikelihoodRatio(estimate: number, variance: number, tau: number, theta0: number): number {
   const t2 = tau * tau;
-  return Math.sqrt(variance / (variance + t2)) * Math.exp((t2 * (estimate - theta0) ** 2) / (2 * variance * (variance + t2)));
+  return (
+    Math.sqrt(variance / (variance + t2)) * Math.exp((t2 * (estimate - theta0) ** 2) / (2 * variance * (variance + t2)))
+  );
 }
 
 /**

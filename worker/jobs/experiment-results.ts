@@ -5,11 +5,7 @@
 // N days costs about what one day costs, not N times it.
 import type { Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import {
-  computeExperimentSeries,
-  experimentForResults,
-  type MetricResult,
-} from '../../shared/experiments/results.ts';
+import { computeExperimentSeries, experimentForResults, type MetricResult } from '../../shared/experiments/results.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { rows, run } from '../../shared/db/sql.ts';
 
