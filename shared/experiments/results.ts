@@ -101,6 +101,13 @@ export function numericProperty(prop: string): string {
     when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
 }
 
+// Restricted to experiment_touched: the events of each of its distinct ids, one index scan each on
+// (project_id, distinct_id, timestamp): a lateral join whose subquery ends in `offset 0`, so the
+// planner cannot pull it up and turn it into a scan of every event of the range. Opens a subquery
+// `(select * from event <alias> where …` that the caller's conditions continue and ` offset 0) <alias>` closes.
+const BY_TOUCHED_ID = (alias: string) =>
+  `experiment_touched touched cross join lateral (select * from event ${alias} where ${alias}.distinct_id = touched.distinct_id and`;
+
 // Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
 // to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
 // one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
@@ -108,10 +115,9 @@ export function numericProperty(prop: string): string {
 const MEMBERS = (touched: boolean) => `create temporary table experiment_members on commit drop as
 with per_id as (
   select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
-    from event e
-   where e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
+    from ${touched ? `${BY_TOUCHED_ID('e')}` : 'event e where'} e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
      and e.properties->>'$feature_flag_response' in (select jsonb_array_elements_text(?::jsonb))
-     and e.timestamp >= ? and e.timestamp < ?${touched ? ' and e.distinct_id in (select distinct_id from experiment_touched)' : ''}
+     and e.timestamp >= ? and e.timestamp < ?${touched ? ' offset 0) e' : ''}
    group by 1, 2),
 first_seen as (
   select d.person_id, p.variant, min(p.t) as t
@@ -124,14 +130,16 @@ select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
 
 // The persons with an exposure to the flag or one of the metric events in [since, until): every
 // distinct id of each (their earlier events may be under another id). Read from that range only.
-// Parameters: project, the events, flag key, since, until.
+// Parameters: project, the events, flag key, since, until, project, project.
 const TOUCHED = (events: string[]) => `create temporary table experiment_touched on commit drop as
-select distinct d2.distinct_id from event e
-  join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
-  join person_distinct_id d2 on d2.project_id = d.project_id and d2.person_id = d.person_id
- where e.project_id = ? and (e.event in (${events.map(() => '?').join(', ') || 'null'})
-       or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
-   and e.timestamp >= ? and e.timestamp < ?`;
+with active as materialized (
+  select distinct e.distinct_id from event e
+   where e.project_id = ? and (e.event in (${events.map(() => '?').join(', ') || 'null'})
+         or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
+     and e.timestamp >= ? and e.timestamp < ?),
+persons as (
+  select distinct d.person_id from active a join person_distinct_id d on d.project_id = ? and d.distinct_id = a.distinct_id)
+select distinct d.distinct_id from persons p join person_distinct_id d on d.project_id = ? and d.person_id = p.person_id`;
 
 /**
  * `ev`: the events of `events` in the range, read once (materialized: a join condition such as
@@ -141,9 +149,9 @@ select distinct d2.distinct_id from event e
  * events of the lookback days before their first exposure, and `pre` marks those.
  */
 const memberEvents = (events: string[], columns: string, lookbackDays = 0, touched = false) => `ev as materialized (
-    select m.distinct_id, m.timestamp as t, ${columns} from event m
-     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
-       and m.timestamp >= ? and m.timestamp < ?${touched ? ' and m.distinct_id in (select distinct_id from experiment_touched)' : ''}),
+    select m.distinct_id, m.timestamp as t, ${columns} from ${touched ? BY_TOUCHED_ID('m') : 'event m where'}
+       m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
+       and m.timestamp >= ? and m.timestamp < ?${touched ? ' offset 0) m' : ''}),
   mev as (
     select x.person_id, x.variant, x.day_out, ${lookbackDays ? 'ev.t < x.t0' : 'false'} as pre, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
@@ -226,7 +234,15 @@ export async function computeExperimentCounts(
     const { projectId, flagKey } = experiment;
     if (options.touchedSince) {
       const events = [...new Set(shapes.flatMap((s) => (s instanceof Error ? [] : s.events)))];
-      await run(tx, TOUCHED(events), [projectId, ...events, flagKey, options.touchedSince, until]);
+      await run(tx, TOUCHED(events), [
+        projectId,
+        ...events,
+        flagKey,
+        options.touchedSince,
+        until,
+        projectId,
+        projectId,
+      ]);
       await run(tx, `analyze experiment_touched`);
     }
     await run(tx, MEMBERS(touched), [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
