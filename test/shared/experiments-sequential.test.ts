@@ -13,7 +13,7 @@ import { normalQuantile } from '../../shared/experiments/stats.ts';
 /** Λ(θ0) = ∫ N(θ̂; θ, V) / N(θ̂; θ0, V) · N(θ; θ0, τ²) dθ, by the trapezoid rule on a fine grid. */
 function numericLikelihoodRatio(estimate: number, variance: number, tau: number, theta0: number): number {
   const logPdf = (x: number, mean: number, v: number) => -((x - mean) ** 2) / (2 * v) - 0.5 * Math.log(2 * Math.PI * v);
-  const steps = 200_000;
+  const steps = 20_000;
   const lo = theta0 - 12 * tau;
   const hi = theta0 + 12 * tau;
   const h = (hi - lo) / steps;
