@@ -69,6 +69,7 @@ export const SETTINGS_SCHEMA = {
     DELETION_LEASE_SECONDS: int(30, 1),
     DELETION_BATCH_SIZE: int(1000, 1),
     EXPERIMENT_RESULTS_CRON: cron('0 2 * * *'),
+    GUARDRAIL_CHECK_CRON: cron('*/5 * * * *'),
     STATISTICS_REFRESH_CRON: cron('*/5 * * * *'),
     STATISTICS_REFRESH_ROWS: int(10_000, 0),
     MAINTENANCE_VACUUM_DEAD_ROWS: int(10_000, 1),
@@ -253,6 +254,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     /** When the other scheduled jobs run (UTC crons). */
     schedules: {
       experimentResultsCron: s.EXPERIMENT_RESULTS_CRON,
+      /** Guardrail checks of running experiments (stats_config.guardrails). */
+      guardrailCheckCron: s.GUARDRAIL_CHECK_CRON,
       statisticsRefreshCron: s.STATISTICS_REFRESH_CRON,
       eventPartitionsCron: s.EVENT_PARTITIONS_CRON,
     },

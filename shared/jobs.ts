@@ -13,6 +13,8 @@ export const JOBS = {
   /** On demand; each worker also reconciles on its own timer. */
   reconcileDeletions: { queue: 'deletions', name: 'reconcile' },
   experimentResults: { queue: 'experimentResults', name: 'compute' },
+  /** Every 5 minutes: guardrails of running experiments; a harmful one trips the circuit breaker. */
+  guardrailCheck: { queue: 'experimentResults', name: 'guardrail-check' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
   /** Daily: event partitions ahead, and the purge of ingestion warnings past 30 days. */
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
@@ -31,6 +33,8 @@ export interface JobData {
   reconcileDeletions: Record<string, never>;
   /** No id: every running experiment. */
   experimentResults: { experimentId?: number };
+  /** No id: every running experiment with guardrails. */
+  guardrailCheck: { experimentId?: number };
   refreshStatistics: { minChangedRows?: number; minDeadRows?: number };
   ensureEventPartitions: { monthsAhead?: number };
   vacuumTable: { table: string };

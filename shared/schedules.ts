@@ -44,6 +44,12 @@ export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>)
     setting: 'EXPERIMENT_RESULTS_CRON',
   },
   {
+    schedulerId: 'experiment-guardrails',
+    job: 'guardrailCheck',
+    pattern: config.schedules.guardrailCheckCron,
+    setting: 'GUARDRAIL_CHECK_CRON',
+  },
+  {
     schedulerId: 'statistics-refresh',
     job: 'refreshStatistics',
     pattern: config.schedules.statisticsRefreshCron,

@@ -29,7 +29,7 @@ import {
   replaceBody,
   updateBody,
 } from './schemas.ts';
-import { createExperiment, updateExperiment } from './service.ts';
+import { createExperiment, resetGuardrails, updateExperiment } from './service.ts';
 import { enqueue } from '../../shared/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';
@@ -221,6 +221,13 @@ async function timeseries(ctx: ApiContext<TimeseriesQuery>) {
   };
 }
 
+/** Reverses a guardrail circuit-breaker trip (restores the flag, turns the breaker off). */
+async function guardrailsReset(ctx: ApiContext) {
+  const experiment = await findExperiment(ctx);
+  await resetGuardrails(ctx.state.em, actorOf(ctx), experiment.id);
+  ctx.body = serializeExperiment(await findExperiment(ctx));
+}
+
 /** Queues the results job for one experiment now (at most one pending per experiment). */
 async function recalculate(ctx: ApiContext) {
   const experiment = await findExperiment(ctx);
@@ -401,6 +408,17 @@ export const experimentRoutes = [
       },
     },
     handler: recalculate,
+  }),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/:id/guardrails/reset`,
+    params: ID,
+    summary:
+      "Reverse a guardrail circuit-breaker trip: the flag's filters as before the trip, stats_config.circuit_breaker off",
+    tags: ['experiments'],
+    scopes: ['experiment:write'],
+    responses: { 200: { description: 'The experiment', schema: experimentSchema } },
+    handler: guardrailsReset,
   }),
   defineRoute({
     method: 'GET',

@@ -1,6 +1,7 @@
 // Request schemas of the experiment routes; the handlers' types are derived from them.
 import type { FromSchema } from 'json-schema-to-ts';
 import { PAGE_QUERY_PROPERTIES } from '../http/pagination.ts';
+import { GUARDRAIL_DIRECTIONS } from '../../shared/experiments/guardrails.ts';
 import { CORRECTION_METHODS } from '../../shared/experiments/stats.ts';
 
 /** stats_config: PostHog's keys pass through; the ones our engine reads are checked here. */
@@ -33,6 +34,27 @@ const statsConfig = {
         scope: { enum: ['experiment', 'metric'] },
         primary_alpha_share: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1 },
       },
+    },
+    guardrails: {
+      type: ['array', 'null'],
+      maxItems: 20,
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['metric_uuid', 'direction', 'tolerated_harm'],
+        properties: {
+          metric_uuid: { type: 'string', minLength: 1, maxLength: 200 },
+          direction: { enum: GUARDRAIL_DIRECTIONS },
+          tolerated_harm: { type: 'number', exclusiveMinimum: 0, exclusiveMaximum: 1 },
+          min_exposures: { type: 'integer', minimum: 2, maximum: 100_000_000 },
+        },
+      },
+    },
+    circuit_breaker: {
+      type: ['object', 'null'],
+      additionalProperties: false,
+      required: ['enabled'],
+      properties: { enabled: { type: 'boolean' } },
     },
   },
 } as const;

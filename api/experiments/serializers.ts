@@ -51,6 +51,7 @@ export function serializeExperiment(row: Record<string, any>) {
     metrics: row.metrics,
     metrics_secondary: row.metrics_secondary,
     stats_config: row.stats_config,
+    guardrail_status: row.guardrail_status ?? null,
     conclusion: row.conclusion,
     conclusion_comment: row.conclusion_comment,
     primary_metrics_ordered_uuids: row.primary_metrics_ordered_uuids,
@@ -126,6 +127,9 @@ export const experimentSchema = record({
   metrics: anyJsonArray,
   metrics_secondary: anyJsonArray,
   stats_config: nullableOpenObject(),
+  guardrail_status: nullableOpenObject(
+    "The guardrail check's last verdict (state ok, harmful, tripped or reset; last_check) and the circuit breaker's trip (when, why, the interval) — null until first checked",
+  ),
   conclusion: { type: ['string', 'null'], enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
   conclusion_comment: nullableString,
   primary_metrics_ordered_uuids: anyJsonArray,

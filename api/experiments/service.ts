@@ -6,6 +6,8 @@ import { recordActivity, type Actor } from '../../shared/activity-log.ts';
 import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
 import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from '../../shared/experiments/sequential.ts';
 import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
+import { guardrailsOf, resetCircuitBreaker } from '../../shared/experiments/guardrails.ts';
+import { metricShape } from '../../shared/experiments/results.ts';
 import {
   findSideRow,
   holdoutFilters as storedHoldoutFilters,
@@ -70,6 +72,24 @@ function checkSequentialMetrics(statsConfig: unknown, metrics: any[], attr: stri
       throw validationError(
         `Sequential testing applies to mean and funnel metrics only, not to ${JSON.stringify(type)} metrics.`,
         attr,
+      );
+  }
+}
+
+/** Each guardrail names one of the experiment's metrics (primary or secondary), of a kind the check computes. */
+function checkGuardrails(statsConfig: unknown, metrics: any[], secondary: any[]) {
+  const all = [...metrics, ...secondary];
+  for (const [i, g] of guardrailsOf(statsConfig).entries()) {
+    const metric = all.find((m) => m?.uuid === g.metric_uuid);
+    if (!metric)
+      throw validationError(
+        `Guardrail ${i + 1}: metric ${g.metric_uuid} is not one of this experiment's metrics (metrics or metrics_secondary).`,
+        'stats_config__guardrails',
+      );
+    if (!metricShape(metric))
+      throw validationError(
+        `Guardrail ${i + 1}: metric ${g.metric_uuid} cannot be checked: only mean and funnel metrics of events can.`,
+        'stats_config__guardrails',
       );
   }
 }
@@ -238,6 +258,7 @@ export async function createExperiment(
       statsConfig,
       body.exposure_criteria,
     );
+    checkGuardrails(statsConfig, metrics, secondary);
     id = await insertExperiment(tx as Tx, {
       project_id: actor.projectId,
       name: body.name,
@@ -358,6 +379,7 @@ export async function updateExperiment(
   );
   checkSequentialMetrics(statsConfig, metrics, 'metrics');
   checkSequentialMetrics(statsConfig, secondary, 'metrics_secondary');
+  checkGuardrails(statsConfig, metrics, secondary);
 
   await em.fork().transactional(async (tx) => {
     const t = tx as Tx;
@@ -438,4 +460,14 @@ export async function updateExperiment(
       },
     });
   });
+}
+
+/** Reverses a guardrail trip: the flag as it was, the circuit breaker off. 400 when it has not tripped. */
+export async function resetGuardrails(em: EntityManager, actor: Actor, experimentId: number): Promise<void> {
+  if (!(await resetCircuitBreaker(em.fork(), experimentId, actor)))
+    throw validationError(
+      "This experiment's guardrail circuit breaker has not tripped: there is nothing to reset.",
+      'guardrail_status',
+      'not_tripped',
+    );
 }

@@ -70,6 +70,8 @@ export const Experiment = defineEntity({
     primaryMetricsOrderedUuids: p.json<string[]>().nullable(),
     secondaryMetricsOrderedUuids: p.json<string[]>().nullable(),
     createInFolder: p.text().nullable(),
+    /** The guardrail check's last verdict and the circuit breaker's trip (shared/experiments/guardrails.ts). */
+    guardrailStatus: p.json<Record<string, unknown>>().nullable(),
   },
   indexes: [
     {

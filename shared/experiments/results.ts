@@ -13,12 +13,14 @@ import { rows, run } from '../db/sql.ts';
 import {
   analyseMetrics,
   type CorrectionConfig,
+  correctionConfig,
+  cupedLookbackDays,
   type MetricAnalysis,
   type MetricKind,
   type MetricStats,
   type VariantStats,
 } from './stats.ts';
-import type { SequentialConfig } from './sequential.ts';
+import { type SequentialConfig, sequentialConfig } from './sequential.ts';
 
 export interface ExperimentForResults {
   id: number;
@@ -40,6 +42,34 @@ export interface ExperimentForResults {
 }
 
 export type MetricResult = MetricAnalysis;
+
+/** What the computation needs of an experiment row joined with its flag's key and filters (flag_key, flag_filters). */
+export function experimentForResults(x: Record<string, any>): ExperimentForResults {
+  // After a guardrail trip the flag serves control only: the split the data came from is the one before.
+  const filters = x.guardrail_status?.state === 'tripped' ? x.guardrail_status.previous_flag_filters : x.flag_filters;
+  const flagVariants: any[] = filters?.multivariate?.variants ?? [];
+  const variants: string[] = flagVariants.map((v: any) => v.key);
+  const statsMethod = x.stats_config?.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const);
+  const primaryOrder: string[] = Array.isArray(x.primary_metrics_ordered_uuids) ? x.primary_metrics_ordered_uuids : [];
+  const primaries: any[] = x.metrics ?? [];
+  return {
+    id: x.id,
+    projectId: x.project_id,
+    flagKey: x.flag_key,
+    variants,
+    startDate: new Date(x.start_date),
+    statsMethod,
+    baselineKey: x.stats_config?.baseline_variant_key ?? (variants.includes('control') ? 'control' : variants[0]),
+    rollout: Object.fromEntries(
+      flagVariants.map((v: any) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
+    ),
+    correction: statsMethod === 'frequentist' ? correctionConfig(x.stats_config) : null,
+    cupedLookbackDays: cupedLookbackDays(x.stats_config),
+    sequential: statsMethod === 'frequentist' ? sequentialConfig(x.stats_config) : null,
+    primaryMetricUuid:
+      primaryOrder.find((uuid) => primaries.some((m) => m?.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
+  };
+}
 
 const DAY = 86400_000;
 // The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
@@ -75,17 +105,23 @@ export function numericProperty(prop: string): string {
     when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
 }
 
+// Restricted to experiment_touched: the events of each of its distinct ids, one index scan each on
+// (project_id, distinct_id, timestamp): a lateral join whose subquery ends in `offset 0`, so the
+// planner cannot pull it up and turn it into a scan of every event of the range. Opens a subquery
+// `(select * from event <alias> where …` that the caller's conditions continue and ` offset 0) <alias>` closes.
+const BY_TOUCHED_ID = (alias: string) =>
+  `experiment_touched touched cross join lateral (select * from event ${alias} where ${alias}.distinct_id = touched.distinct_id and`;
+
 // Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
 // to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
 // one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
 // key, variants (JSON), start, until, project, first day, first day.
-const MEMBERS = `create temporary table experiment_members on commit drop as
+const MEMBERS = (touched: boolean) => `create temporary table experiment_members on commit drop as
 with per_id as (
   select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
-    from event e
-   where e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
+    from ${touched ? `${BY_TOUCHED_ID('e')}` : 'event e where'} e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
      and e.properties->>'$feature_flag_response' in (select jsonb_array_elements_text(?::jsonb))
-     and e.timestamp >= ? and e.timestamp < ?
+     and e.timestamp >= ? and e.timestamp < ?${touched ? ' offset 0) e' : ''}
    group by 1, 2),
 first_seen as (
   select d.person_id, p.variant, min(p.t) as t
@@ -96,6 +132,19 @@ select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
        ((array_agg(t order by t))[2] at time zone 'UTC')::date - ?::date as day_out
   from first_seen group by person_id`;
 
+// The persons with an exposure to the flag or one of the metric events in [since, until): every
+// distinct id of each (their earlier events may be under another id). Read from that range only.
+// Parameters: project, the events, flag key, since, until, project, project.
+const TOUCHED = (events: string[]) => `create temporary table experiment_touched on commit drop as
+with active as materialized (
+  select distinct e.distinct_id from event e
+   where e.project_id = ? and (e.event in (${events.map(() => '?').join(', ') || 'null'})
+         or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
+     and e.timestamp >= ? and e.timestamp < ?),
+persons as (
+  select distinct d.person_id from active a join person_distinct_id d on d.project_id = ? and d.distinct_id = a.distinct_id)
+select distinct d.distinct_id from persons p join person_distinct_id d on d.project_id = ? and d.person_id = p.person_id`;
+
 /**
  * `ev`: the events of `events` in the range, read once (materialized: a join condition such as
  * "after this person's first exposure" must not turn into one index scan per person), then each
@@ -103,10 +152,10 @@ select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
  * With a CUPED lookback the range starts that many days earlier, `mev` also keeps each person's
  * events of the lookback days before their first exposure, and `pre` marks those.
  */
-const memberEvents = (events: string[], columns: string, lookbackDays = 0) => `ev as materialized (
-    select m.distinct_id, m.timestamp as t, ${columns} from event m
-     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
-       and m.timestamp >= ? and m.timestamp < ?),
+const memberEvents = (events: string[], columns: string, lookbackDays = 0, touched = false) => `ev as materialized (
+    select m.distinct_id, m.timestamp as t, ${columns} from ${touched ? BY_TOUCHED_ID('m') : 'event m where'}
+       m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
+       and m.timestamp >= ? and m.timestamp < ?${touched ? ' offset 0) m' : ''}),
   mev as (
     select x.person_id, x.variant, x.day_out, ${lookbackDays ? 'ev.t < x.t0' : 'false'} as pre, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
@@ -116,6 +165,8 @@ const memberEvents = (events: string[], columns: string, lookbackDays = 0) => `e
 const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
 
 interface Range {
+  /** Only the persons in experiment_touched. */
+  touched: boolean;
   /** CUPED: days before each person's first exposure whose metric value is the covariate (0: off). */
   lookbackDays: number;
   days: number;
@@ -137,20 +188,69 @@ export async function computeExperimentSeries(
   metrics: any[],
   until: Date,
 ): Promise<(MetricResult[] | Error)[]> {
+  const counts = await computeExperimentCounts(em, experiment, metrics, until);
+  // Each day's metrics are analysed together: a multiple-comparison correction may span them.
+  const primary = metrics.findIndex((m) => m?.uuid && m.uuid === experiment.primaryMetricUuid);
+  const settings = {
+    method: experiment.statsMethod,
+    baselineKey: experiment.baselineKey,
+    correction: experiment.correction ?? null,
+    rollout: experiment.rollout,
+    primaryMetric: primary >= 0 ? primary : 0,
+    sequential: experiment.sequential ?? null,
+  };
+  const days = counts.find((c): c is MetricStats[] => !(c instanceof Error))?.length ?? 0;
+  const analysed = Array.from({ length: days }, (_, d) =>
+    analyseMetrics(
+      counts.map((c) => (c instanceof Error ? null : c[d])),
+      settings,
+    ),
+  );
+  return counts.map((c, i) => (c instanceof Error ? c : analysed.map((day) => day[i]!)));
+}
+
+/**
+ * The per-variant counts behind computeExperimentSeries (n, Σv, Σv², funnel steps), per day.
+ * `touchedSince`: only the persons with an exposure or metric event at or after that time (their
+ * whole history, through the indexes by distinct id), so a caller holding the full counts of an
+ * earlier day adds the change since (the guardrail check): a person with no such event since has
+ * the same contribution on both days.
+ */
+export async function computeExperimentCounts(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: any[],
+  until: Date,
+  options: { touchedSince?: Date } = {},
+): Promise<(MetricStats[] | Error)[]> {
   const start = experiment.startDate;
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
   const dayText = new Date(firstDay).toISOString().slice(0, 10);
   const lookbackDays = experiment.cupedLookbackDays ?? 0;
-  const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays };
+  const touched = options.touchedSince !== undefined;
+  const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays, touched };
   const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
-  const counts = await em.transactional(async (tx) => {
+  return em.transactional(async (tx) => {
     await run(tx, `set local work_mem = '${WORK_MEM}'`);
     const variants = JSON.stringify(experiment.variants);
     const { projectId, flagKey } = experiment;
-    await run(tx, MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
+    if (options.touchedSince) {
+      const events = [...new Set(shapes.flatMap((s) => (s instanceof Error ? [] : s.events)))];
+      await run(tx, TOUCHED(events), [
+        projectId,
+        ...events,
+        flagKey,
+        options.touchedSince,
+        until,
+        projectId,
+        projectId,
+      ]);
+      await run(tx, `analyze experiment_touched`);
+    }
+    await run(tx, MEMBERS(touched), [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
     await run(tx, `analyze experiment_members`);
     const out: (MetricStats[] | Error)[] = [];
     for (const shape of shapes) {
@@ -168,23 +268,6 @@ export async function computeExperimentSeries(
     }
     return out;
   });
-  // Each day's metrics are analysed together: a multiple-comparison correction may span them.
-  const primary = metrics.findIndex((m) => m?.uuid && m.uuid === experiment.primaryMetricUuid);
-  const settings = {
-    method: experiment.statsMethod,
-    baselineKey: experiment.baselineKey,
-    correction: experiment.correction ?? null,
-    rollout: experiment.rollout,
-    primaryMetric: primary >= 0 ? primary : 0,
-    sequential: experiment.sequential ?? null,
-  };
-  const analysed = Array.from({ length: days }, (_, d) =>
-    analyseMetrics(
-      counts.map((c) => (c instanceof Error ? null : c[d])),
-      settings,
-    ),
-  );
-  return counts.map((c, i) => (c instanceof Error ? c : analysed.map((day) => day[i]!)));
 }
 
 async function metricSeries(
@@ -219,7 +302,7 @@ async function metricSeries(
     // exposure) enters and leaves with them, and Σxy grows by x·δ with each increment.
     const found = await rows<any>(
       em,
-      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback)},
+      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback, range.touched)},
        per_day as (
          select person_id, variant, day_out, ${dayOf('t')} as day, sum(${value}) as delta
            from mev where not pre group by 1, 2, 3, 4),
@@ -282,7 +365,7 @@ async function metricSeries(
     const lastStep = shape.events.length - 1;
     const found = await rows<any>(
       em,
-      `with ${memberEvents(eventsOf, 'm.event', lookback)},
+      `with ${memberEvents(eventsOf, 'm.event', lookback, range.touched)},
        fe as materialized (select person_id, event, t from mev where not pre),
        pre as (select distinct person_id from mev where pre and event = ?),
        s0 as (select person_id, t0 as t from experiment_members),

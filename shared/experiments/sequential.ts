@@ -19,6 +19,8 @@
 // The always-valid p-value is 1/E, E = exp(Nρ²·z²/(2(Nρ² + 1)))/sqrt(Nρ² + 1) the mixture
 // martingale at z = θ̂/sqrt(V): p < α exactly when the sequence at level α excludes 0.
 
+import { type MetricKind, moments, type VariantStats } from './stats.ts';
+
 export const SEQUENTIAL_DEFAULT_TUNING = 5000;
 export const SEQUENTIAL_METHOD = 'asymptotic_confidence_sequence' as const;
 
@@ -56,3 +58,49 @@ export function sequentialConfig(statsConfig: unknown): SequentialConfig | null 
 
 /** The metric types sequential testing applies to (the ones the engine computes: mean and funnel). */
 export const SEQUENTIAL_METRIC_TYPES = ['mean', 'funnel'];
+
+// Guardrails (shared/experiments/guardrails.ts) read the same confidence sequence in Johari et al.'s
+// parametrisation: τ, the scale of the effects it is tuned to (their tolerated harm), with
+// Nρ² = τ²/V. Then the interval is θ̂ ± sqrt(V (V + τ²)/τ² · (2 ln(1/α) + ln((V + τ²)/V))) and the
+// mixture likelihood ratio of θ0 is Λ(θ0) = sqrt(V/(V + τ²)) · exp(τ²(θ̂ − θ0)²/(2V(V + τ²))): a
+// nonnegative martingale under θ0, so by Ville's inequality P(∃ look: Λ ≥ 1/α) ≤ α, and θ0 lies
+// outside the interval exactly when Λ(θ0) ≥ 1/α.
+
+export interface SequentialInterval {
+  estimate: number;
+  variance: number;
+  lower: number;
+  upper: number;
+}
+
+/** The level-α confidence sequence at one look, tuned to effects of scale `tau` (formula above). */
+export function alwaysValidInterval(estimate: number, variance: number, tau: number, alpha = 0.05): SequentialInterval {
+  if (!(variance > 0) || !(tau > 0) || !(alpha > 0 && alpha < 1)) {
+    return { estimate, variance, lower: Number.NEGATIVE_INFINITY, upper: Number.POSITIVE_INFINITY };
+  }
+  const half = confidenceSequenceHalfWidth(variance, 1, (tau * tau) / variance, alpha);
+  return { estimate, variance, lower: estimate - half, upper: estimate + half };
+}
+
+/** The mixture likelihood ratio Λ(θ0) (formula above): the inverse of the always-valid p-value of θ̂ − θ0. */
+export function mixtureLikelihoodRatio(estimate: number, variance: number, tau: number, theta0: number): number {
+  const nr = (tau * tau) / variance;
+  return Math.exp((nr * (estimate - theta0) ** 2) / (2 * variance * (nr + 1)) - 0.5 * Math.log(nr + 1));
+}
+
+/**
+ * The relative effect of `treatment` over `control`, θ = μT/μC − 1, and its delta-method variance
+ * Var(θ̂) ≈ s²T/(nT μC²) + μT² s²C/(nC μC⁴); null when it is not defined (no samples, or μC = 0).
+ */
+export function relativeEffectEstimate(
+  treatment: VariantStats,
+  control: VariantStats,
+  kind: MetricKind,
+): { estimate: number; variance: number } | null {
+  if (treatment.number_of_samples < 2 || control.number_of_samples < 2) return null;
+  const t = moments(treatment, kind);
+  const c = moments(control, kind);
+  if (c.mean === 0) return null;
+  const variance = t.variance / (t.n * c.mean ** 2) + (t.mean ** 2 * c.variance) / (c.n * c.mean ** 4);
+  return { estimate: t.mean / c.mean - 1, variance };
+}

@@ -158,13 +158,13 @@ export function studentTQuantile(p: number, df: number): number {
 }
 
 // ---- statistics ----
-interface Moments {
+export interface Moments {
   n: number;
   mean: number;
   variance: number;
 }
 
-function moments(v: VariantStats, kind: MetricKind): Moments {
+export function moments(v: VariantStats, kind: MetricKind): Moments {
   const n = v.number_of_samples;
   if (kind === 'funnel') {
     const p = v.sum / n;

@@ -2,11 +2,10 @@
 // its statements scan from the event table (counted by EXPLAIN ANALYZE of the very statements the
 // job ran, replayed on the same data) grow linearly with the days, not with days². And its daily
 // cumulative results equal a hand-written as-of computation for every day, on data with the hard cases.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { initOrm } from '../../shared/db/orm.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
+import { eventRowsRead, exposure, insertEvents as insertEventRows, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';
 import type { Config } from '../../shared/config.ts';
 import { call, createAccount, ownDatabase, startApi, startTestWorker, uniqueRedisPrefix } from '../helpers.ts';
@@ -49,102 +48,16 @@ async function createExperiment(account: TestAccount, flagKey: string, start: Da
   return res.body;
 }
 
-interface Row {
-  person: string;
-  distinctId: string;
-  event: string;
-  at: Date;
-  properties?: Record<string, unknown>;
-}
-
-/** Persons (one per `person` key, with every distinct id it uses) and their events, straight into the tables. */
-async function insertEvents(projectId: number, rows: Row[]) {
-  const ids = new Map<string, Set<string>>();
-  for (const r of rows) ids.set(r.person, (ids.get(r.person) ?? new Set()).add(r.distinctId));
-  const persons = [...ids].map(([person, distinctIds]) => ({ person, distinct_ids: [...distinctIds] }));
-  await sql(
-    api.orm,
-    `with p as (select * from jsonb_to_recordset(?::jsonb) as p(person text, distinct_ids text[])),
-          made as (insert into person (uuid, project_id) select gen_random_uuid(), ? from p returning id, uuid),
-          numbered as (select m.id, row_number() over (order by m.id) as i from made m),
-          keyed as (select p.*, row_number() over () as i from p)
-     insert into person_distinct_id (project_id, person_id, distinct_id)
-     select ?, n.id, unnest(k.distinct_ids) from keyed k join numbered n using (i)`,
-    [JSON.stringify(persons), projectId, projectId],
-  );
-  const events = rows.map((r) => ({
-    event: r.event,
-    distinct_id: r.distinctId,
-    properties: r.properties ?? {},
-    timestamp: r.at.toISOString(),
-  }));
-  await sql(
-    api.orm,
-    `insert into event (uuid, project_id, event, distinct_id, properties, timestamp)
-     select gen_random_uuid(), ?, e.event, e.distinct_id, e.properties, e.timestamp
-       from jsonb_to_recordset(?::jsonb) as e(event text, distinct_id text, properties jsonb, timestamp timestamptz)`,
-    [projectId, JSON.stringify(events)],
-  );
-}
-
-const exposure = (flag: string, person: string, variant: string, when: Date, distinctId = person): Row => ({
-  person,
-  distinctId,
-  event: '$feature_flag_called',
-  at: when,
-  properties: { $feature_flag: flag, $feature_flag_response: variant },
-});
-
-/** Rows read from the event table (any partition) by one plan: rows returned plus rows filtered out, over all loops. */
-function eventRowsScanned(node: any): number {
-  const count = (key: string) => node[key] ?? 0;
-  const read = count('Actual Rows') + count('Rows Removed by Filter') + count('Rows Removed by Index Recheck');
-  const isEvent = /^event(_default|_y\d{4}m\d{2})?$/.test(node['Relation Name'] ?? '');
-  const own = isEvent ? read * (node['Actual Loops'] ?? 1) : 0;
-  return own + (node.Plans ?? []).reduce((sum: number, child: any) => sum + eventRowsScanned(child), 0);
-}
-
 /** Runs the results job for `experimentId` as of `now`, and counts the event rows its statements read. */
 async function backfillScans(experimentId: number, now: Date): Promise<{ rows: number; results: number }> {
   await sql(api.orm, `delete from experiment_metric_result where experiment_id = ?`, [experimentId]);
-  // An ORM of its own, so the spy sees only this job's statements, not those of whatever the worker
-  // process runs meanwhile on its ORM (its timers and scheduled jobs: in a full run one was replayed too).
-  const orm = await initOrm(url);
-  const conn = orm.em.getConnection();
-  const spy = vi.spyOn(conn, 'execute');
-  let results: number;
-  let calls: unknown[][];
-  try {
-    results = (await computeExperimentResults({ data: { experimentId } } as any, { ...worker.deps, orm }, now)).results;
-  } finally {
-    calls = [...spy.mock.calls]; // restoring clears them
-    spy.mockRestore();
-  }
-  // Replayed in order in one transaction (so temporary tables and settings exist as they did);
-  // writes are left out, and every statement that reads the event table runs under EXPLAIN ANALYZE.
-  const replay = calls.filter(([query]) => typeof query === 'string' && !/^\s*(insert|update|delete)\b/i.test(query));
-  const reads = replay.filter(([query]) => /\bevent\b/.test(query as string));
-  let rows = 0;
-  await (orm.em.fork() as EntityManager).transactional(async (tx) => {
-    const ctx = tx.getTransactionContext();
-    // On a few hundred events a sequential scan of the month's partition is the cheapest plan, and it
-    // counts every row of the month (the later days too): the count would measure the planner's choice
-    // on tiny data, not how often the statements read each event. Without it the statements use the
-    // (project_id, event, timestamp) index, as they do at volume.
-    await tx.getConnection().execute('set local enable_seqscan = off', [], 'run', ctx);
-    for (const [query, params] of replay) {
-      if (!reads.some(([q]) => q === query)) {
-        await tx.getConnection().execute(query as string, (params as unknown[]) ?? [], 'run', ctx);
-        continue;
-      }
-      const explain = `explain (analyze, format json) ${query as string}`;
-      const [plan] = await tx.getConnection().execute<any[]>(explain, (params as unknown[]) ?? [], 'all', ctx);
-      rows += eventRowsScanned(plan['QUERY PLAN'][0].Plan);
-    }
-  });
-  await orm.close();
-  return { rows, results };
+  const { rows, value } = await eventRowsRead(url, (orm) =>
+    computeExperimentResults({ data: { experimentId } } as any, { ...worker.deps, orm }, now),
+  );
+  return { rows, results: value.results };
 }
+
+const insertEvents = (projectId: number, rows: Row[]) => insertEventRows(api.orm, projectId, rows);
 
 describe('experiment results backfill cost', () => {
   it('reads each event about once: event rows scanned grow linearly with the days backfilled', async () => {

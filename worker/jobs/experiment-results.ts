@@ -4,9 +4,8 @@
 // come from one pass over the experiment's events (shared/experiments/results.ts), so a backfill of
 // N days costs about what one day costs, not N times it.
 import type { Job } from 'bullmq';
-import { computeExperimentSeries, type MetricResult } from '../../shared/experiments/results.ts';
-import { sequentialConfig } from '../../shared/experiments/sequential.ts';
-import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { computeExperimentSeries, experimentForResults, type MetricResult } from '../../shared/experiments/results.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { rows, run } from '../../shared/db/sql.ts';
 
@@ -27,31 +26,8 @@ export async function computeExperimentResults(
   );
   let results = 0;
   for (const x of experiments) {
-    const flagVariants: any[] = x.flag_filters?.multivariate?.variants ?? [];
-    const variants: string[] = flagVariants.map((v: any) => v.key);
-    const statsMethod = x.stats_config?.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const);
-    const correction = statsMethod === 'frequentist' ? correctionConfig(x.stats_config) : null;
-    const primaryOrder: string[] = Array.isArray(x.primary_metrics_ordered_uuids)
-      ? x.primary_metrics_ordered_uuids
-      : [];
-    const primaries: any[] = x.metrics ?? [];
-    const experiment = {
-      id: x.id,
-      projectId: x.project_id,
-      flagKey: x.flag_key,
-      variants,
-      startDate: new Date(x.start_date),
-      statsMethod,
-      baselineKey: x.stats_config?.baseline_variant_key ?? (variants.includes('control') ? 'control' : variants[0]),
-      rollout: Object.fromEntries(
-        flagVariants.map((v: any) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
-      ),
-      correction,
-      cupedLookbackDays: cupedLookbackDays(x.stats_config),
-      sequential: statsMethod === 'frequentist' ? sequentialConfig(x.stats_config) : null,
-      primaryMetricUuid:
-        primaryOrder.find((uuid) => primaries.some((m) => m?.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
-    };
+    const experiment = experimentForResults(x);
+    const { correction } = experiment;
     const end = new Date(Math.min(now.getTime(), x.end_date ? new Date(x.end_date).getTime() : now.getTime()));
     const firstDay = Date.UTC(
       experiment.startDate.getUTCFullYear(),

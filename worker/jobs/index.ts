@@ -8,6 +8,7 @@ import { deletePersonData, deletionJobFailed } from './delete-person-data.ts';
 import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';
 import { computeExperimentResults } from './experiment-results.ts';
 import { ensureEventPartitions } from './event-partitions.ts';
+import { guardrailCheck } from './guardrail-check.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
 import { enforceRetention } from './retention.ts';
 import { vacuumTable } from './vacuum-tables.ts';
@@ -23,6 +24,7 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   releaseDeletions: { run: releaseDeletionBatch },
   reconcileDeletions: { run: reconcileDeletions },
   experimentResults: { run: computeExperimentResults },
+  guardrailCheck: { run: guardrailCheck },
   refreshStatistics: { run: refreshStatistics },
   ensureEventPartitions: { run: ensureEventPartitions },
   vacuumTable: { run: vacuumTable },

@@ -25,6 +25,7 @@ import { Migration0043IsoTimestampUtc } from './0043-iso-timestamp-utc.ts';
 import { Migration0044IngestionWarnings } from './0044-ingestion-warnings.ts';
 import { Migration0045DeletionIdempotency } from './0045-deletion-idempotency.ts';
 import { Migration0048Retention } from './0048-retention.ts';
+import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -52,4 +53,5 @@ export const migrationsList = [
   { name: '0044-ingestion-warnings', class: Migration0044IngestionWarnings },
   { name: '0045-deletion-idempotency', class: Migration0045DeletionIdempotency },
   { name: '0048-retention', class: Migration0048Retention },
+  { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
 ];

@@ -43,6 +43,7 @@ const FIELDS = [
   'metrics',
   'metrics_secondary',
   'stats_config',
+  'guardrail_status', // ours, not PostHog's: the guardrail check and circuit breaker (README, Guardrails)
   'conclusion',
   'conclusion_comment',
   'primary_metrics_ordered_uuids',

@@ -1,0 +1,417 @@
+// Guardrail metrics and the circuit breaker. An experiment declares guardrails in
+// stats_config.guardrails ([{metric_uuid, direction, tolerated_harm, min_exposures}]); the worker
+// checks them every few minutes (GUARDRAIL_CHECK_CRON) with an always-valid interval on the relative
+// effect (sequential.ts), and when stats_config.circuit_breaker.enabled is true and a treatment's
+// interval lies wholly beyond the tolerated harm, one transaction sets the flag to serve control to
+// everyone (its filters before are kept), annotates the experiment (guardrail_status) and writes the
+// activity log; the reset restores the flag.
+//
+// A check costs the change since the last stored day, not a recompute: the results job stores each
+// metric's cumulative counts per day (experiment_metric_result); the check takes the latest day whose
+// row was computed after that day had ended, and adds the change since then, computed from the
+// persons with an exposure or metric event since (results.ts, `touchedSince`). One approximation: two
+// persons merged since, neither with such an event since, count as the stored day had them until the
+// next daily result.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { recordActivity } from '../activity-log.ts';
+import { pgArray, rows, run } from '../db/sql.ts';
+import { computeExperimentCounts, type ExperimentForResults, metricShape } from './results.ts';
+import { alwaysValidInterval, relativeEffectEstimate } from './sequential.ts';
+import type { MetricKind, MetricStats, VariantStats } from './stats.ts';
+import { updateFlagFilters } from './store.ts';
+
+export const GUARDRAIL_DIRECTIONS = ['increase_is_bad', 'decrease_is_bad'] as const;
+export type GuardrailDirection = (typeof GUARDRAIL_DIRECTIONS)[number];
+/** Exposures each of control and the treatment needs before a guardrail is judged, unless set. */
+export const DEFAULT_GUARDRAIL_MIN_EXPOSURES = 100;
+/** The always-valid interval's level: 1 − α = 95%. */
+export const GUARDRAIL_ALPHA = 0.05;
+
+export interface Guardrail {
+  metric_uuid: string;
+  direction: GuardrailDirection;
+  /** Relative harm tolerated, in (0, 1): 0.05 = a 5% change in the bad direction. */
+  tolerated_harm: number;
+  min_exposures?: number;
+}
+
+export interface GuardrailCheck {
+  metric_uuid: string;
+  variant: string;
+  direction: GuardrailDirection;
+  tolerated_harm: number;
+  exposures: { control: number; treatment: number };
+  /** Relative effect (μT − μC)/μC and its always-valid interval, or null before there is enough data. */
+  estimate: number | null;
+  interval: [number, number] | null;
+  status: 'harmful' | 'within_tolerance' | 'not_enough_exposures' | 'no_data';
+}
+
+export function guardrailsOf(statsConfig: unknown): Guardrail[] {
+  const list = (statsConfig as { guardrails?: unknown } | null)?.guardrails;
+  return Array.isArray(list) ? list.filter((g) => g && typeof g.metric_uuid === 'string') : [];
+}
+
+export const circuitBreakerEnabled = (statsConfig: unknown) =>
+  (statsConfig as { circuit_breaker?: { enabled?: unknown } } | null)?.circuit_breaker?.enabled === true;
+
+/**
+ * One guardrail against every treatment: harmful when the always-valid interval of the relative
+ * effect lies wholly beyond the tolerated harm in the bad direction (lower bound > h when an increase
+ * is bad, upper bound < −h when a decrease is), with at least min_exposures in control and treatment.
+ * The mixture scale τ is the tolerated harm: the sequence is tightest for effects of that size.
+ */
+export function evaluateGuardrail(
+  guardrail: Guardrail,
+  kind: MetricKind,
+  variants: VariantStats[],
+  baselineKey: string,
+  alpha = GUARDRAIL_ALPHA,
+): GuardrailCheck[] {
+  const control = variants.find((v) => v.key === baselineKey);
+  const minimum = guardrail.min_exposures ?? DEFAULT_GUARDRAIL_MIN_EXPOSURES;
+  const h = guardrail.tolerated_harm;
+  return variants
+    .filter((v) => v.key !== baselineKey)
+    .map((treatment) => {
+      const base = {
+        metric_uuid: guardrail.metric_uuid,
+        variant: treatment.key,
+        direction: guardrail.direction,
+        tolerated_harm: h,
+        exposures: { control: control?.number_of_samples ?? 0, treatment: treatment.number_of_samples },
+      };
+      const effect = control ? relativeEffectEstimate(treatment, control, kind) : null;
+      if (!effect || !(effect.variance > 0)) return { ...base, estimate: null, interval: null, status: 'no_data' };
+      const ci = alwaysValidInterval(effect.estimate, effect.variance, h, alpha);
+      const interval: [number, number] = [ci.lower, ci.upper];
+      if (base.exposures.control < minimum || base.exposures.treatment < minimum)
+        return { ...base, estimate: effect.estimate, interval, status: 'not_enough_exposures' };
+      const harmful = guardrail.direction === 'increase_is_bad' ? ci.lower > h : ci.upper < -h;
+      return { ...base, estimate: effect.estimate, interval, status: harmful ? 'harmful' : 'within_tolerance' };
+    });
+}
+
+const DAY = 86400_000;
+const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
+
+/** The per-variant counts a stored result holds (its baseline and variant results). */
+function storedCounts(result: any): VariantStats[] {
+  return [result?.baseline, ...(result?.variant_results ?? [])]
+    .filter((v) => v && typeof v.key === 'string')
+    .map((v) => ({
+      key: v.key,
+      number_of_samples: Number(v.number_of_samples) || 0,
+      sum: Number(v.sum) || 0,
+      sum_squares: Number(v.sum_squares) || 0,
+      ...(Array.isArray(v.step_counts) ? { step_counts: v.step_counts.map(Number) } : {}),
+    }));
+}
+
+function plus(a: VariantStats | undefined, b: VariantStats | undefined, sign: 1 | -1, key: string): VariantStats {
+  const steps = (x?: VariantStats) => x?.step_counts ?? [];
+  const length = Math.max(steps(a).length, steps(b).length);
+  const out: VariantStats = {
+    key,
+    number_of_samples: (a?.number_of_samples ?? 0) + sign * (b?.number_of_samples ?? 0),
+    sum: (a?.sum ?? 0) + sign * (b?.sum ?? 0),
+    sum_squares: (a?.sum_squares ?? 0) + sign * (b?.sum_squares ?? 0),
+  };
+  if (length) out.step_counts = Array.from({ length }, (_, i) => (steps(a)[i] ?? 0) + sign * (steps(b)[i] ?? 0));
+  return out;
+}
+
+/**
+ * The metrics' cumulative counts as of `now`: the latest stored day D whose rows (all of these
+ * metrics', current fingerprints) were computed after D ended, plus the change since D's end from the
+ * persons active since. Without such a day, a full computation (`base_day` null).
+ */
+export async function currentCounts(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: any[],
+  now: Date,
+): Promise<{ counts: (MetricStats | Error)[]; baseDay: string | null }> {
+  const uuids = metrics.map((m) => m.uuid);
+  const fingerprints = metrics.map((m) => m.fingerprint ?? '');
+  const stored = await rows<{ day: string; metric_uuid: string; result: any }>(
+    em,
+    `with wanted as (select * from unnest(?::text[], ?::text[]) as w(uuid, fingerprint)),
+     valid as (
+       select r.day, r.metric_uuid, r.result from experiment_metric_result r
+         join wanted w on w.uuid = r.metric_uuid and w.fingerprint = r.fingerprint
+        where r.experiment_id = ? and r.status = 'completed' and r.result is not null
+          and r.computed_at >= (r.day + 1)::timestamp at time zone 'UTC'),
+     base as (select day from valid group by day having count(distinct metric_uuid) = ? order by day desc limit 1)
+     select day::text as day, metric_uuid, result from valid where day = (select day from base)`,
+    [pgArray(uuids), pgArray(fingerprints), experiment.id, new Set(uuids).size],
+  );
+  const baseDay = stored[0]?.day ?? null;
+  const firstDay = utcDay(experiment.startDate.getTime());
+  const baseEnd = baseDay ? Date.parse(`${baseDay}T00:00:00Z`) + DAY : null;
+  if (baseEnd === null || baseEnd > now.getTime()) {
+    const full = await computeExperimentCounts(em, experiment, metrics, now);
+    const counts = full.map((c, i) => (c instanceof Error ? c : (c.at(-1) ?? emptyStats(metrics[i], experiment))));
+    return { counts, baseDay: null };
+  }
+  const change = await computeExperimentCounts(em, experiment, metrics, now, { touchedSince: new Date(baseEnd) });
+  const baseIndex = (baseEnd - DAY - firstDay) / DAY;
+  const counts = change.map((c, i) => {
+    if (c instanceof Error) return c;
+    const kind = metricShape(metrics[i])!.kind;
+    const base = storedCounts(stored.find((r) => r.metric_uuid === metrics[i].uuid)?.result);
+    const last = c.at(-1);
+    const before = c[baseIndex];
+    const variants = experiment.variants.map((key) => {
+      const delta = plus(
+        last?.variants.find((v) => v.key === key),
+        before?.variants.find((v) => v.key === key),
+        -1,
+        key,
+      );
+      return plus(
+        base.find((v) => v.key === key),
+        delta,
+        1,
+        key,
+      );
+    });
+    return { kind, variants };
+  });
+  return { counts, baseDay };
+}
+
+function emptyStats(metric: any, experiment: ExperimentForResults): MetricStats {
+  return {
+    kind: metricShape(metric)?.kind ?? 'mean',
+    variants: experiment.variants.map((key) => ({ key, number_of_samples: 0, sum: 0, sum_squares: 0 })),
+  };
+}
+
+/** The experiment's guardrails checked as of `now`. */
+export async function checkGuardrails(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  row: Record<string, any>,
+  now: Date,
+): Promise<{ checks: GuardrailCheck[]; baseDay: string | null; errors: string[] }> {
+  const guardrails = guardrailsOf(row.stats_config);
+  const all: any[] = [...(row.metrics ?? []), ...(row.metrics_secondary ?? [])];
+  const metrics = [...new Set(guardrails.map((g) => g.metric_uuid))]
+    .map((uuid) => all.find((m) => m?.uuid === uuid))
+    .filter((m) => m && metricShape(m));
+  if (!metrics.length) return { checks: [], baseDay: null, errors: [] };
+  const { counts, baseDay } = await currentCounts(em, experiment, metrics, now);
+  const checks: GuardrailCheck[] = [];
+  const errors: string[] = [];
+  for (const g of guardrails) {
+    const i = metrics.findIndex((m) => m.uuid === g.metric_uuid);
+    const c = counts[i];
+    if (i < 0 || !c) continue;
+    if (c instanceof Error) {
+      errors.push(`${g.metric_uuid}: ${c.message}`);
+      continue;
+    }
+    checks.push(...evaluateGuardrail(g, c.kind, c.variants, experiment.baselineKey));
+  }
+  return { checks, baseDay, errors };
+}
+
+/** The flag's filters serving `baselineKey` to every person: one 100% condition, no holdout. */
+export function controlOnlyFilters(filters: Record<string, any>, baselineKey: string): Record<string, any> {
+  const variants: any[] = filters?.multivariate?.variants ?? [];
+  return {
+    ...filters,
+    groups: [{ properties: [], rollout_percentage: 100, variant: baselineKey }],
+    multivariate: {
+      ...filters?.multivariate,
+      variants: variants.map((v) => ({ ...v, rollout_percentage: v.key === baselineKey ? 100 : 0 })),
+    },
+    holdout: null,
+    holdout_groups: null,
+  };
+}
+
+const describeCheck = (c: GuardrailCheck) => {
+  const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
+  const [lo, hi] = c.interval!;
+  const bad = c.direction === 'increase_is_bad' ? 'increase' : 'decrease';
+  return (
+    `Guardrail metric ${c.metric_uuid}: variant ${c.variant} changes it by ${pct(c.estimate!)} relative to control ` +
+    `(always-valid ${Math.round((1 - GUARDRAIL_ALPHA) * 100)}% interval [${pct(lo)}, ${pct(hi)}]), ` +
+    `a larger ${bad} than the tolerated ${pct(c.tolerated_harm)}.`
+  );
+};
+
+/**
+ * Records a check: the last verdict in guardrail_status, and, when a guardrail is harmful and the
+ * circuit breaker is on, the trip (flag to control for everyone, the annotation, the activity log
+ * entry) in one transaction. Returns whether this call tripped it.
+ */
+export async function recordGuardrailCheck(
+  em: EntityManager,
+  experimentId: number,
+  result: { checks: GuardrailCheck[]; baseDay: string | null; errors: string[] },
+  now: Date,
+): Promise<boolean> {
+  return em.transactional(async (tx) => {
+    const [x] = await rows<any>(
+      tx,
+      `select x.id, x.project_id, x.name, x.stats_config, x.guardrail_status, x.feature_flag_id, f.filters
+         from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ? for update of x, f`,
+      [experimentId],
+    );
+    if (!x || x.guardrail_status?.state === 'tripped') return false;
+    const check = {
+      checked_at: now.toISOString(),
+      base_day: result.baseDay,
+      checks: result.checks,
+      errors: result.errors,
+    };
+    const harmful = result.checks.find((c) => c.status === 'harmful');
+    if (!harmful || !circuitBreakerEnabled(x.stats_config)) {
+      const state = harmful ? 'harmful' : 'ok';
+      await run(
+        tx,
+        `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
+        [JSON.stringify({ state, last_check: check }), x.id],
+      );
+      return false;
+    }
+    const baselineKey = x.stats_config?.baseline_variant_key ?? 'control';
+    const reason = describeCheck(harmful);
+    const trip = {
+      tripped_at: now.toISOString(),
+      metric_uuid: harmful.metric_uuid,
+      variant: harmful.variant,
+      reason,
+      estimate: harmful.estimate,
+      interval: harmful.interval,
+      exposures: harmful.exposures,
+    };
+    const filters = controlOnlyFilters(x.filters, baselineKey);
+    await updateFlagFilters(tx, x.feature_flag_id, filters, false);
+    const status = { state: 'tripped', last_check: check, trip, previous_flag_filters: x.filters };
+    await run(
+      tx,
+      `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
+      [JSON.stringify(status), x.id],
+    );
+    await notifyGuardrailTripped(tx, x.project_id, {
+      experiment: { id: x.id, name: x.name },
+      feature_flag: { id: x.feature_flag_id, before: x.filters, after: filters },
+      ...trip,
+    });
+    return true;
+  });
+}
+
+export interface GuardrailTrippedPayload {
+  experiment: { id: number; name: string };
+  feature_flag: { id: number; before: unknown; after: unknown };
+  tripped_at: string;
+  metric_uuid: string;
+  variant: string;
+  reason: string;
+  estimate: number | null;
+  interval: [number, number] | null;
+}
+
+/** Tells the world a guardrail tripped, in the trip's transaction: the activity log (and the webhook). */
+export async function notifyGuardrailTripped(
+  tx: EntityManager,
+  projectId: number,
+  payload: GuardrailTrippedPayload,
+): Promise<void> {
+  await recordActivity(tx, {
+    projectId,
+    userId: null,
+    scope: 'Experiment',
+    itemId: String(payload.experiment.id),
+    activity: 'guardrail_tripped',
+    detail: {
+      name: payload.experiment.name,
+      changes: [
+        {
+          type: 'FeatureFlag',
+          action: 'changed',
+          field: 'filters',
+          before: payload.feature_flag.before,
+          after: payload.feature_flag.after,
+        },
+      ],
+      trigger: {
+        job: 'guardrail-check',
+        reason: payload.reason,
+        metric_uuid: payload.metric_uuid,
+        variant: payload.variant,
+        interval: payload.interval,
+        tripped_at: payload.tripped_at,
+      },
+    },
+  });
+  // webhook: queueWebhookEvent(em, projectId, 'experiment.guardrail_tripped', payload)
+}
+
+/**
+ * The reset: the flag's filters as before the trip, the circuit breaker off (so the next check does
+ * not trip it again at once; turn it back on with stats_config.circuit_breaker), the trip kept as
+ * last_trip. False when the experiment's breaker has not tripped.
+ */
+export async function resetCircuitBreaker(
+  em: EntityManager,
+  experimentId: number,
+  actor: { projectId: number; organizationId: string; userId: number },
+): Promise<boolean> {
+  return em.transactional(async (tx) => {
+    const [x] = await rows<any>(
+      tx,
+      `select x.id, x.name, x.stats_config, x.guardrail_status, x.feature_flag_id, f.filters
+         from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ? for update of x, f`,
+      [experimentId],
+    );
+    if (!x || x.guardrail_status?.state !== 'tripped') return false;
+    const previous = x.guardrail_status.previous_flag_filters;
+    await updateFlagFilters(tx, x.feature_flag_id, previous, false);
+    const statsConfig = {
+      ...(x.stats_config ?? {}),
+      circuit_breaker: { ...x.stats_config?.circuit_breaker, enabled: false },
+    };
+    const status = {
+      state: 'reset',
+      reset_at: new Date().toISOString(),
+      last_check: x.guardrail_status.last_check ?? null,
+      last_trip: x.guardrail_status.trip,
+    };
+    await run(
+      tx,
+      `update experiment set guardrail_status = ?::jsonb, stats_config = ?::jsonb, updated_at = now() where id = ?`,
+      [JSON.stringify(status), JSON.stringify(statsConfig), x.id],
+    );
+    await recordActivity(tx, {
+      ...actor,
+      scope: 'Experiment',
+      itemId: String(x.id),
+      activity: 'guardrail_reset',
+      detail: {
+        name: x.name,
+        changes: [{ type: 'FeatureFlag', action: 'changed', field: 'filters', before: x.filters, after: previous }],
+      },
+    });
+    return true;
+  });
+}
+
+/** The running experiments with guardrails whose breaker has not tripped (one, with `only`). */
+export function experimentsToGuard(em: EntityManager, only?: number) {
+  return rows<Record<string, any>>(
+    em,
+    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
+      where not x.deleted and x.start_date is not null and x.start_date <= now()
+        and (x.end_date is null or x.end_date > now())
+        and jsonb_typeof(x.stats_config->'guardrails') = 'array' and jsonb_array_length(x.stats_config->'guardrails') > 0
+        and (x.guardrail_status->>'state') is distinct from 'tripped' ${only ? 'and x.id = ?' : ''}
+      order by x.id`,
+    only ? [only] : [],
+  );
+}

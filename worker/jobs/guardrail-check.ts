@@ -1,0 +1,26 @@
+// Guardrail checks (every GUARDRAIL_CHECK_CRON, default 5 minutes): each running experiment with
+// guardrails, from its stored daily counts plus the change since (shared/experiments/guardrails.ts).
+import type { Job } from 'bullmq';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/guardrails.ts';
+import { experimentForResults } from '../../shared/experiments/results.ts';
+import type { JobData } from '../../shared/jobs.ts';
+import type { WorkerDeps } from '../deps.ts';
+
+export async function guardrailCheck(
+  job: Job<JobData['guardrailCheck']>,
+  deps: WorkerDeps,
+  now = new Date(),
+): Promise<{ experiments: number; tripped: number[] }> {
+  const em = deps.orm.em.fork() as EntityManager;
+  const experiments = await experimentsToGuard(em, job.data?.experimentId);
+  const tripped: number[] = [];
+  for (const row of experiments) {
+    const result = await checkGuardrails(em, experimentForResults(row), row, now);
+    if (await recordGuardrailCheck(em, row.id, result, now)) {
+      tripped.push(row.id);
+      deps.logger.warn({ experimentId: row.id, checks: result.checks }, 'guardrail tripped: flag set to control');
+    }
+  }
+  return { experiments: experiments.length, tripped };
+}
