@@ -14,6 +14,7 @@ import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
+import { webhookRoutes } from './webhooks/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
 export const allRoutes: RouteDefinition[] = [
@@ -32,5 +33,6 @@ export const allRoutes: RouteDefinition[] = [
   ...flagRoutes,
   ...sdkConfigRoutes,
   ...introspectionRoutes,
+  ...webhookRoutes,
 ];
 allRoutes.push(...openApiRoutes(() => allRoutes));

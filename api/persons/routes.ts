@@ -363,7 +363,7 @@ function deletionRequestRoute(
     },
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+      const { requests } = await deletePersons(ctx.state.em, ctx.deps.queues, actorOf(ctx), [person], {
         ...what,
         keepPerson: true,
         eventsMode: 'off_peak',
@@ -395,7 +395,7 @@ export const personDeletionRoutes = [
     handler: async (ctx) => {
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const q = ctx.state.query;
-      await deletePersons(ctx.state.em, ctx.deps.queues.deletions, actorOf(ctx), [person], {
+      await deletePersons(ctx.state.em, ctx.deps.queues, actorOf(ctx), [person], {
         deleteEvents: q.delete_events === true,
         deleteRecordings: q.delete_recordings === true,
         keepPerson: q.keep_person === true,
@@ -457,7 +457,7 @@ export const personDeletionRoutes = [
       };
       const { personsDeleted, requests } = await deletePersons(
         ctx.state.em,
-        ctx.deps.queues.deletions,
+        ctx.deps.queues,
         actorOf(ctx),
         persons,
         options,

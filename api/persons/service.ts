@@ -3,7 +3,6 @@
 // person at once and record deletion requests (events, recordings) in the same transaction.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import type { Queue } from 'bullmq';
 import { recordActivity, type ActivityChange, type Actor } from '../../shared/activity-log.ts';
 import type { DeletionMode } from '../../shared/deletions/schedule.ts';
 import {
@@ -15,7 +14,8 @@ import {
 import { storeEvents } from '../../shared/events/store.ts';
 import { deletePersonRows } from '../../shared/persons/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
-import { enqueueDeletions } from '../../shared/queues.ts';
+import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
+import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../../shared/queues.ts';
 import { findPerson } from './queries.ts';
 import { orderedDistinctIds, type PersonWithIds } from './serializers.ts';
 
@@ -67,16 +67,20 @@ export interface DeletionOptions {
   eventsMode: DeletionMode;
 }
 
-/** Deletes persons (unless keepPerson) and records the requested data deletions; returns the requests. */
+/**
+ * Deletes persons (unless keepPerson) and records the requested data deletions, with their
+ * deletion.queued webhook events; returns the requests.
+ */
 export async function deletePersons(
   em: EntityManager,
-  deletionQueue: Queue,
+  queues: Pick<Queues, 'deletions' | 'webhooks'>,
   actor: Actor,
   persons: PersonWithIds[],
   options: DeletionOptions,
 ): Promise<{ personsDeleted: number; requests: DeletionRequestView[] }> {
   if (persons.length === 0) return { personsDeleted: 0, requests: [] };
   let requestIds: string[] = [];
+  let deliveries: string[] = [];
   let personsDeleted = 0;
   await em.fork().transactional(async (tx) => {
     const txEm = tx as EntityManager;
@@ -110,13 +114,15 @@ export async function deletePersons(
       if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
     }
     requestIds = await recordDeletionRequests(txEm, requests);
+    deliveries = await queueDeletionEvents(txEm, actor.projectId, 'queued', requestIds);
   });
   const requests = await deletionRequestsByIds(em, requestIds);
   // Recordings go now; event deletions wait for their scheduled window. If Redis is down the rows
   // stay pending and the worker's reconciler enqueues them.
   await enqueueDeletions(
-    deletionQueue,
+    queues.deletions,
     requests.filter((r) => r.mode === 'immediate').map((r) => r.id),
   );
+  await enqueueWebhookDeliveries(queues.webhooks, deliveries);
   return { personsDeleted, requests };
 }

@@ -21,6 +21,7 @@ import { PersonalApiKey } from './personal-api-key.ts';
 import { Project } from './project.ts';
 import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
 import { User } from './user.ts';
+import { Webhook, WebhookDelivery } from '../webhooks/entities.ts';
 
 export {
   ActivityLog,
@@ -47,6 +48,8 @@ export {
   SessionRecording,
   SessionRecordingSnapshot,
   User,
+  Webhook,
+  WebhookDelivery,
 };
 export type { AsyncDeletionRow } from './async-deletion.ts';
 
@@ -77,6 +80,9 @@ export const entities = [
   EventDefinitionUsage,
   // ingestion
   IngestionWarning,
+  // webhooks and their delivery log
+  Webhook,
+  WebhookDelivery,
   // worker state and audit
   AsyncDeletion,
   JobSchedule,
