@@ -163,6 +163,11 @@ describe('deletion transitions', () => {
         expect(b.status, b.text).toBe(200);
         const doneId = a.body.deletion_requests[0].id;
         const doomedId = b.body.deletion_requests[0].id;
+        // A repeated request joins the pending one: no new transition, no event.
+        const again = await call(api.baseUrl, 'POST', `${P()}/persons/${doomed.id}/delete_events/`, {
+          key: account.apiKey,
+        });
+        expect(again.body.deletion_requests[0].id).toBe(doomedId);
         await worker.deps.queues.deletions.add('release-batch', { mode: 'off_peak' });
 
         const expected = [
@@ -229,8 +234,27 @@ describe('deletion transitions', () => {
         const failed = event(doomedId, 'deletion.failed').data.deletion;
         expect(failed).toMatchObject({ status: 'failed', failures: 1 });
         expect(failed.last_error).toContain('injected fault');
-      } finally {
+
+        // The operator's retry of the failed request: running and completed once more, each delivered once.
         await heal();
+        const retried = await call(api.baseUrl, 'POST', `${P()}/persons/deletion_status/${doomedId}/retry/`, {
+          key: account.apiKey,
+        });
+        expect(retried.status, retried.text).toBe(200);
+        const after = await eventually(async () => {
+          const page = await deliveriesOf(webhookId);
+          return page.count === expected.length + 2 && page.results.every((d: any) => d.status === 'delivered')
+            ? page
+            : null;
+        });
+        await eventually(webhookQueueIdle);
+        expect(after.results.slice(0, 2).map((d: any) => `${d.payload.deletion.id} ${d.event_type}`)).toEqual([
+          `${doomedId} deletion.completed`,
+          `${doomedId} deletion.running`,
+        ]);
+        expect(receiver.calls.filter((c) => c.answered === 200)).toHaveLength(expected.length + 2);
+      } finally {
+        await heal().catch(() => undefined);
       }
     } finally {
       await receiver.close();
