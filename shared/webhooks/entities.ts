@@ -46,6 +46,7 @@ export const WebhookDelivery = defineEntity({
     // Read backwards for the log, newest first.
     { name: 'webhook_delivery_webhook_idx', properties: ['webhookId', 'id'] },
     { name: 'webhook_delivery_pending_idx', properties: ['id'], where: `status = 'pending'` },
+    { name: 'webhook_delivery_created_idx', properties: ['createdAt'] },
   ],
 });
 

@@ -224,18 +224,35 @@ export async function failDelivery(em: EntityManager, id: string, reason: string
   );
 }
 
-/** Pending deliveries (each should have a live job), oldest first; `among`: only of these ids. */
-export async function pendingDeliveryIds(
+/**
+ * Pending deliveries that should have been sent by now: made (or due for their retry) at least
+ * `graceSeconds` ago, oldest first; `among`: only of these ids. The grace leaves a fresh delivery to the
+ * hand-off after its commit and a retry to its delayed job: the reconciler acts only on what they missed.
+ */
+export async function overdueDeliveryIds(
   em: EntityManager,
-  among: string[] | null = null,
-  limit = 10_000,
+  options: { among?: string[] | null; graceSeconds?: number; limit?: number } = {},
 ): Promise<string[]> {
+  const among = options.among ? pgArray(options.among) : null;
   const found = await rows<{ id: string }>(
     em,
     `select id::text from webhook_delivery
-      where status = 'pending' and (?::bigint[] is null or id = any(?::bigint[]))
+      where status = 'pending' and coalesce(next_attempt_at, created_at) <= now() - make_interval(secs => ?)
+        and (?::bigint[] is null or id = any(?::bigint[]))
       order by id limit ?`,
-    [among && pgArray(among), among && pgArray(among), limit],
+    [options.graceSeconds ?? 0, among, among, options.limit ?? 10_000],
   );
   return found.map((r) => r.id);
+}
+
+/** How long the delivery log keeps a finished delivery. */
+export const DELIVERY_RETENTION_DAYS = 30;
+
+/** Deletes delivered and failed deliveries older than DELIVERY_RETENTION_DAYS (of every project); returns how many. */
+export function purgeOldDeliveries(em: EntityManager): Promise<number> {
+  return run(
+    em,
+    `delete from webhook_delivery where created_at < now() - make_interval(days => ?) and status <> 'pending'`,
+    [DELIVERY_RETENTION_DAYS],
+  );
 }

@@ -183,8 +183,8 @@ describe('deletion transitions', () => {
           return page.count === expected.length && page.results.every((d: any) => d.status !== 'pending') ? page : null;
         });
         await eventually(webhookQueueIdle);
-        // A reconcile finds nothing left to send.
-        expect((await reconcileWebhookDeliveries(worker.deps)).enqueued).toBe(0);
+        // A reconcile finds nothing left to send, however fresh.
+        expect((await reconcileWebhookDeliveries(worker.deps, 0)).enqueued).toBe(0);
 
         const transitions = log.results.map((d: any) => `${d.payload.deletion.id} ${d.event_type}`).sort();
         expect(transitions).toEqual(expected);
@@ -283,6 +283,12 @@ describe('deletion transitions', () => {
         queueWebhookEvent(tx as EntityManager, other.projectId, 'deletion.queued', {}),
       );
       expect(none).toEqual([]);
+      // Left to its own hand-off for a minute; then the reconciler sends it.
+      const fresh = await reconcileWebhookDeliveries(worker.deps);
+      expect(fresh.enqueued).toBe(0);
+      await sql(api.orm, `update webhook_delivery set created_at = now() - interval '61 seconds' where id = ?`, [
+        ids[0],
+      ]);
       expect((await reconcileWebhookDeliveries(worker.deps)).enqueued).toBeGreaterThanOrEqual(1);
       const page = await eventually(async () => {
         const p = await deliveriesOf(created.body.id, other.apiKey, other.projectId);

@@ -1,12 +1,13 @@
 // One webhook delivery (a webhook_delivery row): the signed POST of shared/webhooks/deliver.ts, retried by
-// BullMQ with exponential backoff (WEBHOOK_ATTEMPTS, WEBHOOK_BACKOFF_MS). The reconciler gives every
-// pending delivery a live job: one whose hand-off failed (Redis down at the commit) or whose job was lost.
+// BullMQ with exponential backoff (WEBHOOK_ATTEMPTS, WEBHOOK_BACKOFF_MS). The reconciler gives a live job
+// to every pending delivery that its own has missed for a minute: its hand-off failed (Redis down at the
+// commit), or its job was lost with Redis.
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../../shared/jobs.ts';
 import { requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/queues.ts';
 import { DeliveryAttemptFailed, deliverWebhook } from '../../shared/webhooks/deliver.ts';
-import { failDelivery, pendingDeliveryIds } from '../../shared/webhooks/store.ts';
+import { failDelivery, overdueDeliveryIds } from '../../shared/webhooks/store.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 export async function deliverWebhookJob(job: Job<JobData['webhookDelivery']>, deps: WorkerDeps) {
@@ -28,11 +29,17 @@ export async function webhookJobFailed(job: Job<JobData['webhookDelivery']>, err
   await failDelivery(deps.orm.em.fork() as EntityManager, job.data.deliveryId, error.message);
 }
 
-export async function reconcileWebhookDeliveries(deps: WorkerDeps): Promise<{ enqueued: number }> {
+/** How long a pending delivery is left to its own job before the reconciler gives it another. */
+export const RECONCILE_GRACE_SECONDS = 60;
+
+export async function reconcileWebhookDeliveries(
+  deps: WorkerDeps,
+  graceSeconds = RECONCILE_GRACE_SECONDS,
+): Promise<{ enqueued: number }> {
   const em = deps.orm.em.fork() as EntityManager;
-  const pending = await pendingDeliveryIds(em);
-  const enqueued = await requeueRowJobs(deps.queues.webhooks, WEBHOOK_DELIVERY_JOB, pending, (ids) =>
-    pendingDeliveryIds(em, ids),
+  const overdue = await overdueDeliveryIds(em, { graceSeconds });
+  const enqueued = await requeueRowJobs(deps.queues.webhooks, WEBHOOK_DELIVERY_JOB, overdue, (ids) =>
+    overdueDeliveryIds(em, { among: ids, graceSeconds }),
   );
   if (enqueued.length)
     deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued webhook deliveries without a live job');

@@ -4,7 +4,8 @@ import { Migration } from '@mikro-orm/migrations';
  * Signed webhooks per project (shared/webhooks/): the customer's endpoints and the event types each
  * receives, and the delivery log. A delivery row is the outbox of one event for one webhook, written in
  * the transaction of the change it reports; the worker posts it (its BullMQ job carries only the id) and
- * records every attempt on it. The reconciler finds pending rows through the partial index.
+ * records every attempt on it. The reconciler finds pending rows through the partial index; the daily
+ * maintenance job purges finished deliveries past 30 days by created_at.
  */
 export class Migration0046Webhooks extends Migration {
   override name = '0046-webhooks';
@@ -37,5 +38,6 @@ export class Migration0046Webhooks extends Migration {
     )`);
     this.addSql(`create index webhook_delivery_webhook_idx on webhook_delivery (webhook_id, id)`);
     this.addSql(`create index webhook_delivery_pending_idx on webhook_delivery (id) where status = 'pending'`);
+    this.addSql(`create index webhook_delivery_created_idx on webhook_delivery (created_at)`);
   }
 }
