@@ -2,7 +2,7 @@
 // Redis) to receivers on 127.0.0.1: at least once per transition (a receiver that fails each delivery's
 // first call gets exactly one successful call per transition), signed, retried with backoff, logged; a
 // receiver that never answers is cut off by the time limit, and an endless answer is read only up to the cap.
-import { createHmac, randomUUID } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -11,7 +11,7 @@ import type { Config } from '../../shared/config.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
-import { sql } from '../db.ts';
+import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import {
   call,
@@ -111,21 +111,7 @@ const webhookQueueIdle = async () => {
 };
 
 /** A fault in PostgreSQL: deleting this distinct id's events raises, until the returned function removes it. */
-async function failDeletesOf(distinctId: string): Promise<() => Promise<void>> {
-  const name = `fail_${randomUUID().replace(/-/g, '')}`;
-  await sql(
-    api.orm,
-    `create function ${name}() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`,
-  );
-  await sql(
-    api.orm,
-    `create trigger ${name} before delete on event for each row when (old.distinct_id = '${distinctId}') execute function ${name}()`,
-  );
-  return async () => {
-    await sql(api.orm, `drop trigger ${name} on event`);
-    await sql(api.orm, `drop function ${name}()`);
-  };
-}
+const failDeletesOf = (distinctId: string) => failEventDeletesOf(api.orm, distinctId);
 
 describe('deletion transitions', () => {
   it('each transition is delivered once to a receiver that fails every first call: signed, retried, logged', async () => {
