@@ -38,6 +38,9 @@ export function checkWebhookUrl(url: string): void {
   if (!parsed?.hostname) throw new WebhookInputError('Enter a valid URL.', 'url');
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
     throw new WebhookInputError('Enter a valid URL: only http and https URLs are accepted.', 'url');
+  // fetch refuses them; a receiver authenticates a call by its signature.
+  if (parsed.username || parsed.password)
+    throw new WebhookInputError('Enter a valid URL: a user name or password in the URL is not accepted.', 'url');
 }
 
 function checkSecret(secret: string): void {

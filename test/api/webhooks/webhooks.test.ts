@@ -57,6 +57,7 @@ describe('webhooks', () => {
     ['file:///etc/passwd', 'Enter a valid URL.'],
     ['not a url', 'Enter a valid URL.'],
     ['/relative/path', 'Enter a valid URL.'],
+    ['https://user:pass@example.com/', 'Enter a valid URL: a user name or password in the URL is not accepted.'],
   ])('a URL %s is 400 with PostHog’s body', async (url, detail) => {
     const res = await as('POST', `${P}/`, { url });
     expect(res.status).toBe(400);
