@@ -2,12 +2,13 @@
 // Redis) to receivers on 127.0.0.1: at least once per transition (a receiver that fails each delivery's
 // first call gets exactly one successful call per transition), signed, retried with backoff, logged; a
 // receiver that never answers is cut off by the time limit, and an endless answer is read only up to the cap.
-import { createHmac } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
+import { claimDeletion, completeDeletions, dropLeases, recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
@@ -245,6 +246,27 @@ describe('deletion transitions', () => {
     } finally {
       await receiver.close();
     }
+  });
+
+  it('a claim starts a request (deletion.running) only when it was pending or failed, not on a re-claim of its own', async () => {
+    const em = api.orm.em.fork() as EntityManager;
+    const [id] = await recordDeletionRequests(em, [
+      {
+        projectId: account.projectId,
+        type: 'person_recordings',
+        mode: 'weekly',
+        key: randomUUID(),
+        distinctIds: [],
+        createdById: null,
+      },
+    ]);
+    expect(await claimDeletion(em, id, 30)).toMatchObject({ claimed: true, previousStatus: 'pending' });
+    // Its attempt failed (the lease is dropped for the quick retry): the retry claims a running request.
+    await dropLeases(em, [id]);
+    expect(await claimDeletion(em, id, 30)).toMatchObject({ claimed: true, previousStatus: 'running' });
+    // While the lease holds nobody claims it; the answer says what it was.
+    expect(await claimDeletion(em, id, 30)).toMatchObject({ claimed: false, previousStatus: 'running' });
+    await completeDeletions(em, [id]);
   });
 
   it('a delivery whose job was lost (Redis down at the commit) is sent by the reconciler', async () => {
