@@ -16,6 +16,7 @@ import { projectRoutes } from './projects/routes.ts';
 import { retentionRoutes } from './retention/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
+import { webhookRoutes } from './webhooks/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
 export const allRoutes: RouteDefinition[] = [
@@ -36,5 +37,6 @@ export const allRoutes: RouteDefinition[] = [
   ...flagRoutes,
   ...sdkConfigRoutes,
   ...introspectionRoutes,
+  ...webhookRoutes,
 ];
 allRoutes.push(...openApiRoutes(() => allRoutes));

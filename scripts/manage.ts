@@ -418,7 +418,7 @@ const commands: Record<string, Command> = {
       const id = String(v.id);
       if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
       const projectId = v.project === undefined ? null : projectIds(v.project)[0];
-      const result = await cancelDeletion(em, { projectId, userId: null }, id);
+      const result = await cancelDeletion(em, { projectId, userId: null }, id, null);
       if (!result)
         throw new AccountError(`No deletion request ${id}${projectId === null ? '' : ` in project ${projectId}`}`);
       if (result.outcome === 'too_late')

@@ -75,6 +75,10 @@ export const SETTINGS_SCHEMA = {
     MAINTENANCE_VACUUM_DEAD_ROWS: int(10_000, 1),
     EVENT_PARTITIONS_CRON: cron('0 1 * * *'),
     EVENT_PARTITIONS_AHEAD: int(2, 0, 120),
+    WEBHOOK_TIMEOUT_MS: int(10_000, 1),
+    WEBHOOK_MAX_RESPONSE_BYTES: int(64 * 1024, 0),
+    WEBHOOK_ATTEMPTS: int(12, 1),
+    WEBHOOK_BACKOFF_MS: int(10_000, 0),
   },
 } as const;
 
@@ -269,6 +273,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
        * tables it deleted from; the statistics job vacuums any table past it (or a small one with a fifth dead).
        */
       vacuumDeadRows: s.MAINTENANCE_VACUUM_DEAD_ROWS,
+    },
+    /** Webhook deliveries (shared/webhooks/): each POST to a customer's URL and its retries. */
+    webhooks: {
+      /** A delivery attempt (connect, answer and the body read) is cut off after this long. */
+      timeoutMs: s.WEBHOOK_TIMEOUT_MS,
+      /** At most this much of a receiver's answer is read; the rest is dropped unread. */
+      maxResponseBytes: s.WEBHOOK_MAX_RESPONSE_BYTES,
+      /** Attempts of one delivery (BullMQ's, exponential backoff) before it counts as failed. */
+      attempts: s.WEBHOOK_ATTEMPTS,
+      /** The first retry's delay; each next one doubles it. */
+      backoffMs: s.WEBHOOK_BACKOFF_MS,
     },
     /**
      * Basic-auth credentials of the operator pages (/admin/queues, /admin/deletions): ADMIN_PASSWORD

@@ -22,6 +22,8 @@ export const JOBS = {
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },
   /** Nightly in the off-peak window: every project's data past its retention line (shared/retention/). */
   retention: { queue: 'maintenance', name: 'retention' },
+  /** One webhook delivery (a webhook_delivery row): a signed POST; jobId webhook-delivery-<id>. */
+  webhookDelivery: { queue: 'webhooks', name: 'deliver' },
 } as const satisfies Record<string, { queue: keyof Queues; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -39,6 +41,7 @@ export interface JobData {
   ensureEventPartitions: { monthsAhead?: number };
   vacuumTable: { table: string };
   retention: Record<string, never>;
+  webhookDelivery: { deliveryId: string };
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

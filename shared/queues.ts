@@ -21,24 +21,38 @@ export const QUEUE_NAMES = {
   experimentResults: 'experiment-results',
   /** Database upkeep: planner statistics of fast-growing tables, monthly event partitions. */
   maintenance: 'maintenance',
+  /** One job per webhook_delivery row: a signed POST to a customer's URL, retried with backoff. */
+  webhooks: 'webhooks',
 } as const;
 
 /** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
 export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
+/** One job id per webhook delivery row. */
+export const webhookDeliveryJobId = (deliveryId: string | number) => `webhook-delivery-${deliveryId}`;
 
 /** Every queue of QUEUE_NAMES, by key: the API's producers and the worker's own handles. */
 export type Queues = Record<keyof typeof QUEUE_NAMES, Queue>;
 
-export function createQueues(connection: ConnectionOptions, config: Pick<Config, 'redisPrefix' | 'jobs'>): Queues {
+export function createQueues(
+  connection: ConnectionOptions,
+  config: Pick<Config, 'redisPrefix' | 'jobs'> & Partial<Pick<Config, 'webhooks'>>,
+): Queues {
   const prefix = queuePrefix(config);
+  // A customer's endpoint may be down for hours: webhook deliveries have retries of their own.
+  const retriesOf = (key: string) => (key === 'webhooks' && config.webhooks ? config.webhooks : config.jobs);
   return Object.fromEntries(
-    Object.entries(QUEUE_NAMES).map(([key, name]) => [key, createQueue(name, connection, prefix, config.jobs)]),
+    Object.entries(QUEUE_NAMES).map(([key, name]) => [key, createQueue(name, connection, prefix, retriesOf(key))]),
   ) as Queues;
 }
 
 /** Queue connection errors repeat with every retry while Redis is away: logged once per 30 s. */
 const logQueueError = repeatingErrorLog((fields) => logger.warn(fields, 'queue connection error'));
-function createQueue(name: string, connection: ConnectionOptions, prefix: string, jobs: Config['jobs']): Queue {
+function createQueue(
+  name: string,
+  connection: ConnectionOptions,
+  prefix: string,
+  jobs: { attempts: number; backoffMs: number },
+): Queue {
   const queue = new Queue(name, {
     connection,
     prefix,
@@ -54,52 +68,78 @@ function createQueue(name: string, connection: ConnectionOptions, prefix: string
   return queue;
 }
 
-/** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
+/** How long a request may wait for Redis before its outbox rows are left to the reconciler. */
 const ENQUEUE_TIMEOUT_MS = processConfig.enqueueTimeoutMs;
 
 /**
- * Hands deletion rows to the worker now. Never throws: if Redis is down the rows stay pending in
- * PostgreSQL and the worker's reconciler enqueues them later.
+ * A job that stands for one PostgreSQL row (an outbox row: a deletion request, a webhook delivery). One
+ * job id per row, so adding it twice is idempotent, and the row stays the source of truth: a job lost
+ * with Redis is made again from it by the worker's reconciler.
  */
-export async function enqueueDeletions(queue: Queue, deletionIds: (string | number)[]): Promise<boolean> {
-  if (deletionIds.length === 0) return true;
+export interface RowJob {
+  /** What the rows are, for the log. */
+  what: string;
+  name: string;
+  jobId: (id: string) => string;
+  data: (id: string) => Record<string, unknown>;
+}
+
+const DELETION_JOB: RowJob = {
+  what: 'deletion',
+  name: JOBS.deletion.name,
+  jobId: deletionJobId,
+  data: (id) => ({ deletionId: id }) satisfies JobData['deletion'],
+};
+
+export const WEBHOOK_DELIVERY_JOB: RowJob = {
+  what: 'webhook delivery',
+  name: JOBS.webhookDelivery.name,
+  jobId: webhookDeliveryJobId,
+  data: (id) => ({ deliveryId: id }) satisfies JobData['webhookDelivery'],
+};
+
+/**
+ * Hands rows to the worker now. Never throws: if Redis is down the rows stay pending in PostgreSQL and
+ * the worker's reconciler enqueues them later.
+ */
+export async function enqueueRowJobs(queue: Queue, job: RowJob, ids: (string | number)[]): Promise<boolean> {
+  if (ids.length === 0) return true;
   try {
     await withTimeout(
       queue.addBulk(
-        deletionIds.map((id) => ({
-          name: JOBS.deletion.name,
-          data: { deletionId: String(id) } satisfies JobData['deletion'],
-          opts: { jobId: deletionJobId(id) },
-        })),
+        ids.map((id) => ({ name: job.name, data: job.data(String(id)), opts: { jobId: job.jobId(String(id)) } })),
       ),
       ENQUEUE_TIMEOUT_MS,
       'Redis',
     );
     return true;
   } catch (error) {
-    logger.warn({ err: (error as Error).message, deletionIds }, 'enqueue failed; the reconciler will pick these up');
+    logger.warn(
+      { err: (error as Error).message, what: job.what, ids },
+      'enqueue failed; the reconciler will pick these up',
+    );
     return false;
   }
 }
 
 /**
- * Makes sure each request has a live job: a missing one is added, a finished one (completed or
- * failed while its row is not done: a retry, or a job removed mid-way) is replaced, since BullMQ
- * ignores an add whose id still exists. `stillDue` re-reads which of the finished ones still need
- * work: a list read before a job finished would otherwise run that job again. Returns the ids that
- * got a new job.
+ * Makes sure each row has a live job: a missing one is added, a finished one (completed or failed while
+ * its row still needs work: a retry, or a job removed mid-way) is replaced, since BullMQ ignores an add
+ * whose id still exists. `stillDue` re-reads which of the finished ones still need work: a list read
+ * before a job finished would otherwise run that job again. Returns the ids that got a new job.
  */
-export async function requeueDeletions(
+export async function requeueRowJobs(
   queue: Queue,
-  deletionIds: string[],
-  stillDue: (ids: string[]) => Promise<string[]> = async (ids) => ids,
+  job: RowJob,
+  ids: string[],
+  stillDue: (ids: string[]) => Promise<string[]> = async (list) => list,
 ): Promise<string[]> {
   const missing: string[] = [];
   const finished = new Map<string, Job>();
-  for (const id of deletionIds) {
-    const job = await queue.getJob(deletionJobId(id));
-    if (!job) missing.push(id);
-    else if (['completed', 'failed', 'unknown'].includes(await job.getState())) finished.set(id, job);
+  for (const id of ids) {
+    const existing = await queue.getJob(job.jobId(id));
+    if (!existing) missing.push(id);
+    else if (['completed', 'failed', 'unknown'].includes(await existing.getState())) finished.set(id, existing);
   }
   // A job's row is updated before BullMQ marks the job finished, so this read sees the row as done.
   for (const id of finished.size ? await stillDue([...finished.keys()]) : []) {
@@ -109,5 +149,20 @@ export async function requeueDeletions(
       .catch(() => undefined);
     missing.push(id);
   }
-  return (await enqueueDeletions(queue, missing)) ? missing : [];
+  return (await enqueueRowJobs(queue, job, missing)) ? missing : [];
 }
+
+/** Hands deletion rows to the worker now; never throws (see enqueueRowJobs). */
+export const enqueueDeletions = (queue: Queue, deletionIds: (string | number)[]) =>
+  enqueueRowJobs(queue, DELETION_JOB, deletionIds);
+
+/** Makes sure each deletion request has a live job (see requeueRowJobs). */
+export const requeueDeletions = (
+  queue: Queue,
+  deletionIds: string[],
+  stillDue?: (ids: string[]) => Promise<string[]>,
+) => requeueRowJobs(queue, DELETION_JOB, deletionIds, stillDue);
+
+/** Hands webhook deliveries (written in a transaction that has committed) to the worker; never throws. */
+export const enqueueWebhookDeliveries = (queue: Queue, deliveryIds: string[]) =>
+  enqueueRowJobs(queue, WEBHOOK_DELIVERY_JOB, deliveryIds);

@@ -1,4 +1,5 @@
 // Reading the test database directly, for assertions about what was stored.
+import { randomUUID } from 'node:crypto';
 import type { MikroORM } from '@mikro-orm/postgresql';
 
 export function sql<T = any>(orm: MikroORM, query: string, params: unknown[] = []): Promise<T[]> {
@@ -21,4 +22,21 @@ export async function personsOf(orm: MikroORM, projectId: number) {
        from person p where p.project_id = ? order by p.id`,
     [projectId],
   );
+}
+
+/** A fault in PostgreSQL: deleting this distinct id's events raises, until the returned function removes it. */
+export async function failEventDeletesOf(orm: MikroORM, distinctId: string): Promise<() => Promise<void>> {
+  const name = `fail_${randomUUID().replace(/-/g, '')}`;
+  await sql(
+    orm,
+    `create function ${name}() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`,
+  );
+  await sql(
+    orm,
+    `create trigger ${name} before delete on event for each row when (old.distinct_id = '${distinctId}') execute function ${name}()`,
+  );
+  return async () => {
+    await sql(orm, `drop trigger ${name} on event`);
+    await sql(orm, `drop function ${name}()`);
+  };
 }

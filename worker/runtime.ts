@@ -9,6 +9,7 @@ import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
 import { reconcileDeletions } from './jobs/deletion-schedules.ts';
 import { processors, type Processor } from './jobs/index.ts';
+import { reconcileWebhookDeliveries } from './jobs/webhook-delivery.ts';
 import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
 import { repeatingErrorLog } from '../shared/logger.ts';
 
@@ -130,11 +131,13 @@ export async function startWorkers(
     const upserted = await syncSchedulers(deps, schedules);
     if (upserted) deps.logger.warn({ upserted }, 'schedulers missing in Redis or changed; upserted');
   };
-  // One pass: schedulers as recorded, overdue windows released, every due request with a live job.
+  // One pass: schedulers as recorded, overdue windows released, every due request and every pending
+  // webhook delivery with a live job.
   const reconcile = async () => {
     try {
       await keepSchedules();
       await reconcileDeletions(null, deps);
+      await reconcileWebhookDeliveries(deps);
     } catch (error) {
       deps.logger.warn({ err: (error as Error).message }, 'reconcile failed; next pass in a moment');
     }

@@ -8,7 +8,7 @@ import type { PersonWithIds } from './serializers.ts';
 import {
   answerOnce,
   cancelDeletion,
-  enqueueImmediateDeletions,
+  enqueueAfterDeletions,
   IDEMPOTENCY_KEY_MAX_LENGTH,
   idempotencyKey,
   previewPersonDeletions,
@@ -166,7 +166,7 @@ export async function answerDeletionRequest(
     const done = await recordPersonDeletions(tx, actorOf(ctx), persons, options);
     return {
       answer: answer(persons, done),
-      afterCommit: () => enqueueImmediateDeletions(ctx.deps.queues.deletions, done.requests),
+      afterCommit: () => enqueueAfterDeletions(ctx.deps.queues, done),
     };
   });
   if (result === 'key_reused')
@@ -201,7 +201,7 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
     handler: async (ctx) => {
       const id = ctx.state.params.id;
       if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
-      const result = await cancelDeletion(ctx.state.em, actorOf(ctx), id);
+      const result = await cancelDeletion(ctx.state.em, actorOf(ctx), id, ctx.deps.queues);
       if (!result) throw notFound();
       if (result.outcome === 'too_late')
         throw new ApiError(

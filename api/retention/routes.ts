@@ -1,6 +1,3 @@
-// Data retention of a project: what the next nightly run removes, and what each run removed. The
-// settings themselves are PATCHed on the project (api/projects/routes.ts).
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { RetentionCounts } from '../../shared/retention/rules.ts';
 import { previewRetention } from '../../shared/retention/run.ts';
 import { type RetentionRunRow, retentionRunPage } from '../../shared/retention/store.ts';
@@ -89,7 +86,7 @@ export const retentionRoutes = [
       200: { description: 'The next run, as it would run with the data as it is now', schema: previewSchema },
     },
     handler: async (ctx) => {
-      const em = ctx.state.em as EntityManager;
+      const em = ctx.state.em;
       const { schedules } = await recordedSchedules(em, defaultSchedules(ctx.deps.config));
       const at = nextRun(schedules.find((s) => s.schedulerId === RETENTION_SCHEDULER)!.pattern);
       const project = ctx.state.project;

@@ -2,13 +2,12 @@
 // in the same transaction; the same asked as a dry run (what would go, and when, changing nothing);
 // a retried request answered with its first answer (Idempotency-Key); a pending request cancelled.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Queue } from 'bullmq';
 import { createHash } from 'node:crypto';
 import { recordActivity, type Actor } from '../activity-log.ts';
 import type { Config } from '../config.ts';
 import { canonicalJson } from '../experiments/fingerprint.ts';
 import { deletePersonRows, type PersonWithIds } from '../persons/store.ts';
-import { enqueueDeletions } from '../queues.ts';
+import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../queues.ts';
 import { defaultSchedules, readSchedules } from '../schedules.ts';
 import { deletionCrons, nextWindowStart, type DeletionMode } from './schedule.ts';
 import {
@@ -22,6 +21,7 @@ import {
   type DeletionRequestView,
   type StoredAnswer,
 } from './store.ts';
+import { queueDeletionEvents } from './webhooks.ts';
 
 export interface DeletionOptions {
   deleteEvents: boolean;
@@ -40,8 +40,8 @@ export async function recordPersonDeletions(
   actor: Actor,
   persons: PersonWithIds[],
   options: DeletionOptions,
-): Promise<{ personsDeleted: number; requests: DeletionRequestView[] }> {
-  if (persons.length === 0) return { personsDeleted: 0, requests: [] };
+): Promise<{ personsDeleted: number; requests: DeletionRequestView[]; deliveries: string[] }> {
+  if (persons.length === 0) return { personsDeleted: 0, requests: [], deliveries: [] };
   let personsDeleted = 0;
   if (!options.keepPerson) {
     const ids = persons.map((p) => p.id);
@@ -67,18 +67,25 @@ export async function recordPersonDeletions(
     if (options.deleteEvents) requests.push({ ...base, type: 'person_events', mode: options.eventsMode });
     if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
   }
-  return { personsDeleted, requests: await deletionRequestsByIds(tx, await recordDeletionRequests(tx, requests)) };
+  const ids = await recordDeletionRequests(tx, requests);
+  const deliveries = await queueDeletionEvents(tx, actor.projectId, 'queued', ids);
+  return { personsDeleted, requests: await deletionRequestsByIds(tx, ids), deliveries };
 }
 
 /**
- * After the commit: recordings go now; event deletions wait for their scheduled window. If Redis is
- * down the rows stay pending and the worker's reconciler enqueues them.
+ * After the commit: recordings go now; event deletions wait for their scheduled window; the
+ * deletion.queued webhook deliveries go to their queue. If Redis is down the rows stay pending and the
+ * worker's reconcilers enqueue them.
  */
-export function enqueueImmediateDeletions(queue: Queue, requests: DeletionRequestView[]): Promise<unknown> {
-  return enqueueDeletions(
-    queue,
-    requests.filter((r) => r.mode === 'immediate').map((r) => r.id),
+export async function enqueueAfterDeletions(
+  queues: Pick<Queues, 'deletions' | 'webhooks'>,
+  done: { requests: DeletionRequestView[]; deliveries: string[] },
+): Promise<void> {
+  await enqueueDeletions(
+    queues.deletions,
+    done.requests.filter((r) => r.mode === 'immediate').map((r) => r.id),
   );
+  await enqueueWebhookDeliveries(queues.webhooks, done.deliveries);
 }
 
 // ---- Idempotency keys ----------------------------------------------------------------------------
@@ -194,13 +201,17 @@ export async function cancelDeletion(
   em: EntityManager,
   actor: { projectId: number | null; organizationId?: string | null; userId: number | null },
   id: string,
+  /** Where the deliveries of its deletion.cancelled event go; null (the CLI): the worker's reconciler hands them over. */
+  queues: Pick<Queues, 'webhooks'> | null,
 ): Promise<{ outcome: 'cancelled' | 'too_late'; request: DeletionRequestView } | undefined> {
-  return em.fork().transactional(async (tx) => {
+  const done = await em.fork().transactional(async (tx) => {
     const txEm = tx;
     const result = await cancelPendingDeletion(txEm, actor.projectId, id);
     if (!result) return undefined;
     const { request } = result;
+    let deliveries: string[] = [];
     if (result.cancelled) {
+      deliveries = await queueDeletionEvents(txEm, request.project_id, 'cancelled', [request.id]);
       await recordActivity(txEm, {
         ...actor,
         projectId: request.project_id,
@@ -216,6 +227,13 @@ export async function cancelDeletion(
         },
       });
     }
-    return { outcome: request.status === 'cancelled' ? 'cancelled' : 'too_late', request };
+    return {
+      outcome: request.status === 'cancelled' ? ('cancelled' as const) : ('too_late' as const),
+      request,
+      deliveries,
+    };
   });
+  if (!done) return undefined;
+  if (queues) await enqueueWebhookDeliveries(queues.webhooks, done.deliveries);
+  return { outcome: done.outcome, request: done.request };
 }

@@ -307,6 +307,8 @@ export interface ClaimedDeletion {
   /** The request as it is after the claim, or, when not claimed, as it was before this statement. */
   request: AsyncDeletionRow;
   claimed: boolean;
+  /** Its status before this statement: a claim of a pending or failed request starts it (deletion.running). */
+  previousStatus: string;
 }
 
 /**
@@ -319,20 +321,22 @@ export async function claimDeletion(
   id: string,
   leaseSeconds: number,
 ): Promise<ClaimedDeletion | undefined> {
-  const [result] = await rows<Record<string, unknown> & { claimed: boolean }>(
+  const [result] = await rows<Record<string, unknown> & { claimed: boolean; previous_status: string }>(
     em,
-    `with claimed as (
+    `with previous as (select id as previous_id, status as previous_status from async_deletion where id = ? for update),
+     claimed as (
        update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
               lease_until = now() + make_interval(secs => ?), claimed_by = id
-        where id = ? and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
-        returning *, true as claimed)
+         from previous
+        where id = previous_id and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
+        returning async_deletion.*, true as claimed, previous_status)
      select * from claimed
      union all
-     select *, false from async_deletion where id = ? and not exists (select 1 from claimed)`,
-    [leaseSeconds, id, id],
+     select *, false, status from async_deletion where id = ? and not exists (select 1 from claimed)`,
+    [id, leaseSeconds, id],
   );
   if (!result) return undefined;
-  const { claimed, ...row } = result;
+  const { claimed, previous_status, ...row } = result;
   // The update matched nothing while the row still looked pending: a cancel (or another claim) that
   // committed while this statement waited for the row. A statement of its own sees what it is now.
   if (!claimed && row.status === 'pending') {
@@ -343,31 +347,35 @@ export async function claimDeletion(
     );
     Object.assign(row, now);
   }
-  return { request: em.map(AsyncDeletion, row), claimed };
+  return { request: em.map(AsyncDeletion, row), claimed, previousStatus: previous_status };
 }
 
-/** Other released event-deletion requests of the lead's project, claimed into its batch. */
+/**
+ * Other released event-deletion requests of the lead's project, claimed into its batch, with their
+ * status before (pending, failed or running: see ClaimedDeletion).
+ */
 export async function claimCompanions(
   em: EntityManager,
   lead: AsyncDeletionRow,
   leaseSeconds: number,
   limit: number,
-): Promise<string[]> {
+): Promise<{ id: string; previousStatus: string }[]> {
   if (limit <= 0) return [];
-  const claimed = await rows<{ id: string }>(
+  const claimed = await rows<{ id: string; previous_status: string }>(
     em,
     `update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
             lease_until = now() + make_interval(secs => ?), claimed_by = ?
-      where id in (select id from async_deletion
-                    where project_id = ? and deletion_type = 'person_events' and id <> ?
-                      and (mode = 'immediate' or released_at is not null)
-                      -- its own batch of an earlier attempt too, which no one else may take while it lives
-                      and (${CLAIMABLE} or (claimed_by = ? and status = 'running' and delete_verified_at is null))
-                    order by id limit ? for update skip locked)
-      returning id::text`,
+       from (select id as companion_id, status as previous_status from async_deletion
+              where project_id = ? and deletion_type = 'person_events' and id <> ?
+                and (mode = 'immediate' or released_at is not null)
+                -- its own batch of an earlier attempt too, which no one else may take while it lives
+                and (${CLAIMABLE} or (claimed_by = ? and status = 'running' and delete_verified_at is null))
+              order by id limit ? for update skip locked) companions
+      where id = companion_id
+      returning id::text, previous_status`,
     [leaseSeconds, lead.id, lead.projectId, lead.id, lead.id, limit],
   );
-  return claimed.map((r) => r.id);
+  return claimed.map((r) => ({ id: r.id, previousStatus: r.previous_status }));
 }
 
 /** What a batch of event-deletion requests covers, oldest cutoff first. */
@@ -422,15 +430,15 @@ export async function dropLeases(em: EntityManager, batch: string[]): Promise<vo
 
 /**
  * After the job's last quick retry: failed, with the reason, and due again after a delay that
- * doubles with every failure up to `maxDelaySeconds`. There is no final give-up.
+ * doubles with every failure up to `maxDelaySeconds`. There is no final give-up. False: already completed.
  */
 export async function markDeletionFailed(
   em: EntityManager,
   id: string,
   reason: string,
   delays: { retryFirstDelaySeconds: number; retryMaxDelaySeconds: number },
-): Promise<void> {
-  await em.nativeUpdate(
+): Promise<boolean> {
+  const changed = await em.nativeUpdate(
     AsyncDeletion,
     { id, deleteVerifiedAt: null, status: { $ne: 'cancelled' } },
     {
@@ -444,6 +452,7 @@ export async function markDeletionFailed(
       ]),
     },
   );
+  return changed > 0;
 }
 
 // ---- What an operator pages on -------------------------------------------------------------------

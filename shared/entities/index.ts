@@ -23,6 +23,7 @@ import { Project } from './project.ts';
 import { RetentionRun } from './retention-run.ts';
 import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
 import { User } from './user.ts';
+import { Webhook, WebhookDelivery } from '../webhooks/entities.ts';
 
 export {
   ActivityLog,
@@ -51,6 +52,8 @@ export {
   SessionRecording,
   SessionRecordingSnapshot,
   User,
+  Webhook,
+  WebhookDelivery,
 };
 export type { AsyncDeletionRow } from './async-deletion.ts';
 
@@ -81,6 +84,9 @@ export const entities = [
   EventDefinitionUsage,
   // ingestion
   IngestionWarning,
+  // webhooks and their delivery log
+  Webhook,
+  WebhookDelivery,
   // worker state and audit
   AsyncDeletion,
   DeletionIdempotencyKey,

@@ -22,7 +22,7 @@ export async function updateProjectSettings(
   const fields = (Object.keys(COLUMNS) as (keyof typeof COLUMNS)[]).filter((f) => settings[f] !== undefined);
   if (fields.length === 0) return [];
   return em.transactional(async (tx) => {
-    const t = tx as EntityManager;
+    const t = tx;
     const [before] = await rows<Record<string, unknown>>(
       t,
       `select ${fields.map((f) => COLUMNS[f]).join(', ')} from project where id = ? for update`,

@@ -116,18 +116,18 @@ export async function dropPartitionIfOnly(
   const t0 = performance.now();
   try {
     outcome = await em.transactional(async (tx) => {
-      await run(tx as EntityManager, `set local lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
-      await run(tx as EntityManager, `lock table only event in access exclusive mode`);
+      await run(tx, `set local lock_timeout = ${Math.max(1, Math.floor(lockTimeoutMs))}`);
+      await run(tx, `lock table only event in access exclusive mode`);
       // Another run may have detached it since it was planned.
       const [attached] = await rows(
-        tx as EntityManager,
+        tx,
         `select 1 from pg_inherits where inhrelid = to_regclass(?) and inhparent = 'event'::regclass`,
         [partition],
       );
       if (!attached) return 'kept';
-      const present = await projectsInPartition(tx as EntityManager, partition);
+      const present = await projectsInPartition(tx, partition);
       if (present.length === 0 || present.some((id) => !allowed.includes(id))) return 'kept';
-      await run(tx as EntityManager, `alter table event detach partition ${t}`);
+      await run(tx, `alter table event detach partition ${t}`);
       return 'dropped';
     });
   } catch (error) {
@@ -175,19 +175,19 @@ export async function deleteRecordingsChunk(
 ): Promise<{ recordings: number; snapshots: number }> {
   return em.transactional(async (tx) => {
     const sessions = await rows<{ session_id: string }>(
-      tx as EntityManager,
+      tx,
       `select session_id from session_recording where project_id = ? and end_time < ? order by id limit ? for update skip locked`,
       [projectId, cutoff, chunk],
     );
     if (sessions.length === 0) return { recordings: 0, snapshots: 0 };
     const ids = pgArray(sessions.map((s) => s.session_id));
     const snapshots = await run(
-      tx as EntityManager,
+      tx,
       `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[])`,
       [projectId, ids],
     );
     const recordings = await run(
-      tx as EntityManager,
+      tx,
       `delete from session_recording where project_id = ? and session_id = any(?::text[])`,
       [projectId, ids],
     );

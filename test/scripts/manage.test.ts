@@ -432,7 +432,7 @@ describe('npm run manage: queues and typed JSON', () => {
       const status = await run(['queue', 'status', '--json'], { REDIS_PREFIX: prefix });
       expect(status.code, status.stderr).toBe(0);
       const byQueue = Object.fromEntries(status.json.map((q: any) => [q.queue, q]));
-      expect(Object.keys(byQueue).sort()).toEqual(['deletions', 'experiment-results', 'maintenance']);
+      expect(Object.keys(byQueue).sort()).toEqual(['deletions', 'experiment-results', 'maintenance', 'webhooks']);
       expect(byQueue.deletions).toMatchObject({
         waiting: 2,
         active: 0,

@@ -2,13 +2,12 @@
 // earlier one, a failed request is retried (automatically with a growing delay, or by an operator)
 // and never blocks a new one. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
 import { spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { reconcileDeletions } from '../../worker/jobs/deletion-schedules.ts';
-import { sql } from '../db.ts';
+import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import {
   call,
@@ -78,21 +77,7 @@ const allCompleted = (uuid: string) =>
   });
 
 /** A fault in PostgreSQL: deleting this distinct id's events raises, until the returned function removes it. */
-async function failDeletesOf(distinctId: string): Promise<() => Promise<void>> {
-  const name = `fail_${randomUUID().replace(/-/g, '')}`;
-  await sql(
-    api.orm,
-    `create function ${name}() returns trigger language plpgsql as $$ begin raise exception 'injected fault'; end $$`,
-  );
-  await sql(
-    api.orm,
-    `create trigger ${name} before delete on event for each row when (old.distinct_id = '${distinctId}') execute function ${name}()`,
-  );
-  return async () => {
-    await sql(api.orm, `drop trigger ${name} on event`);
-    await sql(api.orm, `drop function ${name}()`);
-  };
-}
+const failDeletesOf = (distinctId: string) => failEventDeletesOf(api.orm, distinctId);
 
 describe('a repeated request covers what was captured since the earlier one', () => {
   it('DELETE ?delete_events=true twice (the person came back through new events): every event goes', async () => {

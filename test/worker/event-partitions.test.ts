@@ -113,6 +113,31 @@ describe('event partitions', () => {
     expect(left.map((r) => r.id)).toEqual([inserted[2].id]);
   });
 
+  it('purges finished webhook deliveries older than 30 days, never a pending one', async () => {
+    const [webhook] = await sql(
+      worker.deps.orm,
+      `insert into webhook (project_id, url, secret, event_types) values (?, 'https://example.com/', 'whsec_0123456789abcdef', '{deletion.failed}') returning id`,
+      [account.projectId],
+    );
+    const inserted = await sql(
+      worker.deps.orm,
+      // The pending one's retry is a day away: no worker's reconciler sends it meanwhile.
+      `insert into webhook_delivery (webhook_id, event_type, payload, status, created_at, next_attempt_at) values
+         (?, 'deletion.failed', '{}', 'delivered', now() - interval '31 days', null),
+         (?, 'deletion.failed', '{}', 'failed', now() - interval '31 days', null),
+         (?, 'deletion.failed', '{}', 'pending', now() - interval '31 days', now() + interval '1 day'),
+         (?, 'deletion.failed', '{}', 'delivered', now() - interval '29 days', null)
+       returning id::text`,
+      [webhook.id, webhook.id, webhook.id, webhook.id],
+    );
+    const job = await runJob({});
+    expect(job.returnvalue).toMatchObject({ webhookDeliveriesPurged: expect.any(Number) });
+    const left = await sql(worker.deps.orm, `select id::text from webhook_delivery where webhook_id = ? order by id`, [
+      webhook.id,
+    ]);
+    expect(left.map((r) => r.id)).toEqual([inserted[2].id, inserted[3].id]);
+  });
+
   it('fails at once, without retries, on a malformed months count', async () => {
     const job = await runJob({ monthsAhead: 'many' });
     expect(job.failedReason).toBe('invalid monthsAhead "many"');

@@ -17,6 +17,7 @@ import {
   claimCompanions,
   claimDeletion,
   completeDeletions,
+  deletionRequestsByIds,
   dropLeases,
   eventDeletionTargets,
   markDeletionFailed,
@@ -25,6 +26,8 @@ import {
   renewLeases,
 } from '../../shared/deletions/store.ts';
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
+import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
+import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -46,7 +49,22 @@ export async function deletePersonData(
   // A claim holds leaseSeconds without renewal (renewed every third of it while the job runs); an event
   // deletion takes up to batchSize requests of its project in one pass (a bulk_delete makes up to 1000).
   const { leaseSeconds, batchSize } = deps.config.deletion;
-  const result = await claimDeletion(em, id, leaseSeconds);
+  // The claim of the request and of its batch, with deletion.running for those it starts, in one transaction.
+  const claim = await em.transactional(async (tx) => {
+    const result = await claimDeletion(tx, id, leaseSeconds);
+    if (!result?.claimed) return { result, companions: [], deliveries: [] };
+    const companions =
+      result.request.deletionType === 'person_events'
+        ? await claimCompanions(tx, result.request, leaseSeconds, batchSize - 1)
+        : [];
+    const started = [{ id, previousStatus: result.previousStatus }, ...companions]
+      .filter((c) => c.previousStatus !== 'running')
+      .map((c) => c.id);
+    const deliveries = await queueDeletionEvents(tx, result.request.projectId, 'running', started);
+    return { result, companions: companions.map((c) => c.id), deliveries };
+  });
+  await enqueueWebhookDeliveries(deps.queues.webhooks, claim.deliveries);
+  const result = claim.result;
   if (!result) throw new UnrecoverableError(`deletion request ${id} does not exist`);
   const row = result.request;
   if (!result.claimed) {
@@ -65,10 +83,7 @@ export async function deletePersonData(
     'deletion started',
   );
   const started = Date.now();
-  const batch =
-    row.deletionType === 'person_events'
-      ? [id, ...(await claimCompanions(em, row, leaseSeconds, batchSize - 1))]
-      : [id];
+  const batch = [id, ...claim.companions];
   let deleted = 0;
   // The event time the deleted rows span (epoch ms), for the partitions to vacuum.
   const deletedSpan = { from: Infinity, to: -Infinity };
@@ -108,7 +123,11 @@ export async function deletePersonData(
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
-    await completeDeletions(em, batch);
+    const completed = await em.transactional(async (tx) => {
+      await completeDeletions(tx, batch);
+      return queueDeletionEvents(tx, row.projectId, 'completed', batch);
+    });
+    await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
     deps.logger.info(
       { deletionId: id, requests: batch.length, deleted, ms: Date.now() - started },
       'deletion completed',
@@ -130,8 +149,14 @@ export async function deletePersonData(
 
 /** The job's last quick retry failed: the request says so and is tried again later (never final). */
 export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Error, deps: WorkerDeps): Promise<void> {
-  if (typeof job.data?.deletionId !== 'string') return;
-  await markDeletionFailed(deps.orm.em.fork(), job.data.deletionId, error.message, deps.config.deletion);
+  const id = job.data?.deletionId;
+  if (typeof id !== 'string') return;
+  const failed = await deps.orm.em.fork().transactional(async (tx) => {
+    if (!(await markDeletionFailed(tx, id, error.message, deps.config.deletion))) return [];
+    const [request] = await deletionRequestsByIds(tx, [id]);
+    return queueDeletionEvents(tx, request.project_id, 'failed', [id]);
+  });
+  await enqueueWebhookDeliveries(deps.queues.webhooks, failed);
 }
 
 /** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */

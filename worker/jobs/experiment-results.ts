@@ -4,7 +4,6 @@
 // come from one pass over the experiment's events (shared/experiments/results.ts), so a backfill of
 // N days costs about what one day costs, not N times it.
 import type { Job } from 'bullmq';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { computeExperimentSeries, experimentForResults, type MetricResult } from '../../shared/experiments/results.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { rows, run } from '../../shared/db/sql.ts';

@@ -1,7 +1,6 @@
 // Guardrail checks (every GUARDRAIL_CHECK_CRON, default 5 minutes): each running experiment with
 // guardrails, from its stored daily counts plus the change since (shared/experiments/guardrails.ts).
 import type { Job } from 'bullmq';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/guardrails.ts';
 import { experimentForResults } from '../../shared/experiments/results.ts';
 import type { JobData } from '../../shared/jobs.ts';
@@ -12,7 +11,7 @@ export async function guardrailCheck(
   deps: WorkerDeps,
   now = new Date(),
 ): Promise<{ experiments: number; tripped: number[] }> {
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   const experiments = await experimentsToGuard(em, job.data?.experimentId);
   const tripped: number[] = [];
   for (const row of experiments) {

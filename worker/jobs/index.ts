@@ -12,6 +12,7 @@ import { guardrailCheck } from './guardrail-check.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
 import { enforceRetention } from './retention.ts';
 import { vacuumTable } from './vacuum-tables.ts';
+import { deliverWebhookJob, webhookJobFailed } from './webhook-delivery.ts';
 
 export interface Processor<K extends JobKind> {
   run: (job: Job<JobData[K]>, deps: WorkerDeps) => Promise<unknown>;
@@ -29,4 +30,5 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   ensureEventPartitions: { run: ensureEventPartitions },
   vacuumTable: { run: vacuumTable },
   retention: { run: enforceRetention },
+  webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },
 };

@@ -1,7 +1,6 @@
 // The nightly retention job (scheduler `retention-off-peak`, in the deletion off-peak window): every
 // project's events and recordings past its retention line (shared/retention/run.ts).
 import type { Job } from 'bullmq';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../../shared/jobs.ts';
 import { runRetention } from '../../shared/retention/run.ts';
 import type { WorkerDeps } from '../deps.ts';
@@ -15,7 +14,7 @@ const DROP_LOCK_TIMEOUT_MS = 2_000;
 const DROP_LOCK_ATTEMPTS = 10;
 
 export async function enforceRetention(job: Job<JobData['retention']>, deps: WorkerDeps) {
-  const em = deps.orm.em.fork() as EntityManager;
+  const em = deps.orm.em.fork();
   const started = Date.now();
   const result = await runRetention(em, new Date(), {
     chunk: deps.config.deletion.chunkSize,

@@ -88,7 +88,7 @@ describe('queue dashboard', () => {
     expect(ok.text).toContain('<html');
     const queues = await admin('10.0.0.1', basic('admin:s3cret'), '/admin/queues/api/queues');
     const names = queues.body.queues.map((q: any) => q.name).sort();
-    expect(names).toEqual(['deletions', 'experiment-results', 'maintenance']);
+    expect(names).toEqual(['deletions', 'experiment-results', 'maintenance', 'webhooks']);
   });
 
   it('answers 429 after a few wrong passwords from one address, even to the right one, and only there', async () => {

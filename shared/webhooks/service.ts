@@ -1,0 +1,157 @@
+// Signed webhooks per project: the rules of a webhook (its URL, secret and event types) and the one way
+// any feature reports an event to them, queueWebhookEvent(s), which writes the delivery rows in the
+// caller's transaction (an outbox: an event is never lost because Redis was down). Once that transaction
+// has committed, the caller hands the returned ids to the queue (enqueueWebhookDeliveries in
+// shared/queues.ts); the worker's reconciler picks up any it could not.
+import { createHmac, randomBytes } from 'node:crypto';
+import type { EntityManager } from '@mikro-orm/postgresql';
+import * as store from './store.ts';
+
+/** Every event a webhook can subscribe to. Add a feature's events here (experiments' guardrails next). */
+export const WEBHOOK_EVENT_TYPES = [
+  'deletion.queued',
+  'deletion.running',
+  'deletion.completed',
+  'deletion.failed',
+  'deletion.cancelled',
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+export const WEBHOOK_URL_MAX_LENGTH = 2048;
+export const WEBHOOK_SECRET_MIN_LENGTH = 16;
+export const WEBHOOK_SECRET_MAX_LENGTH = 200;
+
+/** Bad input for a webhook: the message and the field, for a 400. */
+export class WebhookInputError extends Error {
+  readonly attr: string;
+  constructor(message: string, attr: string) {
+    super(message);
+    this.attr = attr;
+  }
+}
+
+/** Only absolute http(s) URLs with a host: the worker posts to it. */
+export function checkWebhookUrl(url: string): void {
+  if (url.length > WEBHOOK_URL_MAX_LENGTH)
+    throw new WebhookInputError(`Ensure this field has no more than ${WEBHOOK_URL_MAX_LENGTH} characters.`, 'url');
+  const parsed = URL.canParse(url) ? new URL(url) : null;
+  if (!parsed?.hostname) throw new WebhookInputError('Enter a valid URL.', 'url');
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw new WebhookInputError('Enter a valid URL: only http and https URLs are accepted.', 'url');
+  // fetch refuses them; a receiver authenticates a call by its signature.
+  if (parsed.username || parsed.password)
+    throw new WebhookInputError('Enter a valid URL: a user name or password in the URL is not accepted.', 'url');
+}
+
+function checkSecret(secret: string): void {
+  if (secret.length < WEBHOOK_SECRET_MIN_LENGTH || secret.length > WEBHOOK_SECRET_MAX_LENGTH)
+    throw new WebhookInputError(
+      `The secret must be ${WEBHOOK_SECRET_MIN_LENGTH} to ${WEBHOOK_SECRET_MAX_LENGTH} characters long.`,
+      'secret',
+    );
+  if (!/^[\x21-\x7e]+$/.test(secret))
+    throw new WebhookInputError('The secret may hold printable ASCII characters only, no spaces.', 'secret');
+}
+
+function checkEventTypes(types: string[]): string[] {
+  if (types.length === 0) throw new WebhookInputError('Subscribe to at least one event type.', 'event_types');
+  const unknown = types.find((t) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(t));
+  if (unknown !== undefined)
+    throw new WebhookInputError(
+      `"${unknown}" is not a valid choice: ${WEBHOOK_EVENT_TYPES.join(', ')}.`,
+      'event_types',
+    );
+  return [...new Set(types)];
+}
+
+/** A new secret: `whsec_` and 32 random bytes in hex. */
+export const generateWebhookSecret = () => `whsec_${randomBytes(32).toString('hex')}`;
+
+/** `whsec_...abcd`: enough to tell secrets apart, never the secret. */
+export const maskSecret = (secret: string) => `${secret.slice(0, secret.indexOf('_') + 1)}...${secret.slice(-4)}`;
+
+export interface WebhookInput {
+  url?: string;
+  secret?: string;
+  event_types?: string[];
+  enabled?: boolean;
+}
+
+/** Creates a webhook (every event type unless given, a generated secret unless given). */
+export async function createWebhook(
+  em: EntityManager,
+  projectId: number,
+  createdById: number | null,
+  input: WebhookInput,
+): Promise<store.StoredWebhook> {
+  if (input.url === undefined) throw new WebhookInputError('This field is required.', 'url');
+  checkWebhookUrl(input.url);
+  if (input.secret !== undefined) checkSecret(input.secret);
+  return store.insertWebhook(em, projectId, createdById, {
+    url: input.url,
+    secret: input.secret ?? generateWebhookSecret(),
+    eventTypes: checkEventTypes(input.event_types ?? [...WEBHOOK_EVENT_TYPES]),
+    enabled: input.enabled ?? true,
+  });
+}
+
+/** Changes what is given; null when the project has no such webhook. */
+export async function updateWebhook(
+  em: EntityManager,
+  projectId: number,
+  id: number,
+  input: WebhookInput,
+): Promise<store.StoredWebhook | null> {
+  if (input.url !== undefined) checkWebhookUrl(input.url);
+  if (input.secret !== undefined) checkSecret(input.secret);
+  return store.updateWebhook(em, projectId, id, {
+    url: input.url,
+    secret: input.secret,
+    eventTypes: input.event_types && checkEventTypes(input.event_types),
+    enabled: input.enabled,
+  });
+}
+
+/**
+ * Reports an event to the project's enabled webhooks that receive its type: one pending delivery row per
+ * webhook, in the caller's transaction. Returns the delivery ids, to hand to the queue after the commit.
+ */
+export function queueWebhookEvent(
+  em: EntityManager,
+  projectId: number,
+  eventType: WebhookEventType,
+  payload: Record<string, unknown>,
+): Promise<string[]> {
+  return queueWebhookEvents(em, projectId, eventType, () => [payload]);
+}
+
+/**
+ * Several events of one type (a batch of deletion requests). `payloads` is called only when some webhook
+ * receives the type, so a project without webhooks pays one index probe.
+ */
+export async function queueWebhookEvents(
+  em: EntityManager,
+  projectId: number,
+  eventType: WebhookEventType,
+  payloads: () => Record<string, unknown>[] | Promise<Record<string, unknown>[]>,
+): Promise<string[]> {
+  const webhookIds = await store.subscribedWebhookIds(em, projectId, eventType);
+  if (webhookIds.length === 0) return [];
+  return store.insertDeliveries(em, webhookIds, eventType, await payloads());
+}
+
+/** The body a delivery posts: the same bytes on every attempt. */
+export function deliveryBody(delivery: store.DeliveryToSend): string {
+  return JSON.stringify({
+    id: delivery.id,
+    type: delivery.event_type,
+    created_at: new Date(delivery.created_at).toISOString(),
+    project_id: delivery.project_id,
+    data: delivery.payload,
+  });
+}
+
+/** `v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`: what X-Webhook-Signature carries. */
+export function signWebhook(secret: string, timestamp: string, body: string): string {
+  return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}

@@ -1,0 +1,127 @@
+// A project's webhooks over the API: the secret shown once, http(s) URLs only, PostHog's 400 body for bad
+// input, other projects' webhooks 404, scopes. Delivery itself is tested in test/worker/webhooks.test.ts.
+import { describe, expect, it } from 'vitest';
+import { apiWithAccount, call, createAccount, createKey } from '../../helpers.ts';
+
+const { api, account } = await apiWithAccount();
+const P = `/api/projects/${account.projectId}/webhooks`;
+const as = (method: string, path: string, body?: unknown, key = account.apiKey) =>
+  call(api.baseUrl, method, path, { key, body });
+
+describe('webhooks', () => {
+  it('create shows the secret once; read, list, update and delete', async () => {
+    const created = await as('POST', `${P}/`, { url: 'https://hooks.example.com/x', event_types: ['deletion.failed'] });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body).toMatchObject({
+      url: 'https://hooks.example.com/x',
+      event_types: ['deletion.failed'],
+      enabled: true,
+    });
+    const { id, secret } = created.body;
+    expect(secret).toMatch(/^whsec_[0-9a-f]{64}$/);
+    expect(created.body.secret_mask).toBe(`whsec_...${secret.slice(-4)}`);
+
+    const got = await as('GET', `${P}/${id}/`);
+    expect(got.status).toBe(200);
+    expect(got.body).not.toHaveProperty('secret');
+    expect(got.body.secret_mask).toBe(created.body.secret_mask);
+    const list = await as('GET', `${P}/`);
+    expect(list.body).toMatchObject({ count: 1, next: null, previous: null });
+    expect(list.body.results[0]).not.toHaveProperty('secret');
+
+    const patched = await as('PATCH', `${P}/${id}/`, { enabled: false, event_types: ['deletion.queued'] });
+    expect(patched.status, patched.text).toBe(200);
+    expect(patched.body).toMatchObject({ enabled: false, event_types: ['deletion.queued'] });
+    expect(patched.body).not.toHaveProperty('secret');
+    const given = 'my-own-secret-0123456789';
+    const rotated = await as('PATCH', `${P}/${id}/`, { secret: given });
+    expect(rotated.body.secret).toBe(given);
+
+    const deliveries = await as('GET', `${P}/${id}/deliveries/`);
+    expect(deliveries.body).toEqual({ count: 0, next: null, previous: null, results: [] });
+
+    expect((await as('DELETE', `${P}/${id}/`)).status).toBe(204);
+    expect((await as('GET', `${P}/${id}/`)).status).toBe(404);
+  });
+
+  it('a given secret is kept; every event type unless given', async () => {
+    const created = await as('POST', `${P}/`, { url: 'http://127.0.0.1:9/hook', secret: 'a-secret-of-my-own' });
+    expect(created.status, created.text).toBe(201);
+    expect(created.body.secret).toBe('a-secret-of-my-own');
+    expect(created.body.event_types).toHaveLength(5);
+  });
+
+  it.each([
+    ['ftp://example.com/x', 'Enter a valid URL: only http and https URLs are accepted.'],
+    ['javascript:alert(1)', 'Enter a valid URL.'],
+    ['file:///etc/passwd', 'Enter a valid URL.'],
+    ['not a url', 'Enter a valid URL.'],
+    ['/relative/path', 'Enter a valid URL.'],
+    ['https://user:pass@example.com/', 'Enter a valid URL: a user name or password in the URL is not accepted.'],
+  ])('a URL %s is 400 with PostHog’s body', async (url, detail) => {
+    const res = await as('POST', `${P}/`, { url });
+    expect(res.status).toBe(400);
+    expect(res.body).toEqual({ type: 'validation_error', code: 'invalid', detail, attr: 'url' });
+    // An update too.
+    const created = await as('POST', `${P}/`, { url: 'https://ok.example.com/' });
+    const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
+    expect(patched.status).toBe(400);
+    expect(patched.body.attr).toBe('url');
+  });
+
+  it('other bad input is 400 with PostHog’s body', async () => {
+    const cases: [unknown, string | null][] = [
+      [{}, 'url'],
+      [{ url: `https://example.com/${'a'.repeat(2100)}` }, 'url'],
+      [{ url: 'https://example.com/', event_types: ['person.created'] }, 'event_types__0'],
+      [{ url: 'https://example.com/', event_types: [] }, 'event_types'],
+      [{ url: 'https://example.com/', secret: 'short' }, 'secret'],
+      [{ url: 'https://example.com/', secret: 'has spaces in the secret' }, 'secret'],
+      [{ url: 'https://example.com/', enabled: 'yes' }, 'enabled'],
+      [{ url: 42 }, 'url'],
+    ];
+    for (const [body, attr] of cases) {
+      const res = await as('POST', `${P}/`, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.type).toBe('validation_error');
+      expect(typeof res.body.detail).toBe('string');
+      expect(res.body.attr, JSON.stringify(body)).toBe(attr);
+    }
+    expect((await as('POST', `${P}/`, '{"url":')).status).toBe(400);
+  });
+
+  it("another project's webhook is 404, and ids that are not numbers too", async () => {
+    const other = await createAccount(api.orm);
+    const theirs = await call(api.baseUrl, 'POST', `/api/projects/${other.projectId}/webhooks/`, {
+      key: other.apiKey,
+      body: { url: 'https://theirs.example.com/' },
+    });
+    expect(theirs.status).toBe(201);
+    for (const [method, path] of [
+      ['GET', `${P}/${theirs.body.id}/`],
+      ['PATCH', `${P}/${theirs.body.id}/`],
+      ['DELETE', `${P}/${theirs.body.id}/`],
+      ['GET', `${P}/${theirs.body.id}/deliveries/`],
+      ['GET', `${P}/abc/`],
+      ['GET', `${P}/99999999999999/deliveries/`],
+    ]) {
+      const res = await as(method, path, method === 'PATCH' ? { enabled: false } : undefined);
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(res.body).toEqual({ type: 'invalid_request', code: 'not_found', detail: 'Not found.', attr: null });
+    }
+    // Still there, unchanged.
+    const still = await call(api.baseUrl, 'GET', `/api/projects/${other.projectId}/webhooks/${theirs.body.id}/`, {
+      key: other.apiKey,
+    });
+    expect(still.body.enabled).toBe(true);
+    expect((await as('GET', `${P}/`)).body.results.map((w: any) => w.id)).not.toContain(theirs.body.id);
+  });
+
+  it('project:read lists, project:write changes', async () => {
+    const reader = await createKey(api.orm, account.userId, { scopes: ['project:read'] });
+    expect((await as('GET', `${P}/`, undefined, reader)).status).toBe(200);
+    const refused = await as('POST', `${P}/`, { url: 'https://example.com/' }, reader);
+    expect(refused.status).toBe(403);
+    expect(refused.body.detail).toBe("API key missing required scope 'project:write'");
+  });
+});
