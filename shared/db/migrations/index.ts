@@ -24,6 +24,7 @@ import { Migration0042TryNumericWithoutNan } from './0042-try-numeric-without-na
 import { Migration0043IsoTimestampUtc } from './0043-iso-timestamp-utc.ts';
 import { Migration0044IngestionWarnings } from './0044-ingestion-warnings.ts';
 import { Migration0045DeletionIdempotency } from './0045-deletion-idempotency.ts';
+import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -50,4 +51,5 @@ export const migrationsList = [
   { name: '0043-iso-timestamp-utc', class: Migration0043IsoTimestampUtc },
   { name: '0044-ingestion-warnings', class: Migration0044IngestionWarnings },
   { name: '0045-deletion-idempotency', class: Migration0045DeletionIdempotency },
+  { name: '0049-deletion-suppression', class: Migration0049DeletionSuppression },
 ];
