@@ -4,7 +4,7 @@
 // capture reads them through a `SuppressionLookup` (the API process's cache, or PostgreSQL directly).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
-import type { IngestEvent } from '../ingestion/persons.ts';
+import { mergePartner, type IngestEvent } from '../ingestion/persons.ts';
 import type { IngestionWarningInput } from '../ingestion/warnings.ts';
 
 /** The active suppressions among `distinctIds` of a project: distinct id → suppression row id. */
@@ -51,18 +51,6 @@ export async function projectSuppressions(
   );
   if (found.length > limit) return null;
   return new Map(found.map((r) => [r.distinct_id, r.id]));
-}
-
-/** The other distinct id a merge event names ($identify's $anon_distinct_id, an alias), if any. */
-function mergePartner(event: IngestEvent): string | null {
-  const p = event.properties;
-  if (event.event === '$identify' && typeof p.$anon_distinct_id === 'string') return p.$anon_distinct_id;
-  if (
-    (event.event === '$create_alias' || event.event === '$merge_dangerously') &&
-    (typeof p.alias === 'string' || typeof p.alias === 'number')
-  )
-    return String(p.alias);
-  return null;
 }
 
 export interface SuppressionOutcome {
