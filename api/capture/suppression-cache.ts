@@ -21,7 +21,7 @@ import {
 export const SUPPRESSION_CHANNEL = 'deletion_suppression_changed';
 
 /** A project's suppressions held in memory up to this many; beyond, each request looks up its own ids. */
-const MAX_HELD_PER_PROJECT = 10_000;
+export const MAX_HELD_PER_PROJECT = 10_000;
 
 /** A project's entry: its active suppressions, or 'many' (look up per request). */
 type Entry = SuppressedIds | 'many';
@@ -37,11 +37,13 @@ export class SuppressionCache
   private generation = 0;
   private readonly listener: ChannelListener;
   private readonly maxProjects: number;
+  private readonly maxHeldPerProject: number;
 
-  constructor(databaseUrl: string, maxProjects = 10_000) {
+  constructor(databaseUrl: string, limits: { maxProjects?: number; maxHeldPerProject?: number } = {}) {
     super();
     this.listener = new ChannelListener(databaseUrl, SUPPRESSION_CHANNEL, (payload) => this.notified(payload));
-    this.maxProjects = maxProjects;
+    this.maxProjects = limits.maxProjects ?? 10_000;
+    this.maxHeldPerProject = limits.maxHeldPerProject ?? MAX_HELD_PER_PROJECT;
   }
 
   start(): Promise<void> {
@@ -75,7 +77,7 @@ export class SuppressionCache
     const inFlight = this.pending.get(projectId);
     if (inFlight) return inFlight;
     const generation = this.generation;
-    const read: Promise<Entry> = projectSuppressions(em, projectId, MAX_HELD_PER_PROJECT)
+    const read: Promise<Entry> = projectSuppressions(em, projectId, this.maxHeldPerProject)
       .then((held) => held ?? ('many' as const))
       .then(
         (entry) => {

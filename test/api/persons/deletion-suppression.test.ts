@@ -9,6 +9,7 @@ import { capture } from '../../fixtures.ts';
 import { call, createAccount, startApi, uniqueRedisPrefix, type TestAccount, type TestApi } from '../../helpers.ts';
 import { metricValue, scrape } from '../ops/exposition.ts';
 import { pgArray } from '../../../shared/db/sql.ts';
+import { SuppressionCache } from '../../../api/capture/suppression-cache.ts';
 
 const TOKEN = 'suppression-metrics-token';
 const prefix = uniqueRedisPrefix();
@@ -285,6 +286,29 @@ describe('bad requests', () => {
     const res = await post(`${P()}/deletion_status/${plain.body.deletion_requests[0].id}/unsuppress/`);
     expect(res.status).toBe(409);
     expect(res.body).toMatchObject({ type: 'invalid_request', code: 'conflict' });
+  });
+});
+
+describe('a project with more suppressions than a cache holds', () => {
+  it('is looked up per capture request instead, with the same outcome', async () => {
+    const cache = new SuppressionCache(api.config.databaseDirectUrl, { maxHeldPerProject: 1 });
+    await cache.start();
+    try {
+      const em = api.orm.em.fork();
+      const all = await cache.suppressed(em, account.projectId, ['gone-user', 'kept-a', 'bulk-b', 'nobody']);
+      // gone-user's suppression was lifted; kept-a and bulk-b are still suppressed (more than 1).
+      expect([...all.keys()].sort()).toEqual(['bulk-b', 'kept-a']);
+      const small = new SuppressionCache(api.config.databaseDirectUrl);
+      await small.start();
+      try {
+        expect([...(await small.suppressed(em, account.projectId, ['kept-a', 'nobody'])).keys()]).toEqual(['kept-a']);
+        expect([...(await small.suppressed(em, other.projectId, ['kept-a'])).keys()]).toEqual([]);
+      } finally {
+        await small.stop();
+      }
+    } finally {
+      await cache.stop();
+    }
   });
 });
 
