@@ -2,6 +2,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import type { RedisConnection } from '../shared/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
 import type { FlagCache } from './flags/cache.ts';
+import type { SuppressionCache } from './capture/suppression-cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 
@@ -18,4 +19,6 @@ export interface AppDeps {
   clock?: () => number;
   /** Flag definitions per project token until they change (`flag_definitions_changed`); null: read on every request. */
   flagCache?: FlagCache | null;
+  /** Deletion suppressions per project until they change (`deletion_suppression_changed`); null: capture reads PostgreSQL. */
+  suppressionCache?: SuppressionCache | null;
 }

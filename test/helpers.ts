@@ -16,6 +16,7 @@ import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from '../api/http/auth-cache.ts';
 import { startFlagCache } from '../api/flags/cache.ts';
+import { startSuppressionCache } from '../api/capture/suppression-cache.ts';
 import type { AppDeps } from '../api/deps.ts';
 
 export interface TestApi {
@@ -37,12 +38,12 @@ export async function serveApp(app: ReturnType<typeof createApp>): Promise<{ ser
 
 /**
  * Starts the real app against the test database and Redis. Throttling is off unless asked for; so
- * is the flag definition cache (tests change flags with SQL and ask again at once; its own tests
- * turn it on). `clock` fixes the time the throttle counts in.
+ * are the flag definition cache (tests change flags with SQL and ask again at once; its own tests
+ * turn it on) and the deletion suppression cache (capture then reads PostgreSQL; its tests turn it on). `clock` fixes the time the throttle counts in.
  */
 export async function startApi(
   overrides: (config: Config) => void = () => undefined,
-  options: { clock?: () => number; flagCache?: boolean } = {},
+  options: { clock?: () => number; flagCache?: boolean; suppressionCache?: boolean } = {},
 ): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
@@ -54,6 +55,7 @@ export async function startApi(
   redis.on('error', () => undefined); // tests that stop a Redis expect connection errors
   const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
   const flagCache = options.flagCache ? await startFlagCache(config.databaseDirectUrl) : null;
+  const suppressionCache = options.suppressionCache ? await startSuppressionCache(config.databaseDirectUrl) : null;
   const deps: AppDeps = {
     config,
     orm,
@@ -61,6 +63,7 @@ export async function startApi(
     queues: createQueues(redis, config),
     authCache,
     flagCache,
+    suppressionCache,
     clock: options.clock,
   };
   const { server, baseUrl } = await serveApp(createApp(deps));
@@ -77,6 +80,7 @@ export async function startApi(
       redis.disconnect();
       await authCache?.stop();
       await flagCache?.stop();
+      await suppressionCache?.stop();
       await orm.close();
     },
   };

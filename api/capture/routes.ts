@@ -5,6 +5,8 @@ import { readRawBody } from '../http/body.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
+import { countDropped, directLookup, dropSuppressed } from '../../shared/deletions/suppression.ts';
+import { logger } from '../../shared/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
 import { eventsOf, requestOf } from './events.ts';
 
@@ -38,8 +40,17 @@ async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: b
   const request = requestOf(payload, { engagePath: options.engage });
   const project = await projectByApiToken(ctx.state.em, request.token);
   const { events, warnings } = eventsOf(request, { querySentAt: ctx.query._ as string | undefined });
-  await ingestEvents(ctx.state.em, project.id, events, warnings);
-  ctx.metrics.eventsIngested.inc(events.length);
+  const lookup = ctx.deps.suppressionCache ?? directLookup;
+  const suppressed = await dropSuppressed(ctx.state.em, lookup, project.id, events);
+  await ingestEvents(ctx.state.em, project.id, suppressed.kept, [...warnings, ...suppressed.warnings]);
+  ctx.metrics.eventsIngested.inc(suppressed.kept.length);
+  if (suppressed.droppedTotal > 0) {
+    ctx.metrics.eventsSuppressed.inc(suppressed.droppedTotal);
+    // After the commit: a statistic; failing to count must not fail (and so repeat) the request.
+    await countDropped(ctx.state.em, suppressed.dropped).catch((error: unknown) =>
+      logger.warn({ err: (error as Error).message, projectId: project.id }, 'suppressed events not counted'),
+    );
+  }
   if (ctx.query.beacon === '1') {
     ctx.status = 204;
     return;

@@ -16,6 +16,8 @@ export interface ApiMetrics {
   observeRequest: (ctx: Context, ms: number) => void;
   /** Events stored by the capture endpoints. */
   eventsIngested: Counter;
+  /** Events capture dropped because their distinct id is suppressed by a deletion request. */
+  eventsSuppressed: Counter;
   /** This process's figures in the text format, read now from `deps`. */
   render: (deps: AppDeps) => Promise<string>;
 }
@@ -59,6 +61,11 @@ export function createApiMetrics(): ApiMetrics {
     help: "Events stored by this process's capture endpoints",
     registers: [registry],
   });
+  const eventsSuppressed = new Counter({
+    name: 'events_suppressed_total',
+    help: "Events this process's capture endpoints dropped: their distinct id is suppressed by a deletion request",
+    registers: [registry],
+  });
   // Read at each scrape by render(): the gauges need the process's deps, which the app gets later.
   const authCacheListening = new Gauge({
     name: 'auth_cache_listening',
@@ -88,6 +95,7 @@ export function createApiMetrics(): ApiMetrics {
       series.observe(ms / 1000);
     },
     eventsIngested,
+    eventsSuppressed,
     render: async (deps) => {
       if (!connected) {
         connected = true; // an app has one deps for its life

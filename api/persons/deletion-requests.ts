@@ -1,6 +1,6 @@
 // What the endpoints that create deletion work share (DELETE person, delete_events,
-// delete_recordings, bulk_delete): the Idempotency-Key header and dry_run. And the deletion
-// request's own routes beside deletion_status: cancel. The rules are in shared/deletions/service.ts.
+// delete_recordings, bulk_delete): the Idempotency-Key header, dry_run and suppress. And the deletion
+// request's own routes beside deletion_status: cancel and unsuppress. The rules are in shared/deletions/service.ts.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
@@ -13,6 +13,7 @@ import {
   idempotencyKey,
   previewPersonDeletions,
   recordPersonDeletions,
+  unsuppressDeletion,
   type DeletionOptions,
 } from '../../shared/deletions/service.ts';
 import type { DeletionRequestView } from '../../shared/deletions/store.ts';
@@ -35,6 +36,8 @@ export const deletionRequestSchema = {
     'started_at',
     'delete_verified_at',
     'cancelled_at',
+    'suppression',
+    'suppressed_events',
   ],
   properties: {
     id: { type: 'string' },
@@ -55,6 +58,16 @@ export const deletionRequestSchema = {
     started_at: NULLABLE_TIME,
     delete_verified_at: NULLABLE_TIME,
     cancelled_at: { ...NULLABLE_TIME, description: 'When it was cancelled (status cancelled)' },
+    suppression: {
+      enum: ['active', 'lifted', null],
+      description:
+        "suppress=true: 'active' while capture drops the person's distinct ids' events, 'lifted' after unsuppress; null without suppression",
+    },
+    suppressed_events: {
+      type: 'integer',
+      minimum: 0,
+      description: 'Events capture dropped because of its suppression',
+    },
   },
 };
 
@@ -109,13 +122,20 @@ const DRY_RUN_PARAM = {
     'Answer what would be deleted (per-store counts and the windows) and change nothing; only with the parameters listed here',
 } as const;
 
+export const SUPPRESS_PARAM = {
+  type: 'boolean',
+  description:
+    "Also suppress the persons' distinct ids: capture drops their later events (counted in the request's suppressed_events) until POST …/deletion_status/<id>/unsuppress/. Needs delete_events or delete_recordings; not with dry_run. Default: a new event makes a new person, as in PostHog",
+} as const;
+
 /**
- * The query of an endpoint that creates deletion work, with `dry_run`. With dry_run the query takes
- * only the parameters declared here: any other (such as a future `suppress`) is a 400 rather than
- * ignored, so a dry run never answers for a request other than the one asked.
+ * The query of an endpoint that creates deletion work, with `dry_run` and `suppress`. With dry_run the
+ * query takes only the parameters declared here: any other is a 400 rather than ignored, so a dry run
+ * never answers for a request other than the one asked; dry_run with suppress=true is a 400 too (a
+ * dry run changes nothing, so it cannot suppress).
  */
 export function deletionQuery<const P extends Record<string, unknown>>(properties: P) {
-  const all = { ...properties, dry_run: DRY_RUN_PARAM };
+  const all = { suppress: SUPPRESS_PARAM, ...properties, dry_run: DRY_RUN_PARAM };
   const schema = { type: 'object' as const, properties: all };
   const onlyDeclared = {
     properties: Object.fromEntries(Object.keys(all).map((k) => [k, true])),
@@ -156,6 +176,16 @@ export async function answerDeletionRequest(
 ): Promise<void> {
   const key = idempotencyKeyOf(ctx, action);
   const projectId = ctx.state.project.id;
+  if (options.suppress && options.dryRun)
+    throw validationError(
+      'dry_run cannot be combined with suppress: a dry run changes nothing. Make the request without dry_run to suppress.',
+      'suppress',
+    );
+  if (options.suppress && !options.deleteEvents && !options.deleteRecordings)
+    throw validationError(
+      'suppress needs delete_events or delete_recordings: the suppression belongs to that deletion request.',
+      'suppress',
+    );
   if (options.dryRun) {
     const persons = await findPersons(ctx.state.em);
     ctx.body = await previewPersonDeletions(ctx.state.em, ctx.deps.config, projectId, persons, options);
@@ -166,7 +196,11 @@ export async function answerDeletionRequest(
     const done = await recordPersonDeletions(tx, actorOf(ctx), persons, options);
     return {
       answer: answer(persons, done),
-      afterCommit: () => enqueueAfterDeletions(ctx.deps.queues, done),
+      afterCommit: () => {
+        // This process sees its own suppression at once; the others on its notification.
+        if (options.suppress) ctx.deps.suppressionCache?.invalidate(new Set([projectId]));
+        return enqueueAfterDeletions(ctx.deps.queues, done);
+      },
     };
   });
   if (result === 'key_reused')
@@ -217,4 +251,32 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
 export const deletionRequestRoutes = [
   cancelRoute('POST', `${P}/deletion_status/:id/cancel`),
   cancelRoute('DELETE', `${P}/deletion_status/:id`),
+  defineRoute({
+    method: 'POST',
+    path: `${P}/deletion_status/:id/unsuppress`,
+    summary:
+      "Lift a request's suppression (suppress=true): capture stores its distinct ids' events again, and a new event makes a new person",
+    tags: ['persons'],
+    scopes: ['person:write'],
+    responses: {
+      200: { description: 'The request, suppression lifted (again: the same answer)', schema: deletionRequestSchema },
+      404: { description: 'No such request in this project' },
+      409: { description: 'The request suppressed nothing (it was made without suppress=true)' },
+    },
+    handler: async (ctx) => {
+      const id = ctx.state.params.id;
+      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
+      const result = await unsuppressDeletion(ctx.state.em, actorOf(ctx), id);
+      if (result === 'not_found') throw notFound();
+      if (result === 'not_suppressed')
+        throw new ApiError(
+          409,
+          'invalid_request',
+          'conflict',
+          `Deletion request ${id} suppressed nothing; only a request made with suppress=true can be unsuppressed.`,
+        );
+      ctx.deps.suppressionCache?.invalidate(new Set([ctx.state.project.id]));
+      ctx.body = result;
+    },
+  }),
 ];

@@ -16,6 +16,7 @@ import {
   deletionRequestSchema,
   deletionWork,
   dryRunSchema,
+  SUPPRESS_PARAM,
 } from './deletion-requests.ts';
 import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
 import { requeueDeletions } from '../../shared/queues.ts';
@@ -337,7 +338,13 @@ function deletionRequestRoute(
       answerDeletionRequest(
         ctx,
         action,
-        { ...what, keepPerson: true, eventsMode: 'off_peak', dryRun: ctx.state.query.dry_run === true },
+        {
+          ...what,
+          keepPerson: true,
+          eventsMode: 'off_peak',
+          suppress: ctx.state.query.suppress === true,
+          dryRun: ctx.state.query.dry_run === true,
+        },
         async (em) => [await findPerson(em, ctx.state.project.id, ctx.state.params.id)],
         (_persons, { requests }) => ({ status: 200, body: { deletion_requests: requests } }),
       ),
@@ -373,6 +380,7 @@ export const personDeletionRoutes = [
         deleteRecordings: q.delete_recordings === true,
         keepPerson: q.keep_person === true,
         eventsMode: 'weekly' as const,
+        suppress: q.suppress === true,
         dryRun: q.dry_run === true,
       };
       return answerDeletionRequest(
@@ -403,6 +411,7 @@ export const personDeletionRoutes = [
       delete_events: { type: 'string' },
       delete_recordings: { type: 'string' },
       keep_person: { type: 'string' },
+      suppress: { type: 'string', description: SUPPRESS_PARAM.description },
       ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
       distinct_ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
     }),
@@ -414,6 +423,7 @@ export const personDeletionRoutes = [
         delete_events: { type: 'boolean' },
         delete_recordings: { type: 'boolean' },
         keep_person: { type: 'boolean' },
+        suppress: { type: 'boolean' },
         dry_run: { type: 'boolean' },
       },
     },
@@ -437,6 +447,7 @@ export const personDeletionRoutes = [
         deleteRecordings: flag(ctx, 'delete_recordings'),
         keepPerson: flag(ctx, 'keep_person'),
         eventsMode: 'weekly' as const,
+        suppress: flag(ctx, 'suppress'),
         dryRun: flag(ctx, 'dry_run'),
       };
       await answerDeletionRequest(

@@ -1,6 +1,7 @@
 // Deletion requests as users make them: persons deleted at once with their data deletions recorded
 // in the same transaction; the same asked as a dry run (what would go, and when, changing nothing);
-// a retried request answered with its first answer (Idempotency-Key); a pending request cancelled.
+// a retried request answered with its first answer (Idempotency-Key); a pending request cancelled;
+// the persons' distinct ids suppressed (suppress=true: capture drops their later events) and unsuppressed.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
 import { recordActivity, type Actor } from '../activity-log.ts';
@@ -10,6 +11,7 @@ import { deletePersonRows, type PersonWithIds } from '../persons/store.ts';
 import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../queues.ts';
 import { defaultSchedules, readSchedules } from '../schedules.ts';
 import { deletionCrons, nextWindowStart, type DeletionMode } from './schedule.ts';
+import { liftSuppressions, recordSuppressions } from './suppression.ts';
 import {
   cancelPendingDeletion,
   countPersonData,
@@ -29,6 +31,11 @@ export interface DeletionOptions {
   keepPerson: boolean;
   /** When the event deletion runs: the weekly batch (DELETE, bulk_delete) or off-peak (delete_events). */
   eventsMode: DeletionMode;
+  /**
+   * Capture drops the persons' later events until unsuppressed (held by each person's event deletion
+   * request, else its recordings one). Off by default: as in PostHog, a new event makes a new person.
+   */
+  suppress?: boolean;
 }
 
 /**
@@ -69,7 +76,43 @@ export async function recordPersonDeletions(
   }
   const ids = await recordDeletionRequests(tx, requests);
   const deliveries = await queueDeletionEvents(tx, actor.projectId, 'queued', ids);
-  return { personsDeleted, requests: await deletionRequestsByIds(tx, ids), deliveries };
+  const views = await deletionRequestsByIds(tx, ids);
+  if (options.suppress) await suppressPersons(tx, actor, persons, views);
+  return { personsDeleted, requests: views, deliveries };
+}
+
+/** Suppresses each person's distinct ids under its event deletion request (else its recordings one), with an activity entry per request. */
+async function suppressPersons(
+  tx: EntityManager,
+  actor: Actor,
+  persons: PersonWithIds[],
+  requests: DeletionRequestView[],
+): Promise<void> {
+  const holder = new Map<string, string>();
+  for (const r of [...requests].sort(
+    (a, b) => (a.deletion_type === 'person_events' ? -1 : 0) - (b.deletion_type === 'person_events' ? -1 : 0),
+  ))
+    if (!holder.has(r.person_uuid)) holder.set(r.person_uuid, r.id);
+  const targets = persons
+    .filter((p) => holder.has(p.uuid))
+    .map((p) => ({ requestId: holder.get(p.uuid)!, distinctIds: p.distinct_ids, person: p.uuid }));
+  const made = await recordSuppressions(tx, actor.projectId, targets);
+  for (const t of targets) {
+    const suppressed = made.get(t.requestId) ?? [];
+    if (suppressed.length === 0) continue;
+    await recordActivity(tx, {
+      ...actor,
+      scope: 'DeletionRequest',
+      itemId: t.requestId,
+      activity: 'suppressed',
+      detail: {
+        name: t.person,
+        changes: [
+          { type: 'DeletionRequest', action: 'changed', field: 'suppression', before: null, after: suppressed },
+        ],
+      },
+    });
+  }
 }
 
 /**
@@ -236,4 +279,38 @@ export async function cancelDeletion(
   if (!done) return undefined;
   if (queues) await enqueueWebhookDeliveries(queues.webhooks, done.deliveries);
   return { outcome: done.outcome, request: done.request };
+}
+
+// ---- Unsuppressing -------------------------------------------------------------------------------
+
+/**
+ * Lifts a request's suppression, with an activity entry, in one transaction: capture stores its
+ * distinct ids' events again (a new event makes a new person). 'not_found' (no such request in the
+ * project), 'not_suppressed' (it never suppressed anything); lifting again answers the same request
+ * and logs nothing.
+ */
+export async function unsuppressDeletion(
+  em: EntityManager,
+  actor: Actor,
+  id: string,
+): Promise<DeletionRequestView | 'not_found' | 'not_suppressed'> {
+  return em.fork().transactional(async (tx) => {
+    const [request] = await deletionRequestsByIds(tx, [id]);
+    if (!request || request.project_id !== actor.projectId) return 'not_found';
+    const { lifted, hadAny } = await liftSuppressions(tx, id);
+    if (!hadAny) return 'not_suppressed';
+    if (lifted.length > 0)
+      await recordActivity(tx, {
+        ...actor,
+        scope: 'DeletionRequest',
+        itemId: id,
+        activity: 'unsuppressed',
+        detail: {
+          name: request.person_uuid,
+          changes: [{ type: 'DeletionRequest', action: 'changed', field: 'suppression', before: lifted, after: null }],
+        },
+      });
+    const [after] = await deletionRequestsByIds(tx, [id]);
+    return after;
+  });
 }

@@ -86,11 +86,25 @@ export interface DeletionRequestView {
   delete_verified_at: string | null;
   /** When it was cancelled (status cancelled), else null. */
   cancelled_at: string | null;
+  /** suppress=true: 'active' while capture drops its distinct ids' events, 'lifted' after unsuppress; else null. */
+  suppression: 'active' | 'lifted' | null;
+  /** Events capture dropped because of its suppression. */
+  suppressed_events: number;
 }
 
 const VIEW_COLUMNS = `id::text, project_id, key, deletion_type, mode, status, created_at, cutoff, attempts, failures,
   last_error, next_attempt_at, started_at, delete_verified_at,
-  case when status = 'cancelled' then finished_at end as cancelled_at`;
+  case when status = 'cancelled' then finished_at end as cancelled_at,
+  (select case when count(*) = 0 then null when bool_or(s.lifted_at is null) then 'active' else 'lifted' end
+          || ',' || coalesce(sum(s.dropped_count), 0)
+     from deletion_suppression s where s.request_id = async_deletion.id) as suppression`;
+
+/** The `suppression` column: '<active|lifted>,<dropped>' or null. */
+function suppressionOf(column: string | null): Pick<DeletionRequestView, 'suppression' | 'suppressed_events'> {
+  if (!column) return { suppression: null, suppressed_events: 0 };
+  const [state, dropped] = column.split(',');
+  return { suppression: state as 'active' | 'lifted', suppressed_events: Number(dropped) };
+}
 
 function view(row: any): DeletionRequestView {
   return {
@@ -109,6 +123,7 @@ function view(row: any): DeletionRequestView {
     started_at: isoTimestamp(row.started_at),
     delete_verified_at: isoTimestamp(row.delete_verified_at),
     cancelled_at: isoTimestamp(row.cancelled_at),
+    ...suppressionOf(row.suppression),
   };
 }
 

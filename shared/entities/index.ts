@@ -5,6 +5,7 @@ import { ActivityLog } from './activity-log.ts';
 import { AsyncDeletion } from './async-deletion.ts';
 import { Cohort, CohortPerson } from './cohort.ts';
 import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
+import { DeletionSuppression } from './deletion-suppression.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
 import {
   Experiment,
@@ -31,6 +32,7 @@ export {
   Cohort,
   CohortPerson,
   DeletionIdempotencyKey,
+  DeletionSuppression,
   EventDefinition,
   EventDefinitionUsage,
   Experiment,
@@ -90,6 +92,7 @@ export const entities = [
   // worker state and audit
   AsyncDeletion,
   DeletionIdempotencyKey,
+  DeletionSuppression,
   JobSchedule,
   ActivityLog,
   RetentionRun,

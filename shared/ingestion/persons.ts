@@ -30,7 +30,7 @@ interface LockedPerson {
 }
 
 /** The other distinct id an event asks to merge with, if it is a merge event. */
-function mergePartner(event: IngestEvent): string | null {
+export function mergePartner(event: IngestEvent): string | null {
   const p = event.properties;
   if (event.event === '$identify' && typeof p.$anon_distinct_id === 'string') return p.$anon_distinct_id;
   if (

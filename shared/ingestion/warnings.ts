@@ -18,6 +18,8 @@ export type IngestionWarningType =
   | 'event_dropped_performance_event'
   /** Ours: a `$snapshot` / `$snapshot_items` event without `$session_id`; not stored. */
   | 'snapshot_dropped_no_session_id'
+  /** Ours: events of a distinct id suppressed by a deletion request (suppress=true); one warning per request. */
+  | 'event_dropped_suppressed'
   /** Ours: NUL or a lone surrogate in the event's strings, replaced by U+FFFD. */
   | 'invalid_unicode_replaced'
   /** Ours: the event name cut to 400 or the distinct id to 200 characters. */

@@ -37,6 +37,8 @@ const TRIGGERS: [table: string, trigger: string][] = [
   ...['feature_flag', 'experiment_holdout', 'cohort', 'project'].flatMap((table) =>
     ['insert', 'update', 'delete'].map((event): [string, string] => [table, `${table}_flags_${event}`]),
   ),
+  // 0049: a distinct id's suppression may have changed (api/capture/suppression-cache.ts).
+  ['deletion_suppression', 'deletion_suppression_changed'],
 ];
 
 /**

@@ -515,21 +515,23 @@ describe('dry run', () => {
     expect(real.body.deletion_requests).toHaveLength(1);
   });
 
-  it('dry_run with a parameter it does not know (suppress) is 400 and changes nothing', async () => {
+  it('dry_run with a parameter it does not know, or with suppress, is 400 and changes nothing', async () => {
     await capture(api.baseUrl, account.projectToken, events('dry-d', 1));
     const person = await personByDistinctId('dry-d');
-    for (const path of [
-      `${P()}/${person.uuid}/?dry_run=true&suppress=true`,
-      `${P()}/${person.uuid}/?dry_run=true&delete_events=true&suppress=1`,
+    for (const [path, attr] of [
+      [`${P()}/${person.uuid}/?dry_run=true&purge_everything=true`, 'purge_everything'],
+      [`${P()}/${person.uuid}/?dry_run=true&suppress=true`, 'suppress'],
+      [`${P()}/${person.uuid}/?dry_run=true&delete_events=true&suppress=1`, 'suppress'],
     ]) {
       const res = await del(path);
-      expect(res.status).toBe(400);
-      expect(res.body).toMatchObject({ type: 'validation_error', attr: 'suppress' });
+      expect(res.status, path).toBe(400);
+      expect(res.body).toMatchObject({ type: 'validation_error', attr });
     }
     const bulk = await post(`${P()}/bulk_delete/?dry_run=true&suppress=true`, { body: { ids: [person.uuid] } });
     expect(bulk.status).toBe(400);
     expect(bulk.body).toMatchObject({ type: 'validation_error', attr: 'suppress' });
     expect((await post(`${P()}/${person.id}/delete_events/?dry_run=true&suppress=true`)).status).toBe(400);
+    expect((await post(`${P()}/${person.id}/delete_events/?dry_run=true&purge_everything=1`)).status).toBe(400);
     expect(await personByDistinctId('dry-d')).toBeDefined();
     expect(await requestsOf(person.uuid)).toHaveLength(0);
   });

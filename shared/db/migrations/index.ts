@@ -27,6 +27,7 @@ import { Migration0045DeletionIdempotency } from './0045-deletion-idempotency.ts
 import { Migration0048Retention } from './0048-retention.ts';
 import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
 import { Migration0046Webhooks } from './0046-webhooks.ts';
+import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -56,4 +57,5 @@ export const migrationsList = [
   { name: '0048-retention', class: Migration0048Retention },
   { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
   { name: '0046-webhooks', class: Migration0046Webhooks },
+  { name: '0049-deletion-suppression', class: Migration0049DeletionSuppression },
 ];
