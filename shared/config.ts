@@ -38,6 +38,10 @@ export const SETTINGS_SCHEMA = {
     RATE_LIMIT_PER_HOUR: int(4800, 1),
     AUTH_CACHE_SECONDS: int(60, 0),
     MAX_JSON_BODY_BYTES: int(1024 * 1024, 1),
+    DECODE_BUDGET_BYTES: int(128 * 1024 * 1024, 1024 * 1024),
+    DECODE_CONCURRENCY: int(4, 1),
+    DECODE_SMALL_BYTES: int(1024 * 1024, 0),
+    DECODE_QUEUE_MS: int(2000, 0),
     VALIDATE_RESPONSES: bool(false),
     ADMIN_USER: text('admin'),
     ADMIN_PASSWORD: unset,
@@ -204,6 +208,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     authCacheSeconds: s.AUTH_CACHE_SECONDS,
     /** JSON request bodies of the management API. */
     maxJsonBodyBytes: s.MAX_JSON_BODY_BYTES,
+    /**
+     * Decoding of SDK bodies (gzip, lz64, base64, JSON) across the requests of this process: all decodes
+     * together hold at most `budgetBytes` of decoded output; a body that decodes to at most `smallBytes`
+     * is decoded at once, a larger one in one of `concurrency` slots, waited for at most `queueMs`;
+     * past the budget or the wait: 503 with Retry-After.
+     */
+    decode: {
+      budgetBytes: s.DECODE_BUDGET_BYTES,
+      concurrency: s.DECODE_CONCURRENCY,
+      smallBytes: s.DECODE_SMALL_BYTES,
+      queueMs: s.DECODE_QUEUE_MS,
+    },
     /** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
     enqueueTimeoutMs: s.ENQUEUE_TIMEOUT_MS,
     worker: {

@@ -1,7 +1,7 @@
 // posthog-js's `compression=lz64`: lz-string's compressToBase64 output, decoded here with a bound on
 // the output. lz-string's own decompressor cannot be bounded: a 70 KB body of self-referencing codes
-// decodes to ~10⁹ characters. This one stops as soon as the output passes `maxChars`, keeps its
-// dictionary as (prefix code, last char) pairs in typed arrays rather than strings, and yields to the
+// decodes to ~10⁹ characters. This one stops as soon as the output passes `maxChars`, reserves every
+// byte of output it allocates from the caller's budget before it allocates it, and yields to the
 // event loop every few milliseconds so one request never freezes the process.
 //
 // The format (lz-string 1.5): a bit stream, 6 bits per base64 character, most significant first;
@@ -10,6 +10,12 @@
 // After each code the entry "previous output + first char of this output" joins the dictionary (a
 // code one past the dictionary is that very entry: LZW's KwKwK case). The width grows by one bit
 // when the dictionary fills the current width.
+//
+// Every dictionary entry is a stretch of the output already written: a literal where it was written,
+// "previous + first char of this one" the previous output and the char after it. So the dictionary
+// is (offset, length) pairs and writing an entry is a copy within the output (a memmove for long
+// ones), not a string per entry. The output is one array, of bytes while every char is below 256
+// (JSON text mostly is: half the memory), widened to 16-bit units at the first char that is not.
 
 export class Lz64TooLarge extends Error {
   constructor(maxChars: number) {
@@ -30,8 +36,13 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
 /**
  * Decodes lz-string base64 `input`. Resolves to the text, or null where lz-string finds no valid
  * stream (it answers null or ""); rejects with Lz64TooLarge past `maxChars` UTF-16 code units.
+ * `reserve(bytes)` is called before the output grows by that many bytes; it may throw to stop.
  */
-export async function decompressLz64(input: string, maxChars: number): Promise<string | null> {
+export async function decompressLz64(
+  input: string,
+  maxChars: number,
+  reserve: (bytes: number) => void = () => undefined,
+): Promise<string | null> {
   const length = input.length;
   if (length === 0) return null;
   const valueAt = (index: number) => {
@@ -54,82 +65,113 @@ export async function decompressLz64(input: string, maxChars: number): Promise<s
     return bits;
   };
 
-  // Dictionary: entry k is entry prefix[k] followed by last[k] (prefix -1: a single character).
+  // Dictionary: entry k is output[offset[k], offset[k] + size[k]).
   let capacity = 1024;
-  let prefix = new Int32Array(capacity);
-  let last = new Uint16Array(capacity);
-  let first = new Uint16Array(capacity);
-  let size = new Int32Array(capacity); // characters in the entry
+  let offset = new Int32Array(capacity);
+  let size = new Int32Array(capacity);
   let dictSize = 3; // codes 0-2 are the control codes
-  const addEntry = (prefixCode: number, char: number) => {
+  const addEntry = (at: number, count: number) => {
     if (dictSize === capacity) {
       capacity *= 2;
-      const grow = <T extends Int32Array | Uint16Array>(old: T, made: T) => {
-        made.set(old);
-        return made;
-      };
-      prefix = grow(prefix, new Int32Array(capacity));
-      last = grow(last, new Uint16Array(capacity));
-      first = grow(first, new Uint16Array(capacity));
-      size = grow(size, new Int32Array(capacity));
+      const grown = [new Int32Array(capacity), new Int32Array(capacity)];
+      grown[0].set(offset);
+      grown[1].set(size);
+      [offset, size] = grown;
     }
-    prefix[dictSize] = prefixCode;
-    last[dictSize] = char;
-    first[dictSize] = prefixCode < 0 ? char : first[prefixCode];
-    size[dictSize] = prefixCode < 0 ? 1 : size[prefixCode] + 1;
+    offset[dictSize] = at;
+    size[dictSize] = count;
     return dictSize++;
   };
 
-  // The output, in chunks of 2^16 code units: growing one contiguous array of millions of units
-  // means copies that stall the event loop for 100 ms and more.
-  const chunks: Uint16Array[] = [];
+  // The output: bytes until a char of 256 or more appears, then 16-bit units.
+  let out: Uint8Array | Uint16Array = new Uint8Array(0);
   let written = 0;
-  const emit = (code: number) => {
-    const count = size[code];
-    if (written + count > maxChars) throw new Lz64TooLarge(maxChars);
-    const end = written + count - 1;
-    while (chunks.length <= end >>> 16) chunks.push(new Uint16Array(1 << 16));
-    for (let at = end, k = code; k >= 0; k = prefix[k], at--) chunks[at >>> 16][at & 0xffff] = last[k];
+  /** Room for `count` more units, within maxChars and the caller's budget (doubling, so few copies). */
+  const ensure = (count: number) => {
+    const needed = written + count;
+    if (needed <= out.length) return;
+    if (needed > maxChars) throw new Lz64TooLarge(maxChars);
+    const grownLength = Math.min(maxChars, Math.max(needed, out.length * 2, 4096));
+    reserve((grownLength - out.length) * out.BYTES_PER_ELEMENT);
+    const grown = out instanceof Uint8Array ? new Uint8Array(grownLength) : new Uint16Array(grownLength);
+    grown.set(out.subarray(0, written));
+    release(out);
+    out = grown;
+  };
+  const widen = () => {
+    reserve(out.length); // a second byte for each unit
+    const wide = new Uint16Array(out.length);
+    wide.set(out.subarray(0, written));
+    release(out);
+    out = wide;
+  };
+  const writeLiteral = (char: number) => {
+    if (char > 255 && out instanceof Uint8Array) widen();
+    ensure(1);
+    out[written] = char;
+    return addEntry(written++, 1);
+  };
+  /** Writes the entry at `from` of `count` units at the end of the output. */
+  const copy = (from: number, count: number) => {
+    ensure(count);
+    if (count < 32) for (let i = 0; i < count; i++) out[written + i] = out[from + i];
+    else out.copyWithin(written, from, from + count);
     written += count;
-    return count;
   };
 
-  const firstKind = readBits(2);
-  if (firstKind > 1) return null; // 2: an empty stream (lz-string answers ""), 3: not a stream
-  let previous = addEntry(-1, readBits(firstKind === 0 ? 8 : 16));
-  let numBits = 3;
-  let enlargeIn = 4;
-  emit(previous);
+  try {
+    const firstKind = readBits(2);
+    if (firstKind > 1) return null; // 2: an empty stream (lz-string answers ""), 3: not a stream
+    let previous = writeLiteral(readBits(firstKind === 0 ? 8 : 16));
+    let previousAt = 0; // where the previous output starts
+    let numBits = 3;
+    let enlargeIn = 4;
 
-  let work = 0;
-  let sliceStarted = performance.now();
-  for (;;) {
-    if (index > length) return null; // ran out of input before the end code
-    let code = readBits(numBits);
-    if (code === 2) break;
-    if (code < 2) {
-      code = addEntry(-1, readBits(code === 0 ? 8 : 16));
+    let work = 0;
+    let sliceStarted = performance.now();
+    for (;;) {
+      if (index > length) return null; // ran out of input before the end code
+      let code = readBits(numBits);
+      if (code === 2) break;
+      const at = written;
+      if (code < 2) {
+        code = writeLiteral(readBits(code === 0 ? 8 : 16));
+        if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
+        work++;
+      } else if (code === dictSize) {
+        // KwKwK: the entry being defined, previous output + its own first character.
+        copy(previousAt, size[previous]);
+        ensure(1);
+        out[written++] = out[previousAt];
+        work += 1 + (size[previous] >> 4);
+      } else if (code > dictSize) {
+        return null;
+      } else {
+        copy(offset[code], size[code]);
+        work += 1 + (size[code] >> 4);
+      }
+      // The previous output and the first char of this one: contiguous in the output.
+      addEntry(previousAt, size[previous] + 1);
+      previous = code;
+      previousAt = at;
       if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
-    }
-    // KwKwK: the code names the entry being defined, previous output + its own first character.
-    const selfReferencing = code === dictSize;
-    if (selfReferencing) addEntry(previous, first[previous]);
-    else if (code > dictSize) return null;
-    work += emit(code) + 1;
-    if (!selfReferencing) addEntry(previous, first[code]);
-    previous = code;
-    if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
-    if (work >= CHECK_EVERY) {
-      work = 0;
-      if (performance.now() - sliceStarted > SLICE_MS) {
-        await yieldToEventLoop();
-        sliceStarted = performance.now();
+      if (work >= CHECK_EVERY) {
+        work = 0;
+        if (performance.now() - sliceStarted > SLICE_MS) {
+          await yieldToEventLoop();
+          sliceStarted = performance.now();
+        }
       }
     }
+    // latin1 and utf16le keep every code unit as it is (lone surrogates included, as lz-string's output does).
+    const bytes = Buffer.from(out.buffer, 0, written * out.BYTES_PER_ELEMENT);
+    return bytes.toString(out instanceof Uint8Array ? 'latin1' : 'utf16le');
+  } finally {
+    release(out);
   }
-  // utf16le keeps every code unit as it is, lone surrogates included, as lz-string's output does.
-  const parts = chunks.map((chunk, i) =>
-    Buffer.from(chunk.buffer, 0, Math.min(written - i * 65536, 65536) * 2).toString('utf16le'),
-  );
-  return parts.join('');
+}
+
+/** Frees an output array now rather than at the next garbage collection (detaching its buffer). */
+function release(array: Uint8Array | Uint16Array): void {
+  if (array.buffer.byteLength > 0) (array.buffer as ArrayBuffer).transfer(0);
 }
