@@ -209,10 +209,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     /** JSON request bodies of the management API. */
     maxJsonBodyBytes: s.MAX_JSON_BODY_BYTES,
     /**
-     * Decoding of SDK bodies (gzip, lz64, base64, JSON) across the requests of this process: all decodes
-     * together hold at most `budgetBytes` of decoded output; a body that decodes to at most `smallBytes`
-     * is decoded at once, a larger one in one of `concurrency` slots, waited for at most `queueMs`;
-     * past the budget or the wait: 503 with Retry-After.
+     * Decoding of SDK bodies (gzip, lz64, base64, JSON) across the requests of this process: each body
+     * is first decoded in a small slot allowed `smallBytes` of output (as many small slots as a quarter of
+     * `budgetBytes` holds), a larger one again in one of `concurrency` large slots; all together hold at
+     * most `budgetBytes` of output. Waiting more than `queueMs` for slots, or passing the budget: 503.
      */
     decode: {
       budgetBytes: s.DECODE_BUDGET_BYTES,

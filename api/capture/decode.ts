@@ -132,8 +132,10 @@ export async function decodeSdkPayload(
     compressionHint(formCompression) ??
     compressionHint(ctx.get('content-encoding'));
   try {
-    return await decodeBudgetFor(ctx.deps.config).run(limitBytes, (capBytes, reserve) =>
-      decodeText(payload, hint, legacyPath, capBytes, reserve),
+    return await decodeBudgetFor(ctx.deps.config).run(
+      limitBytes,
+      (capBytes, reserve) => decodeText(payload, hint, legacyPath, capBytes, reserve),
+      rawBody.length,
     );
   } catch (error) {
     if (error instanceof DecodeCapExceeded) throw payloadTooLarge(limitBytes);

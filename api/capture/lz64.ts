@@ -1,8 +1,8 @@
 // posthog-js's `compression=lz64`: lz-string's compressToBase64 output, decoded here with a bound on
 // the output. lz-string's own decompressor cannot be bounded: a 70 KB body of self-referencing codes
-// decodes to ~10⁹ characters. This one stops as soon as the output passes `maxChars`, reserves every
-// byte of output it allocates from the caller's budget before it allocates it, and yields to the
-// event loop every few milliseconds so one request never freezes the process.
+// decodes to ~10⁹ characters. This one measures the output before writing it, stops as soon as it
+// passes `maxChars`, reserves the output's bytes from the caller's budget before allocating them, and
+// yields to the event loop every few milliseconds so one request never freezes the process.
 //
 // The format (lz-string 1.5): a bit stream, 6 bits per base64 character, most significant first;
 // each code is read least significant bit first, `numBits` wide. Codes 0 and 1 introduce an 8- or
@@ -14,8 +14,8 @@
 // Every dictionary entry is a stretch of the output already written: a literal where it was written,
 // "previous + first char of this one" the previous output and the char after it. So the dictionary
 // is (offset, length) pairs and writing an entry is a copy within the output (a memmove for long
-// ones), not a string per entry. The output is one array, of bytes while every char is below 256
-// (JSON text mostly is: half the memory), widened to 16-bit units at the first char that is not.
+// ones), not a string per entry. The output is one array of its exact size, of bytes when every char
+// is below 256 (JSON text mostly is: half the memory), else of 16-bit units.
 
 export class Lz64TooLarge extends Error {
   constructor(maxChars: number) {
@@ -36,13 +36,38 @@ const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resol
 /**
  * Decodes lz-string base64 `input`. Resolves to the text, or null where lz-string finds no valid
  * stream (it answers null or ""); rejects with Lz64TooLarge past `maxChars` UTF-16 code units.
- * `reserve(bytes)` is called before the output grows by that many bytes; it may throw to stop.
+ * A first pass only measures the output (no output is written: a bomb costs a walk over its codes
+ * until it passes `maxChars`); `reserve(bytes)` is called with the output's exact size before it is
+ * allocated, and may throw to stop; a second pass writes it.
  */
 export async function decompressLz64(
   input: string,
   maxChars: number,
   reserve: (bytes: number) => void = () => undefined,
 ): Promise<string | null> {
+  const measured = await walk(input, maxChars, null);
+  if (!measured) return null;
+  reserve(measured.length * (measured.wide ? 2 : 1));
+  const out = measured.wide ? new Uint16Array(measured.length) : new Uint8Array(measured.length);
+  try {
+    await walk(input, measured.length, out);
+    // latin1 and utf16le keep every code unit as it is (lone surrogates included, as lz-string's output does).
+    return Buffer.from(out.buffer, 0, out.byteLength).toString(measured.wide ? 'utf16le' : 'latin1');
+  } finally {
+    (out.buffer as ArrayBuffer).transfer(0); // freed now, not at the next garbage collection
+  }
+}
+
+/**
+ * One pass over the codes of `input`. With `out` null it only measures: the output's length and
+ * whether a char of 256 or more appears (null: not a valid stream); with `out`, of that length, it
+ * writes the output into it.
+ */
+async function walk(
+  input: string,
+  maxChars: number,
+  out: Uint8Array | Uint16Array | null,
+): Promise<{ length: number; wide: boolean } | null> {
   const length = input.length;
   if (length === 0) return null;
   const valueAt = (index: number) => {
@@ -83,95 +108,66 @@ export async function decompressLz64(
     return dictSize++;
   };
 
-  // The output: bytes until a char of 256 or more appears, then 16-bit units.
-  let out: Uint8Array | Uint16Array = new Uint8Array(0);
   let written = 0;
-  /** Room for `count` more units, within maxChars and the caller's budget (doubling, so few copies). */
-  const ensure = (count: number) => {
-    const needed = written + count;
-    if (needed <= out.length) return;
-    if (needed > maxChars) throw new Lz64TooLarge(maxChars);
-    const grownLength = Math.min(maxChars, Math.max(needed, out.length * 2, 4096));
-    reserve((grownLength - out.length) * out.BYTES_PER_ELEMENT);
-    const grown = out instanceof Uint8Array ? new Uint8Array(grownLength) : new Uint16Array(grownLength);
-    grown.set(out.subarray(0, written));
-    release(out);
-    out = grown;
-  };
-  const widen = () => {
-    reserve(out.length); // a second byte for each unit
-    const wide = new Uint16Array(out.length);
-    wide.set(out.subarray(0, written));
-    release(out);
-    out = wide;
-  };
+  let wide = false;
   const writeLiteral = (char: number) => {
-    if (char > 255 && out instanceof Uint8Array) widen();
-    ensure(1);
-    out[written] = char;
+    if (written === maxChars) throw new Lz64TooLarge(maxChars);
+    if (char > 255) wide = true;
+    if (out) out[written] = char;
     return addEntry(written++, 1);
   };
-  /** Writes the entry at `from` of `count` units at the end of the output. */
+  /** Writes `count` units from `from` at the end of the output (measures them only, without `out`). */
   const copy = (from: number, count: number) => {
-    ensure(count);
-    if (count < 32) for (let i = 0; i < count; i++) out[written + i] = out[from + i];
-    else out.copyWithin(written, from, from + count);
+    if (written + count > maxChars) throw new Lz64TooLarge(maxChars);
+    if (out) {
+      if (count < 32) for (let i = 0; i < count; i++) out[written + i] = out[from + i];
+      else out.copyWithin(written, from, from + count);
+    }
     written += count;
   };
+  const workOf = (count: number) => (out ? 1 + (count >> 4) : 1);
 
-  try {
-    const firstKind = readBits(2);
-    if (firstKind > 1) return null; // 2: an empty stream (lz-string answers ""), 3: not a stream
-    let previous = writeLiteral(readBits(firstKind === 0 ? 8 : 16));
-    let previousAt = 0; // where the previous output starts
-    let numBits = 3;
-    let enlargeIn = 4;
+  const firstKind = readBits(2);
+  if (firstKind > 1) return null; // 2: an empty stream (lz-string answers ""), 3: not a stream
+  let previous = writeLiteral(readBits(firstKind === 0 ? 8 : 16));
+  let previousAt = 0; // where the previous output starts
+  let numBits = 3;
+  let enlargeIn = 4;
 
-    let work = 0;
-    let sliceStarted = performance.now();
-    for (;;) {
-      if (index > length) return null; // ran out of input before the end code
-      let code = readBits(numBits);
-      if (code === 2) break;
-      const at = written;
-      if (code < 2) {
-        code = writeLiteral(readBits(code === 0 ? 8 : 16));
-        if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
-        work++;
-      } else if (code === dictSize) {
-        // KwKwK: the entry being defined, previous output + its own first character.
-        copy(previousAt, size[previous]);
-        ensure(1);
-        out[written++] = out[previousAt];
-        work += 1 + (size[previous] >> 4);
-      } else if (code > dictSize) {
-        return null;
-      } else {
-        copy(offset[code], size[code]);
-        work += 1 + (size[code] >> 4);
-      }
-      // The previous output and the first char of this one: contiguous in the output.
-      addEntry(previousAt, size[previous] + 1);
-      previous = code;
-      previousAt = at;
+  let work = 0;
+  let sliceStarted = performance.now();
+  for (;;) {
+    if (index > length) return null; // ran out of input before the end code
+    let code = readBits(numBits);
+    if (code === 2) break;
+    const at = written;
+    if (code < 2) {
+      code = writeLiteral(readBits(code === 0 ? 8 : 16));
       if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
-      if (work >= CHECK_EVERY) {
-        work = 0;
-        if (performance.now() - sliceStarted > SLICE_MS) {
-          await yieldToEventLoop();
-          sliceStarted = performance.now();
-        }
+      work++;
+    } else if (code === dictSize) {
+      // KwKwK: the entry being defined, previous output + its own first character.
+      copy(previousAt, size[previous]);
+      copy(previousAt, 1);
+      work += workOf(size[previous]);
+    } else if (code > dictSize) {
+      return null;
+    } else {
+      copy(offset[code], size[code]);
+      work += workOf(size[code]);
+    }
+    // The previous output and the first char of this one: contiguous in the output.
+    addEntry(previousAt, size[previous] + 1);
+    previous = code;
+    previousAt = at;
+    if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
+    if (work >= CHECK_EVERY) {
+      work = 0;
+      if (performance.now() - sliceStarted > SLICE_MS) {
+        await yieldToEventLoop();
+        sliceStarted = performance.now();
       }
     }
-    // latin1 and utf16le keep every code unit as it is (lone surrogates included, as lz-string's output does).
-    const bytes = Buffer.from(out.buffer, 0, written * out.BYTES_PER_ELEMENT);
-    return bytes.toString(out instanceof Uint8Array ? 'latin1' : 'utf16le');
-  } finally {
-    release(out);
   }
-}
-
-/** Frees an output array now rather than at the next garbage collection (detaching its buffer). */
-function release(array: Uint8Array | Uint16Array): void {
-  if (array.buffer.byteLength > 0) (array.buffer as ArrayBuffer).transfer(0);
+  return { length: written, wide };
 }

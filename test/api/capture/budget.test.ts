@@ -1,6 +1,6 @@
 // The process-wide decode budget's rules, on decodes whose progress the test controls: small bodies
-// never wait for a slot, larger ones wait at most DECODE_QUEUE_MS, the bytes held never pass the
-// budget, and everything held is given back when a decode ends, however it ends.
+// never wait behind large ones, larger ones wait at most DECODE_QUEUE_MS, the bytes held never pass
+// the budget, and everything held is given back when a decode ends, however it ends.
 import { describe, expect, it } from 'vitest';
 import { DecodeBudget, DecodeCapExceeded, type Reserve } from '../../../api/capture/budget.ts';
 import { ApiError } from '../../../api/http/errors.ts';
@@ -30,12 +30,12 @@ function decodeOf(bytes: number) {
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('DecodeBudget', () => {
-  it('decodes a small body at once while every slot is taken', async () => {
+  it('decodes a small body at once while every large slot is taken', async () => {
     const budget = new DecodeBudget(limits);
     const big = [decodeOf(8 * MB), decodeOf(8 * MB)];
     const running = big.map((d) => budget.run(20 * MB, d.decode));
     await settle();
-    expect(budget.active).toBe(2);
+    expect(budget.large.active).toBe(2);
     const small = decodeOf(256 * 1024);
     const answer = budget.run(20 * MB, small.decode);
     small.release();
@@ -55,7 +55,7 @@ describe('DecodeBudget', () => {
     const bomb = decodeOf(30 * MB);
     await expect(budget.run(20 * MB, bomb.decode)).rejects.toBeInstanceOf(DecodeCapExceeded);
     expect(budget.inFlightBytes).toBe(0);
-    expect(budget.active).toBe(0);
+    expect(budget.large.active).toBe(0);
   });
 
   it('lets a body wait for a slot at most queueMs, then answers 503 with Retry-After', async () => {
@@ -72,7 +72,7 @@ describe('DecodeBudget', () => {
     expect((error as ApiError).status).toBe(503);
     expect((error as ApiError).body).toMatchObject({ type: 'server_error', code: 'service_unavailable', attr: null });
     expect((error as ApiError).headers['Retry-After']).toBe('1');
-    expect(budget.waitingCount).toBe(0);
+    expect(budget.large.waitingCount).toBe(0);
     // One that gets a slot within queueMs decodes.
     const next = decodeOf(4 * MB);
     next.release();
@@ -81,7 +81,7 @@ describe('DecodeBudget', () => {
     expect(await queued).toBe('decoded');
     busy[1].release();
     await Promise.all(running);
-    expect(budget.active).toBe(0);
+    expect(budget.large.active).toBe(0);
   });
 
   it('never holds more than the budget: a slot decode that would pass it gets 503, and the bytes come back', async () => {
@@ -97,18 +97,32 @@ describe('DecodeBudget', () => {
     first.release();
     await running;
     expect(budget.inFlightBytes).toBe(0);
-    expect(budget.smallInFlightBytes).toBe(0);
   });
 
-  it('gives small decodes a quarter of the budget at most; past it they take a slot', async () => {
-    const budget = new DecodeBudget({ ...limits, budgetBytes: 8 * MB, concurrency: 1 });
-    const small = Array.from({ length: 3 }, () => decodeOf(1 * MB - 64 * 1024)); // 3 × 0.94 MB > 2 MB
+  it('has as many small slots as a quarter of the budget holds; one more waits for one, at most queueMs', async () => {
+    const budget = new DecodeBudget({ ...limits, budgetBytes: 8 * MB }); // 2 small slots of 1 MB
+    const small = Array.from({ length: 3 }, () => decodeOf(512 * 1024));
     const running = small.map((d) => budget.run(20 * MB, d.decode));
     await settle();
-    expect(budget.smallInFlightBytes).toBeLessThanOrEqual(2 * MB);
-    expect(budget.active).toBe(1); // the third went on in the slot
-    for (const d of small) d.release();
-    expect(await Promise.all(running)).toEqual(['decoded', 'decoded', 'decoded']);
+    expect(budget.small.active).toBe(2);
+    expect(budget.small.waitingCount).toBe(1);
+    expect(budget.inFlightBytes).toBe(2 * MB); // each small slot holds its whole allowance
+    small[0].release();
+    small[2].release();
+    expect(await running[0]).toBe('decoded');
+    expect(await running[2]).toBe('decoded');
+    const holding = decodeOf(512 * 1024); // with small[1], both small slots taken again
+    const holdingRun = budget.run(20 * MB, holding.decode);
+    await settle();
+    const late = decodeOf(512 * 1024);
+    late.release();
+    const error = await budget.run(20 * MB, late.decode).catch((e: unknown) => e);
+    expect((error as ApiError).status).toBe(503);
+    expect(late.starts()).toBe(0);
+    holding.release();
+    await holdingRun;
+    small[1].release();
+    await running[1];
     expect(budget.inFlightBytes).toBe(0);
   });
 });

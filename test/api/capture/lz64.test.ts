@@ -68,11 +68,34 @@ describe('decompressLz64', () => {
     expect(performance.now() - started).toBeLessThan(1000);
   });
 
+  it('refuses a bomb by measuring it, without writing its output', async () => {
+    const reserved: number[] = [];
+    const started = performance.now();
+    await expect(
+      decompressLz64(lz64Bomb(261 * 1024), 20 * 1024 * 1024, (bytes) => reserved.push(bytes)),
+    ).rejects.toBeInstanceOf(Lz64TooLarge);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(reserved).toEqual([]); // nothing allocated for the output
+  });
+
+  it('reserves the exact output size before writing it: a byte per char below 256, two otherwise', async () => {
+    for (const [text, bytesPerChar] of [
+      ['{"event":"x"}'.repeat(100), 1],
+      ['{"event":"ü€"}'.repeat(100), 2],
+    ] as const) {
+      const reserved: number[] = [];
+      expect(await decompressLz64(LZString.compressToBase64(text), LIMIT, (bytes) => reserved.push(bytes))).toBe(text);
+      expect(reserved).toEqual([text.length * bytesPerChar]);
+    }
+  });
+
   it('yields to the event loop while decoding a large output', async () => {
+    const text = JSON.stringify(Array.from({ length: 15_000 }, (_, i) => ({ i, id: `user-${(i * 7919) % 100003}` })));
+    const compressed = LZString.compressToBase64(text);
     let ticks = 0;
     const timer = setInterval(() => ticks++, 1);
     try {
-      await expect(decompressLz64(lz64Bomb(261 * 1024), 20 * 1024 * 1024)).rejects.toBeInstanceOf(Lz64TooLarge);
+      expect(await decompressLz64(compressed, LIMIT)).toBe(text);
     } finally {
       clearInterval(timer);
     }
