@@ -2,6 +2,7 @@
 // base64, gzip (hinted or sniffed), lz-string. Shared by capture and /flags. Bounded and asynchronous:
 // a decompression bomb is refused with 413 without stalling other requests.
 import type { Context } from 'koa';
+import { isAscii } from 'node:buffer';
 import { StringDecoder } from 'node:string_decoder';
 import { createGunzip } from 'node:zlib';
 import { ApiError, payloadTooLarge } from '../http/errors.ts';
@@ -90,7 +91,9 @@ function freeChunks(chunks: Buffer[]): void {
 async function lz64Within(payload: Buffer, capBytes: number, reserve: Reserve): Promise<string> {
   let text: string | null;
   try {
-    text = await decompressLz64(payload.toString('utf8'), capBytes, reserve);
+    // Base64 is ASCII: read from the bytes, with no string of the body (a full collection's worth
+    // of them in a flood of bombs). Anything else is read as the text lz-string would be given.
+    text = await decompressLz64(isAscii(payload) ? payload : payload.toString('utf8'), capBytes, reserve);
   } catch (error) {
     if (error instanceof Lz64TooLarge) throw new DecodeCapExceeded();
     throw error;

@@ -34,14 +34,15 @@ const CHECK_EVERY = 1 << 14; // work units (codes + characters written) between 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
- * Decodes lz-string base64 `input`. Resolves to the text, or null where lz-string finds no valid
+ * Decodes lz-string base64 `input`: a string, or ASCII bytes (read as the same string without making
+ * one). Resolves to the text, or null where lz-string finds no valid
  * stream (it answers null or ""); rejects with Lz64TooLarge past `maxChars` UTF-16 code units.
  * A first pass only measures the output (no output is written: a bomb costs a walk over its codes
  * until it passes `maxChars`); `reserve(bytes)` is called with the output's exact size before it is
  * allocated, and may throw to stop; a second pass writes it.
  */
 export async function decompressLz64(
-  input: string,
+  input: string | Uint8Array,
   maxChars: number,
   reserve: (bytes: number) => void = () => undefined,
 ): Promise<string | null> {
@@ -64,14 +65,16 @@ export async function decompressLz64(
  * writes the output into it.
  */
 async function walk(
-  input: string,
+  input: string | Uint8Array,
   maxChars: number,
   out: Uint8Array | Uint16Array | null,
 ): Promise<{ length: number; wide: boolean } | null> {
   const length = input.length;
   if (length === 0) return null;
+  const text = typeof input === 'string' ? input : null;
+  const bytes = typeof input === 'string' ? null : input;
   const valueAt = (index: number) => {
-    const code = index < length ? input.charCodeAt(index) : 0;
+    const code = index >= length ? 0 : text ? text.charCodeAt(index) : bytes![index];
     return code < 128 ? BASE64_VALUES[code] : 0;
   };
   let val = valueAt(0);

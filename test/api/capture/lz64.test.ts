@@ -11,7 +11,7 @@ const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/
 const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((n) => String.fromCharCode(n));
 
 describe('decompressLz64', () => {
-  it('decodes what LZString.compressToBase64 made, for any string', async () => {
+  it('decodes what LZString.compressToBase64 made, for any string, from the string or its bytes', async () => {
     const strings = fc.oneof(
       fc.string({ unit: 'binary', maxLength: 3000 }),
       fc.string({ unit: codeUnit, maxLength: 3000 }),
@@ -21,6 +21,8 @@ describe('decompressLz64', () => {
       fc.asyncProperty(strings, async (text) => {
         const compressed = LZString.compressToBase64(text);
         expect(await decompressLz64(compressed, LIMIT)).toBe(text === '' ? null : text);
+        // The body's bytes, as the API reads them: the same text.
+        expect(await decompressLz64(Buffer.from(compressed, 'latin1'), LIMIT)).toBe(text === '' ? null : text);
       }),
       { numRuns: 400 },
     );
