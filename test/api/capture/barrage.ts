@@ -3,6 +3,7 @@
 // itself saw it (monitorEventLoopDelay through /metrics), and the answers to valid batches sent
 // meanwhile. Shared by test/api/capture/bomb-barrage.test.ts and bench/decode-bombs.ts.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
 import { gzipSync } from 'node:zlib';
 
 export interface Shot {
@@ -72,6 +73,26 @@ export function validBatch(projectToken: string, events = 10): Shot {
   };
 }
 
+/** Probes `workerData.url` every 20 ms until told to stop; posts the round trips (ms; Infinity: no answer). */
+const PROBER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const times = [];
+let done = false;
+parentPort.once('message', () => { done = true; });
+(async () => {
+  while (!done) {
+    const started = performance.now();
+    const ok = await fetch(workerData.url, { signal: AbortSignal.timeout(60000) }).then(
+      async (r) => { await r.arrayBuffer(); return r.ok; },
+      () => false,
+    );
+    times.push(ok ? performance.now() - started : Infinity);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  parentPort.postMessage(times);
+})();
+`;
+
 const send = (baseUrl: string, shot: Shot, answers?: BarrageResult['bombAnswers']) =>
   fetch(baseUrl + shot.path, {
     method: 'POST',
@@ -113,21 +134,10 @@ export async function barrage(options: {
     peakRss = Math.max(peakRss, memoryMb(pid));
   }, 10);
   let done = false;
-  const healthMs: number[] = [];
-  const prober = (async () => {
-    while (!done) {
-      const started = performance.now();
-      const ok = await fetch(`${baseUrl}/_health`, { signal: AbortSignal.timeout(60_000) }).then(
-        async (r) => {
-          await r.arrayBuffer();
-          return r.ok;
-        },
-        () => false,
-      );
-      healthMs.push(ok ? performance.now() - started : Number.POSITIVE_INFINITY);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
+  // /_health is probed from a thread of its own: this one is busy sending the bombs, and its delays
+  // would count as the API's.
+  const prober = new Worker(PROBER, { eval: true, workerData: { url: `${baseUrl}/_health` } });
+  const healthMs = new Promise<number[]>((resolve) => prober.once('message', resolve));
   const validStatuses: Promise<number>[] = [];
   const validSender = (async () => {
     while (!done) {
@@ -140,7 +150,8 @@ export async function barrage(options: {
   const statuses = await Promise.all(options.bombs.map((bomb) => send(baseUrl, bomb, bombAnswers)));
   const ms = performance.now() - started;
   done = true;
-  await Promise.all([prober, validSender]);
+  prober.postMessage('stop');
+  await validSender;
   const valid = await Promise.all(validStatuses);
   clearInterval(sampler);
   peakRss = Math.max(peakRss, memoryMb(pid), hwm ? memoryMb(pid, 'VmHWM') : 0);
@@ -151,7 +162,7 @@ export async function barrage(options: {
     bombAnswers,
     validStatuses: valid,
     peakRssMb: peakRss,
-    healthMs,
+    healthMs: await healthMs,
     eventLoopDelayMaxMs: await eventLoopDelayMaxMs(baseUrl, options.metricsToken),
     ms,
   };
