@@ -73,13 +73,18 @@ export function validBatch(projectToken: string, events = 10): Shot {
   };
 }
 
-/** Probes `workerData.url` every 20 ms until told to stop; posts the round trips (ms; Infinity: no answer). */
+/**
+ * Probes `workerData.url` every 20 ms until told to stop; posts 'started' after a first probe, then the
+ * round trips (ms; Infinity: no answer).
+ */
 const PROBER = `
 const { parentPort, workerData } = require('node:worker_threads');
 const times = [];
 let done = false;
 parentPort.once('message', () => { done = true; });
 (async () => {
+  await fetch(workerData.url).then((r) => r.arrayBuffer());
+  parentPort.postMessage('started');
   while (!done) {
     const started = performance.now();
     const ok = await fetch(workerData.url, { signal: AbortSignal.timeout(60000) }).then(
@@ -137,6 +142,7 @@ export async function barrage(options: {
   // /_health is probed from a thread of its own: this one is busy sending the bombs, and its delays
   // would count as the API's.
   const prober = new Worker(PROBER, { eval: true, workerData: { url: `${baseUrl}/_health` } });
+  await new Promise((resolve) => prober.once('message', resolve)); // its first probe answered: started
   const healthMs = new Promise<number[]>((resolve) => prober.once('message', resolve));
   const validStatuses: Promise<number>[] = [];
   const validSender = (async () => {
