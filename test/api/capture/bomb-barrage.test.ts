@@ -74,6 +74,8 @@ async function checkBarrage(bombs: Shot[]): Promise<BarrageResult> {
   expect(result.validStatuses.every((status) => status === 200)).toBe(true);
   expect(result.peakRssMb).toBeLessThan(PEAK_RSS_MB);
   expect(result.eventLoopDelayMaxMs).toBeLessThan(EVENT_LOOP_DELAY_MS);
+  expect(result.healthMs.length).toBeGreaterThan(0);
+  expect(result.healthMs.every(Number.isFinite)).toBe(true); // every /_health probe answered
   // Memory given back: the resident size comes back near what it was before, within 30 s.
   let after = memoryMb(pid);
   for (const deadline = Date.now() + 30_000; after >= idle + GIVEN_BACK_MB && Date.now() < deadline; ) {
