@@ -43,6 +43,10 @@ export const SETTINGS_SCHEMA = {
     RATE_LIMIT_PER_HOUR: int(4800, 1),
     AUTH_CACHE_SECONDS: int(60, 0),
     MAX_JSON_BODY_BYTES: int(1024 * 1024, 1),
+    DECODE_BUDGET_BYTES: int(128 * 1024 * 1024, 1024 * 1024),
+    DECODE_CONCURRENCY: int(4, 1),
+    DECODE_SMALL_BYTES: int(1024 * 1024, 0),
+    DECODE_QUEUE_MS: int(2000, 0),
     VALIDATE_RESPONSES: bool(false),
     ADMIN_USER: text('admin'),
     ADMIN_PASSWORD: unset,
@@ -218,6 +222,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     authCacheSeconds: s.AUTH_CACHE_SECONDS,
     /** JSON request bodies of the management API. */
     maxJsonBodyBytes: s.MAX_JSON_BODY_BYTES,
+    /**
+     * Decoding of SDK bodies (gzip, lz64, base64, JSON) across the requests of this process: each body
+     * is first decoded in a small slot allowed `smallBytes` of output (as many small slots as a quarter of
+     * `budgetBytes` holds), a larger one again in one of `concurrency` large slots; all together hold at
+     * most `budgetBytes` of output. Waiting more than `queueMs` for slots, or passing the budget: 503.
+     */
+    decode: {
+      budgetBytes: s.DECODE_BUDGET_BYTES,
+      concurrency: s.DECODE_CONCURRENCY,
+      smallBytes: s.DECODE_SMALL_BYTES,
+      queueMs: s.DECODE_QUEUE_MS,
+    },
     /** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
     enqueueTimeoutMs: s.ENQUEUE_TIMEOUT_MS,
     worker: {

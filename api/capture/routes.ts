@@ -116,6 +116,8 @@ export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
           schema: successSchema,
         },
         401: { description: 'Missing or invalid project API key' },
+        413: { description: 'The body, decoded, is larger than the endpoint allows' },
+        503: { description: "The process's decoding budget is in use: try again after Retry-After" },
       },
       handler: (ctx) => capture(ctx, endpoint),
     }),

@@ -100,7 +100,10 @@ const sdkRoute = (method: 'GET' | 'POST', path: string, defaultVersion: number, 
     tags: ['flags'],
     scopes: null,
     rawBody: true,
-    responses: { 200: { description: 'Flag values for the person', schema: flagsResponseSchema } },
+    responses: {
+      200: { description: 'Flag values for the person', schema: flagsResponseSchema },
+      503: { description: "The process's decoding budget is in use: try again after Retry-After" },
+    },
     handler: (ctx) => flagsHandler(ctx, defaultVersion),
   });
 

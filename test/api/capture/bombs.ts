@@ -57,3 +57,13 @@ export function lz64Bomb(sizeChars: number): string {
 
 /** A gzip body of `decodedBytes` zero bytes (about 1/1000 of that on the wire). */
 export const gzipBomb = (decodedBytes: number) => gzipSync(Buffer.alloc(decodedBytes), { level: 9 });
+
+/**
+ * The same bomb with the size in its gzip trailer set to 0, so that only decoding it can show how
+ * large it is (an honest trailer lets the API refuse it unread).
+ */
+export function gzipBombHidingSize(decodedBytes: number): Buffer {
+  const bomb = gzipBomb(decodedBytes);
+  bomb.writeUInt32LE(0, bomb.length - 4);
+  return bomb;
+}

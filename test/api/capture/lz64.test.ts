@@ -11,7 +11,7 @@ const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/
 const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((n) => String.fromCharCode(n));
 
 describe('decompressLz64', () => {
-  it('decodes what LZString.compressToBase64 made, for any string', async () => {
+  it('decodes what LZString.compressToBase64 made, for any string, from the string or its bytes', async () => {
     const strings = fc.oneof(
       fc.string({ unit: 'binary', maxLength: 3000 }),
       fc.string({ unit: codeUnit, maxLength: 3000 }),
@@ -21,6 +21,8 @@ describe('decompressLz64', () => {
       fc.asyncProperty(strings, async (text) => {
         const compressed = LZString.compressToBase64(text);
         expect(await decompressLz64(compressed, LIMIT)).toBe(text === '' ? null : text);
+        // The body's bytes, as the API reads them: the same text.
+        expect(await decompressLz64(Buffer.from(compressed, 'latin1'), LIMIT)).toBe(text === '' ? null : text);
       }),
       { numRuns: 400 },
     );
@@ -68,11 +70,34 @@ describe('decompressLz64', () => {
     expect(performance.now() - started).toBeLessThan(1000);
   });
 
+  it('refuses a bomb by measuring it, without writing its output', async () => {
+    const reserved: number[] = [];
+    const started = performance.now();
+    await expect(
+      decompressLz64(lz64Bomb(261 * 1024), 20 * 1024 * 1024, (bytes) => reserved.push(bytes)),
+    ).rejects.toBeInstanceOf(Lz64TooLarge);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(reserved).toEqual([]); // nothing allocated for the output
+  });
+
+  it('reserves the exact output size before writing it: a byte per char below 256, two otherwise', async () => {
+    for (const [text, bytesPerChar] of [
+      ['{"event":"x"}'.repeat(100), 1],
+      ['{"event":"ü€"}'.repeat(100), 2],
+    ] as const) {
+      const reserved: number[] = [];
+      expect(await decompressLz64(LZString.compressToBase64(text), LIMIT, (bytes) => reserved.push(bytes))).toBe(text);
+      expect(reserved).toEqual([text.length * bytesPerChar]);
+    }
+  });
+
   it('yields to the event loop while decoding a large output', async () => {
+    const text = JSON.stringify(Array.from({ length: 15_000 }, (_, i) => ({ i, id: `user-${(i * 7919) % 100003}` })));
+    const compressed = LZString.compressToBase64(text);
     let ticks = 0;
     const timer = setInterval(() => ticks++, 1);
     try {
-      await expect(decompressLz64(lz64Bomb(261 * 1024), 20 * 1024 * 1024)).rejects.toBeInstanceOf(Lz64TooLarge);
+      expect(await decompressLz64(compressed, LIMIT)).toBe(text);
     } finally {
       clearInterval(timer);
     }
