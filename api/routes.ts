@@ -11,6 +11,7 @@ import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
+import { deletionReceiptRoutes } from './persons/receipt-routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
@@ -24,6 +25,7 @@ export const allRoutes: RouteDefinition[] = [
   ...ingestionWarningRoutes,
   ...personRoutes,
   ...personDeletionRoutes,
+  ...deletionReceiptRoutes,
   ...personAnalysisRoutes,
   ...eventDefinitionRoutes,
   ...experimentRoutes,

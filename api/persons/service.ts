@@ -12,6 +12,7 @@ import {
   type DeletionRequest,
   type DeletionRequestView,
 } from '../../shared/deletions/store.ts';
+import { personStoresBefore, recordRequestBasis } from '../../shared/deletions/receipts.ts';
 import { storeEvents } from '../../shared/events/store.ts';
 import { deletePersonRows } from '../../shared/persons/store.ts';
 import { updateStoredPersonProperties, type PropertyUpdate } from '../../shared/persons/property-rules.ts';
@@ -80,6 +81,15 @@ export async function deletePersons(
   let personsDeleted = 0;
   await em.fork().transactional(async (tx) => {
     const txEm = tx as EntityManager;
+    // For the requests' receipts: what the person rows held before they go.
+    const personStores =
+      options.keepPerson || !(options.deleteEvents || options.deleteRecordings)
+        ? new Map()
+        : await personStoresBefore(
+            txEm,
+            actor.projectId,
+            persons.map((p) => p.id),
+          );
     if (!options.keepPerson) {
       personsDeleted = (
         await deletePersonRows(
@@ -110,6 +120,7 @@ export async function deletePersons(
       if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
     }
     requestIds = await recordDeletionRequests(txEm, requests);
+    await recordRequestBasis(txEm, requestIds, { userId: actor.userId, keyId: actor.keyId ?? null }, personStores);
   });
   const requests = await deletionRequestsByIds(em, requestIds);
   // Recordings go now; event deletions wait for their scheduled window. If Redis is down the rows

@@ -3,6 +3,7 @@
 // (shared/events/). test/shared/entity-drift.test.ts checks them against the migrated schema.
 import { ActivityLog } from './activity-log.ts';
 import { AsyncDeletion } from './async-deletion.ts';
+import { DeletionReceipt, DeletionReceiptKey } from './deletion-receipt.ts';
 import { Cohort, CohortPerson } from './cohort.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
 import {
@@ -27,6 +28,8 @@ export {
   AsyncDeletion,
   Cohort,
   CohortPerson,
+  DeletionReceipt,
+  DeletionReceiptKey,
   EventDefinition,
   EventDefinitionUsage,
   Experiment,
@@ -79,6 +82,8 @@ export const entities = [
   IngestionWarning,
   // worker state and audit
   AsyncDeletion,
+  DeletionReceipt,
+  DeletionReceiptKey,
   JobSchedule,
   ActivityLog,
 ];
