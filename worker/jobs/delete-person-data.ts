@@ -267,12 +267,6 @@ async function deleteGroupEvents(
   }
 }
 
-/**
- * Events of the batch that the deletes' own predicate still matches (zero when done; counted up to
- * 1000). One bitmap scan per group visits each heap page of the deleted rows once; probing each
- * person's and distinct id's index range instead visits every dead entry and its heap tuple: two
- * to three times slower here (470–620 ms against 150–280 ms after deleting 500,000 rows).
- */
 const EVENT_SURVIVORS = `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`;
 /** As receipts show it: a batch runs it per cutoff with the uuids and distinct ids of its requests of that cutoff. */
 const EVENT_SURVIVORS_STATEMENT = namedStatement(EVENT_SURVIVORS, [
@@ -283,6 +277,12 @@ const EVENT_SURVIVORS_STATEMENT = namedStatement(EVENT_SURVIVORS, [
   'cutoff',
 ]);
 
+/**
+ * Events of the batch that the deletes' own predicate still matches (zero when done; counted up to
+ * 1000). One bitmap scan per group visits each heap page of the deleted rows once; probing each
+ * person's and distinct id's index range instead visits every dead entry and its heap tuple: two
+ * to three times slower here (470–620 ms against 150–280 ms after deleting 500,000 rows).
+ */
 async function countEventSurvivors(
   em: EntityManager,
   projectId: number,
