@@ -12,6 +12,7 @@ import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
 import { deletionRequestRoutes } from './persons/deletion-requests.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
+import { deletionReceiptRoutes } from './persons/receipt-routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { retentionRoutes } from './retention/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
@@ -29,6 +30,7 @@ export const allRoutes: RouteDefinition[] = [
   ...personRoutes,
   ...personDeletionRoutes,
   ...deletionRequestRoutes,
+  ...deletionReceiptRoutes,
   ...personAnalysisRoutes,
   ...eventDefinitionRoutes,
   ...experimentRoutes,

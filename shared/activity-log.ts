@@ -17,6 +17,8 @@ export interface Actor {
   projectId: number;
   organizationId: string;
   userId: number;
+  /** The personal API key the request came with (deletion receipts name it). */
+  keyId?: string;
 }
 
 export interface ActivityEntry {

@@ -4,6 +4,8 @@
 // variables (a test compares the two).
 import { Ajv, type ErrorObject } from 'ajv';
 import { CronExpressionParser } from 'cron-parser';
+import { createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 
 const int = (fallback: number, minimum: number, maximum = Number.MAX_SAFE_INTEGER) =>
   ({ type: 'integer', default: fallback, minimum, maximum }) as const;
@@ -72,6 +74,10 @@ export const SETTINGS_SCHEMA = {
     DELETION_CHUNK_SIZE: int(100_000, 1),
     DELETION_LEASE_SECONDS: int(30, 1),
     DELETION_BATCH_SIZE: int(1000, 1),
+    /** Ed25519 private key (PKCS#8 PEM) signing deletion receipts; unset: one generated and kept in PostgreSQL. */
+    DELETION_RECEIPT_PRIVATE_KEY: unset,
+    /** A file holding that PEM instead (a mounted secret). */
+    DELETION_RECEIPT_PRIVATE_KEY_FILE: unset,
     EXPERIMENT_RESULTS_CRON: cron('0 2 * * *'),
     GUARDRAIL_CHECK_CRON: cron('*/5 * * * *'),
     STATISTICS_REFRESH_CRON: cron('*/5 * * * *'),
@@ -182,10 +188,39 @@ export function readSettings(env: Record<string, string | undefined> = process.e
 
 export type Config = ReturnType<typeof loadConfig>;
 
+/** DELETION_RECEIPT_PRIVATE_KEY(_FILE) as a checked Ed25519 PEM ('' when neither is set). */
+function receiptKeyPem(s: Settings): string {
+  const name = s.DELETION_RECEIPT_PRIVATE_KEY_FILE
+    ? 'DELETION_RECEIPT_PRIVATE_KEY_FILE'
+    : 'DELETION_RECEIPT_PRIVATE_KEY';
+  if (s.DELETION_RECEIPT_PRIVATE_KEY && s.DELETION_RECEIPT_PRIVATE_KEY_FILE)
+    throw new ConfigError('set DELETION_RECEIPT_PRIVATE_KEY or DELETION_RECEIPT_PRIVATE_KEY_FILE, not both');
+  let pem = s.DELETION_RECEIPT_PRIVATE_KEY ?? '';
+  if (s.DELETION_RECEIPT_PRIVATE_KEY_FILE) {
+    try {
+      pem = readFileSync(s.DELETION_RECEIPT_PRIVATE_KEY_FILE, 'utf8');
+    } catch (error) {
+      throw new ConfigError(`${name} cannot be read: ${(error as Error).message}`);
+    }
+  }
+  if (!pem) return '';
+  // A PEM passed in one line with \n escapes (some secret stores) is taken as well.
+  pem = pem.replace(/\\n/g, '\n').trim();
+  let type: string | undefined;
+  try {
+    type = createPrivateKey(pem).asymmetricKeyType;
+  } catch {
+    throw new ConfigError(`${name} must be a PEM private key (openssl genpkey -algorithm ed25519)`);
+  }
+  if (type !== 'ed25519') throw new ConfigError(`${name} must be an Ed25519 key, got ${type}`);
+  return `${pem}\n`;
+}
+
 export function loadConfig(env: Record<string, string | undefined> = process.env) {
   const s = readSettings(env);
   if (s.ADMIN_WRITE_PASSWORD && s.ADMIN_WRITE_PASSWORD === s.ADMIN_PASSWORD)
     throw new ConfigError('ADMIN_WRITE_PASSWORD must differ from ADMIN_PASSWORD (the read-only one)');
+  const receiptPrivateKey = receiptKeyPem(s);
   return {
     databaseUrl: s.DATABASE_URL,
     /**
@@ -270,6 +305,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       leaseSeconds: s.DELETION_LEASE_SECONDS,
       /** Event-deletion requests of one project handled in one pass. */
       batchSize: s.DELETION_BATCH_SIZE,
+      /** The Ed25519 key (PEM) signing receipts; '': a generated one kept in PostgreSQL. */
+      receiptPrivateKey,
     },
     /** When the other scheduled jobs run (UTC crons). */
     schedules: {

@@ -68,6 +68,7 @@ export const actorOf = (ctx: ApiContext): Actor => ({
   projectId: ctx.state.project.id,
   organizationId: ctx.state.project.organization_id,
   userId: ctx.state.auth.userId,
+  keyId: ctx.state.auth.keyId,
 });
 
 /** What a request schema validates to: the schema's own type when it is written out (`as const` or inline). */

@@ -24,6 +24,7 @@ import {
   type StoredAnswer,
 } from './store.ts';
 import { queueDeletionEvents } from './webhooks.ts';
+import { personStoresBefore, recordRequestBasis } from './receipts.ts';
 
 export interface DeletionOptions {
   deleteEvents: boolean;
@@ -50,6 +51,15 @@ export async function recordPersonDeletions(
 ): Promise<{ personsDeleted: number; requests: DeletionRequestView[]; deliveries: string[] }> {
   if (persons.length === 0) return { personsDeleted: 0, requests: [], deliveries: [] };
   let personsDeleted = 0;
+  // For the requests' receipts: what the person rows held before they go.
+  const personStores =
+    options.keepPerson || !(options.deleteEvents || options.deleteRecordings)
+      ? new Map()
+      : await personStoresBefore(
+          tx,
+          actor.projectId,
+          persons.map((p) => p.id),
+        );
   if (!options.keepPerson) {
     const ids = persons.map((p) => p.id);
     personsDeleted = (await deletePersonRows(tx, actor.projectId, ids)).length;
@@ -75,6 +85,7 @@ export async function recordPersonDeletions(
     if (options.deleteRecordings) requests.push({ ...base, type: 'person_recordings', mode: 'immediate' });
   }
   const ids = await recordDeletionRequests(tx, requests);
+  await recordRequestBasis(tx, ids, { userId: actor.userId, keyId: actor.keyId ?? null }, personStores);
   const deliveries = await queueDeletionEvents(tx, actor.projectId, 'queued', ids);
   const views = await deletionRequestsByIds(tx, ids);
   if (options.suppress) await suppressPersons(tx, actor, persons, views);

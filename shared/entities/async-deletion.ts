@@ -52,6 +52,8 @@ export const AsyncDeletion = defineEntity({
     failures: p.integer().default(0),
     /** A failed request is tried again from then on. */
     nextAttemptAt: p.datetime().nullable(),
+    /** What its receipt needs that the row does not otherwise hold (shared/deletions/receipts.ts). */
+    receiptBasis: p.json<Record<string, unknown>>().nullable(),
   },
   indexes: [
     { name: 'async_deletion_pending_idx', properties: ['mode', 'createdAt'], where: 'delete_verified_at is null' },

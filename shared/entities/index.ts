@@ -3,6 +3,7 @@
 // (shared/events/). test/shared/entity-drift.test.ts checks them against the migrated schema.
 import { ActivityLog } from './activity-log.ts';
 import { AsyncDeletion } from './async-deletion.ts';
+import { DeletionReceipt, DeletionReceiptKey } from './deletion-receipt.ts';
 import { Cohort, CohortPerson } from './cohort.ts';
 import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
 import { DeletionSuppression } from './deletion-suppression.ts';
@@ -33,6 +34,8 @@ export {
   CohortPerson,
   DeletionIdempotencyKey,
   DeletionSuppression,
+  DeletionReceipt,
+  DeletionReceiptKey,
   EventDefinition,
   EventDefinitionUsage,
   Experiment,
@@ -93,6 +96,8 @@ export const entities = [
   AsyncDeletion,
   DeletionIdempotencyKey,
   DeletionSuppression,
+  DeletionReceipt,
+  DeletionReceiptKey,
   JobSchedule,
   ActivityLog,
   RetentionRun,

@@ -28,6 +28,14 @@ import {
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
 import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
+import {
+  namedStatement,
+  receiptSigner,
+  recordEventsBefore,
+  recordRecordingsBefore,
+  writeDeletionReceipts,
+  type StoreVerification,
+} from '../../shared/deletions/receipts.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -99,7 +107,10 @@ export async function deletePersonData(
   };
   try {
     let survivors: number;
+    // Each store's verification, for the requests' receipts.
+    let verified: Record<string, StoreVerification>;
     if (row.deletionType === 'person_events') {
+      await recordEventsBefore(em, batch);
       const groups = await eventDeletionGroups(em, batch);
       const monthsStart = await firstMonthlyPartitionStart(em);
       for (const group of groups)
@@ -111,20 +122,25 @@ export async function deletePersonData(
           await chunkDone(n);
         });
       survivors = await countEventSurvivors(em, row.projectId, groups);
+      verified = { events: { after: survivors, statement: EVENT_SURVIVORS_STATEMENT } };
     } else {
       const target = targetOf(row);
+      await recordRecordingsBefore(em, id, { sql: RECORDING_MATCH, params: recordingMatchParams(target) });
       for (let n = -1; n !== 0; ) {
         n = await deleteRecordingsChunk(em, target, id);
         await chunkDone(n);
       }
       survivors = await countRecordingSurvivors(em, target);
+      verified = { recordings: { after: survivors, statement: RECORDING_SURVIVORS_STATEMENT } };
     }
     if (survivors > 0) {
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
+    const signer = await receiptSigner(em, deps.config.deletion.receiptPrivateKey);
     const completed = await em.transactional(async (tx) => {
       await completeDeletions(tx, batch);
+      await writeDeletionReceipts(tx, batch, verified, signer);
       return queueDeletionEvents(tx, row.projectId, 'completed', batch);
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
@@ -263,6 +279,16 @@ async function deleteGroupEvents(
   }
 }
 
+const EVENT_SURVIVORS = `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`;
+/** As receipts show it: a batch runs it per cutoff with the uuids and distinct ids of its requests of that cutoff. */
+const EVENT_SURVIVORS_STATEMENT = namedStatement(EVENT_SURVIVORS, [
+  'project_id',
+  'person_uuids',
+  'distinct_ids',
+  'cutoff',
+  'cutoff',
+]);
+
 /**
  * Events of the batch that the deletes' own predicate still matches (zero when done; counted up to
  * 1000). One bitmap scan per group visits each heap page of the deleted rows once; probing each
@@ -276,11 +302,7 @@ async function countEventSurvivors(
 ): Promise<number> {
   let survivors = 0;
   for (const g of groups) {
-    const [row] = await rows<{ n: number }>(
-      em,
-      `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`,
-      groupEventParams(projectId, g),
-    );
+    const [row] = await rows<{ n: number }>(em, EVENT_SURVIVORS, groupEventParams(projectId, g));
     survivors += row.n;
   }
   return survivors;
@@ -331,11 +353,15 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
   });
 }
 
+const RECORDING_SURVIVORS = `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`;
+const RECORDING_SURVIVORS_STATEMENT = namedStatement(RECORDING_SURVIVORS, [
+  'project_id',
+  'person_uuid',
+  'distinct_ids',
+  'cutoff',
+]);
+
 async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
-  const [row] = await rows<any>(
-    em,
-    `select count(*)::int as n from session_recording where ${RECORDING_MATCH}`,
-    recordingMatchParams(t),
-  );
+  const [row] = await rows<any>(em, RECORDING_SURVIVORS, recordingMatchParams(t));
   return row.n;
 }

@@ -28,6 +28,7 @@ import { Migration0048Retention } from './0048-retention.ts';
 import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
 import { Migration0046Webhooks } from './0046-webhooks.ts';
 import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts';
+import { Migration0047DeletionReceipts } from './0047-deletion-receipts.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -58,4 +59,5 @@ export const migrationsList = [
   { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
   { name: '0046-webhooks', class: Migration0046Webhooks },
   { name: '0049-deletion-suppression', class: Migration0049DeletionSuppression },
+  { name: '0047-deletion-receipts', class: Migration0047DeletionReceipts },
 ];
