@@ -69,21 +69,18 @@ export async function upsertEventDefinitions(
   if (unique.size === 0) return;
   const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order
   const payload = JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })));
+  // One statement: the update does not see the rows its insert adds (one snapshot), which are fresh anyway.
   await run(
     em,
-    `insert into event_definition (id, project_id, name, created_at, last_seen_at)
-     select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz
-       from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)
-     on conflict (project_id, name) do nothing`,
-    [seenAt, seenAt, payload],
-  );
-  await run(
-    em,
-    `update event_definition e set last_seen_at = ?::timestamptz
-       from jsonb_to_recordset(?::jsonb) as d(project_id int, name text)
+    `with d as (select * from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)),
+     created as (insert into event_definition (id, project_id, name, created_at, last_seen_at)
+                 select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz from d
+                 on conflict (project_id, name) do nothing)
+     update event_definition e set last_seen_at = ?::timestamptz
+       from d
       where e.project_id = d.project_id and e.name = d.name
         and (e.last_seen_at is null or e.last_seen_at < ?::timestamptz - make_interval(secs => ?))`,
-    [seenAt, payload, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
+    [payload, seenAt, seenAt, seenAt, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
   );
 }
 
