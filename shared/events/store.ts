@@ -2,7 +2,7 @@
 // event equivalent to their change ($set, $delete_person_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { rows, run } from '../db/sql.ts';
+import { rows, run, runBound } from '../db/sql.ts';
 
 export interface EventRow {
   uuid: string;
@@ -15,9 +15,6 @@ export interface EventRow {
   timestamp: Date;
 }
 
-// MikroORM's execute() takes `?` placeholders.
-const ROW_PLACEHOLDERS = '(?::uuid, ?::int, ?, ?, ?::uuid, ?::jsonb, ?::timestamptz, ?::timestamptz)';
-
 /**
  * Inserts events with multi-row INSERTs (a repeated uuid is ignored, so SDK retries are harmless)
  * and upserts their event definitions. Pass the transaction's `em` for atomicity with person changes.
@@ -27,7 +24,8 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
   for (let start = 0; start < rows.length; start += 500) {
     const chunk = rows.slice(start, start + 500);
     const values: unknown[] = [];
-    const tuples = chunk.map((row) => {
+    const nowText = now.toISOString();
+    const tuples = chunk.map((row, k) => {
       values.push(
         row.uuid,
         row.projectId,
@@ -35,12 +33,14 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
         row.distinctId,
         row.personId,
         JSON.stringify(row.properties),
-        row.timestamp,
-        now,
+        row.timestamp.toISOString(),
+        nowText,
       );
-      return ROW_PLACEHOLDERS;
+      const b = k * 8;
+      return `($${b + 1}::uuid, $${b + 2}::int, $${b + 3}, $${b + 4}, $${b + 5}::uuid, $${b + 6}::jsonb, $${b + 7}::timestamptz, $${b + 8}::timestamptz)`;
     });
-    await run(
+    // Parameters sent beside the statement, not formatted into it (see runBound).
+    await runBound(
       em,
       `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
        values ${tuples.join(', ')} on conflict do nothing`,
