@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { gzipSync } from 'node:zlib';
-import { benchSetup, databaseCpuMeter, loadFor, postOk, startApiProcess } from './harness.ts';
+import { benchSetup, closeIdleConnections, databaseCpuMeter, loadFor, postOk, startApiProcess } from './harness.ts';
 import { createAccount } from '../test/helpers.ts';
 import { cpuMeter, percentile } from './stats.ts';
 
@@ -78,6 +78,7 @@ interface Window {
 }
 
 async function measure(side: 'api' | 'raw'): Promise<Window> {
+  if (side === 'api') closeIdleConnections(); // the API was idle during the raw window
   const serverCpu = side === 'api' ? cpuMeter(api.child.pid) : () => 0;
   const postgresCpu = await databaseCpuMeter(pool);
   const clientsCpu = process.cpuUsage();
