@@ -41,6 +41,9 @@ function mergePartner(event: IngestEvent): string | null {
   return null;
 }
 
+const isEmptyUpdate = (u: PropertyUpdate) =>
+  Object.keys(u.set ?? {}).length === 0 && Object.keys(u.setOnce ?? {}).length === 0 && (u.unset ?? []).length === 0;
+
 /** person_distinct_id.distinct_id is varchar(400): PostgreSQL counts characters, so code points. */
 const storableDistinctId = (id: string) => id.length <= 400 || [...id].length <= 400;
 
@@ -73,7 +76,7 @@ export async function processPersons(
     for (const i of indexes)
       personIds[i] = created.has(events[i].distinctId)
         ? session.uuidOf(events[i].distinctId)!
-        : session.apply(events[i]);
+        : (session.applyIfLocked(events[i]) ?? session.uuidOf(events[i].distinctId)!);
   };
   for (const [index, event] of events.entries()) {
     if (!processesPerson(event)) {
@@ -118,6 +121,11 @@ export async function processPersons(
 /** Persons locked by this transaction, by distinct id, with their pending property changes. */
 class PersonSession {
   private readonly byDistinctId = new Map<string, LockedPerson>();
+  /**
+   * Uuids of persons found, not locked, for distinct ids whose events change nothing (no $set,
+   * $set_once or $unset): such an event needs its person's uuid only. A merge moves them as it moves the ids.
+   */
+  private readonly unlocked = new Map<string, string>();
   private readonly em: EntityManager;
   private readonly projectId: number;
 
@@ -134,7 +142,7 @@ class PersonSession {
   }
 
   uuidOf(distinctId: string): string | undefined {
-    return this.byDistinctId.get(distinctId)?.uuid;
+    return this.byDistinctId.get(distinctId)?.uuid ?? this.unlocked.get(distinctId);
   }
 
   /**
@@ -145,10 +153,17 @@ class PersonSession {
    */
   async loadOrCreate(events: IngestEvent[], applyEvents = false): Promise<Set<string>> {
     const applied = new Set<string>();
+    // With `applyEvents`, a stored person none of whose events here changes it is found, not locked.
+    const changing = new Set<string>();
+    for (const e of events)
+      if (!applyEvents || !isEmptyUpdate(personUpdateOf(e.event, e.properties))) changing.add(e.distinctId);
     const wanted = [...new Set(events.map((e) => e.distinctId))].filter((id) => !this.byDistinctId.has(id)).sort();
-    if (wanted.length === 0) return applied;
-    await this.lockExisting(wanted);
-    const missing = new Set(wanted.filter((id) => !this.byDistinctId.has(id)));
+    const toLock = wanted.filter((id) => changing.has(id));
+    const toFind = wanted.filter((id) => !changing.has(id) && !this.unlocked.has(id));
+    if (toLock.length === 0 && toFind.length === 0) return applied;
+    for (const id of toLock) this.unlocked.delete(id); // found before; now its person changes
+    await this.lockExisting(toLock, toFind);
+    const missing = new Set(wanted.filter((id) => !this.byDistinctId.has(id) && !this.unlocked.has(id)));
     if (missing.size === 0) return applied;
     const drafts = new Map<string, LockedPerson>();
     for (const e of events) {
@@ -217,18 +232,28 @@ class PersonSession {
   // key is always the index condition. With `= any(array)`, statistics older than the project (it
   // looked empty) made the planner scan all the project's distinct ids and filter: ingestion into a
   // new project slowed as it grew, down to ~550 events/s in bench/ingestion.
-  private async lockExisting(distinctIds: string[]): Promise<void> {
-    const rows = await this.execute<any[]>(
+  private async lockExisting(distinctIds: string[], findOnly: string[] = []): Promise<void> {
+    const lookup = (param: string) =>
       `select r.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
-         from unnest(?::text[]) as r(distinct_id)
+         from unnest(${param}::text[]) as r(distinct_id)
          cross join lateral (select person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = r.distinct_id limit 1) d
-         join person p on p.id = d.person_id
-        order by p.id for update of p`,
-      [pgArray(distinctIds), this.projectId],
+         join person p on p.id = d.person_id`;
+    // Found only: one statement with the locking lookup, whose rows come first.
+    const rows = await this.execute<any[]>(
+      findOnly.length === 0
+        ? `${lookup('?')} order by p.id for update of p`
+        : `with locked as (${lookup('?')} order by p.id for update of p)
+           select *, true as locked from locked
+           union all select f.distinct_id, f.id, f.uuid, null, null, null, null, false from (${lookup('?')}) f`,
+      findOnly.length === 0
+        ? [pgArray(distinctIds), this.projectId]
+        : [pgArray(distinctIds), this.projectId, pgArray(findOnly), this.projectId],
     );
+    for (const row of rows) if (row.locked === false) this.unlocked.set(row.distinct_id, row.uuid);
     const byId = new Map<string, LockedPerson>();
     for (const person of this.byDistinctId.values()) byId.set(String(person.id), person);
     for (const row of rows) {
+      if (row.locked === false) continue;
       const key = String(row.id);
       let person = byId.get(key);
       if (!person) {
@@ -246,6 +271,11 @@ class PersonSession {
       }
       this.byDistinctId.set(row.distinct_id, person);
     }
+  }
+
+  /** apply() for an event whose person is locked; undefined for one only found (its event changes nothing). */
+  applyIfLocked(event: IngestEvent): string | undefined {
+    return this.byDistinctId.has(event.distinctId) ? this.apply(event) : undefined;
   }
 
   /** Applies an ordinary event's update to its (locked) person; returns the person's uuid. */
@@ -325,6 +355,7 @@ class PersonSession {
     await this.execute(`delete from person where id = ?`, [other.id]);
     for (const [distinctId, person] of this.byDistinctId)
       if (person === other) this.byDistinctId.set(distinctId, target);
+    for (const [distinctId, uuid] of this.unlocked) if (uuid === other.uuid) this.unlocked.set(distinctId, target.uuid);
     return target.uuid;
   }
 

@@ -174,4 +174,35 @@ describe('a merge in the middle of a batch', () => {
     expect(fresh.properties).toEqual({ step: 5, $creator_event_uuid: events[4].uuid });
     expect(await personIdsOf(events)).toEqual([person.uuid, person.uuid, person.uuid, person.uuid, fresh.uuid]);
   });
+
+  it('events that change nothing, before and after a merge: each goes to the person its id has at that point', async () => {
+    // plain-b's person also holds plain-b2 (and is identified: only $merge_dangerously merges it).
+    await capture(
+      ev('plain-a', { $set: { a: 1 } }),
+      ev('plain-b', { $set: { b: 1 } }),
+      ev('plain-b2', { $anon_distinct_id: 'plain-b' }, { event: '$identify' }),
+    );
+    const before = (await personOf('plain-b2'))!;
+    expect(before.distinct_ids).toEqual(['plain-b', 'plain-b2']);
+    const events = [
+      ev('plain-a'),
+      ev('plain-b2'),
+      ev('plain-a', { alias: 'plain-b' }, { event: '$merge_dangerously' }),
+      ev('plain-b2'),
+      ev('plain-b2', { $process_person_profile: false }),
+      ev('plain-a', { $set: { c: 1 } }),
+    ];
+    await capture(...events);
+    const person = (await personOf('plain-a'))!;
+    expect(person.distinct_ids).toEqual(['plain-a', 'plain-b', 'plain-b2']);
+    expect(person.properties).toMatchObject({ a: 1, b: 1, c: 1 });
+    expect(await personIdsOf(events)).toEqual([
+      person.uuid,
+      before.uuid,
+      person.uuid,
+      person.uuid,
+      person.uuid,
+      person.uuid,
+    ]);
+  });
 });
