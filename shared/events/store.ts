@@ -19,8 +19,8 @@ export interface EventRow {
  * Inserts events with multi-row INSERTs (a repeated uuid is ignored, so SDK retries are harmless)
  * and upserts their event definitions. Pass the transaction's `em` for atomicity with person changes.
  */
-export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<void> {
-  if (rows.length === 0) return;
+export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<DefinitionKey[]> {
+  if (rows.length === 0) return [];
   for (let start = 0; start < rows.length; start += 500) {
     const chunk = rows.slice(start, start + 500);
     const values: unknown[] = [];
@@ -47,26 +47,52 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
       values,
     );
   }
-  await upsertEventDefinitions(em, rows, now);
+  return upsertEventDefinitions(em, rows, now);
 }
 
 /** last_seen_at moves at most this often per definition (PostHog throttles these writes too). */
 const LAST_SEEN_RESOLUTION_SECONDS = 60;
 
+// Definitions this process wrote in a committed transaction, by project and name, with when: for
+// LAST_SEEN_RESOLUTION_SECONDS after that, upsertEventDefinitions() has nothing to do for them (they
+// exist and their last_seen_at is fresh), so a request whose event names are all here skips the
+// statement. A definition deleted through the API is forgotten here; another API process still
+// remembers it, and recreates it with the first event of that name after at most that minute.
+const definitionsWritten = new Map<string, number>();
+const definitionKey = (projectId: number, name: string) => `${projectId}\u0000${name}`;
+
+type DefinitionKey = Pick<EventRow, 'projectId' | 'event'>;
+
+/** Call with what storeEvents() returned once its transaction has committed. */
+export function rememberEventDefinitions(rows: DefinitionKey[], seenAt: Date): void {
+  if (definitionsWritten.size > 100_000) definitionsWritten.clear();
+  for (const row of rows) definitionsWritten.set(definitionKey(row.projectId, row.event), seenAt.getTime());
+}
+
+/** A deleted definition: the next event of that name recreates it. */
+export function forgetEventDefinition(projectId: number, name: string): void {
+  definitionsWritten.delete(definitionKey(projectId, name));
+}
+
 /**
- * Creates missing definitions and moves last_seen_at forward. Neither statement locks a definition
- * that needs no change: DO NOTHING takes no row lock, and the update only touches rows more than a
- * minute stale. (An upsert with DO UPDATE would lock every shared definition row until commit and
+ * Creates missing definitions and moves last_seen_at forward; returns the definitions it wrote (those
+ * this process wrote less than a minute before are left out). The statement locks no definition that
+ * needs no change: DO NOTHING takes no row lock, and the update only touches rows more than a minute
+ * stale. (An upsert with DO UPDATE would lock every shared definition row until commit and
  * serialise concurrent ingestion.)
  */
 export async function upsertEventDefinitions(
   em: EntityManager,
-  rows: Pick<EventRow, 'projectId' | 'event'>[],
+  rows: DefinitionKey[],
   seenAt = new Date(),
-): Promise<void> {
+): Promise<DefinitionKey[]> {
   const unique = new Map<string, { projectId: number; event: string }>();
-  for (const row of rows) unique.set(`${row.projectId}\u0000${row.event}`, row);
-  if (unique.size === 0) return;
+  const freshSince = seenAt.getTime() - LAST_SEEN_RESOLUTION_SECONDS * 1000;
+  for (const row of rows) {
+    const key = definitionKey(row.projectId, row.event);
+    if ((definitionsWritten.get(key) ?? -Infinity) <= freshSince) unique.set(key, row);
+  }
+  if (unique.size === 0) return [];
   const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order
   const payload = JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })));
   // One statement: the update does not see the rows its insert adds (one snapshot), which are fresh anyway.
@@ -82,6 +108,7 @@ export async function upsertEventDefinitions(
         and (e.last_seen_at is null or e.last_seen_at < ?::timestamptz - make_interval(secs => ?))`,
     [payload, seenAt, seenAt, seenAt, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
   );
+  return entries;
 }
 
 /** PostHog's check: whether recent events of these names carry `$feature/…` properties (the SDK sends flag values). */
