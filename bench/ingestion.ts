@@ -6,7 +6,7 @@
 // ratio, and the median and spread of those ratios are printed, with the CPU each event cost the server,
 // its PostgreSQL backends and the clients (this process).
 import { randomUUID } from 'node:crypto';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import { benchSetup, closeIdleConnections, databaseCpuMeter, loadFor, postOk, startApiProcess } from './harness.ts';
 import { createAccount } from '../test/helpers.ts';
@@ -107,6 +107,7 @@ await loadFor(3, CONCURRENCY, sendToApi);
 await loadFor(2, CONCURRENCY, insertRaw);
 await pool.query('analyze person; analyze person_distinct_id; analyze event');
 
+const loadAtStart = loadavg()[0];
 const windows = { api: [] as Window[], raw: [] as Window[] };
 const ratios: number[] = [];
 const fmt = (n: number) => n.toFixed(0);
@@ -148,7 +149,8 @@ console.log(`  CPU µs per event (median of windows): API ${cpuLine('api')}`);
 console.log(`                                        raw INSERT ${cpuLine('raw')}`);
 const apiTotal = med('api', 'server') + med('api', 'postgres') + med('api', 'clients');
 console.log(
-  `  at the API's cost 20000 events/s needs ${((apiTotal * 20000) / 1e6).toFixed(1)} cores; this machine has ${availableParallelism()}`,
+  `  at the API's cost 20000 events/s needs ${((apiTotal * 20000) / 1e6).toFixed(1)} cores; this machine has ${availableParallelism()}` +
+    ` (load average over 1 min: ${loadAtStart.toFixed(1)} at the first window, ${loadavg()[0].toFixed(1)} after the last)`,
 );
 await api.stop();
 await pool.end();
