@@ -78,7 +78,7 @@ export async function startServerProcess(
       PORT: String(port),
       RATE_LIMIT_ENABLED: 'false',
       LOG_LEVEL: 'silent',
-      REDIS_PREFIX: 'bench',
+      REDIS_PREFIX: process.env.BENCH_REDIS_PREFIX ?? 'bench',
       DATABASE_POOL_MAX: '16',
       ...options.env,
     },
@@ -141,6 +141,15 @@ export async function loadFor(
 const keepAlive = new http.Agent({ keepAlive: true });
 
 /**
+ * Closes the keep-alive agent's idle connections. A benchmark that leaves a server idle for longer than
+ * its keep-alive timeout (Node's 5 s) calls this before loading it again: otherwise a request can go
+ * out on a connection the server is closing at that moment, and fail with "socket hang up".
+ */
+export function closeIdleConnections(): void {
+  for (const sockets of Object.values(keepAlive.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+}
+
+/**
  * GET `url` and read the whole body; throws unless 200. node:http on a keep-alive agent: fetch
  * (undici) costs about 0.15 ms more per request here, which would count against the server.
  */
@@ -155,10 +164,17 @@ export function getOk(url: string, headers: Record<string, string> = {}): Promis
   });
 }
 
-/** POST `body` as JSON to `url` on the keep-alive agent and read the whole answer; throws unless 200. */
-export function postOk(url: string, body: string): Promise<void> {
+/**
+ * POST `body` as JSON (or, with `extraHeaders`, e.g. a gzipped JSON body) to `url` on the keep-alive
+ * agent and read the whole answer; throws unless 200.
+ */
+export function postOk(url: string, body: string | Buffer, extraHeaders: Record<string, string> = {}): Promise<void> {
   return new Promise((resolve, reject) => {
-    const headers = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
+    const headers = {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(body),
+      ...extraHeaders,
+    };
     const req = http.request(url, { method: 'POST', agent: keepAlive, headers }, (res) => {
       res.resume();
       res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`POST ${url}: ${res.statusCode}`))));

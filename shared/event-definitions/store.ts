@@ -4,6 +4,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { userColumns } from '../accounts.ts';
 import { type Page, pagedQuery } from '../db/paged.ts';
 import { containsPattern, pgArray, rows, run } from '../db/sql.ts';
+import { forgetEventDefinition } from '../events/store.ts';
 
 const COLUMNS = `d.*, ${userColumns('o', 'owner')}, ${userColumns('ub', 'updated_by')},
     ${userColumns('vb', 'verified_by')}`;
@@ -130,5 +131,10 @@ export async function updateDefinition(em: EntityManager, id: string, next: Defi
 }
 
 export async function deleteDefinition(em: EntityManager, id: string) {
-  await run(em, `delete from event_definition where id = ?`, [id]);
+  const deleted = await rows<{ project_id: number; name: string }>(
+    em,
+    `delete from event_definition where id = ? returning project_id, name`,
+    [id],
+  );
+  for (const d of deleted) forgetEventDefinition(d.project_id, d.name);
 }

@@ -2,7 +2,7 @@
 // event equivalent to their change ($set, $delete_person_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { rows, run } from '../db/sql.ts';
+import { rows, run, runBound } from '../db/sql.ts';
 
 export interface EventRow {
   uuid: string;
@@ -15,19 +15,17 @@ export interface EventRow {
   timestamp: Date;
 }
 
-// MikroORM's execute() takes `?` placeholders.
-const ROW_PLACEHOLDERS = '(?::uuid, ?::int, ?, ?, ?::uuid, ?::jsonb, ?::timestamptz, ?::timestamptz)';
-
 /**
  * Inserts events with multi-row INSERTs (a repeated uuid is ignored, so SDK retries are harmless)
  * and upserts their event definitions. Pass the transaction's `em` for atomicity with person changes.
  */
-export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<void> {
-  if (rows.length === 0) return;
+export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<DefinitionKey[]> {
+  if (rows.length === 0) return [];
   for (let start = 0; start < rows.length; start += 500) {
     const chunk = rows.slice(start, start + 500);
     const values: unknown[] = [];
-    const tuples = chunk.map((row) => {
+    const nowText = now.toISOString();
+    const tuples = chunk.map((row, k) => {
       values.push(
         row.uuid,
         row.projectId,
@@ -35,56 +33,82 @@ export async function storeEvents(em: EntityManager, rows: EventRow[], now = new
         row.distinctId,
         row.personId,
         JSON.stringify(row.properties),
-        row.timestamp,
-        now,
+        row.timestamp.toISOString(),
+        nowText,
       );
-      return ROW_PLACEHOLDERS;
+      const b = k * 8;
+      return `($${b + 1}::uuid, $${b + 2}::int, $${b + 3}, $${b + 4}, $${b + 5}::uuid, $${b + 6}::jsonb, $${b + 7}::timestamptz, $${b + 8}::timestamptz)`;
     });
-    await run(
+    // Parameters sent beside the statement, not formatted into it (see runBound).
+    await runBound(
       em,
       `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
        values ${tuples.join(', ')} on conflict do nothing`,
       values,
     );
   }
-  await upsertEventDefinitions(em, rows, now);
+  return upsertEventDefinitions(em, rows, now);
 }
 
 /** last_seen_at moves at most this often per definition (PostHog throttles these writes too). */
 const LAST_SEEN_RESOLUTION_SECONDS = 60;
 
+// Definitions this process wrote in a committed transaction, by project and name, with when: for
+// LAST_SEEN_RESOLUTION_SECONDS after that, upsertEventDefinitions() has nothing to do for them (they
+// exist and their last_seen_at is fresh), so a request whose event names are all here skips the
+// statement. A definition deleted through the API is forgotten here; another API process still
+// remembers it, and recreates it with the first event of that name after at most that minute.
+const definitionsWritten = new Map<string, number>();
+const definitionKey = (projectId: number, name: string) => `${projectId}\u0000${name}`;
+
+type DefinitionKey = Pick<EventRow, 'projectId' | 'event'>;
+
+/** Call with what storeEvents() returned once its transaction has committed. */
+export function rememberEventDefinitions(rows: DefinitionKey[], seenAt: Date): void {
+  if (definitionsWritten.size > 100_000) definitionsWritten.clear();
+  for (const row of rows) definitionsWritten.set(definitionKey(row.projectId, row.event), seenAt.getTime());
+}
+
+/** A deleted definition: the next event of that name recreates it. */
+export function forgetEventDefinition(projectId: number, name: string): void {
+  definitionsWritten.delete(definitionKey(projectId, name));
+}
+
 /**
- * Creates missing definitions and moves last_seen_at forward. Neither statement locks a definition
- * that needs no change: DO NOTHING takes no row lock, and the update only touches rows more than a
- * minute stale. (An upsert with DO UPDATE would lock every shared definition row until commit and
+ * Creates missing definitions and moves last_seen_at forward; returns the definitions it wrote (those
+ * this process wrote less than a minute before are left out). The statement locks no definition that
+ * needs no change: DO NOTHING takes no row lock, and the update only touches rows more than a minute
+ * stale. (An upsert with DO UPDATE would lock every shared definition row until commit and
  * serialise concurrent ingestion.)
  */
 export async function upsertEventDefinitions(
   em: EntityManager,
-  rows: Pick<EventRow, 'projectId' | 'event'>[],
+  rows: DefinitionKey[],
   seenAt = new Date(),
-): Promise<void> {
+): Promise<DefinitionKey[]> {
   const unique = new Map<string, { projectId: number; event: string }>();
-  for (const row of rows) unique.set(`${row.projectId}\u0000${row.event}`, row);
-  if (unique.size === 0) return;
+  const freshSince = seenAt.getTime() - LAST_SEEN_RESOLUTION_SECONDS * 1000;
+  for (const row of rows) {
+    const key = definitionKey(row.projectId, row.event);
+    if ((definitionsWritten.get(key) ?? -Infinity) <= freshSince) unique.set(key, row);
+  }
+  if (unique.size === 0) return [];
   const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order
   const payload = JSON.stringify(entries.map((e) => ({ id: randomUUID(), project_id: e.projectId, name: e.event })));
+  // One statement: the update does not see the rows its insert adds (one snapshot), which are fresh anyway.
   await run(
     em,
-    `insert into event_definition (id, project_id, name, created_at, last_seen_at)
-     select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz
-       from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)
-     on conflict (project_id, name) do nothing`,
-    [seenAt, seenAt, payload],
-  );
-  await run(
-    em,
-    `update event_definition e set last_seen_at = ?::timestamptz
-       from jsonb_to_recordset(?::jsonb) as d(project_id int, name text)
+    `with d as (select * from jsonb_to_recordset(?::jsonb) as d(id uuid, project_id int, name text)),
+     created as (insert into event_definition (id, project_id, name, created_at, last_seen_at)
+                 select d.id, d.project_id, d.name, ?::timestamptz, ?::timestamptz from d
+                 on conflict (project_id, name) do nothing)
+     update event_definition e set last_seen_at = ?::timestamptz
+       from d
       where e.project_id = d.project_id and e.name = d.name
         and (e.last_seen_at is null or e.last_seen_at < ?::timestamptz - make_interval(secs => ?))`,
-    [seenAt, payload, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
+    [payload, seenAt, seenAt, seenAt, seenAt, LAST_SEEN_RESOLUTION_SECONDS],
   );
+  return entries;
 }
 
 /** PostHog's check: whether recent events of these names carry `$feature/…` properties (the SDK sends flag values). */

@@ -1,7 +1,7 @@
 // Ingesting a request's events: persons, events, recordings and the ingestion warnings of events
 // dropped or altered in one transaction, so a 200 means everything is committed and a failure stores nothing.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { storeEvents } from '../events/store.ts';
+import { rememberEventDefinitions, storeEvents } from '../events/store.ts';
 import { processPersons, type IngestEvent } from './persons.ts';
 import { run } from '../db/sql.ts';
 import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
@@ -23,6 +23,8 @@ export async function ingestEvents(
     return;
   }
   for (let attempt = 1; ; attempt++) {
+    const now = new Date();
+    let stored: { projectId: number; event: string }[] = [];
     try {
       await em.fork().transactional(async (tx) => {
         const allWarnings = [...warnings];
@@ -30,24 +32,23 @@ export async function ingestEvents(
         const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
         const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
         const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
-        await storeEvents(
-          tx,
-          ordinary.map((r) => ({
-            uuid: r.uuid,
-            projectId,
-            event: r.event,
-            distinctId: r.distinctId,
-            personId: r.personId,
-            properties: r.properties,
-            timestamp: r.timestamp,
-          })),
-        );
+        const eventRows = ordinary.map((r) => ({
+          uuid: r.uuid,
+          projectId,
+          event: r.event,
+          distinctId: r.distinctId,
+          personId: r.personId,
+          properties: r.properties,
+          timestamp: r.timestamp,
+        }));
+        stored = await storeEvents(tx, eventRows, now);
         await storeRecordings(tx, projectId, recordings, allWarnings);
         await recordWarnings(tx, projectId, allWarnings);
         if (!projectsIngesting.has(projectId))
           await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
       });
       projectsIngesting.add(projectId);
+      rememberEventDefinitions(stored, now);
       return;
     } catch (error) {
       if (attempt < 4 && RETRYABLE.has((error as { code?: string }).code ?? '')) continue;

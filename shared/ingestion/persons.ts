@@ -41,6 +41,9 @@ export function mergePartner(event: IngestEvent): string | null {
   return null;
 }
 
+const isEmptyUpdate = (u: PropertyUpdate) =>
+  Object.keys(u.set ?? {}).length === 0 && Object.keys(u.setOnce ?? {}).length === 0 && (u.unset ?? []).length === 0;
+
 /** person_distinct_id.distinct_id is varchar(400): PostgreSQL counts characters, so code points. */
 const storableDistinctId = (id: string) => id.length <= 400 || [...id].length <= 400;
 
@@ -64,8 +67,16 @@ export async function processPersons(
     if (run.length === 0) return;
     const indexes = run;
     run = [];
-    await session.loadOrCreate(indexes.map((i) => events[i]));
-    for (const i of indexes) personIds[i] = session.apply(events[i]);
+    // A run holds no merge, so each distinct id's events concern its person only: a person the run
+    // creates is inserted with what all its events leave (written once), the others are updated below.
+    const created = await session.loadOrCreate(
+      indexes.map((i) => events[i]),
+      true,
+    );
+    for (const i of indexes)
+      personIds[i] = created.has(events[i].distinctId)
+        ? session.uuidOf(events[i].distinctId)!
+        : (session.applyIfLocked(events[i]) ?? session.uuidOf(events[i].distinctId)!);
   };
   for (const [index, event] of events.entries()) {
     if (!processesPerson(event)) {
@@ -110,6 +121,11 @@ export async function processPersons(
 /** Persons locked by this transaction, by distinct id, with their pending property changes. */
 class PersonSession {
   private readonly byDistinctId = new Map<string, LockedPerson>();
+  /**
+   * Uuids of persons found, not locked, for distinct ids whose events change nothing (no $set,
+   * $set_once or $unset): such an event needs its person's uuid only. A merge moves them as it moves the ids.
+   */
+  private readonly unlocked = new Map<string, string>();
   private readonly em: EntityManager;
   private readonly projectId: number;
 
@@ -126,93 +142,118 @@ class PersonSession {
   }
 
   uuidOf(distinctId: string): string | undefined {
-    return this.byDistinctId.get(distinctId)?.uuid;
+    return this.byDistinctId.get(distinctId)?.uuid ?? this.unlocked.get(distinctId);
   }
 
-  /** Locks the persons of these events' distinct ids, creating the missing ones. */
-  async loadOrCreate(events: IngestEvent[]): Promise<void> {
+  /**
+   * Locks the persons of these events' distinct ids, creating the missing ones, each with the
+   * timestamp of its first event. With `applyEvents`, a person created here gets the properties its
+   * events in `events` leave, applied in order as apply() would (so it is written once, not inserted
+   * and then updated); returns the distinct ids whose events were so applied.
+   */
+  async loadOrCreate(events: IngestEvent[], applyEvents = false): Promise<Set<string>> {
+    const applied = new Set<string>();
+    // With `applyEvents`, a stored person none of whose events here changes it is found, not locked.
+    const changing = new Set<string>();
+    for (const e of events)
+      if (!applyEvents || !isEmptyUpdate(personUpdateOf(e.event, e.properties))) changing.add(e.distinctId);
     const wanted = [...new Set(events.map((e) => e.distinctId))].filter((id) => !this.byDistinctId.has(id)).sort();
-    if (wanted.length === 0) return;
-    await this.lockExisting(wanted);
-    const missing = wanted.filter((id) => !this.byDistinctId.has(id));
-    if (missing.length === 0) return;
-    const firstSeen = new Map<string, IngestEvent>();
-    for (const e of events) if (!firstSeen.has(e.distinctId)) firstSeen.set(e.distinctId, e);
-    const rows = missing.map((id) => ({
-      uuid: personUuidFor(this.projectId, id),
-      distinct_id: id,
-      created_at: firstSeen.get(id)!.timestamp.toISOString(),
-    }));
-    // Deterministic uuids make a concurrent create of the same distinct id collide here and wait.
-    const inserted = await this.execute<
-      {
-        id: string;
-        uuid: string;
-        properties: Properties;
-        is_identified: boolean;
-        created_at: string;
-        version: string;
-      }[]
-    >(
-      `insert into person (uuid, project_id, properties, created_at)
-       select r.uuid, ?, '{}'::jsonb, r.created_at from jsonb_to_recordset(?::jsonb) as r(uuid uuid, created_at timestamptz)
-       order by r.uuid on conflict (project_id, uuid) do nothing returning id, uuid, properties, is_identified, created_at, version`,
-      [this.projectId, JSON.stringify(rows)],
-    );
-    // Persons this transaction created are its own until it commits (no other can see or lock them):
-    // link their distinct ids by id and use them as inserted, without reading them back.
-    const created = new Map(inserted.map((p) => [p.uuid, p]));
-    const ours = rows.filter((r) => created.has(r.uuid));
-    const linked = new Set<string>();
-    if (ours.length > 0) {
-      const rowsLinked = await this.execute<{ distinct_id: string }[]>(
-        `insert into person_distinct_id (project_id, person_id, distinct_id)
-         select ?, r.person_id, r.distinct_id from unnest(?::bigint[], ?::text[]) as r(person_id, distinct_id)
-         order by r.distinct_id on conflict (project_id, distinct_id) do nothing returning distinct_id`,
-        [this.projectId, pgArray(ours.map((r) => created.get(r.uuid)!.id)), pgArray(ours.map((r) => r.distinct_id))],
-      );
-      for (const r of rowsLinked) linked.add(r.distinct_id);
+    const toLock = wanted.filter((id) => changing.has(id));
+    const toFind = wanted.filter((id) => !changing.has(id) && !this.unlocked.has(id));
+    if (toLock.length === 0 && toFind.length === 0) return applied;
+    for (const id of toLock) this.unlocked.delete(id); // found before; now its person changes
+    await this.lockExisting(toLock, toFind);
+    const missing = new Set(wanted.filter((id) => !this.byDistinctId.has(id) && !this.unlocked.has(id)));
+    if (missing.size === 0) return applied;
+    const drafts = new Map<string, LockedPerson>();
+    for (const e of events) {
+      if (!missing.has(e.distinctId)) continue;
+      let draft = drafts.get(e.distinctId);
+      if (!draft) {
+        draft = {
+          id: '',
+          uuid: personUuidFor(this.projectId, e.distinctId),
+          properties: {},
+          is_identified: false,
+          created_at: e.timestamp,
+          version: '0',
+          changed: false,
+          created: true,
+        };
+        drafts.set(e.distinctId, draft);
+      }
+      if (applyEvents) this.update(draft, personUpdateOf(e.event, e.properties), e.uuid);
     }
-    for (const r of ours) {
-      if (!linked.has(r.distinct_id)) continue;
-      const p = created.get(r.uuid)!;
-      this.byDistinctId.set(r.distinct_id, {
-        id: String(p.id),
-        uuid: p.uuid,
-        properties: p.properties ?? {},
-        is_identified: p.is_identified,
-        created_at: new Date(p.created_at),
-        version: String(p.version),
-        changed: false,
-        created: true,
-      });
+    const rows = [...drafts].map(([distinctId, d]) => ({
+      uuid: d.uuid,
+      distinct_id: distinctId,
+      properties: d.properties,
+      created_at: d.created_at.toISOString(),
+    }));
+    // One statement creates the persons and links their distinct ids. Deterministic uuids make a
+    // concurrent create of the same distinct id collide on the person and wait; a distinct id another
+    // request linked meanwhile collides on person_distinct_id (the person created for it is an orphan).
+    const inserted = await this.execute<{ id: string; uuid: string; distinct_id: string; linked: boolean }[]>(
+      `with r as (select * from jsonb_to_recordset(?::jsonb) as r(uuid uuid, distinct_id text, properties jsonb, created_at timestamptz)),
+       p as (insert into person (uuid, project_id, properties, created_at, version)
+             select r.uuid, ?, r.properties, r.created_at, 0 from r order by r.uuid
+             on conflict (project_id, uuid) do nothing returning id, uuid),
+       l as (insert into person_distinct_id (project_id, person_id, distinct_id)
+             select ?, p.id, r.distinct_id from p join r on r.uuid = p.uuid order by r.distinct_id
+             on conflict (project_id, distinct_id) do nothing returning distinct_id)
+       select p.id, p.uuid, r.distinct_id, l.distinct_id is not null as linked
+         from p join r on r.uuid = p.uuid left join l on l.distinct_id = r.distinct_id`,
+      [JSON.stringify(rows), this.projectId, this.projectId],
+    );
+    // Persons this transaction created are its own until it commits (no other can see or lock them).
+    const orphans: string[] = [];
+    for (const row of inserted) {
+      if (!row.linked) {
+        orphans.push(String(row.id));
+        continue;
+      }
+      const person = drafts.get(row.distinct_id)!;
+      person.id = String(row.id);
+      person.changed = false; // written as inserted
+      this.byDistinctId.set(row.distinct_id, person);
+      if (applyEvents) applied.add(row.distinct_id);
     }
     // A person created here whose distinct id another request claimed meanwhile has no ids: remove it.
-    const orphans = ours.filter((r) => !linked.has(r.distinct_id)).map((r) => created.get(r.uuid)!.id);
     if (orphans.length > 0) await this.execute(`delete from person where id = any(?::bigint[])`, [pgArray(orphans)]);
     // Distinct ids another request created a person for: lock that person.
-    const theirs = missing.filter((id) => !this.byDistinctId.has(id));
+    const theirs = [...missing].filter((id) => !this.byDistinctId.has(id));
     if (theirs.length > 0) await this.lockExisting(theirs);
     for (const id of missing)
       if (!this.byDistinctId.has(id)) throw new Error('person for distinct id could not be created');
+    return applied;
   }
 
   // One index probe per distinct id (a LATERAL … LIMIT 1 is not flattened into a join), so the whole
   // key is always the index condition. With `= any(array)`, statistics older than the project (it
   // looked empty) made the planner scan all the project's distinct ids and filter: ingestion into a
   // new project slowed as it grew, down to ~550 events/s in bench/ingestion.
-  private async lockExisting(distinctIds: string[]): Promise<void> {
-    const rows = await this.execute<any[]>(
+  private async lockExisting(distinctIds: string[], findOnly: string[] = []): Promise<void> {
+    const lookup = (param: string) =>
       `select r.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
-         from unnest(?::text[]) as r(distinct_id)
+         from unnest(${param}::text[]) as r(distinct_id)
          cross join lateral (select person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = r.distinct_id limit 1) d
-         join person p on p.id = d.person_id
-        order by p.id for update of p`,
-      [pgArray(distinctIds), this.projectId],
+         join person p on p.id = d.person_id`;
+    // Found only: one statement with the locking lookup, whose rows come first.
+    const rows = await this.execute<any[]>(
+      findOnly.length === 0
+        ? `${lookup('?')} order by p.id for update of p`
+        : `with locked as (${lookup('?')} order by p.id for update of p)
+           select *, true as locked from locked
+           union all select f.distinct_id, f.id, f.uuid, null, null, null, null, false from (${lookup('?')}) f`,
+      findOnly.length === 0
+        ? [pgArray(distinctIds), this.projectId]
+        : [pgArray(distinctIds), this.projectId, pgArray(findOnly), this.projectId],
     );
+    for (const row of rows) if (row.locked === false) this.unlocked.set(row.distinct_id, row.uuid);
     const byId = new Map<string, LockedPerson>();
     for (const person of this.byDistinctId.values()) byId.set(String(person.id), person);
     for (const row of rows) {
+      if (row.locked === false) continue;
       const key = String(row.id);
       let person = byId.get(key);
       if (!person) {
@@ -230,6 +271,11 @@ class PersonSession {
       }
       this.byDistinctId.set(row.distinct_id, person);
     }
+  }
+
+  /** apply() for an event whose person is locked; undefined for one only found (its event changes nothing). */
+  applyIfLocked(event: IngestEvent): string | undefined {
+    return this.byDistinctId.has(event.distinctId) ? this.apply(event) : undefined;
   }
 
   /** Applies an ordinary event's update to its (locked) person; returns the person's uuid. */
@@ -309,6 +355,7 @@ class PersonSession {
     await this.execute(`delete from person where id = ?`, [other.id]);
     for (const [distinctId, person] of this.byDistinctId)
       if (person === other) this.byDistinctId.set(distinctId, target);
+    for (const [distinctId, uuid] of this.unlocked) if (uuid === other.uuid) this.unlocked.set(distinctId, target.uuid);
     return target.uuid;
   }
 
