@@ -15,7 +15,13 @@
 // effect on one side at some look: by Ville's inequality at most α = 5% over any number of looks. A
 // fixed-horizon interval θ̂ ± z·√V checked as often has no such bound: its false-stop rate grows with
 // the number of looks (the control rule below, which shows the harness can see a failure).
-import { type GuardrailDirection, beyondTolerance, evaluateGuardrail, GUARDRAIL_ALPHA } from './guardrails.ts';
+import {
+  beyondTolerance,
+  DEFAULT_GUARDRAIL_MIN_EXPOSURES,
+  evaluateGuardrail,
+  GUARDRAIL_ALPHA,
+  type GuardrailDirection,
+} from './guardrails.ts';
 import { relativeEffectEstimate } from './sequential.ts';
 import { type Rate, rateOf, type SimulatedMetric, seededRng, simulateLooks } from './simulation.ts';
 import { normalQuantile } from './stats.ts';
@@ -120,7 +126,7 @@ export function guardrailStopRates(
           } else {
             const [control, test] = stats.variants;
             const effect = relativeEffectEstimate(test, control, stats.kind);
-            const minimum = s.minExposures ?? 100;
+            const minimum = s.minExposures ?? DEFAULT_GUARDRAIL_MIN_EXPOSURES;
             tripped =
               !!effect &&
               effect.variance > 0 &&

@@ -58,7 +58,7 @@ export const circuitBreakerEnabled = (statsConfig: unknown) =>
 /**
  * The breaker's rule on one interval of the relative effect: the whole interval beyond the tolerated
  * harm h in the bad direction (lower bound > h when an increase is bad, upper bound < −h when a
- * decrease is). Exported for the simulations (shared/experiments/simulation.ts).
+ * decrease is). Exported for the simulations (shared/experiments/guardrail-simulation.ts).
  */
 export const beyondTolerance = (direction: GuardrailDirection, h: number, [lower, upper]: [number, number]) =>
   direction === 'increase_is_bad' ? lower > h : upper < -h;
