@@ -56,6 +56,14 @@ export const circuitBreakerEnabled = (statsConfig: unknown) =>
   (statsConfig as { circuit_breaker?: { enabled?: unknown } } | null)?.circuit_breaker?.enabled === true;
 
 /**
+ * The breaker's rule on one interval of the relative effect: the whole interval beyond the tolerated
+ * harm h in the bad direction (lower bound > h when an increase is bad, upper bound < −h when a
+ * decrease is). Exported for the simulations (shared/experiments/guardrail-simulation.ts).
+ */
+export const beyondTolerance = (direction: GuardrailDirection, h: number, [lower, upper]: [number, number]) =>
+  direction === 'increase_is_bad' ? lower > h : upper < -h;
+
+/**
  * One guardrail against every treatment: harmful when the always-valid interval of the relative
  * effect lies wholly beyond the tolerated harm in the bad direction (lower bound > h when an increase
  * is bad, upper bound < −h when a decrease is), with at least min_exposures in control and treatment.
@@ -87,8 +95,8 @@ export function evaluateGuardrail(
       const interval: [number, number] = [ci.lower, ci.upper];
       if (base.exposures.control < minimum || base.exposures.treatment < minimum)
         return { ...base, estimate: effect.estimate, interval, status: 'not_enough_exposures' };
-      const harmful = guardrail.direction === 'increase_is_bad' ? ci.lower > h : ci.upper < -h;
-      return { ...base, estimate: effect.estimate, interval, status: harmful ? 'harmful' : 'within_tolerance' };
+      const status = beyondTolerance(guardrail.direction, h, interval) ? 'harmful' : 'within_tolerance';
+      return { ...base, estimate: effect.estimate, interval, status };
     });
 }
 

@@ -3,7 +3,7 @@
 // real engine analyses (VariantStats per variant and metric). Pure functions: the suites in
 // test/shared/experiments-simulation.test.ts and bench/experiments-simulation.ts feed them to the
 // real analyseMetrics/compareVariants of ./stats.ts, so the error rates they measure are the
-// engine's. Guardrail and circuit-breaker suites can reuse simulateExperiment with a `lift`.
+// engine's. The guardrail suite (./guardrail-simulation.ts) reads them every few minutes (simulateLooks).
 import {
   type AnalysisSettings,
   analyseMetrics,
@@ -100,6 +100,7 @@ export interface SimulationSpec {
 
 /** One day's new users of one variant on one metric: n, Σx, Σx², drawn exactly from their distributions. */
 function sampleDay(rng: Rng, metric: SimulatedMetric, n: number, lift: number) {
+  if (n === 0) return { n, sum: 0, sumSquares: 0 };
   if (metric.kind === 'funnel') {
     const k = binomial(rng, n, Math.min(1, metric.rate * (1 + lift)));
     return { n, sum: k, sumSquares: k };
@@ -112,27 +113,44 @@ function sampleDay(rng: Rng, metric: SimulatedMetric, n: number, lift: number) {
 }
 
 /**
- * One simulated experiment: for each day, each metric's cumulative statistics per variant (the
- * engine's input: results are cumulative from the start date), as MetricStats[] per day.
+ * A simulated experiment read at `looksPerDay` evenly spaced looks a day (default 1: daily): after
+ * each look's new users, `look` gets each metric's cumulative statistics per variant (the engine's
+ * input: results are cumulative from the start date) and the look's index; returning true stops the
+ * experiment. Users are split over the looks as evenly as whole users allow. Returns the
+ * index of the look that stopped it, or −1.
  */
-export function simulateExperiment(rng: Rng, spec: SimulationSpec): MetricStats[][] {
+export function simulateLooks(
+  rng: Rng,
+  spec: SimulationSpec & { looksPerDay?: number },
+  look: (stats: MetricStats[], index: number) => boolean | undefined,
+): number {
+  const perDay = spec.looksPerDay ?? 1;
   const totals = spec.metrics.map(() => spec.variants.map(() => ({ n: 0, sum: 0, sumSquares: 0 })));
-  const days: MetricStats[][] = [];
-  for (let day = 0; day < spec.days; day++) {
-    days.push(
-      spec.metrics.map((metric, m) => {
-        const variants: VariantStats[] = spec.variants.map((v, i) => {
-          const add = sampleDay(rng, metric, v.usersPerDay, v.lift?.[m] ?? 0);
-          const t = totals[m][i];
-          t.n += add.n;
-          t.sum += add.sum;
-          t.sumSquares += add.sumSquares;
-          return { key: v.key, number_of_samples: t.n, sum: t.sum, sum_squares: t.sumSquares };
-        });
-        return { kind: metric.kind as MetricKind, variants };
-      }),
-    );
+  for (let index = 0; index < spec.days * perDay; index++) {
+    const stats = spec.metrics.map((metric, m) => {
+      const variants: VariantStats[] = spec.variants.map((v, i) => {
+        const users = Math.round(((index + 1) * v.usersPerDay) / perDay) - Math.round((index * v.usersPerDay) / perDay);
+        const add = sampleDay(rng, metric, users, v.lift?.[m] ?? 0);
+        const t = totals[m][i];
+        t.n += add.n;
+        t.sum += add.sum;
+        t.sumSquares += add.sumSquares;
+        return { key: v.key, number_of_samples: t.n, sum: t.sum, sum_squares: t.sumSquares };
+      });
+      return { kind: metric.kind as MetricKind, variants };
+    });
+    if (look(stats, index)) return index;
   }
+  return -1;
+}
+
+/** One simulated experiment: each day's cumulative statistics (simulateLooks, one look a day), as MetricStats[] per day. */
+export function simulateExperiment(rng: Rng, spec: SimulationSpec): MetricStats[][] {
+  const days: MetricStats[][] = [];
+  simulateLooks(rng, spec, (stats) => {
+    days.push(stats);
+    return false;
+  });
   return days;
 }
 
