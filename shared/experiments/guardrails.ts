@@ -19,6 +19,7 @@ import { computeExperimentCounts, type ExperimentForResults, metricShape } from 
 import { alwaysValidInterval, relativeEffectEstimate } from './sequential.ts';
 import type { MetricKind, MetricStats, VariantStats } from './stats.ts';
 import { updateFlagFilters } from './store.ts';
+import { queueWebhookEvents } from '../webhooks/service.ts';
 
 export const GUARDRAIL_DIRECTIONS = ['increase_is_bad', 'decrease_is_bad'] as const;
 export type GuardrailDirection = (typeof GUARDRAIL_DIRECTIONS)[number];
@@ -254,14 +255,15 @@ const describeCheck = (c: GuardrailCheck) => {
 /**
  * Records a check: the last verdict in guardrail_status, and, when a guardrail is harmful and the
  * circuit breaker is on, the trip (flag to control for everyone, the annotation, the activity log
- * entry) in one transaction. Returns whether this call tripped it.
+ * entry, the experiment.guardrail_tripped webhook event) in one transaction. Returns the webhook
+ * deliveries to hand over after the commit when this call tripped it, else null.
  */
 export async function recordGuardrailCheck(
   em: EntityManager,
   experimentId: number,
   result: { checks: GuardrailCheck[]; baseDay: string | null; errors: string[] },
   now: Date,
-): Promise<boolean> {
+): Promise<string[] | null> {
   return em.transactional(async (tx) => {
     const [x] = await rows<any>(
       tx,
@@ -269,7 +271,7 @@ export async function recordGuardrailCheck(
          from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ? for update of x, f`,
       [experimentId],
     );
-    if (!x || x.guardrail_status?.state === 'tripped') return false;
+    if (!x || x.guardrail_status?.state === 'tripped') return null;
     const check = {
       checked_at: now.toISOString(),
       base_day: result.baseDay,
@@ -284,7 +286,7 @@ export async function recordGuardrailCheck(
         `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
         [JSON.stringify({ state, last_check: check }), x.id],
       );
-      return false;
+      return null;
     }
     const baselineKey = x.stats_config?.baseline_variant_key ?? 'control';
     const reason = describeCheck(harmful);
@@ -305,12 +307,11 @@ export async function recordGuardrailCheck(
       `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
       [JSON.stringify(status), x.id],
     );
-    await notifyGuardrailTripped(tx, x.project_id, {
+    return notifyGuardrailTripped(tx, x.project_id, {
       experiment: { id: x.id, name: x.name },
       feature_flag: { id: x.feature_flag_id, before: x.filters, after: filters },
       ...trip,
     });
-    return true;
   });
 }
 
@@ -325,12 +326,15 @@ export interface GuardrailTrippedPayload {
   interval: [number, number] | null;
 }
 
-/** Tells the world a guardrail tripped, in the trip's transaction: the activity log (and the webhook). */
+/**
+ * Tells the world a guardrail tripped, in the trip's transaction: the activity log and the signed
+ * experiment.guardrail_tripped webhook event; returns the deliveries to hand over after the commit.
+ */
 export async function notifyGuardrailTripped(
   tx: EntityManager,
   projectId: number,
   payload: GuardrailTrippedPayload,
-): Promise<void> {
+): Promise<string[]> {
   await recordActivity(tx, {
     projectId,
     userId: null,
@@ -358,7 +362,9 @@ export async function notifyGuardrailTripped(
       },
     },
   });
-  // webhook: queueWebhookEvent(em, projectId, 'experiment.guardrail_tripped', payload)
+  return queueWebhookEvents(tx, projectId, 'experiment.guardrail_tripped', () => [
+    payload as unknown as Record<string, unknown>,
+  ]);
 }
 
 /**

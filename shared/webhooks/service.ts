@@ -14,6 +14,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'deletion.completed',
   'deletion.failed',
   'deletion.cancelled',
+  'experiment.guardrail_tripped',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

@@ -22,6 +22,7 @@ import {
   type TestAccount,
   type TestApi,
 } from '../helpers.ts';
+import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 
 const prefix = uniqueRedisPrefix();
 let api: TestApi;
@@ -145,7 +146,13 @@ describe('guardrails', () => {
     });
   });
 
-  it('trip on harmful data: the flag serves control to every person, with the annotation and the activity log', async () => {
+  it('trip on harmful data: the flag serves control to every person, with the annotation, the activity log and a signed webhook', async () => {
+    const receiver = await startReceiver(failsOnce);
+    const hook = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/webhooks/`, {
+      key: account.apiKey,
+      body: { url: receiver.url, event_types: ['experiment.guardrail_tripped'] },
+    });
+    expect(hook.status, hook.text).toBe(201);
     const exp = await guardedExperiment('guard-harm');
     await seed(exposuresAndErrors('guard-harm', 2));
     // The daily results: yesterday's row, computed after yesterday ended, is the check's base.
@@ -194,6 +201,17 @@ describe('guardrails', () => {
       ]),
     ).toHaveLength(1);
     expect(entry.detail.trigger).toMatchObject({ job: 'guardrail-check', variant: 'test' });
+
+    // The webhook: one successful, signed delivery (the receiver fails each first call; the worker retries).
+    await eventually(async () => (receiver.calls.some((c) => c.answered === 200) ? true : null), 60_000);
+    const delivered = receiver.calls.filter((c) => c.answered === 200);
+    expect(delivered).toHaveLength(1);
+    expect(verified(hook.body.secret, delivered[0].headers, delivered[0].body)).toBe(true);
+    expect(JSON.parse(delivered[0].body)).toMatchObject({
+      type: 'experiment.guardrail_tripped',
+      data: { experiment: { id: exp.id }, metric_uuid: exp.metrics[0].uuid, variant: 'test' },
+    });
+    await receiver.close();
 
     // /flags, through the API's flag cache (filled above, invalidated by the flag's change).
     await eventually(async () => (await flagsFor(ids.slice(0, 5), 'guard-harm')).every((v) => v === 'control'), 30_000);

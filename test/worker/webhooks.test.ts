@@ -2,15 +2,14 @@
 // Redis) to receivers on 127.0.0.1: at least once per transition (a receiver that fails each delivery's
 // first call gets exactly one successful call per transition), signed, retried with backoff, logged; a
 // receiver that never answers is cut off by the time limit, and an endless answer is read only up to the cap.
-import { createHmac, randomUUID } from 'node:crypto';
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
 import { claimDeletion, completeDeletions, dropLeases, recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
+import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
@@ -42,51 +41,6 @@ const settings = (config: Config) => {
 let api: TestApi;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
 let account: TestAccount;
-
-interface Received {
-  headers: IncomingHttpHeaders;
-  body: string;
-  answered: number;
-}
-
-/** An HTTP receiver on 127.0.0.1; `answer` decides each call's response. */
-async function startReceiver(answer: (call: Received, res: ServerResponse, calls: Received[]) => void) {
-  const calls: Received[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const received: Received = { headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), answered: 0 };
-      calls.push(received);
-      answer(received, res, calls);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-  return {
-    url,
-    calls,
-    close: () => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
-
-/** Each delivery's first call fails with 500; every later call succeeds. */
-const failsOnce = (received: Received, res: ServerResponse, calls: Received[]) => {
-  const id = received.headers['x-webhook-id'];
-  const first = calls.filter((c) => c.headers['x-webhook-id'] === id).length === 1;
-  received.answered = first ? 500 : 200;
-  res.writeHead(received.answered, { 'content-type': 'text/plain' }).end(first ? 'try again' : 'ok');
-};
-
-/** The receiver's check of a call, as README shows it. */
-function verified(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
-  const timestamp = String(headers['x-webhook-timestamp']);
-  const expected = `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
-  return headers['x-webhook-signature'] === expected && Math.abs(Date.now() / 1000 - Number(timestamp)) < 300;
-}
 
 beforeAll(async () => {
   api = await startApi(settings);
@@ -131,6 +85,7 @@ describe('deletion transitions', () => {
         'deletion.completed',
         'deletion.failed',
         'deletion.cancelled',
+        'experiment.guardrail_tripped',
       ]);
 
       // One request completes (recordings: at once); another fails (its events cannot be deleted).

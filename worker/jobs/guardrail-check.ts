@@ -4,6 +4,7 @@ import type { Job } from 'bullmq';
 import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/guardrails.ts';
 import { experimentForResults } from '../../shared/experiments/results.ts';
 import type { JobData } from '../../shared/jobs.ts';
+import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 export async function guardrailCheck(
@@ -16,8 +17,10 @@ export async function guardrailCheck(
   const tripped: number[] = [];
   for (const row of experiments) {
     const result = await checkGuardrails(em, experimentForResults(row), row, now);
-    if (await recordGuardrailCheck(em, row.id, result, now)) {
+    const deliveries = await recordGuardrailCheck(em, row.id, result, now);
+    if (deliveries) {
       tripped.push(row.id);
+      await enqueueWebhookDeliveries(deps.queues.webhooks, deliveries);
       deps.logger.warn({ experimentId: row.id, checks: result.checks }, 'guardrail tripped: flag set to control');
     }
   }
