@@ -2,7 +2,7 @@
 // libchdb binds one data directory per process, and test files share their worker process
 // (isolate: false), so every file of a process gets the same client and directory; files keep apart
 // by each using a database of its own.
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { createClient, type ClickHouseClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
 import { createChdbConnection } from 'chdb/connection';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,9 +15,12 @@ type Holder = { [KEY]?: ClickHouseClient };
 /** This process's chDB client (never closed: closing frees the directory other files of the process use). */
 export function chdbClient(): ClickHouseClient {
   const holder = globalThis as Holder;
-  holder[KEY] ??= createClient({
-    connection: createChdbConnection({ path: mkdtempSync(join(tmpdir(), 'analytics-chdb-')) }),
-  });
+  if (!holder[KEY]) {
+    // chdb/connection is typed by @clickhouse/client-common, which the client now bundles as a copy
+    // of its own: the same interface, two declarations, hence the cast.
+    const connection = createChdbConnection({ path: mkdtempSync(join(tmpdir(), 'analytics-chdb-')) });
+    holder[KEY] = createClient({ connection: connection as unknown as ClickHouseClientConfigOptions['connection'] });
+  }
   return holder[KEY];
 }
 
