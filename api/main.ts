@@ -7,6 +7,7 @@ import { createApp, listen } from './app.ts';
 import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
+import { createEventStore } from '../shared/events/create.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();
@@ -15,7 +16,8 @@ redis.on('error', (error) => logConnectionError({ err: error.message }));
 const queues = createQueues(redis, config);
 const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
 const flagCache = await startFlagCache(config.databaseDirectUrl);
-const app = createApp({ config, orm, redis, queues, authCache, flagCache });
+const events = createEventStore(config, orm);
+const app = createApp({ config, orm, events, redis, queues, authCache, flagCache });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
@@ -40,6 +42,7 @@ async function shutdown(signal: string) {
   setTimeout(() => process.exit(1), 10_000).unref();
   await authCache?.stop();
   await flagCache.stop();
+  await events.close().catch(() => undefined);
   await orm.close().catch(() => undefined);
   await Promise.allSettled(Object.values(queues).map((q) => q.close()));
   redis.disconnect();

@@ -74,6 +74,10 @@ export const SETTINGS_SCHEMA = {
     MAINTENANCE_VACUUM_DEAD_ROWS: int(10_000, 1),
     EVENT_PARTITIONS_CRON: cron('0 1 * * *'),
     EVENT_PARTITIONS_AHEAD: int(2, 0, 120),
+    /** Which engine answers event analytics: postgres (the `event` table) or clickhouse (capture still writes PostgreSQL). */
+    EVENT_STORE: { type: 'string', enum: ['postgres', 'clickhouse'], default: 'postgres' },
+    CLICKHOUSE_URL: { type: 'string', format: 'http-url', default: 'http://127.0.0.1:8123' },
+    CLICKHOUSE_DATABASE: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', default: 'analytics' },
   },
 } as const;
 
@@ -113,6 +117,7 @@ const hasProtocol = (value: string, protocols: string[]) => {
 const ajv = new Ajv({ allErrors: true, useDefaults: true });
 ajv.addFormat('cron', (value: string) => cronError(value) === null);
 ajv.addFormat('postgres-url', (value: string) => hasProtocol(value, ['postgres:', 'postgresql:']));
+ajv.addFormat('http-url', (value: string) => hasProtocol(value, ['http:', 'https:']));
 ajv.addFormat('redis-url', (value: string) => hasProtocol(value, ['redis:', 'rediss:']));
 ajv.addFormat('host-port-list', (value: string) => clusterNodes(value).every((node) => CLUSTER_NODE.test(node)));
 const validate = ajv.compile(SETTINGS_SCHEMA);
@@ -135,6 +140,10 @@ function describeError(error: ErrorObject, raw: Record<string, string>): string 
       return `${name} must be a cron pattern, ${got}: ${cronError(raw[name])}`;
     case 'format:postgres-url':
       return `${name} must be a postgres:// URL, ${got}`;
+    case 'format:http-url':
+      return `${name} must be an http:// or https:// URL, ${got}`;
+    case 'pattern:':
+      return `${name} must be a name of letters, digits and underscores, ${got}`;
     case 'format:redis-url':
       return `${name} must be a redis:// URL, ${got}`;
     case 'format:host-port-list':
@@ -255,6 +264,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       experimentResultsCron: s.EXPERIMENT_RESULTS_CRON,
       statisticsRefreshCron: s.STATISTICS_REFRESH_CRON,
       eventPartitionsCron: s.EVENT_PARTITIONS_CRON,
+    },
+    /** The event store (shared/events/event-store.ts): which engine, and where ClickHouse is. */
+    events: {
+      engine: s.EVENT_STORE as 'postgres' | 'clickhouse',
+      clickhouseUrl: s.CLICKHOUSE_URL,
+      clickhouseDatabase: s.CLICKHOUSE_DATABASE,
     },
     maintenance: {
       /** Months after the current one that get their event partition in advance. */

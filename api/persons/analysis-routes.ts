@@ -3,7 +3,6 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
 import {
   funnelCorrelationPersonIds,
-  funnelPersonIds,
   lifecyclePersonIds,
   personCohorts as cohortsOfPerson,
   propertiesTimelineEvents,
@@ -238,7 +237,9 @@ async function funnelPersons(ctx: ApiContext) {
   const params = input(ctx);
   const funnel = funnelParams(params);
   const step = funnelStep(params.funnel_step, funnel.steps.length);
-  await actorsResponse(ctx, params, (page) => funnelPersonIds(ctx.state.em, ctx.state.project.id, funnel, step, page));
+  await actorsResponse(ctx, params, (page) =>
+    ctx.deps.events.funnelPersonIds(ctx.state.project.id, funnel, step, page),
+  );
 }
 
 async function funnelCorrelationPersons(ctx: ApiContext) {

@@ -1,0 +1,66 @@
+// The event store: the one interface through which events are written, analysed, counted and
+// deleted, whatever engine holds them. Two implementations: PostgreSQL (postgres.ts, the default:
+// the partitioned `event` table) and ClickHouse (clickhouse.ts). Persons stay in PostgreSQL; an
+// engine answers with person ids, and pages of persons are read from PostgreSQL.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { FunnelParams, Page, PersonIdPage } from './analytics.ts';
+import type { EventRow } from './store.ts';
+
+export type { EventRow } from './store.ts';
+export type { FunnelParams, Page, PersonIdPage } from './analytics.ts';
+
+export const EVENT_STORE_ENGINES = ['postgres', 'clickhouse'] as const;
+export type EventStoreEngine = (typeof EVENT_STORE_ENGINES)[number];
+
+/**
+ * The events one deletion batch removes (requests made at the same moment share a cutoff): rows
+ * recorded under one of the persons' uuids, or under a distinct id they had when the request was
+ * made, with both their event time and their arrival at or before the cutoff.
+ */
+export interface EventDeletionGroup {
+  /** An ISO 8601 timestamp (PostgreSQL's text of a timestamptz is accepted too). */
+  cutoff: string;
+  /** Person uuids (events carry the uuid of their person at ingestion). */
+  personIds: string[];
+  distinctIds: string[];
+}
+
+/** What a deletion reports after each statement. */
+export interface DeletionWindow {
+  /** Rows the statement deleted. */
+  deleted: number;
+  /** The event time the statement covered, epoch milliseconds [fromMs, toMs). */
+  fromMs: number;
+  toMs: number;
+}
+
+export interface DeletionHooks {
+  /**
+   * Counts a statement's rows: inside its PostgreSQL transaction (`tx`) where the engine has one, so
+   * the count commits with the delete; after the statement with `tx` null otherwise.
+   */
+  record(deleted: number, tx: EntityManager | null): Promise<void>;
+  /** After each statement (committed), outside any transaction: progress, lease renewal. */
+  done(window: DeletionWindow): Promise<void>;
+}
+
+export interface EventStore {
+  readonly engine: EventStoreEngine;
+  /** Stores a batch of events; a uuid already stored is ignored, so a retried batch is harmless. */
+  insert(rows: EventRow[]): Promise<void>;
+  /**
+   * The persons at a funnel step (PostHog's persons funnel): `step` > 0 reached step `step`;
+   * `step` < 0 (−2..−n) reached step |step|−1 but not |step| (the drop-off). Newest person first.
+   */
+  funnelPersonIds(projectId: number, params: FunnelParams, step: number, page: Page): Promise<PersonIdPage>;
+  /**
+   * Deletes a group's events in one or more statements (windows of event time), each reported to
+   * `hooks`. Returns the rows deleted.
+   */
+  deletePersonEvents(projectId: number, group: EventDeletionGroup, hooks: DeletionHooks): Promise<number>;
+  /** The group's events still stored (counted up to `limit`): zero once a deletion is complete. */
+  countPersonEvents(projectId: number, group: EventDeletionGroup, limit?: number): Promise<number>;
+  /** The project's events (of one name, if given), for verification. */
+  countEvents(projectId: number, event?: string): Promise<number>;
+  close(): Promise<void>;
+}
