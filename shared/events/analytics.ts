@@ -7,7 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { cohortMembersSql } from '../cohorts/membership.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
-import { rows, run } from '../db/sql.ts';
+import { pgArray, rows, run } from '../db/sql.ts';
 
 export interface FunnelParams {
   steps: string[];
@@ -198,6 +198,26 @@ async function idPage(em: EntityManager, projectId: number, ids: SqlFragment, pa
     [...ids.params, projectId, page.limit, page.offset],
   );
   return { count: found[0]?.count ?? 0, personIds: found.flatMap((r) => (r.id === null ? [] : [r.id])) };
+}
+
+/**
+ * A page of persons given all their ids (an id set computed by another engine): the count is of the
+ * ids, the page of the project's persons among them, newest first as idPage orders them.
+ */
+export async function personIdPageOf(
+  em: EntityManager,
+  projectId: number,
+  personIds: readonly string[],
+  page: Page,
+): Promise<PersonIdPage> {
+  if (personIds.length === 0) return { count: 0, personIds: [] };
+  const found = await rows<{ id: string }>(
+    em,
+    `select p.id::text as id from person p where p.project_id = ? and p.id = any(?::bigint[])
+      order by p.created_at desc, p.id desc limit ? offset ?`,
+    [projectId, pgArray(personIds), page.limit, page.offset],
+  );
+  return { count: personIds.length, personIds: found.map((r) => r.id) };
 }
 
 export interface TimelineEvent {

@@ -54,12 +54,13 @@ export interface EventStore {
    */
   funnelPersonIds(projectId: number, params: FunnelParams, step: number, page: Page): Promise<PersonIdPage>;
   /**
-   * Deletes a group's events in one or more statements (windows of event time), each reported to
-   * `hooks`. Returns the rows deleted.
+   * Deletes the groups' events (one deletion batch of a project), each statement reported to `hooks`:
+   * PostgreSQL deletes windows of event time sized to DELETION_CHUNK_SIZE rows; ClickHouse deletes
+   * the whole batch in one statement. Returns the rows deleted.
    */
-  deletePersonEvents(projectId: number, group: EventDeletionGroup, hooks: DeletionHooks): Promise<number>;
-  /** The group's events still stored (counted up to `limit`): zero once a deletion is complete. */
-  countPersonEvents(projectId: number, group: EventDeletionGroup, limit?: number): Promise<number>;
+  deletePersonEvents(projectId: number, groups: EventDeletionGroup[], hooks: DeletionHooks): Promise<number>;
+  /** The groups' events still stored (counted up to `limit`): zero once a deletion is complete. */
+  countPersonEvents(projectId: number, groups: EventDeletionGroup[], limit?: number): Promise<number>;
   /** The project's events (of one name, if given), for verification. */
   countEvents(projectId: number, event?: string): Promise<number>;
   close(): Promise<void>;

@@ -85,19 +85,17 @@ export async function deletePersonData(
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
       // transaction where the engine has one. (A RETURNING clause to count per request doubled the
       // cost of the delete; the API does not show per-request counts.)
-      for (const group of groups)
-        await deps.events.deletePersonEvents(row.projectId, group, {
-          record: (n, tx) => addRowsDeleted(tx ?? em, id, n),
-          done: async ({ deleted: n, fromMs, toMs }) => {
-            if (n > 0) {
-              deletedSpan.from = Math.min(deletedSpan.from, fromMs);
-              deletedSpan.to = Math.max(deletedSpan.to, toMs);
-            }
-            await chunkDone(n);
-          },
-        });
-      survivors = 0;
-      for (const group of groups) survivors += await deps.events.countPersonEvents(row.projectId, group, 1000);
+      await deps.events.deletePersonEvents(row.projectId, groups, {
+        record: (n, tx) => addRowsDeleted(tx ?? em, id, n),
+        done: async ({ deleted: n, fromMs, toMs }) => {
+          if (n > 0) {
+            deletedSpan.from = Math.min(deletedSpan.from, fromMs);
+            deletedSpan.to = Math.max(deletedSpan.to, toMs);
+          }
+          await chunkDone(n);
+        },
+      });
+      survivors = await deps.events.countPersonEvents(row.projectId, groups, 1000);
     } else {
       const target = targetOf(row);
       for (let n = -1; n !== 0; ) {
