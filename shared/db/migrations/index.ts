@@ -23,6 +23,7 @@ import { Migration0041TryNumericWithoutException } from './0041-try-numeric-with
 import { Migration0042TryNumericWithoutNan } from './0042-try-numeric-without-nan.ts';
 import { Migration0043IsoTimestampUtc } from './0043-iso-timestamp-utc.ts';
 import { Migration0044IngestionWarnings } from './0044-ingestion-warnings.ts';
+import { Migration0045EventShipping } from './0045-event-shipping.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -48,4 +49,5 @@ export const migrationsList = [
   { name: '0042-try-numeric-without-nan', class: Migration0042TryNumericWithoutNan },
   { name: '0043-iso-timestamp-utc', class: Migration0043IsoTimestampUtc },
   { name: '0044-ingestion-warnings', class: Migration0044IngestionWarnings },
+  { name: '0045-event-shipping', class: Migration0045EventShipping },
 ];
