@@ -78,6 +78,10 @@ export const SETTINGS_SCHEMA = {
     EVENT_STORE: { type: 'string', enum: ['postgres', 'clickhouse'], default: 'postgres' },
     CLICKHOUSE_URL: { type: 'string', format: 'http-url', default: 'http://127.0.0.1:8123' },
     CLICKHOUSE_DATABASE: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', default: 'analytics' },
+    EVENT_SHIP_CRON: cron('* * * * *'),
+    EVENT_SHIP_BATCH_SIZE: int(10_000, 1, 1_000_000),
+    EVENT_SHIP_SETTLE_SECONDS: int(30, 0),
+    EVENT_SHIP_MAX_LAG_SECONDS: int(600, 1),
   },
 } as const;
 
@@ -264,12 +268,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       experimentResultsCron: s.EXPERIMENT_RESULTS_CRON,
       statisticsRefreshCron: s.STATISTICS_REFRESH_CRON,
       eventPartitionsCron: s.EVENT_PARTITIONS_CRON,
+      /** Shipping events to ClickHouse (scheduled only with EVENT_STORE=clickhouse). */
+      eventShipCron: s.EVENT_SHIP_CRON,
     },
     /** The event store (shared/events/event-store.ts): which engine, and where ClickHouse is. */
     events: {
       engine: s.EVENT_STORE as 'postgres' | 'clickhouse',
       clickhouseUrl: s.CLICKHOUSE_URL,
       clickhouseDatabase: s.CLICKHOUSE_DATABASE,
+      /** The shipper (EVENT_STORE=clickhouse): events per batch, and how old an event must be to go. */
+      shipBatchSize: s.EVENT_SHIP_BATCH_SIZE,
+      shipSettleSeconds: s.EVENT_SHIP_SETTLE_SECONDS,
+      /** /_ready reports event_shipping unavailable when the oldest unshipped event is older than this. */
+      shipMaxLagSeconds: s.EVENT_SHIP_MAX_LAG_SECONDS,
     },
     maintenance: {
       /** Months after the current one that get their event partition in advance. */

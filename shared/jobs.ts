@@ -18,6 +18,8 @@ export const JOBS = {
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
   /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },
+  /** New events and distinct-id changes to ClickHouse (EVENT_STORE=clickhouse only). */
+  shipEvents: { queue: 'maintenance', name: 'ship-events' },
 } as const satisfies Record<string, { queue: keyof Queues; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -32,6 +34,7 @@ export interface JobData {
   refreshStatistics: { minChangedRows?: number; minDeadRows?: number };
   ensureEventPartitions: { monthsAhead?: number };
   vacuumTable: { table: string };
+  shipEvents: Record<string, never>;
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

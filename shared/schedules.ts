@@ -19,7 +19,9 @@ export interface Schedule {
 }
 
 /** Every schedule, with the patterns this process's settings give (used only to seed the record). */
-export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>): Schedule[] => [
+export const defaultSchedules = (
+  config: Pick<Config, 'deletion' | 'schedules'> & Partial<Pick<Config, 'events'>>,
+): Schedule[] => [
   {
     schedulerId: 'deletion-weekly-batch',
     job: 'releaseDeletions',
@@ -52,6 +54,16 @@ export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>)
     pattern: config.schedules.eventPartitionsCron,
     setting: 'EVENT_PARTITIONS_CRON',
   },
+  ...(config.events?.engine === 'clickhouse'
+    ? [
+        {
+          schedulerId: 'event-shipping',
+          job: 'shipEvents' as const,
+          pattern: config.schedules.eventShipCron,
+          setting: 'EVENT_SHIP_CRON',
+        },
+      ]
+    : []),
 ];
 
 export interface ScheduleDisagreement {

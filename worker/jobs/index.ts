@@ -10,6 +10,7 @@ import { computeExperimentResults } from './experiment-results.ts';
 import { ensureEventPartitions } from './event-partitions.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
 import { vacuumTable } from './vacuum-tables.ts';
+import { shipEventsJob } from './ship-events.ts';
 
 export interface Processor<K extends JobKind> {
   run: (job: Job<JobData[K]>, deps: WorkerDeps) => Promise<unknown>;
@@ -25,4 +26,5 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   refreshStatistics: { run: refreshStatistics },
   ensureEventPartitions: { run: ensureEventPartitions },
   vacuumTable: { run: vacuumTable },
+  shipEvents: { run: shipEventsJob },
 };
