@@ -2,7 +2,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
 import {
-  funnelCorrelationPersonIds,
   lifecyclePersonIds,
   personCohorts as cohortsOfPerson,
   propertiesTimelineEvents,
@@ -258,7 +257,7 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
     offset: params.funnel_correlation_person_offset ?? params.offset,
   };
   await actorsResponse(ctx, pageParams, (page) =>
-    funnelCorrelationPersonIds(ctx.state.em, ctx.state.project.id, funnel, entity, converted, page),
+    ctx.deps.events.funnelCorrelationPersonIds(ctx.state.project.id, funnel, entity, converted, page),
   );
 }
 

@@ -75,9 +75,13 @@ export function createClickHouseEventStore(
    * the window of a start). Time is compared in microseconds as UInt64, so events in the same second
    * keep their order and the window ends where PostgreSQL's does; equal times order by step.
    */
-  function funnelLevels(params: FunnelParams): { sql: string; params: Record<string, unknown> } {
+  function funnelLevels(
+    params: FunnelParams,
+    extra: string | null = null,
+  ): { sql: string; params: Record<string, unknown> } {
     const values: Record<string, unknown> = {
-      names: [...new Set(params.steps)],
+      names: [...new Set([...params.steps, ...(extra === null ? [] : [extra])])],
+      extra: extra ?? '',
       from: params.from.toISOString(),
       to: params.to.toISOString(),
     };
@@ -88,7 +92,8 @@ export function createClickHouseEventStore(
     const window = Math.round(Number(params.windowDays) * MICROS_PER_DAY);
     return {
       sql: `SELECT d.person_id AS person_id,
-                   windowFunnel(${window})(toUInt64(toUnixTimestamp64Micro(e.timestamp)), ${conditions.join(', ')}) AS level
+                   windowFunnel(${window})(toUInt64(toUnixTimestamp64Micro(e.timestamp)), ${conditions.join(', ')}) AS level,
+                   ${extra === null ? '0' : 'countIf(e.event = {extra:String}) > 0'} AS extra
               FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
              WHERE e.project_id = {project:Int64} AND e.event IN {names:Array(String)}
                AND e.timestamp >= parseDateTime64BestEffort({from:String}, 6, 'UTC')
@@ -196,6 +201,22 @@ export function createClickHouseEventStore(
       const found = await select<{ person_id: string }>(
         `SELECT toString(person_id) AS person_id FROM (${levels.sql}) WHERE ${step > 0 ? 'level >= {k:UInt32}' : 'level = {k:UInt32} - 1'}`,
         { ...levels.params, project: projectId, k },
+      );
+      return personIdPageOf(
+        fork(),
+        projectId,
+        found.map((r) => r.person_id),
+        page,
+      );
+    },
+
+    async funnelCorrelationPersonIds(projectId, params, entity, converted, page) {
+      const n = params.steps.length;
+      const levels = funnelLevels(params, entity);
+      const found = await select<{ person_id: string }>(
+        `SELECT toString(person_id) AS person_id FROM (${levels.sql})
+          WHERE extra AND ${converted ? 'level = {n:UInt32}' : 'level BETWEEN 1 AND {n:UInt32} - 1'}`,
+        { ...levels.params, project: projectId, n },
       );
       return personIdPageOf(
         fork(),

@@ -54,6 +54,17 @@ export interface EventStore {
    */
   funnelPersonIds(projectId: number, params: FunnelParams, step: number, page: Page): Promise<PersonIdPage>;
   /**
+   * Funnel correlation's persons: those who reached the last step (`converted`) or started and did
+   * not, and performed `entity` in the range. Newest person first.
+   */
+  funnelCorrelationPersonIds(
+    projectId: number,
+    params: FunnelParams,
+    entity: string,
+    converted: boolean,
+    page: Page,
+  ): Promise<PersonIdPage>;
+  /**
    * Deletes the groups' events (one deletion batch of a project), each statement reported to `hooks`:
    * PostgreSQL deletes windows of event time sized to DELETION_CHUNK_SIZE rows; ClickHouse deletes
    * the whole batch in one statement. Returns the rows deleted.

@@ -2,7 +2,7 @@
 // statements are in analytics.ts and writes in store.ts; deleting a person's events is here.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
-import { funnelPersonIds } from './analytics.ts';
+import { funnelCorrelationPersonIds, funnelPersonIds } from './analytics.ts';
 import type { DeletionHooks, EventDeletionGroup, EventStore } from './event-store.ts';
 import { firstMonthlyPartitionStart, storeEvents } from './store.ts';
 
@@ -17,6 +17,8 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
     engine: 'postgres',
     insert: (events) => storeEvents(fork(), events),
     funnelPersonIds: (projectId, params, step, page) => funnelPersonIds(fork(), projectId, params, step, page),
+    funnelCorrelationPersonIds: (projectId, params, entity, converted, page) =>
+      funnelCorrelationPersonIds(fork(), projectId, params, entity, converted, page),
     async deletePersonEvents(projectId, groups, hooks) {
       const em = fork();
       const monthsStart = await firstMonthlyPartitionStart(em);

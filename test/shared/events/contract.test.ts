@@ -81,6 +81,18 @@ async function sameAnswers(params = funnel) {
   return fromPg as Record<string, { count: number; personIds: string[] }>;
 }
 
+/** Funnel correlation's persons for an entity, converted and not, from both stores: the same. */
+async function sameCorrelation(entity: string) {
+  const page = { limit: 100, offset: 0 };
+  const of = async (store: EventStore) => ({
+    converted: await store.funnelCorrelationPersonIds(projectId, funnel, entity, true, page),
+    dropped: await store.funnelCorrelationPersonIds(projectId, funnel, entity, false, page),
+  });
+  const fromPg = await of(pg);
+  expect(await of(ch)).toEqual(fromPg);
+  return { converted: fromPg.converted.personIds, dropped: fromPg.dropped.personIds };
+}
+
 let A: { id: string; uuid: string };
 let B: typeof A;
 let C: typeof A;
@@ -167,6 +179,12 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     expect(ids(3)).toEqual([A.id]);
     expect(ids(-2)).toEqual([Hp.id, E.id, D1.id, B.id]);
     expect(got['page 1']).toEqual({ count: 8, personIds: [Hp.id, G.id] });
+    // Correlation: who did `pageview` (A converted; X dropped at step 2); a step as the entity.
+    expect(await sameCorrelation('pageview')).toEqual({ converted: [A.id], dropped: [X.id] });
+    expect(await sameCorrelation('activate')).toEqual({
+      converted: [A.id],
+      dropped: [X.id, Hp.id, G.id, F.id, E.id, B.id],
+    });
     // A narrower window and range change the answer the same way in both.
     const narrow = await sameAnswers({ ...funnel, windowDays: 1, to: new Date(T0 + 2 * D) });
     expect(narrow['all 2'].personIds).toEqual([X.id, F.id, A.id]);
@@ -186,6 +204,7 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     expect(got['all 2'].personIds).toEqual([X.id, G.id, F.id, D1.id, C.id, A.id]);
     expect(got['all 3'].personIds).toEqual([D1.id, A.id]);
     expect(got['all -3'].personIds).toEqual([X.id, G.id, F.id, C.id]);
+    expect((await sameCorrelation('pay')).converted).toEqual([D1.id, A.id]); // D2's pay now D1's
   });
 
   it('deletes a person’s events up to the cutoff, counts them, and the person leaves every answer', async () => {
