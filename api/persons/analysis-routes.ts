@@ -2,7 +2,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
 import {
-  lifecyclePersonIds,
   personCohorts as cohortsOfPerson,
   propertiesTimelineEvents,
   type Page,
@@ -275,7 +274,9 @@ async function lifecyclePersons(ctx: ApiContext) {
     event,
     timezone: ctx.state.project.timezone,
   };
-  await actorsResponse(ctx, params, (page) => lifecyclePersonIds(ctx.state.em, ctx.state.project.id, lifecycle, page));
+  await actorsResponse(ctx, params, (page) =>
+    ctx.deps.events.lifecyclePersonIds(ctx.state.project.id, lifecycle, page),
+  );
 }
 
 const actorsSchema = {

@@ -8,7 +8,8 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
-import { personIdPageOf } from './analytics.ts';
+import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
+import { pgArray } from '../db/sql.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { EventDeletionGroup, EventRow, EventStore, FunnelParams } from './event-store.ts';
 
@@ -225,6 +226,37 @@ export function createClickHouseEventStore(
         page,
       );
     },
+
+    // PostgreSQL computes the days' bounds and classifies by the person's creation (persons are there);
+    // ClickHouse gives each person's activity on the two days, read into PostgreSQL as values.
+    lifecyclePersonIds: (projectId, lifecycle, page) =>
+      lifecyclePersonIds(fork(), projectId, lifecycle, page, async (_tx, { before, start, end }, event) => {
+        const found = await select<{ person_id: string; today: number; yesterday: number }>(
+          `SELECT toString(d.person_id) AS person_id,
+                  max(e.timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS today,
+                  max(e.timestamp < parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS yesterday
+             FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
+            WHERE e.project_id = {project:Int64} ${event === null ? '' : 'AND e.event = {event:String}'}
+              AND e.timestamp >= parseDateTime64BestEffort({before:String}, 6, 'UTC')
+              AND e.timestamp < parseDateTime64BestEffort({end:String}, 6, 'UTC')
+            GROUP BY d.person_id`,
+          {
+            project: projectId,
+            event,
+            before: new Date(before).toISOString(),
+            start: new Date(start).toISOString(),
+            end: new Date(end).toISOString(),
+          },
+        );
+        return {
+          sql: `select * from unnest(?::bigint[], ?::boolean[], ?::boolean[]) as a(person_id, today, yesterday)`,
+          params: [
+            pgArray(found.map((r) => r.person_id)),
+            pgArray(found.map((r) => String(Boolean(Number(r.today))))),
+            pgArray(found.map((r) => String(Boolean(Number(r.yesterday))))),
+          ],
+        };
+      }),
 
     async deletePersonEvents(projectId, groups, hooks) {
       if (groups.every((g) => g.personIds.length === 0 && g.distinctIds.length === 0)) return 0;

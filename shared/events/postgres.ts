@@ -2,7 +2,7 @@
 // statements are in analytics.ts and writes in store.ts; deleting a person's events is here.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
-import { funnelCorrelationPersonIds, funnelPersonIds } from './analytics.ts';
+import { funnelCorrelationPersonIds, funnelPersonIds, lifecyclePersonIds } from './analytics.ts';
 import type { DeletionHooks, EventDeletionGroup, EventStore } from './event-store.ts';
 import { firstMonthlyPartitionStart, storeEvents } from './store.ts';
 
@@ -19,6 +19,7 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
     funnelPersonIds: (projectId, params, step, page) => funnelPersonIds(fork(), projectId, params, step, page),
     funnelCorrelationPersonIds: (projectId, params, entity, converted, page) =>
       funnelCorrelationPersonIds(fork(), projectId, params, entity, converted, page),
+    lifecyclePersonIds: (projectId, lifecycle, page) => lifecyclePersonIds(fork(), projectId, lifecycle, page),
     async deletePersonEvents(projectId, groups, hooks) {
       const em = fork();
       const monthsStart = await firstMonthlyPartitionStart(em);

@@ -33,12 +33,12 @@ const funnel: FunnelParams = {
   windowDays: 14,
 };
 
-/** A person with these distinct ids (created in this order, so later persons list first). */
+/** A person with these distinct ids (created a year ago, in this order, so later persons list first). */
 async function person(project: number, ...distinctIds: string[]): Promise<{ id: string; uuid: string }> {
   const uuid = randomUUID();
   const [row] = await rows<{ id: string }>(
     em(),
-    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp()) returning id::text as id`,
+    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp() - interval '365 days') returning id::text as id`,
     [uuid, project],
   );
   for (const d of distinctIds)
@@ -79,6 +79,23 @@ async function sameAnswers(params = funnel) {
   const fromPg = await answers(pg, params);
   expect(await answers(ch, params)).toEqual(fromPg);
   return fromPg as Record<string, { count: number; personIds: string[] }>;
+}
+
+/** Every lifecycle bucket of a day (any event, and one event) in a time zone, from both stores: the same. */
+async function sameLifecycle(day: Date, timezone = 'UTC') {
+  const page = { limit: 100, offset: 0 };
+  const of = async (store: EventStore) => {
+    const out: Record<string, string[]> = {};
+    for (const event of [null, 'signup'])
+      for (const type of ['new', 'returning', 'resurrecting', 'dormant'] as const)
+        out[`${event ?? 'any'} ${type}`] = (
+          await store.lifecyclePersonIds(projectId, { day, type, event, timezone }, page)
+        ).personIds;
+    return out;
+  };
+  const fromPg = await of(pg);
+  expect(await of(ch)).toEqual(fromPg);
+  return fromPg;
 }
 
 /** Funnel correlation's persons for an entity, converted and not, from both stores: the same. */
@@ -185,6 +202,11 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
       converted: [A.id],
       dropped: [X.id, Hp.id, G.id, F.id, E.id, B.id],
     });
+    // Lifecycle: on the first day everyone active resurrects (created long before); on the next, C does.
+    const first = await sameLifecycle(at(0));
+    expect(first['any resurrecting']).toEqual([X.id, Hp.id, G.id, F.id, E.id, D2.id, D1.id, B.id, A.id]);
+    expect((await sameLifecycle(at(D)))['any resurrecting']).toEqual([C.id]);
+    await sameLifecycle(at(D), 'America/New_York');
     // A narrower window and range change the answer the same way in both.
     const narrow = await sameAnswers({ ...funnel, windowDays: 1, to: new Date(T0 + 2 * D) });
     expect(narrow['all 2'].personIds).toEqual([X.id, F.id, A.id]);
@@ -205,6 +227,9 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     expect(got['all 3'].personIds).toEqual([D1.id, A.id]);
     expect(got['all -3'].personIds).toEqual([X.id, G.id, F.id, C.id]);
     expect((await sameCorrelation('pay')).converted).toEqual([D1.id, A.id]); // D2's pay now D1's
+    const next = await sameLifecycle(at(D));
+    expect(next['any returning']).toEqual([C.id]); // c-anon's signup the day before is C's now
+    expect(next['any dormant']).not.toContain(D2.id);
   });
 
   it('deletes a person’s events up to the cutoff, counts them, and the person leaves every answer', async () => {
