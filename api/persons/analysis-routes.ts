@@ -1,12 +1,7 @@
 // Person views: activity log, split, properties timeline, cohorts, funnel, funnel correlation, lifecycle.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
-import {
-  personCohorts as cohortsOfPerson,
-  propertiesTimelineEvents,
-  type Page,
-  type PersonIdPage,
-} from '../../shared/events/analytics.ts';
+import { personCohorts as cohortsOfPerson, type Page, type PersonIdPage } from '../../shared/events/analytics.ts';
 import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
@@ -168,7 +163,7 @@ async function propertiesTimeline(ctx: ApiContext) {
   }
   if (typeof q.breakdown === 'string' && q.breakdown) crucial.push(q.breakdown);
   // Person properties over time, rebuilt from the person's own $set / $set_once / $unset history.
-  const events = await propertiesTimelineEvents(ctx.state.em, ctx.state.project.id, person.id, to, 10_000);
+  const events = await ctx.deps.events.personEvents(ctx.state.project.id, person.id, to, 10_000);
   let state: Record<string, unknown> = {};
   const points: { timestamp: string | null; properties: Record<string, unknown>; relevant_event_count: number }[] = [];
   const fingerprint = (props: Record<string, unknown>) =>

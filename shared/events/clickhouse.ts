@@ -258,6 +258,23 @@ export function createClickHouseEventStore(
         };
       }),
 
+    async personEvents(projectId, personId, to, limit) {
+      // (An alias named like a column would stand for it in WHERE and ORDER BY too: `ms`.)
+      const found = await select<{ event: string; properties: string; ms: string }>(
+        `SELECT event, properties, toUnixTimestamp64Milli(timestamp) AS ms FROM ${db}.events
+          WHERE project_id = {project:Int64}
+            AND distinct_id IN (SELECT distinct_id FROM (${currentMapping}) WHERE person_id = {person:Int64})
+            AND timestamp <= parseDateTime64BestEffort({to:String}, 6, 'UTC')
+          ORDER BY timestamp LIMIT 1 BY uuid LIMIT {limit:UInt32}`,
+        { project: projectId, person: personId, to: to.toISOString(), limit },
+      );
+      return found.map((r) => ({
+        event: r.event,
+        properties: JSON.parse(r.properties) as Record<string, unknown>,
+        timestamp: new Date(Number(r.ms)),
+      }));
+    },
+
     async deletePersonEvents(projectId, groups, hooks) {
       if (groups.every((g) => g.personIds.length === 0 && g.distinctIds.length === 0)) return 0;
       const where = batchPredicate(groups);

@@ -3,11 +3,11 @@
 // the partitioned `event` table) and ClickHouse (clickhouse.ts). Persons stay in PostgreSQL; an
 // engine answers with person ids, and pages of persons are read from PostgreSQL.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { FunnelParams, LifecycleParams, Page, PersonIdPage } from './analytics.ts';
+import type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
 import type { EventRow } from './store.ts';
 
 export type { EventRow } from './store.ts';
-export type { FunnelParams, LifecycleParams, Page, PersonIdPage } from './analytics.ts';
+export type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
 
 export const EVENT_STORE_ENGINES = ['postgres', 'clickhouse'] as const;
 export type EventStoreEngine = (typeof EVENT_STORE_ENGINES)[number];
@@ -66,6 +66,11 @@ export interface EventStore {
   ): Promise<PersonIdPage>;
   /** The persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day. Newest person first. */
   lifecyclePersonIds(projectId: number, lifecycle: LifecycleParams, page: Page): Promise<PersonIdPage>;
+  /**
+   * A person's events (those of its current distinct ids) up to `to`, oldest first, at most `limit`:
+   * what its properties timeline is rebuilt from. `personId` is the person's id (not its uuid).
+   */
+  personEvents(projectId: number, personId: string, to: Date, limit: number): Promise<TimelineEvent[]>;
   /**
    * Deletes the groups' events (one deletion batch of a project), each statement reported to `hooks`:
    * PostgreSQL deletes windows of event time sized to DELETION_CHUNK_SIZE rows; ClickHouse deletes

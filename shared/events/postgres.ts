@@ -2,7 +2,12 @@
 // statements are in analytics.ts and writes in store.ts; deleting a person's events is here.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
-import { funnelCorrelationPersonIds, funnelPersonIds, lifecyclePersonIds } from './analytics.ts';
+import {
+  funnelCorrelationPersonIds,
+  funnelPersonIds,
+  lifecyclePersonIds,
+  propertiesTimelineEvents,
+} from './analytics.ts';
 import type { DeletionHooks, EventDeletionGroup, EventStore } from './event-store.ts';
 import { firstMonthlyPartitionStart, storeEvents } from './store.ts';
 
@@ -20,6 +25,12 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
     funnelCorrelationPersonIds: (projectId, params, entity, converted, page) =>
       funnelCorrelationPersonIds(fork(), projectId, params, entity, converted, page),
     lifecyclePersonIds: (projectId, lifecycle, page) => lifecyclePersonIds(fork(), projectId, lifecycle, page),
+    // The driver gives timestamps as text here: as Dates, the way the API reads them (isoTimestamp).
+    personEvents: async (projectId, personId, to, limit) =>
+      (await propertiesTimelineEvents(fork(), projectId, personId, to, limit)).map((e) => ({
+        ...e,
+        timestamp: new Date(e.timestamp),
+      })),
     async deletePersonEvents(projectId, groups, hooks) {
       const em = fork();
       const monthsStart = await firstMonthlyPartitionStart(em);

@@ -98,6 +98,13 @@ async function sameLifecycle(day: Date, timezone = 'UTC') {
   return fromPg;
 }
 
+/** A person's events up to `to` (at most `limit`), from both stores: the same. */
+async function sameTimeline(personId: string, to = funnel.to, limit = 100) {
+  const fromPg = await pg.personEvents(projectId, personId, to, limit);
+  expect(await ch.personEvents(projectId, personId, to, limit)).toEqual(fromPg);
+  return fromPg.map((e) => `${e.event}@${e.timestamp.getTime() - T0}`);
+}
+
 /** Funnel correlation's persons for an entity, converted and not, from both stores: the same. */
 async function sameCorrelation(entity: string) {
   const page = { limit: 100, offset: 0 };
@@ -227,6 +234,11 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     expect(got['all 3'].personIds).toEqual([D1.id, A.id]);
     expect(got['all -3'].personIds).toEqual([X.id, G.id, F.id, C.id]);
     expect((await sameCorrelation('pay')).converted).toEqual([D1.id, A.id]); // D2's pay now D1's
+    // D1's timeline has D2's events now; bounded by time and by count the same way.
+    expect(await sameTimeline(D1.id)).toEqual(['signup@0', `activate@${H}`, `pay@${2 * H}`]);
+    expect(await sameTimeline(D1.id, at(H))).toEqual(['signup@0', `activate@${H}`]);
+    expect(await sameTimeline(D1.id, funnel.to, 1)).toEqual(['signup@0']);
+    expect(await sameTimeline(C.id)).toEqual(['signup@0', `activate@${D}`]);
     const next = await sameLifecycle(at(D));
     expect(next['any returning']).toEqual([C.id]); // c-anon's signup the day before is C's now
     expect(next['any dormant']).not.toContain(D2.id);
@@ -264,6 +276,7 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     for (const store of [pg, ch]) expect(await store.countEvents(projectId, 'signup')).toBe(9);
     const got = await sameAnswers();
     expect(got['all 1'].personIds).not.toContain(X.id);
+    expect(await sameTimeline(X.id)).toEqual([]);
     expect(got['all 2'].personIds).toEqual([G.id, F.id, D1.id, C.id, A.id]);
     // Nothing of another project was touched.
     for (const store of [pg, ch]) expect(await store.countEvents(otherProjectId)).toBe(2);
