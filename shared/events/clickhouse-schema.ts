@@ -25,6 +25,9 @@
 // Sharding events by distinct id keeps one distinct id's events on one shard; the mapping is
 // replicated everywhere, so funnels join locally and merge per person across shards. Replicated
 // tables deduplicate inserts by block (and by insert_deduplication_token) without further settings.
+// A Distributed table takes no DELETE: on a cluster the deletion runs
+// `DELETE FROM sharded_events ON CLUSTER '{cluster}' WHERE …` (the same predicate, once per batch).
+// Not built yet: this file creates the single-server tables; the cluster variant is by hand.
 
 export interface ClickHouseMigration {
   name: string;
