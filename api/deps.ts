@@ -5,11 +5,14 @@ import type { FlagCache } from './flags/cache.ts';
 import type { SuppressionCache } from './capture/suppression-cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
+import type { EventStore } from '../shared/events/event-store.ts';
 
 /** What request handlers reach through `ctx.deps`: built once per process in main.ts (or per test). */
 export interface AppDeps {
   config: Config;
   orm: MikroORM;
+  /** Where events are analysed (EVENT_STORE). */
+  events: EventStore;
   redis: RedisConnection;
   /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
   queues: Queues;

@@ -8,6 +8,7 @@ import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
 import { startSuppressionCache } from './capture/suppression-cache.ts';
+import { createEventStore } from '../shared/events/create.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();
@@ -17,7 +18,8 @@ const queues = createQueues(redis, config);
 const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
 const flagCache = await startFlagCache(config.databaseDirectUrl);
 const suppressionCache = await startSuppressionCache(config.databaseDirectUrl);
-const app = createApp({ config, orm, redis, queues, authCache, flagCache, suppressionCache });
+const events = createEventStore(config, orm);
+const app = createApp({ config, orm, events, redis, queues, authCache, flagCache, suppressionCache });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
@@ -43,6 +45,7 @@ async function shutdown(signal: string) {
   await authCache?.stop();
   await flagCache.stop();
   await suppressionCache.stop();
+  await events.close().catch(() => undefined);
   await orm.close().catch(() => undefined);
   await Promise.allSettled(Object.values(queues).map((q) => q.close()));
   redis.disconnect();

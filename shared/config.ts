@@ -89,6 +89,14 @@ export const SETTINGS_SCHEMA = {
     WEBHOOK_MAX_RESPONSE_BYTES: int(64 * 1024, 0),
     WEBHOOK_ATTEMPTS: int(12, 1),
     WEBHOOK_BACKOFF_MS: int(10_000, 0),
+    /** Which engine answers event analytics: postgres (the `event` table) or clickhouse (capture still writes PostgreSQL). */
+    EVENT_STORE: { type: 'string', enum: ['postgres', 'clickhouse'], default: 'postgres' },
+    CLICKHOUSE_URL: { type: 'string', format: 'http-url', default: 'http://127.0.0.1:8123' },
+    CLICKHOUSE_DATABASE: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$', default: 'analytics' },
+    EVENT_SHIP_CRON: cron('* * * * *'),
+    EVENT_SHIP_BATCH_SIZE: int(10_000, 1, 1_000_000),
+    EVENT_SHIP_SETTLE_SECONDS: int(30, 0),
+    EVENT_SHIP_MAX_LAG_SECONDS: int(600, 1),
   },
 } as const;
 
@@ -128,6 +136,7 @@ const hasProtocol = (value: string, protocols: string[]) => {
 const ajv = new Ajv({ allErrors: true, useDefaults: true });
 ajv.addFormat('cron', (value: string) => cronError(value) === null);
 ajv.addFormat('postgres-url', (value: string) => hasProtocol(value, ['postgres:', 'postgresql:']));
+ajv.addFormat('http-url', (value: string) => hasProtocol(value, ['http:', 'https:']));
 ajv.addFormat('redis-url', (value: string) => hasProtocol(value, ['redis:', 'rediss:']));
 ajv.addFormat('host-port-list', (value: string) => clusterNodes(value).every((node) => CLUSTER_NODE.test(node)));
 const validate = ajv.compile(SETTINGS_SCHEMA);
@@ -150,6 +159,10 @@ function describeError(error: ErrorObject, raw: Record<string, string>): string 
       return `${name} must be a cron pattern, ${got}: ${cronError(raw[name])}`;
     case 'format:postgres-url':
       return `${name} must be a postgres:// URL, ${got}`;
+    case 'format:http-url':
+      return `${name} must be an http:// or https:// URL, ${got}`;
+    case 'pattern:':
+      return `${name} must be a name of letters, digits and underscores, ${got}`;
     case 'format:redis-url':
       return `${name} must be a redis:// URL, ${got}`;
     case 'format:host-port-list':
@@ -315,6 +328,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       guardrailCheckCron: s.GUARDRAIL_CHECK_CRON,
       statisticsRefreshCron: s.STATISTICS_REFRESH_CRON,
       eventPartitionsCron: s.EVENT_PARTITIONS_CRON,
+      /** Shipping events to ClickHouse (scheduled only with EVENT_STORE=clickhouse). */
+      eventShipCron: s.EVENT_SHIP_CRON,
+    },
+    /** The event store (shared/events/event-store.ts): which engine, and where ClickHouse is. */
+    events: {
+      engine: s.EVENT_STORE as 'postgres' | 'clickhouse',
+      clickhouseUrl: s.CLICKHOUSE_URL,
+      clickhouseDatabase: s.CLICKHOUSE_DATABASE,
+      /** The shipper (EVENT_STORE=clickhouse): events per batch, and how old an event must be to go. */
+      shipBatchSize: s.EVENT_SHIP_BATCH_SIZE,
+      shipSettleSeconds: s.EVENT_SHIP_SETTLE_SECONDS,
+      /** /_ready reports event_shipping unavailable when the oldest unshipped event is older than this. */
+      shipMaxLagSeconds: s.EVENT_SHIP_MAX_LAG_SECONDS,
     },
     maintenance: {
       /** Months after the current one that get their event partition in advance. */

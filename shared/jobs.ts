@@ -24,6 +24,8 @@ export const JOBS = {
   retention: { queue: 'maintenance', name: 'retention' },
   /** One webhook delivery (a webhook_delivery row): a signed POST; jobId webhook-delivery-<id>. */
   webhookDelivery: { queue: 'webhooks', name: 'deliver' },
+  /** New events and distinct-id changes to ClickHouse (EVENT_STORE=clickhouse only). */
+  shipEvents: { queue: 'maintenance', name: 'ship-events' },
 } as const satisfies Record<string, { queue: keyof Queues; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -42,6 +44,7 @@ export interface JobData {
   vacuumTable: { table: string };
   retention: Record<string, never>;
   webhookDelivery: { deliveryId: string };
+  shipEvents: Record<string, never>;
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

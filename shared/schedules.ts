@@ -22,7 +22,9 @@ export interface Schedule {
 export const RETENTION_SCHEDULER = 'retention-off-peak';
 
 /** Every schedule, with the patterns this process's settings give (used only to seed the record). */
-export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>): Schedule[] => [
+export const defaultSchedules = (
+  config: Pick<Config, 'deletion' | 'schedules'> & Partial<Pick<Config, 'events'>>,
+): Schedule[] => [
   {
     schedulerId: 'deletion-weekly-batch',
     job: 'releaseDeletions',
@@ -68,6 +70,16 @@ export const defaultSchedules = (config: Pick<Config, 'deletion' | 'schedules'>)
     pattern: config.deletion.offPeakCron,
     setting: 'DELETION_OFF_PEAK_CRON',
   },
+  ...(config.events?.engine === 'clickhouse'
+    ? [
+        {
+          schedulerId: 'event-shipping',
+          job: 'shipEvents' as const,
+          pattern: config.schedules.eventShipCron,
+          setting: 'EVENT_SHIP_CRON',
+        },
+      ]
+    : []),
 ];
 
 export interface ScheduleDisagreement {

@@ -18,6 +18,7 @@ import { startAuthCache } from '../api/http/auth-cache.ts';
 import { startFlagCache } from '../api/flags/cache.ts';
 import { startSuppressionCache } from '../api/capture/suppression-cache.ts';
 import type { AppDeps } from '../api/deps.ts';
+import { createEventStore } from '../shared/events/create.ts';
 
 export interface TestApi {
   baseUrl: string;
@@ -59,6 +60,7 @@ export async function startApi(
   const deps: AppDeps = {
     config,
     orm,
+    events: createEventStore(config, orm),
     redis,
     queues: createQueues(redis, config),
     authCache,
@@ -202,7 +204,14 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
   overrides(config);
   const orm = await initOrm(config.databaseUrl);
   const connection = createWorkerRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes });
-  const deps = { config, orm, connection, logger, queues: createQueues(connection, config) };
+  const deps = {
+    config,
+    orm,
+    events: createEventStore(config, orm),
+    connection,
+    logger,
+    queues: createQueues(connection, config),
+  };
   const running = await startWorkers(deps);
   return {
     deps,

@@ -3,10 +3,13 @@ import type { RedisConnection } from '../shared/redis.ts';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { Queues } from '../shared/queues.ts';
+import type { EventStore } from '../shared/events/event-store.ts';
 
 export interface WorkerDeps {
   config: Config;
   orm: MikroORM;
+  /** Where events are analysed and deleted (EVENT_STORE). */
+  events: EventStore;
   connection: RedisConnection;
   logger: Logger;
   /** Producers, for jobs that enqueue other jobs (batches, reconciler). */

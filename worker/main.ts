@@ -8,12 +8,20 @@ import type { WorkerDeps } from './deps.ts';
 import { startWorkerMetrics } from './metrics.ts';
 import { startWorkers } from './runtime.ts';
 import { createQueues } from '../shared/queues.ts';
+import { createEventStore } from '../shared/events/create.ts';
 
 const orm = await initOrm();
 const connection = createWorkerRedis();
 const logConnectionError = repeatingErrorLog((fields) => logger.warn(fields, 'redis connection error'));
 connection.on('error', (error) => logConnectionError({ err: error.message }));
-const deps: WorkerDeps = { config, orm, connection, logger, queues: createQueues(connection, config) };
+const deps: WorkerDeps = {
+  config,
+  orm,
+  events: createEventStore(config, orm),
+  connection,
+  logger,
+  queues: createQueues(connection, config),
+};
 
 const metrics = startWorkerMetrics(deps);
 // The workers take jobs before startWorkers resolves (it goes on to register the schedules), so the
@@ -27,6 +35,7 @@ async function shutdown(signal: string) {
   logger.info({ signal }, 'worker shutting down: finishing active jobs');
   await (await starting).close();
   await metrics.close();
+  await deps.events.close().catch(() => undefined);
   await orm.close().catch(() => undefined);
   connection.disconnect();
   process.exit(0);

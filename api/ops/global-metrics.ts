@@ -4,6 +4,7 @@
 // sample carries anything of the serving process, so N replicas scraped give N identical copies,
 // which `max without (instance)` (or scraping one address) reduces to one. A store that does not
 // answer leaves its figures out rather than reporting zeros, and says so in metrics_source_up.
+import { shippingLag } from '../../shared/events/shipper.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Registry } from 'prom-client';
@@ -62,7 +63,11 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     ),
     readWorkerMetrics(deps.redis, deps.config.redisPrefix),
   ]);
-  const postgres = Promise.all([deletionCountsByStatus(em), deletionAges(em)]);
+  const postgres = Promise.all([
+    deletionCountsByStatus(em),
+    deletionAges(em),
+    deps.events.engine === 'clickhouse' ? shippingLag(em) : null,
+  ]);
   const [redisRead, postgresRead] = await Promise.allSettled([
     withTimeout(redis, SOURCE_TIMEOUT_MS, 'Redis'),
     withTimeout(postgres, SOURCE_TIMEOUT_MS, 'PostgreSQL'),
@@ -100,7 +105,12 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     workerText = mergeExpositions([...workers.values()]);
   }
   if (postgresRead.status === 'fulfilled') {
-    const [counts, ages] = postgresRead.value;
+    const [counts, ages, shipLag] = postgresRead.value;
+    if (shipLag !== null)
+      gauge(
+        'event_shipping_lag_seconds',
+        'Seconds since the oldest event not yet shipped to ClickHouse was stored (EVENT_STORE=clickhouse); 0: none waiting',
+      ).set(shipLag);
     const byStatus = gauge('deletion_requests', 'Deletion requests by status', ['status']);
     const found = new Map(counts.map((c) => [c.status, c.n]));
     for (const status of STATUSES) byStatus.set({ status }, found.get(status) ?? 0);

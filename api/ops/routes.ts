@@ -9,6 +9,7 @@ import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
 import { rows } from '../../shared/db/sql.ts';
 import { migrationStates } from '../../shared/db/orm.ts';
+import { shippingLag } from '../../shared/events/shipper.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'
@@ -63,6 +64,8 @@ const CONSEQUENCES: Record<string, string> = {
   auth_cache: 'The auth cache is not listening for auth_changed: it is off, every request reads PostgreSQL.',
   migrations:
     'The database lacks migrations of this version: requests that need their tables or columns fail. Run `npm run migrate`.',
+  event_shipping:
+    'Events wait longer than EVENT_SHIP_MAX_LAG_SECONDS to reach ClickHouse: analytics miss the newest events (is a worker running?).',
 };
 /** Without these the API cannot serve requests as it should: 503. The others only degrade it. */
 const NEEDED = new Set(['postgres', 'redis', 'queues', 'migrations']);
@@ -146,6 +149,12 @@ export const opsRoutes = [
         auth_cache: authCache,
         migrations,
       };
+      if (deps.events.engine === 'clickhouse')
+        checks.event_shipping = await check('event_shipping', async () => {
+          const lag = await shippingLag(ctx.state.em);
+          if (lag > deps.config.events.shipMaxLagSeconds)
+            throw new Error(`oldest unshipped event is ${Math.round(lag)} s old`);
+        });
       const down = Object.keys(checks).filter((name) => checks[name] === 'unavailable');
       const ready = !down.some((name) => NEEDED.has(name));
       ctx.status = ready ? 200 : 503;

@@ -9,14 +9,19 @@ export const readinessSchema = record(
   {
     /** degraded: ready, but an optional part (throttle, auth cache) is down. */
     status: { enum: ['ok', 'degraded', 'unavailable'] },
-    checks: record({
-      postgres: check,
-      redis: check,
-      queues: check,
-      throttle: check,
-      auth_cache: check,
-      migrations: check,
-    }),
+    checks: record(
+      {
+        postgres: check,
+        redis: check,
+        queues: check,
+        throttle: check,
+        auth_cache: check,
+        migrations: check,
+        /** Only with EVENT_STORE=clickhouse: events wait no longer than EVENT_SHIP_MAX_LAG_SECONDS to ship. */
+        event_shipping: check,
+      },
+      { optional: ['event_shipping'] },
+    ),
     /** What each part that is down means for the service. */
     details: { type: 'object', additionalProperties: { type: 'string' } },
   },

@@ -1,13 +1,5 @@
 import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
-import {
-  funnelCorrelationPersonIds,
-  funnelPersonIds,
-  lifecyclePersonIds,
-  personCohorts as cohortsOfPerson,
-  propertiesTimelineEvents,
-  type Page,
-  type PersonIdPage,
-} from '../../shared/events/analytics.ts';
+import { personCohorts as cohortsOfPerson, type Page, type PersonIdPage } from '../../shared/events/analytics.ts';
 import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
@@ -169,7 +161,7 @@ async function propertiesTimeline(ctx: ApiContext) {
   }
   if (typeof q.breakdown === 'string' && q.breakdown) crucial.push(q.breakdown);
   // Person properties over time, rebuilt from the person's own $set / $set_once / $unset history.
-  const events = await propertiesTimelineEvents(ctx.state.em, ctx.state.project.id, person.id, to, 10_000);
+  const events = await ctx.deps.events.personEvents(ctx.state.project.id, person.id, to, 10_000);
   let state: Record<string, unknown> = {};
   const points: { timestamp: string | null; properties: Record<string, unknown>; relevant_event_count: number }[] = [];
   const fingerprint = (props: Record<string, unknown>) =>
@@ -236,7 +228,9 @@ async function funnelPersons(ctx: ApiContext) {
   const params = input(ctx);
   const funnel = funnelParams(params);
   const step = funnelStep(params.funnel_step, funnel.steps.length);
-  await actorsResponse(ctx, params, (page) => funnelPersonIds(ctx.state.em, ctx.state.project.id, funnel, step, page));
+  await actorsResponse(ctx, params, (page) =>
+    ctx.deps.events.funnelPersonIds(ctx.state.project.id, funnel, step, page),
+  );
 }
 
 async function funnelCorrelationPersons(ctx: ApiContext) {
@@ -255,7 +249,7 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
     offset: params.funnel_correlation_person_offset ?? params.offset,
   };
   await actorsResponse(ctx, pageParams, (page) =>
-    funnelCorrelationPersonIds(ctx.state.em, ctx.state.project.id, funnel, entity, converted, page),
+    ctx.deps.events.funnelCorrelationPersonIds(ctx.state.project.id, funnel, entity, converted, page),
   );
 }
 
@@ -273,7 +267,9 @@ async function lifecyclePersons(ctx: ApiContext) {
     event,
     timezone: ctx.state.project.timezone,
   };
-  await actorsResponse(ctx, params, (page) => lifecyclePersonIds(ctx.state.em, ctx.state.project.id, lifecycle, page));
+  await actorsResponse(ctx, params, (page) =>
+    ctx.deps.events.lifecyclePersonIds(ctx.state.project.id, lifecycle, page),
+  );
 }
 
 const actorsSchema = {

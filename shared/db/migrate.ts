@@ -3,12 +3,20 @@
 import { config } from '../config.ts';
 import { ensureDatabase } from './ensure-database.ts';
 import { initOrm, migrate } from './orm.ts';
+import { createEventStore } from '../events/create.ts';
 
 await ensureDatabase(config.databaseDirectUrl);
 const orm = await initOrm();
 try {
   const applied = await migrate(orm);
   console.log(applied.length ? `applied: ${applied.join(', ')}` : 'database is up to date');
+  // With EVENT_STORE=clickhouse, the ClickHouse event store's own migrations too.
+  const events = createEventStore(config, orm);
+  if ('migrate' in events && typeof events.migrate === 'function') {
+    const done: string[] = await events.migrate();
+    console.log(done.length ? `ClickHouse applied: ${done.join(', ')}` : 'ClickHouse is up to date');
+  }
+  await events.close();
 } finally {
   await orm.close();
 }

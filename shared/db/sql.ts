@@ -80,3 +80,9 @@ export const isUuid = (value: string) => UUID.test(value);
 
 /** An ILIKE pattern matching `text` anywhere, with %, _ and \ in it taken literally. */
 export const containsPattern = (text: string) => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/** A statement with `?` placeholders, each replaced by `$name` in turn, for a receipt. */
+export function namedStatement(sql: string, names: string[]): string {
+  let i = 0;
+  return sql.replace(/\?/g, () => `$${names[i++] ?? '?'}`).replace(/\s+/g, ' ');
+}

@@ -332,12 +332,6 @@ export interface StoreVerification {
   statement: string;
 }
 
-/** A statement with `?` placeholders, each replaced by `$name` in turn, for a receipt. */
-export function namedStatement(sql: string, names: string[]): string {
-  let i = 0;
-  return sql.replace(/\?/g, () => `$${names[i++] ?? '?'}`).replace(/\s+/g, ' ');
-}
-
 // Person stores are verified by the internal ids of the rows the request deleted: the same uuid and
 // distinct ids may come back later as a new person (new events), which the request does not cover.
 const PERSON_STORE_AFTER: Record<string, string> = {

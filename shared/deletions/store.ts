@@ -6,6 +6,7 @@ import { pgArray, rows, run } from '../db/sql.ts';
 import { AsyncDeletion, type AsyncDeletionRow } from '../entities/index.ts';
 import { isoTimestamp } from '../time.ts';
 import type { DeletionMode, DeletionType } from './schedule.ts';
+import { GROUP_EVENTS as PERSON_EVENTS_MATCH, groupEventParams as personEventsParams } from '../events/postgres.ts';
 
 /**
  * pending → running → completed (delete_verified_at set) | failed (tried again at next_attempt_at);
@@ -565,18 +566,9 @@ export async function purgeExpiredIdempotencyKeys(em: EntityManager): Promise<nu
 
 // ---- Dry runs: what a request would delete now ----------------------------------------------------
 
-/**
- * A batch's events: rows recorded under one of its persons' uuids, or under one of the distinct ids
- * they had when the request was made — and only what existed then (timestamp and created_at up to the
- * cutoff). Both conditions are index conditions ((project_id, person_id, timestamp) and
- * (project_id, distinct_id, timestamp)). The arrays are sub-selects so the planner does not estimate
- * each of their thousand elements in every partition (about 6–10 ms of planning per statement).
- */
-export const PERSON_EVENTS_MATCH = `project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[])) and timestamp <= ?::timestamptz and created_at <= ?::timestamptz`;
-export const personEventsParams = (
-  projectId: number,
-  g: { personIds: string[]; distinctIds: string[]; cutoff: string },
-) => [projectId, pgArray(g.personIds), pgArray(g.distinctIds), g.cutoff, g.cutoff];
+// The events a request covers are the event store's own predicate (GROUP_EVENTS of
+// shared/events/postgres.ts), so a dry run counts exactly what the deletion deletes.
+export { PERSON_EVENTS_MATCH, personEventsParams };
 
 /** The events and recordings (sessions) of these persons and distinct ids that exist now. */
 export async function countPersonData(

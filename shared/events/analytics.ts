@@ -7,7 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { cohortMembersSql } from '../cohorts/membership.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
-import { rows, run } from '../db/sql.ts';
+import { pgArray, rows, run } from '../db/sql.ts';
 
 export interface FunnelParams {
   steps: string[];
@@ -115,6 +115,33 @@ export function funnelCorrelationPersonIds(
   return personIdPage(em, projectId, ids, page);
 }
 
+/** The two days a lifecycle day reads, in the project's time zone: [before, start) and [start, end). */
+export interface LifecycleBounds {
+  before: Date;
+  start: Date;
+  end: Date;
+}
+
+/**
+ * Each person's activity in the two days (columns person_id, today, yesterday): by default PostgreSQL's
+ * scan of the event table; another engine passes its own (its answer as a statement over values).
+ */
+export type LifecycleActivity = (
+  tx: EntityManager,
+  bounds: LifecycleBounds,
+  event: string | null,
+) => Promise<SqlFragment>;
+
+const postgresActivity =
+  (projectId: number): LifecycleActivity =>
+  async (_tx, { before, start, end }, event) => ({
+    sql: `select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
+            from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+           where e.project_id = ? ${event === null ? '' : 'and e.event = ?'} and e.timestamp >= ? and e.timestamp < ?
+           group by d.person_id`,
+    params: [start, start, projectId, ...(event === null ? [] : [event]), before, end],
+  });
+
 /**
  * Persons in a lifecycle bucket on a day, by PostHog's definitions: new (created that day and active),
  * returning (created before, active that day and the day before), resurrecting (created before, active
@@ -127,41 +154,28 @@ export function lifecyclePersonIds(
   projectId: number,
   lifecycle: LifecycleParams,
   page: Page,
+  activityOf: LifecycleActivity = postgresActivity(projectId),
 ): Promise<PersonIdPage> {
   const { day, type, event, timezone } = lifecycle;
   const date = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate())).toISOString().slice(0, 10);
   return analyticsRead(em, async (tx) => {
     // The bounds as values, so the planner sees the range it scans.
-    const [{ before, start, end }] = await rows<{ before: Date; start: Date; end: Date }>(
+    const [bounds] = await rows<LifecycleBounds>(
       tx,
       `select (d - 1)::timestamp at time zone tz as "before", d::timestamp at time zone tz as "start",
               (d + 1)::timestamp at time zone tz as "end"
          from (select ?::date as d, ?::text as tz) x`,
       [date, timezone],
     );
+    const { start, end } = bounds;
+    const activity = await activityOf(tx, bounds, event);
     const ids: SqlFragment = {
-      sql: `select a.person_id from (
-          select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
-            from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
-           where e.project_id = ? ${event === null ? '' : 'and e.event = ?'} and e.timestamp >= ? and e.timestamp < ?
-           group by d.person_id) a
+      sql: `select a.person_id from (${activity.sql}) a
         join person p on p.id = a.person_id and p.project_id = ?
         where case when a.today and p.created_at >= ? and p.created_at < ? then 'new'
                    when a.today and p.created_at < ? then case when a.yesterday then 'returning' else 'resurrecting' end
                    when a.yesterday and not a.today then 'dormant' end = ?`,
-      params: [
-        start,
-        start,
-        projectId,
-        ...(event === null ? [] : [event]),
-        before,
-        end,
-        projectId,
-        start,
-        end,
-        start,
-        type,
-      ],
+      params: [...activity.params, projectId, start, end, start, type],
     };
     return idPage(tx, projectId, ids, page);
   });
@@ -198,6 +212,26 @@ async function idPage(em: EntityManager, projectId: number, ids: SqlFragment, pa
     [...ids.params, projectId, page.limit, page.offset],
   );
   return { count: found[0]?.count ?? 0, personIds: found.flatMap((r) => (r.id === null ? [] : [r.id])) };
+}
+
+/**
+ * A page of persons given all their ids (an id set computed by another engine): the count is of the
+ * ids, the page of the project's persons among them, newest first as idPage orders them.
+ */
+export async function personIdPageOf(
+  em: EntityManager,
+  projectId: number,
+  personIds: readonly string[],
+  page: Page,
+): Promise<PersonIdPage> {
+  if (personIds.length === 0) return { count: 0, personIds: [] };
+  const found = await rows<{ id: string }>(
+    em,
+    `select p.id::text as id from person p where p.project_id = ? and p.id = any(?::bigint[])
+      order by p.created_at desc, p.id desc limit ? offset ?`,
+    [projectId, pgArray(personIds), page.limit, page.offset],
+  );
+  return { count: personIds.length, personIds: found.map((r) => r.id) };
 }
 
 export interface TimelineEvent {

@@ -51,6 +51,12 @@ describe('configuration', () => {
       ],
       [{ DATABASE_URL: 'postgress://u@db/analytics' }, 'DATABASE_URL must be a postgres:// URL'],
       [{ REDIS_URL: 'localhost:6379' }, 'REDIS_URL must be a redis:// URL'],
+      [{ EVENT_STORE: 'druid' }, 'EVENT_STORE must be one of postgres, clickhouse, got "druid"'],
+      [{ CLICKHOUSE_URL: 'tcp://ch:9000' }, 'CLICKHOUSE_URL must be an http:// or https:// URL, got "tcp://ch:9000"'],
+      [
+        { CLICKHOUSE_DATABASE: 'a-b' },
+        'CLICKHOUSE_DATABASE must be a name of letters, digits and underscores, got "a-b"',
+      ],
     ];
     for (const [env, message] of cases) expect(() => loadConfig(env), JSON.stringify(env)).toThrow(message);
   });
@@ -84,6 +90,7 @@ describe('configuration', () => {
       worker: { concurrency: 2, shutdownTimeoutMs: 30_000, lockDurationMs: 30_000, metricsPort: 0 },
       deletion: { weeklyCron: '0 5 * * 0', chunkSize: 100_000, leaseSeconds: 30, batchSize: 1000 },
       maintenance: { eventPartitionsAhead: 2, statisticsRefreshRows: 10_000 },
+      events: { engine: 'postgres', clickhouseUrl: 'http://127.0.0.1:8123', clickhouseDatabase: 'analytics' },
     });
     expect(loadConfig({ DATABASE_URL: 'postgres://a@b/c' }).databaseDirectUrl).toBe('postgres://a@b/c');
     expect(loadConfig({ NODE_ENV: 'test' }).logLevel).toBe('silent');

@@ -9,6 +9,7 @@ import { initOrm } from '../../shared/db/orm.ts';
 import { logger } from '../../shared/logger.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import type { WorkerDeps } from '../../worker/deps.ts';
+import { createEventStore } from '../../shared/events/create.ts';
 import { sql } from '../db.ts';
 import { createAccount, type TestAccount } from '../helpers.ts';
 
@@ -23,7 +24,14 @@ beforeAll(async () => {
   const config = loadConfig();
   orm = await initOrm(config.databaseUrl, 2);
   // No Redis: the job enqueues nothing for a handful of rows (vacuums only past thousands).
-  deps = { config, orm, logger, connection: null, queues: null } as unknown as WorkerDeps;
+  deps = {
+    config,
+    orm,
+    events: createEventStore(config, orm),
+    logger,
+    connection: null,
+    queues: null,
+  } as unknown as WorkerDeps;
   account = await createAccount(orm);
 });
 afterAll(() => orm?.close());

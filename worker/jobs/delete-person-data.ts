@@ -8,7 +8,7 @@ import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../../shared/jobs.ts';
 import { pgArray, rows, run } from '../../shared/db/sql.ts';
-import { firstMonthlyPartitionStart } from '../../shared/events/store.ts';
+import type { EventDeletionGroup } from '../../shared/events/event-store.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums, eventPartitionsBetween } from './vacuum-tables.ts';
 import { config } from '../../shared/config.ts';
@@ -21,21 +21,19 @@ import {
   dropLeases,
   eventDeletionTargets,
   markDeletionFailed,
-  PERSON_EVENTS_MATCH,
-  personEventsParams,
   renewLeases,
 } from '../../shared/deletions/store.ts';
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
 import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import {
-  namedStatement,
   receiptSigner,
   recordEventsBefore,
   recordRecordingsBefore,
   writeDeletionReceipts,
   type StoreVerification,
 } from '../../shared/deletions/receipts.ts';
+import { namedStatement } from '../../shared/db/sql.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -112,17 +110,21 @@ export async function deletePersonData(
     if (row.deletionType === 'person_events') {
       await recordEventsBefore(em, batch);
       const groups = await eventDeletionGroups(em, batch);
-      const monthsStart = await firstMonthlyPartitionStart(em);
-      for (const group of groups)
-        await deleteGroupEvents(em, id, row.projectId, group, monthsStart, async (n, from, to) => {
+      // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
+      // transaction where the engine has one. (A RETURNING clause to count per request doubled the
+      // cost of the delete; the API does not show per-request counts.)
+      await deps.events.deletePersonEvents(row.projectId, groups, {
+        record: (n, tx) => addRowsDeleted(tx ?? em, id, n),
+        done: async ({ deleted: n, fromMs, toMs }) => {
           if (n > 0) {
-            deletedSpan.from = Math.min(deletedSpan.from, from);
-            deletedSpan.to = Math.max(deletedSpan.to, to);
+            deletedSpan.from = Math.min(deletedSpan.from, fromMs);
+            deletedSpan.to = Math.max(deletedSpan.to, toMs);
           }
           await chunkDone(n);
-        });
-      survivors = await countEventSurvivors(em, row.projectId, groups);
-      verified = { events: { after: survivors, statement: EVENT_SURVIVORS_STATEMENT } };
+        },
+      });
+      survivors = await deps.events.countPersonEvents(row.projectId, groups, 1000);
+      verified = { events: { after: survivors, statement: deps.events.survivorsStatement } };
     } else {
       const target = targetOf(row);
       await recordRecordingsBefore(em, id, { sql: RECORDING_MATCH, params: recordingMatchParams(target) });
@@ -176,12 +178,6 @@ export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Er
 }
 
 /** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
-interface EventDeletionGroup {
-  cutoff: string;
-  personIds: string[];
-  distinctIds: string[];
-}
-
 async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<EventDeletionGroup[]> {
   const rows = await eventDeletionTargets(em, batch);
   const groups = new Map<string, EventDeletionGroup>();
@@ -195,117 +191,6 @@ async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<
     group.distinctIds.push(...(r.distinctIds ?? []));
   }
   return [...groups.values()];
-}
-
-// A group's events (PERSON_EVENTS_MATCH, which a dry run counts too): a time window of them is one
-// bitmap scan.
-const GROUP_EVENTS = PERSON_EVENTS_MATCH;
-const groupEventParams = personEventsParams;
-
-/**
- * Where the group's events up to the cutoff begin and end, in epoch milliseconds (lo null: none):
- * one index probe per person and distinct id. Rows older than the first monthly partition
- * (`monthsStart`) can only be in the default partition, and are older than any in the monthly ones;
- * so each key first probes those alone, and only if there are none the months from the first to the
- * cutoff, which PostgreSQL reads in time order, stopping at the first that holds the key. (One probe
- * of the whole table would descend into every partition for every key: the default partition keeps
- * the planner from reading partitions in order.) Both bounds are constants, so pruning is at plan time.
- */
-async function oldestEventBounds(
-  em: EntityManager,
-  projectId: number,
-  g: EventDeletionGroup,
-  monthsStart: string | null,
-): Promise<{ lo: number | null; hi: number }> {
-  const oldest = (column: 'person_id' | 'distinct_id') =>
-    `coalesce((select timestamp from event where project_id = ? and ${column} = k and timestamp < ?::timestamptz and timestamp <= ?::timestamptz order by timestamp limit 1),
-              (select timestamp from event where project_id = ? and ${column} = k and timestamp >= ?::timestamptz and timestamp <= ?::timestamptz order by timestamp limit 1))`;
-  // Without monthly partitions every row is in the default partition: the first probe takes them all.
-  const start = monthsStart ?? 'infinity';
-  const probes = [projectId, start, g.cutoff, projectId, start, g.cutoff];
-  const [bounds] = await rows<{ lo: number | null; hi: number }>(
-    em,
-    `select floor(extract(epoch from min(oldest)) * 1000)::float8 - 1 as lo, ceil(extract(epoch from ?::timestamptz) * 1000)::float8 + 1 as hi from (
-       select ${oldest('person_id')} as oldest from unnest(?::uuid[]) k
-       union all
-       select ${oldest('distinct_id')} from unnest(?::text[]) k) x`,
-    [g.cutoff, ...probes, pgArray(g.personIds), ...probes, pgArray(g.distinctIds)],
-  );
-  return { lo: bounds.lo === null ? null : Number(bounds.lo), hi: Number(bounds.hi) };
-}
-
-/**
- * Deletes a group's events window by window in event time, oldest first. Each window's size adapts
- * so a statement deletes about DELETE_CHUNK rows (short statements, the API stays responsive). The
- * batch's count is on the lead request's row (rows_deleted), added in the delete's transaction: a
- * worker killed at any point leaves it matching what is gone. (A RETURNING clause to count per
- * request doubled the cost of the delete; the API does not show per-request counts.)
- */
-async function deleteGroupEvents(
-  em: EntityManager,
-  leadId: string,
-  projectId: number,
-  g: EventDeletionGroup,
-  monthsStart: string | null,
-  chunkDone: (n: number, fromMs: number, toMs: number) => Promise<void>,
-): Promise<void> {
-  const { lo, hi } = await oldestEventBounds(em, projectId, g, monthsStart);
-  if (lo === null) return;
-  // Each window costs an index descent per person and distinct id whatever its size, so start wide
-  // (a sixteenth of the span) and let the row counts narrow it.
-  let span = Math.max(1000, Math.floor((hi - lo) / 16));
-  for (let from = lo; from < hi; ) {
-    const to = Math.min(from + span, hi);
-    const n = await em.transactional(async (tx) => {
-      // No WAL flush wait per window (~10 ms each here). Safe: a crash loses only a suffix of the WAL,
-      // so the request's completion (delete_verified_at, committed synchronously) is never durable
-      // without these deletes; a window lost with its rows_deleted is redone by the retry.
-      await run(tx, `set local synchronous_commit = off`, []);
-      const deleted = await run(
-        tx,
-        `delete from event where ${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`,
-        [...groupEventParams(projectId, g), from, to],
-      );
-      await addRowsDeleted(tx, leadId, deleted);
-      return deleted;
-    });
-    await chunkDone(n, from, to);
-    // Aim the next window at DELETE_CHUNK rows, changing its length at most eightfold per step.
-    span = Math.max(
-      1,
-      Math.floor(n === 0 ? span * 8 : Math.min(span * 8, Math.max(span / 8, (span * DELETE_CHUNK) / n))),
-    );
-    from = to;
-  }
-}
-
-const EVENT_SURVIVORS = `select count(*)::int as n from (select 1 from event where ${GROUP_EVENTS} limit 1000) x`;
-/** As receipts show it: a batch runs it per cutoff with the uuids and distinct ids of its requests of that cutoff. */
-const EVENT_SURVIVORS_STATEMENT = namedStatement(EVENT_SURVIVORS, [
-  'project_id',
-  'person_uuids',
-  'distinct_ids',
-  'cutoff',
-  'cutoff',
-]);
-
-/**
- * Events of the batch that the deletes' own predicate still matches (zero when done; counted up to
- * 1000). One bitmap scan per group visits each heap page of the deleted rows once; probing each
- * person's and distinct id's index range instead visits every dead entry and its heap tuple: two
- * to three times slower here (470–620 ms against 150–280 ms after deleting 500,000 rows).
- */
-async function countEventSurvivors(
-  em: EntityManager,
-  projectId: number,
-  groups: EventDeletionGroup[],
-): Promise<number> {
-  let survivors = 0;
-  for (const g of groups) {
-    const [row] = await rows<{ n: number }>(em, EVENT_SURVIVORS, groupEventParams(projectId, g));
-    survivors += row.n;
-  }
-  return survivors;
 }
 
 interface RecordingTarget {

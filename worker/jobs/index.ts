@@ -13,6 +13,7 @@ import { refreshStatistics } from './refresh-statistics.ts';
 import { enforceRetention } from './retention.ts';
 import { vacuumTable } from './vacuum-tables.ts';
 import { deliverWebhookJob, webhookJobFailed } from './webhook-delivery.ts';
+import { shipEventsJob } from './ship-events.ts';
 
 export interface Processor<K extends JobKind> {
   run: (job: Job<JobData[K]>, deps: WorkerDeps) => Promise<unknown>;
@@ -31,4 +32,5 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   vacuumTable: { run: vacuumTable },
   retention: { run: enforceRetention },
   webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },
+  shipEvents: { run: shipEventsJob },
 };

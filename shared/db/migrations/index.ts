@@ -24,11 +24,12 @@ import { Migration0042TryNumericWithoutNan } from './0042-try-numeric-without-na
 import { Migration0043IsoTimestampUtc } from './0043-iso-timestamp-utc.ts';
 import { Migration0044IngestionWarnings } from './0044-ingestion-warnings.ts';
 import { Migration0045DeletionIdempotency } from './0045-deletion-idempotency.ts';
-import { Migration0048Retention } from './0048-retention.ts';
-import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
 import { Migration0046Webhooks } from './0046-webhooks.ts';
-import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts';
 import { Migration0047DeletionReceipts } from './0047-deletion-receipts.ts';
+import { Migration0048Retention } from './0048-retention.ts';
+import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts';
+import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
+import { Migration0051EventShipping } from './0051-event-shipping.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -55,9 +56,10 @@ export const migrationsList = [
   { name: '0043-iso-timestamp-utc', class: Migration0043IsoTimestampUtc },
   { name: '0044-ingestion-warnings', class: Migration0044IngestionWarnings },
   { name: '0045-deletion-idempotency', class: Migration0045DeletionIdempotency },
-  { name: '0048-retention', class: Migration0048Retention },
-  { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
   { name: '0046-webhooks', class: Migration0046Webhooks },
-  { name: '0049-deletion-suppression', class: Migration0049DeletionSuppression },
   { name: '0047-deletion-receipts', class: Migration0047DeletionReceipts },
+  { name: '0048-retention', class: Migration0048Retention },
+  { name: '0049-deletion-suppression', class: Migration0049DeletionSuppression },
+  { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
+  { name: '0051-event-shipping', class: Migration0051EventShipping },
 ];

@@ -1,0 +1,345 @@
+// The ClickHouse event store (EVENT_STORE=clickhouse), through the official client. Events are in
+// `events`; the person an event belongs to is its distinct id's person *now*, read from
+// `person_distinct_id`, a mirror of PostgreSQL's table (clickhouse-mirror.ts keeps it), joined at
+// query time — the same rule PostgreSQL's analytics statements follow, so a merge (alias) after the
+// events were stored moves them to the surviving person in both engines, and a deleted person's
+// mapping is gone from both. Persons themselves stay in PostgreSQL: ClickHouse answers with person
+// ids, PostgreSQL pages them (newest person first).
+import type { ClickHouseClient } from '@clickhouse/client';
+import type { MikroORM } from '@mikro-orm/postgresql';
+import { createHash } from 'node:crypto';
+import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
+import { pgArray } from '../db/sql.ts';
+import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
+import type { EventDeletionGroup, EventRow, EventStore, FunnelParams } from './event-store.ts';
+
+/** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
+export interface ClickHouseEventRow {
+  uuid: string;
+  project_id: number;
+  event: string;
+  distinct_id: string;
+  person_id: string | null;
+  properties: string;
+  timestamp: string;
+  created_at: string;
+}
+
+/** One distinct id's person as PostgreSQL has it now (null: the mapping is gone). */
+export interface DistinctIdMapping {
+  projectId: number;
+  distinctId: string;
+  personId: string | null;
+}
+
+export interface ClickHouseEventStore extends EventStore {
+  readonly engine: 'clickhouse';
+  readonly client: ClickHouseClient;
+  readonly database: string;
+  /** Creates the database and applies the migrations not yet recorded; returns their names. */
+  migrate(): Promise<string[]>;
+  /** Inserts rows as they are; a batch sent again with the same token (default: from its uuids) is dropped. */
+  insertRows(rows: ClickHouseEventRow[], dedupToken?: string): Promise<void>;
+  /** The project's distinct id → person mapping as the mirror has it now. */
+  distinctIdMappings(projectId: number): Promise<Map<string, string>>;
+  /** Writes mappings to the mirror; each replaces the distinct id's earlier one. */
+  mirrorDistinctIds(mappings: DistinctIdMapping[]): Promise<void>;
+}
+
+/** A Date as DateTime64's text, UTC. */
+export const chTime = (d: Date) => d.toISOString().replace('T', ' ').replace('Z', '');
+
+const MICROS_PER_DAY = 86_400_000_000;
+
+export function createClickHouseEventStore(
+  client: ClickHouseClient,
+  database: string,
+  orm: MikroORM,
+): ClickHouseEventStore {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
+  const db = database;
+  const fork = () => orm.em.fork();
+
+  async function select<T>(query: string, params: Record<string, unknown>): Promise<T[]> {
+    const result = await client.query({ query, query_params: params, format: 'JSONEachRow' });
+    return result.json<T>();
+  }
+
+  // The project's current mapping, one row per live distinct id (the highest version of each).
+  const currentMapping = `SELECT distinct_id, argMax(person_id, version) AS person_id
+      FROM ${db}.person_distinct_id WHERE project_id = {project:Int64}
+     GROUP BY distinct_id HAVING argMax(is_deleted, version) = 0`;
+
+  /**
+   * Each person's funnel level from one pass of windowFunnel over the step events in the range, by
+   * PostHog's rule (every step-1 event starts an attempt; the furthest step reached in order within
+   * the window of a start). Time is compared in microseconds as UInt64, so events in the same second
+   * keep their order and the window ends where PostgreSQL's does; equal times order by step.
+   */
+  function funnelLevels(
+    params: FunnelParams,
+    extra: string | null = null,
+  ): { sql: string; params: Record<string, unknown> } {
+    const values: Record<string, unknown> = {
+      names: [...new Set([...params.steps, ...(extra === null ? [] : [extra])])],
+      extra: extra ?? '',
+      from: params.from.toISOString(),
+      to: params.to.toISOString(),
+    };
+    const conditions = params.steps.map((step, i) => {
+      values[`s${i}`] = step;
+      return `e.event = {s${i}:String}`;
+    });
+    const window = Math.round(Number(params.windowDays) * MICROS_PER_DAY);
+    return {
+      sql: `SELECT d.person_id AS person_id,
+                   windowFunnel(${window})(toUInt64(toUnixTimestamp64Micro(e.timestamp)), ${conditions.join(', ')}) AS level,
+                   ${extra === null ? '0' : 'countIf(e.event = {extra:String}) > 0'} AS extra
+              FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
+             WHERE e.project_id = {project:Int64} AND e.event IN {names:Array(String)}
+               AND e.timestamp >= parseDateTime64BestEffort({from:String}, 6, 'UTC')
+               AND e.timestamp < parseDateTime64BestEffort({to:String}, 6, 'UTC')
+             GROUP BY d.person_id`,
+      params: values,
+    };
+  }
+
+  /**
+   * One deletion batch as one predicate: a row goes when its person uuid or its distinct id is the
+   * batch's and both its event time and its arrival are at or before that key's cutoff (the latest,
+   * when requests of the batch share a key).
+   */
+  function batchPredicate(groups: EventDeletionGroup[]): { sql: string; params: Record<string, unknown> } {
+    const persons = new Map<string, string>();
+    const distinctIds = new Map<string, string>();
+    const later = (a: string | undefined, b: string) => (a !== undefined && Date.parse(a) >= Date.parse(b) ? a : b);
+    for (const g of groups) {
+      for (const id of g.personIds) persons.set(id, later(persons.get(id), g.cutoff));
+      for (const id of g.distinctIds) distinctIds.set(id, later(distinctIds.get(id), g.cutoff));
+    }
+    const cutoff = (keys: string, cutoffs: string, key: string) =>
+      `parseDateTime64BestEffort(arrayElement({${cutoffs}:Array(String)}, indexOf({${keys}}, ${key})), 6, 'UTC')`;
+    const byPerson = cutoff('pids:Array(Nullable(UUID))', 'pcut', 'person_id');
+    const byDistinctId = cutoff('dids:Array(String)', 'dcut', 'distinct_id');
+    return {
+      sql: `project_id = {project:Int64} AND (
+              (has({pids:Array(Nullable(UUID))}, person_id) AND timestamp <= ${byPerson} AND created_at <= ${byPerson})
+              OR (has({dids:Array(String)}, distinct_id) AND timestamp <= ${byDistinctId} AND created_at <= ${byDistinctId}))`,
+      params: {
+        pids: [...persons.keys()],
+        pcut: [...persons.values()],
+        dids: [...distinctIds.keys()],
+        dcut: [...distinctIds.values()],
+      },
+    };
+  }
+
+  const store: ClickHouseEventStore = {
+    engine: 'clickhouse',
+    client,
+    database,
+
+    async migrate() {
+      await client.command({ query: `CREATE DATABASE IF NOT EXISTS ${db}` });
+      await client.command({
+        query: `CREATE TABLE IF NOT EXISTS ${db}.schema_migrations (name String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3))
+                ENGINE = ReplacingMergeTree ORDER BY name`,
+      });
+      const done = new Set(
+        (await select<{ name: string }>(`SELECT name FROM ${db}.schema_migrations`, {})).map((r) => r.name),
+      );
+      const applied: string[] = [];
+      for (const migration of CLICKHOUSE_MIGRATIONS) {
+        if (done.has(migration.name)) continue;
+        for (const statement of migration.statements(db)) await client.command({ query: statement });
+        await client.insert({
+          table: `${db}.schema_migrations`,
+          values: [{ name: migration.name }],
+          format: 'JSONEachRow',
+        });
+        applied.push(migration.name);
+      }
+      return applied;
+    },
+
+    async insertRows(rows, dedupToken) {
+      if (rows.length === 0) return;
+      // Always a token (by default the rows' uuids): the same batch sent again is dropped. (chDB's
+      // connection also keeps a setting for the inserts after it, so an insert without a token of its
+      // own would reuse the last one and be dropped as that batch's duplicate.)
+      const token =
+        dedupToken ??
+        createHash('sha256')
+          .update(rows.map((r) => r.uuid).join(','))
+          .digest('hex');
+      await client.insert({
+        table: `${db}.events`,
+        values: rows,
+        format: 'JSONEachRow',
+        clickhouse_settings: { insert_deduplication_token: token },
+      });
+    },
+
+    insert(events) {
+      const now = chTime(new Date());
+      return store.insertRows(
+        events.map((e: EventRow) => ({
+          uuid: e.uuid,
+          project_id: e.projectId,
+          event: e.event,
+          distinct_id: e.distinctId,
+          person_id: e.personId,
+          properties: JSON.stringify(e.properties),
+          timestamp: chTime(e.timestamp),
+          created_at: now,
+        })),
+      );
+    },
+
+    async funnelPersonIds(projectId, params, step, page) {
+      const k = Math.abs(step);
+      const levels = funnelLevels(params);
+      const found = await select<{ person_id: string }>(
+        `SELECT toString(person_id) AS person_id FROM (${levels.sql}) WHERE ${step > 0 ? 'level >= {k:UInt32}' : 'level = {k:UInt32} - 1'}`,
+        { ...levels.params, project: projectId, k },
+      );
+      return personIdPageOf(
+        fork(),
+        projectId,
+        found.map((r) => r.person_id),
+        page,
+      );
+    },
+
+    async funnelCorrelationPersonIds(projectId, params, entity, converted, page) {
+      const n = params.steps.length;
+      const levels = funnelLevels(params, entity);
+      const found = await select<{ person_id: string }>(
+        `SELECT toString(person_id) AS person_id FROM (${levels.sql})
+          WHERE extra AND ${converted ? 'level = {n:UInt32}' : 'level BETWEEN 1 AND {n:UInt32} - 1'}`,
+        { ...levels.params, project: projectId, n },
+      );
+      return personIdPageOf(
+        fork(),
+        projectId,
+        found.map((r) => r.person_id),
+        page,
+      );
+    },
+
+    // PostgreSQL computes the days' bounds and classifies by the person's creation (persons are there);
+    // ClickHouse gives each person's activity on the two days, read into PostgreSQL as values.
+    lifecyclePersonIds: (projectId, lifecycle, page) =>
+      lifecyclePersonIds(fork(), projectId, lifecycle, page, async (_tx, { before, start, end }, event) => {
+        const found = await select<{ person_id: string; today: number; yesterday: number }>(
+          `SELECT toString(d.person_id) AS person_id,
+                  max(e.timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS today,
+                  max(e.timestamp < parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS yesterday
+             FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
+            WHERE e.project_id = {project:Int64} ${event === null ? '' : 'AND e.event = {event:String}'}
+              AND e.timestamp >= parseDateTime64BestEffort({before:String}, 6, 'UTC')
+              AND e.timestamp < parseDateTime64BestEffort({end:String}, 6, 'UTC')
+            GROUP BY d.person_id`,
+          {
+            project: projectId,
+            event,
+            before: new Date(before).toISOString(),
+            start: new Date(start).toISOString(),
+            end: new Date(end).toISOString(),
+          },
+        );
+        return {
+          sql: `select * from unnest(?::bigint[], ?::boolean[], ?::boolean[]) as a(person_id, today, yesterday)`,
+          params: [
+            pgArray(found.map((r) => r.person_id)),
+            pgArray(found.map((r) => String(Boolean(Number(r.today))))),
+            pgArray(found.map((r) => String(Boolean(Number(r.yesterday))))),
+          ],
+        };
+      }),
+
+    async personEvents(projectId, personId, to, limit) {
+      // (An alias named like a column would stand for it in WHERE and ORDER BY too: `ms`.)
+      const found = await select<{ event: string; properties: string; ms: string }>(
+        `SELECT event, properties, toUnixTimestamp64Milli(timestamp) AS ms FROM ${db}.events
+          WHERE project_id = {project:Int64}
+            AND distinct_id IN (SELECT distinct_id FROM (${currentMapping}) WHERE person_id = {person:Int64})
+            AND timestamp <= parseDateTime64BestEffort({to:String}, 6, 'UTC')
+          ORDER BY timestamp LIMIT 1 BY uuid LIMIT {limit:UInt32}`,
+        { project: projectId, person: personId, to: to.toISOString(), limit },
+      );
+      return found.map((r) => ({
+        event: r.event,
+        properties: JSON.parse(r.properties) as Record<string, unknown>,
+        timestamp: new Date(Number(r.ms)),
+      }));
+    },
+
+    async deletePersonEvents(projectId, groups, hooks) {
+      if (groups.every((g) => g.personIds.length === 0 && g.distinctIds.length === 0)) return 0;
+      const where = batchPredicate(groups);
+      const params = { ...where.params, project: projectId };
+      const [span] = await select<{ n: string; lo: string | null; hi: string | null }>(
+        `SELECT uniqExact(uuid) AS n, toUnixTimestamp64Milli(min(timestamp)) AS lo, toUnixTimestamp64Milli(max(timestamp)) AS hi
+           FROM ${db}.events WHERE ${where.sql}`,
+        params,
+      );
+      const n = Number(span.n);
+      if (n === 0) return 0;
+      // One lightweight DELETE for the whole batch: rows are masked at once and purged by merges.
+      await client.command({ query: `DELETE FROM ${db}.events WHERE ${where.sql}`, query_params: params });
+      await hooks.record(n, null);
+      await hooks.done({ deleted: n, fromMs: Number(span.lo), toMs: Number(span.hi) + 1 });
+      return n;
+    },
+
+    survivorsStatement: `SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE project_id = $project_id AND ((has($person_uuids, person_id) AND timestamp <= $cutoff AND created_at <= $cutoff) OR (has($distinct_ids, distinct_id) AND timestamp <= $cutoff AND created_at <= $cutoff))`,
+    async countPersonEvents(projectId, groups) {
+      if (groups.every((g) => g.personIds.length === 0 && g.distinctIds.length === 0)) return 0;
+      const where = batchPredicate(groups);
+      const [row] = await select<{ n: string }>(`SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${where.sql}`, {
+        ...where.params,
+        project: projectId,
+      });
+      return Number(row.n);
+    },
+
+    async countEvents(projectId, event) {
+      const [row] = await select<{ n: string }>(
+        `SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE project_id = {project:Int64}
+           ${event === undefined ? '' : 'AND event = {event:String}'}`,
+        { project: projectId, event },
+      );
+      return Number(row.n);
+    },
+
+    async distinctIdMappings(projectId) {
+      const found = await select<{ distinct_id: string; person_id: string }>(
+        `SELECT distinct_id, toString(person_id) AS person_id FROM (${currentMapping})`,
+        { project: projectId },
+      );
+      return new Map(found.map((r) => [r.distinct_id, r.person_id]));
+    },
+
+    async mirrorDistinctIds(mappings) {
+      if (mappings.length === 0) return;
+      // Versions only grow: one past the highest written, so these replace every earlier row.
+      const [{ v }] = await select<{ v: string }>(`SELECT max(version) AS v FROM ${db}.person_distinct_id`, {});
+      const version = Number(v) + 1;
+      await client.insert({
+        table: `${db}.person_distinct_id`,
+        values: mappings.map((m) => ({
+          project_id: m.projectId,
+          distinct_id: m.distinctId,
+          person_id: m.personId ?? 0,
+          is_deleted: m.personId === null ? 1 : 0,
+          version,
+        })),
+        format: 'JSONEachRow',
+      });
+    },
+
+    close: () => client.close(),
+  };
+  return store;
+}

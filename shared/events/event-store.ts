@@ -1,0 +1,87 @@
+// The event store: the one interface through which events are written, analysed, counted and
+// deleted, whatever engine holds them. Two implementations: PostgreSQL (postgres.ts, the default:
+// the partitioned `event` table) and ClickHouse (clickhouse.ts). Persons stay in PostgreSQL; an
+// engine answers with person ids, and pages of persons are read from PostgreSQL.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
+import type { EventRow } from './store.ts';
+
+export type { EventRow } from './store.ts';
+export type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
+
+export const EVENT_STORE_ENGINES = ['postgres', 'clickhouse'] as const;
+export type EventStoreEngine = (typeof EVENT_STORE_ENGINES)[number];
+
+/**
+ * The events one deletion batch removes (requests made at the same moment share a cutoff): rows
+ * recorded under one of the persons' uuids, or under a distinct id they had when the request was
+ * made, with both their event time and their arrival at or before the cutoff.
+ */
+export interface EventDeletionGroup {
+  /** An ISO 8601 timestamp (PostgreSQL's text of a timestamptz is accepted too). */
+  cutoff: string;
+  /** Person uuids (events carry the uuid of their person at ingestion). */
+  personIds: string[];
+  distinctIds: string[];
+}
+
+/** What a deletion reports after each statement. */
+export interface DeletionWindow {
+  /** Rows the statement deleted. */
+  deleted: number;
+  /** The event time the statement covered, epoch milliseconds [fromMs, toMs). */
+  fromMs: number;
+  toMs: number;
+}
+
+export interface DeletionHooks {
+  /**
+   * Counts a statement's rows: inside its PostgreSQL transaction (`tx`) where the engine has one, so
+   * the count commits with the delete; after the statement with `tx` null otherwise.
+   */
+  record(deleted: number, tx: EntityManager | null): Promise<void>;
+  /** After each statement (committed), outside any transaction: progress, lease renewal. */
+  done(window: DeletionWindow): Promise<void>;
+}
+
+export interface EventStore {
+  readonly engine: EventStoreEngine;
+  /** Stores a batch of events; a uuid already stored is ignored, so a retried batch is harmless. */
+  insert(rows: EventRow[]): Promise<void>;
+  /**
+   * The persons at a funnel step (PostHog's persons funnel): `step` > 0 reached step `step`;
+   * `step` < 0 (−2..−n) reached step |step|−1 but not |step| (the drop-off). Newest person first.
+   */
+  funnelPersonIds(projectId: number, params: FunnelParams, step: number, page: Page): Promise<PersonIdPage>;
+  /**
+   * Funnel correlation's persons: those who reached the last step (`converted`) or started and did
+   * not, and performed `entity` in the range. Newest person first.
+   */
+  funnelCorrelationPersonIds(
+    projectId: number,
+    params: FunnelParams,
+    entity: string,
+    converted: boolean,
+    page: Page,
+  ): Promise<PersonIdPage>;
+  /** The persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day. Newest person first. */
+  lifecyclePersonIds(projectId: number, lifecycle: LifecycleParams, page: Page): Promise<PersonIdPage>;
+  /**
+   * A person's events (those of its current distinct ids) up to `to`, oldest first, at most `limit`:
+   * what its properties timeline is rebuilt from. `personId` is the person's id (not its uuid).
+   */
+  personEvents(projectId: number, personId: string, to: Date, limit: number): Promise<TimelineEvent[]>;
+  /**
+   * Deletes the groups' events (one deletion batch of a project), each statement reported to `hooks`:
+   * PostgreSQL deletes windows of event time sized to DELETION_CHUNK_SIZE rows; ClickHouse deletes
+   * the whole batch in one statement. Returns the rows deleted.
+   */
+  deletePersonEvents(projectId: number, groups: EventDeletionGroup[], hooks: DeletionHooks): Promise<number>;
+  /** The groups' events still stored (counted up to `limit`): zero once a deletion is complete. */
+  countPersonEvents(projectId: number, groups: EventDeletionGroup[], limit?: number): Promise<number>;
+  /** The statement countPersonEvents runs, with named parameters: what a deletion receipt cites. */
+  readonly survivorsStatement: string;
+  /** The project's events (of one name, if given), for verification. */
+  countEvents(projectId: number, event?: string): Promise<number>;
+  close(): Promise<void>;
+}

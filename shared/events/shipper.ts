@@ -1,0 +1,219 @@
+// Ships new events from PostgreSQL (where capture writes) to the ClickHouse event store, in batches,
+// idempotently, with the distinct-id → person mirror kept up to date first.
+//
+// Events are walked in (created_at, uuid) order from the shipped-up-to mark in `event_shipment`, only
+// up to `settleSeconds` ago: capture stamps created_at before its transaction commits, so a row may
+// become visible a little after later-stamped rows; waiting until a moment is settled means no row
+// can still appear behind the mark (a capture transaction longer than that would be missed: keep it
+// well above the longest one). A batch's end is committed first (pending), then the batch goes to
+// ClickHouse with a dedup token made of its bounds, then the mark moves to its end: a crash anywhere
+// re-sends exactly the same batch, which ClickHouse drops as a repeat. Nothing is lost or doubled
+// (and were a row ever doubled, `events` is a ReplacingMergeTree and every read counts by uuid).
+//
+// Distinct ids: statement triggers on person_distinct_id write each changed distinct id to
+// `person_distinct_id_change` (once a shipment exists). Each run takes the outbox rows, writes the
+// current mapping of those distinct ids (or their deletion) to the mirror and deletes the rows: a
+// change committed late is simply taken by the next run. The first run mirrors every project whole.
+// One shipper at a time (each step holds the shipment's row), so the mirror's versions only grow.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { pgArray, rows, run } from '../db/sql.ts';
+import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
+import { mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
+
+export const SHIPMENT_TARGET = 'clickhouse';
+const ZERO_UUID = '00000000-0000-0000-0000-000000000000';
+
+export interface ShipOptions {
+  /** Events per ClickHouse insert. */
+  batchSize: number;
+  /** Events younger than this (by created_at) wait for the next run. */
+  settleSeconds: number;
+  /** Batches at most in one run (the rest is the next run's). */
+  maxBatches?: number;
+}
+
+export interface ShipResult {
+  /** Another shipper held the lock: this run did nothing. */
+  skipped: boolean;
+  events: number;
+  batches: number;
+  distinctIds: number;
+  /** Seconds since the oldest event not yet shipped arrived (0: none waiting). */
+  lagSeconds: number;
+}
+
+export async function shipEvents(
+  orm: { em: EntityManager },
+  store: ClickHouseEventStore,
+  options: ShipOptions,
+): Promise<ShipResult> {
+  const em = orm.em.fork();
+  const result: ShipResult = { skipped: false, events: 0, batches: 0, distinctIds: 0, lagSeconds: 0 };
+  await run(
+    em,
+    `insert into event_shipment (target, created_at, uuid) values (?, '-infinity', ?::uuid) on conflict do nothing`,
+    [SHIPMENT_TARGET, ZERO_UUID],
+  );
+  // Each step is a transaction holding the shipment's row: one shipper at a time, and its mark and
+  // outbox deletions commit only after ClickHouse took the rows.
+  const locked = (step: (tx: EntityManager, mark: Mark) => Promise<void>) =>
+    em.transactional(async (tx) => {
+      const [mark] = await rows<Mark>(
+        tx,
+        `select created_at::text as created_at, uuid::text as uuid, pending_created_at::text as pending_created_at,
+                pending_uuid::text as pending_uuid, distinct_ids_mirrored
+           from event_shipment where target = ? for update skip locked`,
+        [SHIPMENT_TARGET],
+      );
+      if (!mark) return false;
+      await step(tx, mark);
+      return true;
+    });
+  const ran = await locked(async (tx, mark) => {
+    if (mark.distinct_ids_mirrored) return;
+    // The first run: the triggers record changes from the shipment's creation on; what existed
+    // before is mirrored whole.
+    const projects = await rows<{ id: number }>(tx, `select distinct project_id as id from person_distinct_id`);
+    for (const p of projects) result.distinctIds += await mirrorProjectDistinctIds(tx, store, p.id);
+    await run(tx, `update event_shipment set distinct_ids_mirrored = true where target = ?`, [SHIPMENT_TARGET]);
+  });
+  if (!ran) return { ...result, skipped: true };
+  // Persons first, so the events shipped next find their distinct ids mirrored.
+  for (let more = true; more; )
+    await locked(async (tx) => {
+      const n = await shipDistinctIdChanges(tx, store, options.batchSize);
+      result.distinctIds += n.mirrored;
+      more = n.full;
+    });
+  for (let more = true; more && result.batches < (options.maxBatches ?? 100); ) {
+    let batch: Batch | null = null;
+    await locked(async (tx, mark) => {
+      batch = await nextBatch(tx, mark, options);
+    });
+    if (batch === null) break;
+    const { rows: values, end, token, resent } = batch as Batch;
+    await store.insertRows(values, token);
+    await locked(async (tx) => {
+      await run(
+        tx,
+        `update event_shipment set created_at = pending_created_at, uuid = pending_uuid, pending_created_at = null,
+                pending_uuid = null, shipped = shipped + ?, updated_at = now()
+          where target = ? and pending_created_at = ?::timestamptz and pending_uuid = ?::uuid`,
+        [values.length, SHIPMENT_TARGET, end.created_at, end.uuid],
+      );
+    });
+    result.events += values.length;
+    result.batches++;
+    more = resent || values.length === options.batchSize;
+  }
+  result.lagSeconds = await shippingLag(em);
+  return result;
+}
+
+interface Mark {
+  created_at: string;
+  uuid: string;
+  pending_created_at: string | null;
+  pending_uuid: string | null;
+  distinct_ids_mirrored: boolean;
+}
+
+/** Seconds since the oldest event past the mark arrived (0 when every event is shipped, or no shipment yet). */
+export async function shippingLag(em: EntityManager): Promise<number> {
+  const [row] = await rows<{ lag: number | null }>(
+    em,
+    `select extract(epoch from clock_timestamp() - e.created_at)::float8 as lag
+       from event_shipment s
+       cross join lateral (select created_at from event e where (e.created_at, e.uuid) > (s.created_at, s.uuid)
+                            order by e.created_at, e.uuid limit 1) e
+      where s.target = ?`,
+    [SHIPMENT_TARGET],
+  );
+  return Math.max(0, row?.lag ?? 0);
+}
+
+/** One batch of the outbox: the current mapping of its distinct ids goes to the mirror. */
+async function shipDistinctIdChanges(
+  tx: EntityManager,
+  store: ClickHouseEventStore,
+  limit: number,
+): Promise<{ mirrored: number; full: boolean }> {
+  const changes = await rows<{ seq: string; project_id: number; distinct_id: string; person_id: string | null }>(
+    tx,
+    `select c.seq::text as seq, c.project_id, c.distinct_id, d.person_id::text as person_id
+       from person_distinct_id_change c
+       left join person_distinct_id d on d.project_id = c.project_id and d.distinct_id = c.distinct_id
+      order by c.seq limit ?`,
+    [limit],
+  );
+  if (changes.length === 0) return { mirrored: 0, full: false };
+  const latest = new Map<string, DistinctIdMapping>();
+  for (const c of changes)
+    latest.set(`${c.project_id}\u0000${c.distinct_id}`, {
+      projectId: c.project_id,
+      distinctId: c.distinct_id,
+      personId: c.person_id,
+    });
+  await store.mirrorDistinctIds([...latest.values()]);
+  await run(tx, `delete from person_distinct_id_change where seq = any(?::bigint[])`, [
+    pgArray(changes.map((c) => c.seq)),
+  ]);
+  return { mirrored: latest.size, full: changes.length === limit };
+}
+
+interface Batch {
+  rows: ClickHouseEventRow[];
+  end: { created_at: string; uuid: string };
+  token: string;
+  /** The pending batch of a run that died, sent again. */
+  resent: boolean;
+}
+
+/**
+ * The batch after the mark: the pending one if a run died while shipping it (the same rows again),
+ * otherwise the next settled rows, whose end is recorded as pending before they are sent.
+ */
+async function nextBatch(tx: EntityManager, mark: Mark, options: ShipOptions): Promise<Batch | null> {
+  const pending = mark.pending_created_at !== null && mark.pending_uuid !== null;
+  // Timestamps as text with their microseconds (a JavaScript Date keeps milliseconds).
+  const found = await rows<ClickHouseEventRow & { mark: string }>(
+    tx,
+    `select e.uuid::text as uuid, e.project_id, e.event, e.distinct_id, e.person_id::text as person_id,
+            e.properties::text as properties,
+            to_char(e.timestamp at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') as timestamp,
+            to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') as created_at,
+            e.created_at::text as mark
+       from event e
+      where (e.created_at, e.uuid) > (?::timestamptz, ?::uuid)
+        and ${pending ? '(e.created_at, e.uuid) <= (?::timestamptz, ?::uuid)' : 'e.created_at < clock_timestamp() - make_interval(secs => ?)'}
+      order by e.created_at, e.uuid limit ?`,
+    [
+      mark.created_at,
+      mark.uuid,
+      ...(pending ? [mark.pending_created_at, mark.pending_uuid] : [options.settleSeconds]),
+      options.batchSize,
+    ],
+  );
+  if (found.length === 0) {
+    if (pending)
+      await run(tx, `update event_shipment set pending_created_at = null, pending_uuid = null where target = ?`, [
+        SHIPMENT_TARGET,
+      ]);
+    return null;
+  }
+  const first = found[0];
+  const last = found[found.length - 1];
+  const end = { created_at: last.mark, uuid: last.uuid };
+  if (!pending)
+    await run(
+      tx,
+      `update event_shipment set pending_created_at = ?::timestamptz, pending_uuid = ?::uuid where target = ?`,
+      [end.created_at, end.uuid, SHIPMENT_TARGET],
+    );
+  return {
+    rows: found.map(({ mark: _mark, ...row }) => row),
+    end,
+    token: `ship:${first.mark}/${first.uuid}:${last.mark}/${last.uuid}:${found.length}`,
+    resent: pending,
+  };
+}

@@ -1,0 +1,315 @@
+// The event store contract: the same events and persons give the same answers from PostgreSQL and
+// from ClickHouse (chDB, the real engine in-process) — funnels and drop-offs, persons merged after
+// their events were stored, sub-second order and the window's edge, a deleted person, counts.
+import { randomUUID } from 'node:crypto';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../shared/config.ts';
+import { initOrm } from '../../../shared/db/orm.ts';
+import { rows, run } from '../../../shared/db/sql.ts';
+import { chTime, createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
+import { mirrorProjectDistinctIds } from '../../../shared/events/clickhouse-mirror.ts';
+import type { EventRow, EventStore, FunnelParams } from '../../../shared/events/event-store.ts';
+import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
+import { withPostgresSource } from '../../../shared/events/create.ts';
+import { createAccount } from '../../helpers.ts';
+import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+
+let orm: MikroORM;
+let pg: EventStore;
+let ch: ClickHouseEventStore;
+let projectId: number;
+let otherProjectId: number;
+const em = () => orm.em.fork() as EntityManager;
+
+const T0 = Date.parse('2026-03-02T00:00:00.000Z');
+const at = (ms: number) => new Date(T0 + ms);
+const H = 3_600_000;
+const D = 24 * H;
+const funnel: FunnelParams = {
+  steps: ['signup', 'activate', 'pay'],
+  from: new Date(T0 - D),
+  to: new Date(T0 + 40 * D),
+  windowDays: 14,
+};
+
+/** A person with these distinct ids (created a year ago, in this order, so later persons list first). */
+async function person(project: number, ...distinctIds: string[]): Promise<{ id: string; uuid: string }> {
+  const uuid = randomUUID();
+  const [row] = await rows<{ id: string }>(
+    em(),
+    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp() - interval '365 days') returning id::text as id`,
+    [uuid, project],
+  );
+  for (const d of distinctIds)
+    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?)`, [
+      project,
+      row.id,
+      d,
+    ]);
+  return { id: row.id, uuid };
+}
+
+const event = (project: number, name: string, distinctId: string, personUuid: string | null, t: Date): EventRow => ({
+  uuid: randomUUID(),
+  projectId: project,
+  event: name,
+  distinctId,
+  personId: personUuid,
+  properties: { $browser: 'Firefox' },
+  timestamp: t,
+});
+
+async function insertBoth(events: EventRow[]) {
+  await pg.insert(events);
+  await ch.insert(events);
+}
+
+/** Every step's and drop-off's persons, whole and one inner page, from one store. */
+async function answers(store: EventStore, params = funnel) {
+  const out: Record<string, unknown> = {};
+  for (const step of [1, 2, 3, -2, -3]) {
+    out[`all ${step}`] = await store.funnelPersonIds(projectId, params, step, { limit: 100, offset: 0 });
+    out[`page ${step}`] = await store.funnelPersonIds(projectId, params, step, { limit: 2, offset: 1 });
+  }
+  return out;
+}
+
+async function sameAnswers(params = funnel) {
+  const fromPg = await answers(pg, params);
+  expect(await answers(ch, params)).toEqual(fromPg);
+  return fromPg as Record<string, { count: number; personIds: string[] }>;
+}
+
+/** Every lifecycle bucket of a day (any event, and one event) in a time zone, from both stores: the same. */
+async function sameLifecycle(day: Date, timezone = 'UTC') {
+  const page = { limit: 100, offset: 0 };
+  const of = async (store: EventStore) => {
+    const out: Record<string, string[]> = {};
+    for (const event of [null, 'signup'])
+      for (const type of ['new', 'returning', 'resurrecting', 'dormant'] as const)
+        out[`${event ?? 'any'} ${type}`] = (
+          await store.lifecyclePersonIds(projectId, { day, type, event, timezone }, page)
+        ).personIds;
+    return out;
+  };
+  const fromPg = await of(pg);
+  expect(await of(ch)).toEqual(fromPg);
+  return fromPg;
+}
+
+/** A person's events up to `to` (at most `limit`), from both stores: the same. */
+async function sameTimeline(personId: string, to = funnel.to, limit = 100) {
+  const fromPg = await pg.personEvents(projectId, personId, to, limit);
+  expect(await ch.personEvents(projectId, personId, to, limit)).toEqual(fromPg);
+  return fromPg.map((e) => `${e.event}@${e.timestamp.getTime() - T0}`);
+}
+
+/** Funnel correlation's persons for an entity, converted and not, from both stores: the same. */
+async function sameCorrelation(entity: string) {
+  const page = { limit: 100, offset: 0 };
+  const of = async (store: EventStore) => ({
+    converted: await store.funnelCorrelationPersonIds(projectId, funnel, entity, true, page),
+    dropped: await store.funnelCorrelationPersonIds(projectId, funnel, entity, false, page),
+  });
+  const fromPg = await of(pg);
+  expect(await of(ch)).toEqual(fromPg);
+  return { converted: fromPg.converted.personIds, dropped: fromPg.dropped.personIds };
+}
+
+let A: { id: string; uuid: string };
+let B: typeof A;
+let C: typeof A;
+let D1: typeof A;
+let D2: typeof A;
+let E: typeof A;
+let F: typeof A;
+let G: typeof A;
+let Hp: typeof A;
+let X: typeof A;
+
+beforeAll(async () => {
+  const config = loadConfig();
+  orm = await initOrm(config.databaseUrl);
+  projectId = (await createAccount(orm)).projectId;
+  otherProjectId = (await createAccount(orm)).projectId;
+  pg = createPostgresEventStore(orm, { deleteChunk: 2 }); // small windows: several delete statements
+  ch = createClickHouseEventStore(chdbClient(), chdbDatabase('contract'), orm);
+  expect(await ch.migrate()).toEqual(['0001-events', '0002-person-distinct-id']);
+  expect(await ch.migrate()).toEqual([]);
+
+  A = await person(projectId, 'a');
+  B = await person(projectId, 'b');
+  C = await person(projectId, 'c1'); // will take the anonymous 'c-anon' by alias
+  D1 = await person(projectId, 'd1');
+  D2 = await person(projectId, 'd2'); // will be merged into D1
+  E = await person(projectId, 'e');
+  F = await person(projectId, 'f');
+  G = await person(projectId, 'g');
+  Hp = await person(projectId, 'h');
+  X = await person(projectId, 'x'); // will be deleted
+  const other = await person(otherProjectId, 'a');
+  await insertBoth([
+    event(projectId, 'signup', 'a', A.uuid, at(0)),
+    event(projectId, 'activate', 'a', A.uuid, at(H)),
+    event(projectId, 'pay', 'a', A.uuid, at(2 * H)),
+    event(projectId, 'signup', 'b', B.uuid, at(0)),
+    event(projectId, 'activate', 'b', B.uuid, at(20 * D)), // outside the 14-day window
+    event(projectId, 'signup', 'c-anon', null, at(0)), // personless until the alias
+    event(projectId, 'activate', 'c1', C.uuid, at(D)),
+    event(projectId, 'signup', 'd1', D1.uuid, at(0)),
+    event(projectId, 'activate', 'd2', D2.uuid, at(H)),
+    event(projectId, 'pay', 'd2', D2.uuid, at(2 * H)),
+    event(projectId, 'signup', 'e', E.uuid, at(5002)), // activate 1 ms before signup, in the same second
+    event(projectId, 'activate', 'e', E.uuid, at(5001)),
+    event(projectId, 'signup', 'f', F.uuid, at(3000)), // signup and activate at the same instant
+    event(projectId, 'activate', 'f', F.uuid, at(3000)),
+    event(projectId, 'signup', 'g', G.uuid, at(0)),
+    event(projectId, 'activate', 'g', G.uuid, at(14 * D)), // exactly at the window's end: in
+    event(projectId, 'signup', 'h', Hp.uuid, at(0)),
+    event(projectId, 'activate', 'h', Hp.uuid, at(14 * D + 1)), // 1 ms past it: out
+    event(projectId, 'signup', 'x', X.uuid, at(0)),
+    event(projectId, 'activate', 'x', X.uuid, at(H)),
+    event(projectId, 'pageview', 'x', X.uuid, at(H)),
+    event(otherProjectId, 'signup', 'a', other.uuid, at(0)),
+    event(otherProjectId, 'activate', 'a', other.uuid, at(H)),
+  ]);
+  await mirrorProjectDistinctIds(em(), ch, projectId);
+  await mirrorProjectDistinctIds(em(), ch, otherProjectId);
+});
+
+afterAll(async () => {
+  await orm.close();
+});
+
+describe('event store contract: PostgreSQL and ClickHouse', () => {
+  it('counts the same events, and a retried batch adds none', async () => {
+    const retry = [event(projectId, 'pageview', 'a', A.uuid, at(3 * H))];
+    await insertBoth(retry);
+    await insertBoth(retry);
+    for (const store of [pg, ch]) {
+      expect(await store.countEvents(projectId)).toBe(22);
+      expect(await store.countEvents(projectId, 'signup')).toBe(9);
+      expect(await store.countEvents(otherProjectId)).toBe(2);
+    }
+  });
+
+  it('gives the same funnel persons and drop-offs, to the microsecond and the window edge', async () => {
+    const got = await sameAnswers();
+    const ids = (step: number) => got[`all ${step}`].personIds;
+    // Newest person first. E: activate came 1 ms before signup; F: same instant counts; G in, H out.
+    expect(ids(1)).toEqual([X.id, Hp.id, G.id, F.id, E.id, D1.id, B.id, A.id]);
+    expect(ids(2)).toEqual([X.id, G.id, F.id, A.id]);
+    expect(ids(3)).toEqual([A.id]);
+    expect(ids(-2)).toEqual([Hp.id, E.id, D1.id, B.id]);
+    expect(got['page 1']).toEqual({ count: 8, personIds: [Hp.id, G.id] });
+    // Correlation: who did `pageview` (A converted; X dropped at step 2); a step as the entity.
+    expect(await sameCorrelation('pageview')).toEqual({ converted: [A.id], dropped: [X.id] });
+    expect(await sameCorrelation('activate')).toEqual({
+      converted: [A.id],
+      dropped: [X.id, Hp.id, G.id, F.id, E.id, B.id],
+    });
+    // Lifecycle: on the first day everyone active resurrects (created long before); on the next, C does.
+    const first = await sameLifecycle(at(0));
+    expect(first['any resurrecting']).toEqual([X.id, Hp.id, G.id, F.id, E.id, D2.id, D1.id, B.id, A.id]);
+    expect((await sameLifecycle(at(D)))['any resurrecting']).toEqual([C.id]);
+    await sameLifecycle(at(D), 'America/New_York');
+    // A narrower window and range change the answer the same way in both.
+    const narrow = await sameAnswers({ ...funnel, windowDays: 1, to: new Date(T0 + 2 * D) });
+    expect(narrow['all 2'].personIds).toEqual([X.id, F.id, A.id]);
+  });
+
+  it('moves events to the surviving person when persons merge after their events were stored', async () => {
+    // An alias: the anonymous distinct id joins C. A merge: D2's distinct ids move to D1, D2 goes.
+    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, 'c-anon')`, [
+      projectId,
+      C.id,
+    ]);
+    await run(em(), `update person_distinct_id set person_id = ? where person_id = ?`, [D1.id, D2.id]);
+    await run(em(), `delete from person where id = ?`, [D2.id]);
+    expect(await mirrorProjectDistinctIds(em(), ch, projectId)).toBe(2);
+    expect(await mirrorProjectDistinctIds(em(), ch, projectId)).toBe(0);
+    const got = await sameAnswers();
+    expect(got['all 2'].personIds).toEqual([X.id, G.id, F.id, D1.id, C.id, A.id]);
+    expect(got['all 3'].personIds).toEqual([D1.id, A.id]);
+    expect(got['all -3'].personIds).toEqual([X.id, G.id, F.id, C.id]);
+    expect((await sameCorrelation('pay')).converted).toEqual([D1.id, A.id]); // D2's pay now D1's
+    // D1's timeline has D2's events now; bounded by time and by count the same way.
+    expect(await sameTimeline(D1.id)).toEqual(['signup@0', `activate@${H}`, `pay@${2 * H}`]);
+    expect(await sameTimeline(D1.id, at(H))).toEqual(['signup@0', `activate@${H}`]);
+    expect(await sameTimeline(D1.id, funnel.to, 1)).toEqual(['signup@0']);
+    expect(await sameTimeline(C.id)).toEqual(['signup@0', `activate@${D}`]);
+    const next = await sameLifecycle(at(D));
+    expect(next['any returning']).toEqual([C.id]); // c-anon's signup the day before is C's now
+    expect(next['any dormant']).not.toContain(D2.id);
+  });
+
+  it('deletes a person’s events up to the cutoff, counts them, and the person leaves every answer', async () => {
+    const cutoff = (await rows<{ now: string }>(em(), `select now()::text as now`))[0].now;
+    const late = event(projectId, 'signup', 'x', X.uuid, at(4 * H)); // arrives after the cutoff: kept
+    await new Promise((resolve) => setTimeout(resolve, 5)); // created_at strictly after the cutoff
+    await insertBoth([late]);
+    const group = { cutoff, personIds: [X.uuid], distinctIds: ['x'] };
+    const deleted: Record<string, { recorded: number; windows: number; inTx: boolean[] }> = {};
+    for (const store of [pg, ch]) {
+      const log = { recorded: 0, windows: 0, inTx: [] as boolean[] };
+      const n = await store.deletePersonEvents(projectId, [group], {
+        record: async (k, tx) => {
+          log.recorded += k;
+          log.inTx.push(tx !== null);
+        },
+        done: async () => {
+          log.windows++;
+        },
+      });
+      expect(n).toBe(3);
+      expect(log.recorded).toBe(3);
+      expect(await store.countPersonEvents(projectId, [group])).toBe(0);
+      deleted[store.engine] = log;
+    }
+    expect(deleted.postgres.windows).toBeGreaterThan(1); // windows of about DELETION_CHUNK_SIZE rows
+    expect(deleted.postgres.inTx.every(Boolean)).toBe(true);
+    expect(deleted.clickhouse).toEqual({ recorded: 3, windows: 1, inTx: [false] }); // one statement
+    // The person is deleted: its mapping goes too. The late event is its only one left, in both.
+    await run(em(), `delete from person where id = ?`, [X.id]);
+    await mirrorProjectDistinctIds(em(), ch, projectId);
+    for (const store of [pg, ch]) expect(await store.countEvents(projectId, 'signup')).toBe(9);
+    const got = await sameAnswers();
+    expect(got['all 1'].personIds).not.toContain(X.id);
+    expect(await sameTimeline(X.id)).toEqual([]);
+    expect(got['all 2'].personIds).toEqual([G.id, F.id, D1.id, C.id, A.id]);
+    // Nothing of another project was touched.
+    for (const store of [pg, ch]) expect(await store.countEvents(otherProjectId)).toBe(2);
+  });
+
+  it('with EVENT_STORE=clickhouse, deletes from PostgreSQL (the source) and ClickHouse, counting the events once', async () => {
+    const both = withPostgresSource(pg, ch);
+    const cutoff = (await rows<{ now: string }>(em(), `select now()::text as now`))[0].now;
+    const group = { cutoff, personIds: [B.uuid], distinctIds: ['b'] };
+    let recorded = 0;
+    const n = await both.deletePersonEvents(projectId, [group], {
+      record: async (k) => {
+        recorded += k;
+      },
+      done: async () => undefined,
+    });
+    expect([n, recorded]).toEqual([2, 2]);
+    expect(await pg.countPersonEvents(projectId, [group])).toBe(0);
+    expect(await ch.countPersonEvents(projectId, [group])).toBe(0);
+    expect(await both.countPersonEvents(projectId, [group])).toBe(0);
+    // A copy shipped after the delete (it keeps its PostgreSQL arrival time) is a survivor: the job retries.
+    await ch.insertRows([
+      {
+        uuid: randomUUID(),
+        project_id: projectId,
+        event: 'signup',
+        distinct_id: 'b',
+        person_id: B.uuid,
+        properties: '{}',
+        timestamp: chTime(at(0)),
+        created_at: chTime(at(0)),
+      },
+    ]);
+    expect(await both.countPersonEvents(projectId, [group])).toBe(1);
+  });
+});

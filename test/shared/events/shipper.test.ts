@@ -1,0 +1,166 @@
+// The shipper copies PostgreSQL's new events and distinct-id changes to ClickHouse (chDB): in
+// batches, only settled events, idempotently (a batch sent again is dropped), one shipper at a time;
+// after shipping, both stores give the same answers, merges and deleted persons included.
+import { randomUUID } from 'node:crypto';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { initOrm } from '../../../shared/db/orm.ts';
+import { rows, run } from '../../../shared/db/sql.ts';
+import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
+import type { EventRow, EventStore, FunnelParams } from '../../../shared/events/event-store.ts';
+import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
+import { shipEvents, shippingLag } from '../../../shared/events/shipper.ts';
+import { storeEvents } from '../../../shared/events/store.ts';
+import { createAccount, ownDatabase } from '../../helpers.ts';
+import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+
+// A database of its own: the shipment mark and the outbox triggers are database-wide.
+let orm: MikroORM;
+let pg: EventStore;
+let ch: ClickHouseEventStore;
+let projectId: number;
+const em = () => orm.em.fork() as EntityManager;
+const T0 = Date.parse('2026-05-04T10:00:00.000Z');
+const funnel: FunnelParams = {
+  steps: ['signup', 'pay'],
+  from: new Date(T0 - 86_400_000),
+  to: new Date(T0 + 86_400_000),
+  windowDays: 7,
+};
+const options = { batchSize: 2, settleSeconds: 30 };
+const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
+
+async function person(...distinctIds: string[]) {
+  const uuid = randomUUID();
+  const [{ id }] = await rows<{ id: string }>(
+    em(),
+    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp()) returning id::text as id`,
+    [uuid, projectId],
+  );
+  for (const d of distinctIds)
+    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?)`, [
+      projectId,
+      id,
+      d,
+    ]);
+  return { id, uuid };
+}
+
+const event = (name: string, distinctId: string, personUuid: string | null, ms: number): EventRow => ({
+  uuid: randomUUID(),
+  projectId,
+  event: name,
+  distinctId,
+  personId: personUuid,
+  properties: { n: ms },
+  timestamp: new Date(T0 + ms),
+});
+
+/** Rows physically in ClickHouse (a batch inserted twice would show here before any merge). */
+async function physicalRows() {
+  const result = await ch.client.query({
+    query: `SELECT count() AS n FROM ${ch.database}.events`,
+    format: 'JSONEachRow',
+  });
+  return Number((await result.json<{ n: string }>())[0].n);
+}
+
+async function sameFunnel() {
+  const answers = async (store: EventStore) =>
+    Promise.all([1, 2, -2].map((step) => store.funnelPersonIds(projectId, funnel, step, { limit: 100, offset: 0 })));
+  const fromPg = await answers(pg);
+  expect(await answers(ch)).toEqual(fromPg);
+  return fromPg.map((a) => a.personIds);
+}
+
+beforeAll(async () => {
+  orm = await initOrm(await ownDatabase('event_shipper'), 3);
+  projectId = (await createAccount(orm)).projectId;
+  pg = createPostgresEventStore(orm, { deleteChunk: 1000 });
+  ch = createClickHouseEventStore(chdbClient(), chdbDatabase('shipper'), orm);
+  await ch.migrate();
+});
+
+afterAll(async () => {
+  await orm.close();
+});
+
+describe('shipping events to ClickHouse', () => {
+  let A: { id: string; uuid: string };
+  let B: typeof A;
+
+  it('ships settled events in batches with the distinct ids mirrored; young ones wait', async () => {
+    A = await person('a');
+    B = await person('b');
+    await storeEvents(
+      em(),
+      [event('signup', 'a', A.uuid, 0), event('pay', 'a', A.uuid, 1000), event('signup', 'b', B.uuid, 0)],
+      minutesAgo(5),
+    );
+    await storeEvents(em(), [event('signup', 'anon', null, 10), event('pay', 'b', B.uuid, 2000)], minutesAgo(2));
+    const young = event('pay', 'a', A.uuid, 3000);
+    await storeEvents(em(), [young], new Date());
+
+    const first = await shipEvents(orm, ch, options);
+    expect(first).toMatchObject({ skipped: false, events: 5, batches: 3, distinctIds: 2 });
+    expect(first.lagSeconds).toBeGreaterThan(0); // the young event waits
+    expect(await ch.countEvents(projectId)).toBe(5);
+    expect(await pg.countEvents(projectId)).toBe(6);
+    expect(await sameFunnel()).toEqual([[B.id, A.id], [B.id, A.id], []]);
+
+    const second = await shipEvents(orm, ch, { ...options, settleSeconds: 0 });
+    expect(second).toMatchObject({ events: 1, batches: 1, distinctIds: 0, lagSeconds: 0 });
+    expect(await ch.countEvents(projectId)).toBe(6);
+    expect(await shippingLag(em())).toBe(0);
+  });
+
+  it('sends nothing twice: a run that dies after ClickHouse took a batch re-sends that same batch, dropped', async () => {
+    // Merges would fold a doubled row away in the background and hide it from this count.
+    await ch.client.command({ query: `SYSTEM STOP MERGES ${ch.database}.events` });
+    expect(await physicalRows()).toBe(6);
+    await storeEvents(em(), [event('signup', 'b', B.uuid, 20)], new Date()); // a batch of one
+    let sent = 0;
+    const dying: ClickHouseEventStore = {
+      ...ch,
+      insertRows: async (values, token) => {
+        await ch.insertRows(values, token);
+        sent += values.length;
+        throw new Error('worker killed before the mark moved');
+      },
+    };
+    await expect(shipEvents(orm, dying, { ...options, settleSeconds: 0 })).rejects.toThrow('worker killed');
+    expect([sent, await physicalRows()]).toEqual([1, 7]);
+    // Meanwhile more events arrive; the retry still sends exactly the pending batch of one first.
+    await storeEvents(em(), [event('pay', 'b', B.uuid, 30), event('pageview', 'b', B.uuid, 40)], new Date());
+    const retry = await shipEvents(orm, ch, { ...options, settleSeconds: 0 });
+    expect(retry).toMatchObject({ events: 3, batches: 2 });
+    expect(await physicalRows()).toBe(9);
+    expect(await ch.countEvents(projectId)).toBe(await pg.countEvents(projectId));
+  });
+
+  it('mirrors merges and deleted persons made after the events were shipped', async () => {
+    // 'anon' is aliased to B; then A merges into B; then B is deleted.
+    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, 'anon')`, [
+      projectId,
+      B.id,
+    ]);
+    expect((await shipEvents(orm, ch, options)).distinctIds).toBe(1);
+    await run(em(), `update person_distinct_id set person_id = ? where person_id = ?`, [B.id, A.id]);
+    await run(em(), `delete from person where id = ?`, [A.id]);
+    expect((await shipEvents(orm, ch, options)).distinctIds).toBe(1);
+    expect(await sameFunnel()).toEqual([[B.id], [B.id], []]);
+    await run(em(), `delete from person where id = ?`, [B.id]);
+    expect((await shipEvents(orm, ch, options)).distinctIds).toBe(3);
+    expect(await sameFunnel()).toEqual([[], [], []]);
+    expect(await ch.distinctIdMappings(projectId)).toEqual(new Map());
+    const [{ n }] = await rows<{ n: number }>(em(), `select count(*)::int as n from person_distinct_id_change`);
+    expect(n).toBe(0);
+  });
+
+  it('runs one shipper at a time: a second one skips', async () => {
+    await em().transactional(async (tx) => {
+      await rows(tx, `select 1 from event_shipment for update`);
+      expect(await shipEvents(orm, ch, options)).toMatchObject({ skipped: true, events: 0 });
+    });
+  });
+});
