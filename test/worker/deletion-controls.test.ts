@@ -283,7 +283,7 @@ describe('a cancel and a claim that meet at the row lock', () => {
     );
     const queue = worker.deps.queues.deletions;
     const job = await queue.add('delete', { deletionId: id }, { jobId: deletionJobId(id) });
-    await waitingOn('with claimed as');
+    await waitingOn('claimed as (');
     await commit();
     const settled = await settledJob(queue, job);
     expect(settled.returnvalue).toEqual({ deleted: 0, skipped: 'cancelled' });
