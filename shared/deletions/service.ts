@@ -87,9 +87,9 @@ export async function recordPersonDeletions(
   const ids = await recordDeletionRequests(tx, requests);
   await recordRequestBasis(tx, ids, { userId: actor.userId, keyId: actor.keyId ?? null }, personStores);
   const deliveries = await queueDeletionEvents(tx, actor.projectId, 'queued', ids);
-  const views = await deletionRequestsByIds(tx, ids);
-  if (options.suppress) await suppressPersons(tx, actor, persons, views);
-  return { personsDeleted, requests: views, deliveries };
+  if (options.suppress) await suppressPersons(tx, actor, persons, await deletionRequestsByIds(tx, ids));
+  // Read after the suppressions, which the answer shows.
+  return { personsDeleted, requests: await deletionRequestsByIds(tx, ids), deliveries };
 }
 
 /** Suppresses each person's distinct ids under its event deletion request (else its recordings one), with an activity entry per request. */
