@@ -38,11 +38,18 @@ function compressionHint(value: string | undefined): 'gzip' | 'lz64' | 'base64' 
  * those buffers are freed as soon as the text is made or the decode fails, not at some later garbage
  * collection (which an idle process may not run for a long time).
  */
+/** The most deflate can compress: 1032 bytes of output per byte of input (a run of one byte). */
+const MAX_DEFLATE_RATIO = 1032;
+
 async function gunzipWithin(payload: Buffer, capBytes: number, reserve: Reserve): Promise<string> {
   // A gzip stream ends with the decoded size (mod 2³²) of its last member, which zlib checks at the end:
   // a body declaring more than the cap is refused without inflating it. A false, smaller size only
-  // skips this: the inflate below is bounded all the same.
-  if (payload.length >= 18 && payload.readUInt32LE(payload.length - 4) > capBytes) throw new DecodeCapExceeded();
+  // skips this: the inflate below is bounded all the same. Only a gzip body (its magic bytes) has a
+  // trailer, and only a size deflate can reach (at most 1032:1) can be one: a truncated stream ends in
+  // compressed bytes, and is invalid gzip (400) once inflated, not too large.
+  const isGzip = payload[0] === 0x1f && payload[1] === 0x8b;
+  const declared = payload.length >= 18 ? payload.readUInt32LE(payload.length - 4) : 0;
+  if (isGzip && declared > capBytes && declared <= payload.length * MAX_DEFLATE_RATIO) throw new DecodeCapExceeded();
   return new Promise((resolve, reject) => {
     const inflate = createGunzip({ chunkSize: GZIP_CHUNK_BYTES });
     const chunks: Buffer[] = [];

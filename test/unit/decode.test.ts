@@ -7,15 +7,19 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { decodeSdkPayload } from '../../api/capture/decode.ts';
 import { ApiError } from '../../api/http/errors.ts';
+import { config } from '../../shared/config.ts';
 
 const LIMIT = 1024 * 1024;
 const EVENT = { event: '$pageview', distinct_id: 'd1', properties: { $current_url: 'https://x.test/?a=1&b=2' } };
 const BATCH = [EVENT, { event: 'é ✓ 😀', distinct_id: 'd2', properties: { n: 1 } }];
 
-/** The two things decodeSdkPayload reads of a Koa context: the parsed query and request headers. */
+/**
+ * What decodeSdkPayload reads of a Koa context: the parsed query, request headers, and the process's
+ * settings (its decode budget, shared by every request of the process: api/capture/budget.ts).
+ */
 function ctxOf(query: Record<string, string> = {}, headers: Record<string, string> = {}) {
   const lower = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
-  return { query, get: (name: string) => lower[name.toLowerCase()] ?? '' } as unknown as Context;
+  return { query, get: (name: string) => lower[name.toLowerCase()] ?? '', deps: { config } } as unknown as Context;
 }
 
 interface Decode {

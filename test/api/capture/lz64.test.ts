@@ -92,7 +92,8 @@ describe('decompressLz64', () => {
   });
 
   it('yields to the event loop while decoding a large output', async () => {
-    const text = JSON.stringify(Array.from({ length: 15_000 }, (_, i) => ({ i, id: `user-${(i * 7919) % 100003}` })));
+    // Large enough that decoding outlasts a slice (8 ms) many times over, however fast the machine.
+    const text = JSON.stringify(Array.from({ length: 200_000 }, (_, i) => ({ i, id: `user-${(i * 7919) % 100003}` })));
     const compressed = LZString.compressToBase64(text);
     let ticks = 0;
     const timer = setInterval(() => ticks++, 1);
