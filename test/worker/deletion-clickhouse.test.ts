@@ -27,14 +27,15 @@ beforeAll(async () => {
   orm = await initOrm(config.databaseUrl, 2);
   ch = createClickHouseEventStore(chdbClient(), chdbDatabase('deletion'), orm);
   await ch.migrate();
-  // No Redis: the job enqueues nothing for a handful of rows.
+  // No Redis: the job enqueues nothing for a handful of rows and no webhook.
   deps = {
     config,
     orm,
     events: withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch),
     logger,
     connection: null,
-    queues: null,
+    // Nothing is enqueued: no webhook is subscribed here, so the job hands over no delivery.
+    queues: { webhooks: null },
   } as unknown as WorkerDeps;
   account = await createAccount(orm);
 });

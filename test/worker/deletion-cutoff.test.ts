@@ -23,14 +23,15 @@ let account: TestAccount;
 beforeAll(async () => {
   const config = loadConfig();
   orm = await initOrm(config.databaseUrl, 2);
-  // No Redis: the job enqueues nothing for a handful of rows (vacuums only past thousands).
+  // No Redis: the job enqueues nothing for a handful of rows and no webhook (vacuums only past thousands).
   deps = {
     config,
     orm,
     events: createEventStore(config, orm),
     logger,
     connection: null,
-    queues: null,
+    // Nothing is enqueued: no webhook is subscribed here, so the job hands over no delivery.
+    queues: { webhooks: null },
   } as unknown as WorkerDeps;
   account = await createAccount(orm);
 });
