@@ -2,10 +2,12 @@
 // BENCH_SMALL_PERSONS (100,000) sharing the table. Measured, each beside its baseline in the same run:
 //   - GET by id, list filters, search: p50/p99 over HTTP beside the same query as raw SQL through pg;
 //     GET by id also beside Koa + @koa/router running that SQL (the card's stack with nothing of ours),
-//     sequentially and at 16 clients.
+//     sequentially, and at 16 clients in interleaved pairs of windows (bench/harness.ts interleavedPairs).
 //   - search in the small project (it must cost what it would alone, not what the table holds).
 //   - every property filter operator, matching and matching nothing: p50/p99 and the plan serving it.
-//   - the numeric and substring filters again once `npm run manage -- property index` has indexed their keys.
+//   - the numeric filters matching nobody (a scan) in interleaved pairs beside the API's page statement through pg.
+//   - the numeric and substring filters again once `npm run manage -- property index` has indexed their keys,
+//     and what each index kind costs person inserts (with it vs with none, in interleaved pairs).
 //   - the CSV export of the whole project beside `psql \copy (select …) to stdout` of the same rows.
 //   - bulk_delete of 1000 persons; inserting the small project's persons (what each index costs).
 // BENCH_REUSE=1 keeps the generated persons for the next run (their account is kept in a file beside
@@ -394,9 +396,13 @@ if (wants('indexed')) {
       { a: withKind, b: none },
       result,
     );
-    const perPerson = (rate: number) => 1e6 / rate / INSERT_BATCH;
+    const perPerson = (rate: number) => (1e6 / rate / INSERT_BATCH).toFixed(0);
+    const more = (ratio: number) => `${ratio <= 1 ? '+' : ''}${((1 / ratio - 1) * 100).toFixed(0)}%`;
+    const m = result.median;
     console.log(
-      `    median cost per person: ${perPerson(result.median.a.rate).toFixed(0)} µs with the ${kind} index, ${perPerson(result.median.b.rate).toFixed(0)} µs without (${((1 / result.median.ratio - 1) * 100).toFixed(0)}% more time)`,
+      `    time per person (medians): ${perPerson(m.a.rate)} µs with the ${kind} index, ${perPerson(m.b.rate)} µs without; ` +
+        `time with it per pair ${result.ratios.map(more).join(', ')} (median ${more(m.ratio)}); ` +
+        `CPU per person ${more(m.b.cpu.total / m.a.cpu.total)}`,
     );
   }
   await measureFilters(
