@@ -51,6 +51,9 @@ await pool.query(
   [withPerson.projectId, JSON.stringify({ groups: [{ properties: [EMAIL_RULE], rollout_percentage: 100 }] })],
 );
 
+// Dead person rows another benchmark left (deletes, rolled-back inserts) slow the person read; start clean.
+await pool.query('vacuum analyze person, person_distinct_id, feature_flag');
+
 const flagsBody = (target: TestAccount, i: number) =>
   JSON.stringify({ token: target.projectToken, distinct_id: `user-${i % 10_000}`, person_properties: { plan: 'pro' } });
 
