@@ -8,6 +8,7 @@ import pg from 'pg';
 import { createAccount } from '../test/helpers.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
+import { cpuMeter, percentile } from './stats.ts';
 
 export const BENCH_DATABASE_URL =
   process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/analytics_bench';
@@ -232,4 +233,143 @@ export async function databaseCpuMeter(pool: pg.Pool): Promise<{ stop: () => Pro
       return used;
     },
   };
+}
+
+/** One side of an interleaved comparison: a request, and the server process answering it (if any). */
+export interface PairSide {
+  name: string;
+  /** One request; `i` counts this side's requests across its windows. */
+  request: (i: number) => Promise<void>;
+  /** The server process whose CPU counts per request; none for a statement this process sends itself. */
+  serverPid?: number;
+  /** Requests sent before the first window (caches, JIT, pool connections); 200 unless told. */
+  warmup?: number;
+}
+
+/** One window of one side: throughput, latency (ms), and CPU per request (ms) of each process involved. */
+export interface WindowFigures {
+  n: number;
+  rate: number;
+  p50: number;
+  p99: number;
+  /** This process (the load's client side, or the side's own pg queries), the server process, PostgreSQL backends. */
+  cpu: { client: number; server: number; postgres: number; total: number };
+}
+
+export interface PairsResult {
+  a: WindowFigures[];
+  b: WindowFigures[];
+  /** Throughput of A ÷ throughput of B, per pair. */
+  ratios: number[];
+  median: { ratio: number; a: WindowFigures; b: WindowFigures };
+}
+
+export const median = (values: number[]) => {
+  const sorted = [...values].sort((x, y) => x - y);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+};
+const medianFigures = (windows: WindowFigures[]): WindowFigures => {
+  const of = (pick: (w: WindowFigures) => number) => median(windows.map(pick));
+  return {
+    n: of((w) => w.n),
+    rate: of((w) => w.rate),
+    p50: of((w) => w.p50),
+    p99: of((w) => w.p99),
+    cpu: {
+      client: of((w) => w.cpu.client),
+      server: of((w) => w.cpu.server),
+      postgres: of((w) => w.cpu.postgres),
+      total: of((w) => w.cpu.total),
+    },
+  };
+};
+
+/** One window of `side` at `concurrency`, with the CPU its processes used (backends listed on `meterPool`). */
+async function measureWindow(
+  side: PairSide,
+  seconds: number,
+  concurrency: number,
+  meterPool: pg.Pool,
+  offset: number,
+): Promise<WindowFigures> {
+  const server = side.serverPid === undefined ? () => 0 : cpuMeter(side.serverPid);
+  const backends = await databaseCpuMeter(meterPool);
+  const client = process.cpuUsage();
+  const latencies = await loadFor(seconds, concurrency, (i) => side.request(offset + i));
+  const used = process.cpuUsage(client);
+  const postgres = await backends.stop();
+  const n = latencies.length;
+  const cpu = {
+    client: (used.user + used.system) / 1000 / n,
+    server: (server() * 1000) / n,
+    postgres: (postgres * 1000) / n,
+  };
+  return {
+    n,
+    rate: n / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpu: { ...cpu, total: cpu.client + cpu.server + cpu.postgres },
+  };
+}
+
+/**
+ * Interleaved pairs: A and B each run for a window of `seconds` (BENCH_WINDOW_SECONDS, 10) at the same
+ * `concurrency`, one right after the other, `pairs` times (BENCH_PAIRS, 3; at least 3), the order
+ * alternating (AB, BA, AB…) so a change in the machine's load falls on both sides alike. Returns each
+ * window's figures, A's throughput ÷ B's per pair, and the medians; `printPairs` prints them.
+ * `meterPool` lists the bench database's PostgreSQL backends for their CPU: a pool the load does not use.
+ */
+export async function interleavedPairs(options: {
+  a: PairSide;
+  b: PairSide;
+  concurrency: number;
+  meterPool: pg.Pool;
+  pairs?: number;
+  seconds?: number;
+}): Promise<PairsResult> {
+  const pairs = options.pairs ?? Number(process.env.BENCH_PAIRS ?? 3);
+  const seconds = options.seconds ?? Number(process.env.BENCH_WINDOW_SECONDS ?? 10);
+  if (!(pairs >= 3)) throw new Error(`interleaved pairs: at least 3 pairs, not ${pairs}`);
+  const { a, b, concurrency, meterPool } = options;
+  for (const side of [a, b]) for (let i = 0; i < (side.warmup ?? 200); i++) await side.request(i);
+  const result: PairsResult = { a: [], b: [], ratios: [], median: undefined as unknown as PairsResult['median'] };
+  const sent = { a: 0, b: 0 };
+  for (let pair = 0; pair < pairs; pair++) {
+    for (const which of pair % 2 ? (['b', 'a'] as const) : (['a', 'b'] as const)) {
+      const side = which === 'a' ? a : b;
+      const label = `  ${a.name} vs ${b.name}: pair ${pair + 1}/${pairs}, ${side.name} for ${seconds}s at ${concurrency}…`;
+      if (process.stdout.isTTY) process.stdout.write(`\r\x1b[K${label}`);
+      const figures = await measureWindow(side, seconds, concurrency, meterPool, sent[which]);
+      sent[which] += figures.n;
+      result[which].push(figures);
+    }
+    result.ratios.push(result.a[pair].rate / result.b[pair].rate);
+  }
+  if (process.stdout.isTTY) process.stdout.write('\r\x1b[K');
+  result.median = { ratio: median(result.ratios), a: medianFigures(result.a), b: medianFigures(result.b) };
+  return result;
+}
+
+/** Prints each pair (rates, p50/p99, A÷B) and the medians, with CPU per request of each process. */
+export function printPairs(title: string, { a, b }: { a: PairSide; b: PairSide }, result: PairsResult): void {
+  const ms = (value: number) => (value < 10 ? value.toFixed(2) : value.toFixed(0));
+  const cpu = (f: WindowFigures) =>
+    `client ${f.cpu.client.toFixed(3)} + server ${f.cpu.server.toFixed(3)} + PostgreSQL ${f.cpu.postgres.toFixed(3)} = ${f.cpu.total.toFixed(3)}`;
+  const side = (f: WindowFigures) =>
+    `${f.rate.toFixed(f.rate < 100 ? 1 : 0)}/s p50 ${ms(f.p50)} ms p99 ${ms(f.p99)} ms`;
+  console.log(`  ${title}: ${a.name} (A) vs ${b.name} (B), ${result.ratios.length} interleaved pairs`);
+  result.ratios.forEach((ratio, pair) => {
+    console.log(
+      `    pair ${pair + 1}: A ${side(result.a[pair])} | B ${side(result.b[pair])} | A/B ${ratio.toFixed(2)}×`,
+    );
+  });
+  const m = result.median;
+  console.log(
+    `    median: A ${side(m.a)} | B ${side(m.b)} | A/B ${m.ratio.toFixed(2)}× (pairs ${Math.min(...result.ratios).toFixed(2)}–${Math.max(...result.ratios).toFixed(2)}×)`,
+  );
+  console.log(
+    `    median CPU ms per request: A ${cpu(m.a)} | B ${cpu(m.b)} | B/A ${(m.b.cpu.total / m.a.cpu.total).toFixed(2)}×`,
+  );
 }

@@ -2,10 +2,12 @@
 // BENCH_SMALL_PERSONS (100,000) sharing the table. Measured, each beside its baseline in the same run:
 //   - GET by id, list filters, search: p50/p99 over HTTP beside the same query as raw SQL through pg;
 //     GET by id also beside Koa + @koa/router running that SQL (the card's stack with nothing of ours),
-//     sequentially and at 16 clients.
+//     sequentially, and at 16 clients in interleaved pairs of windows (bench/harness.ts interleavedPairs).
 //   - search in the small project (it must cost what it would alone, not what the table holds).
 //   - every property filter operator, matching and matching nothing: p50/p99 and the plan serving it.
-//   - the numeric and substring filters again once `npm run manage -- property index` has indexed their keys.
+//   - the numeric filters matching nobody (a scan) in interleaved pairs beside the API's page statement through pg.
+//   - the numeric and substring filters again once `npm run manage -- property index` has indexed their keys,
+//     and what each index kind costs person inserts (with it vs with none, in interleaved pairs).
 //   - the CSV export of the whole project beside `psql \copy (select …) to stdout` of the same rows.
 //   - bulk_delete of 1000 persons; inserting the small project's persons (what each index costs).
 // BENCH_REUSE=1 keeps the generated persons for the next run (their account is kept in a file beside
@@ -13,7 +15,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import type pg from 'pg';
+import pg from 'pg';
 import { createAccount, type TestAccount } from '../test/helpers.ts';
 import { rows } from '../shared/db/sql.ts';
 import {
@@ -25,13 +27,14 @@ import { personListFilter } from '../shared/persons/store.ts';
 import {
   BENCH_DATABASE_URL,
   benchSetup,
-  databaseCpuMeter,
   getOk,
-  loadFor,
+  interleavedPairs,
+  type PairSide,
+  printPairs,
   startApiProcess,
   startKoaRouterProcess,
 } from './harness.ts';
-import { cpuMeter, percentile, progress, timed } from './stats.ts';
+import { percentile, progress, timed } from './stats.ts';
 
 const N = Number(process.env.BENCH_PERSONS ?? 1_000_000);
 const SMALL = Number(process.env.BENCH_SMALL_PERSONS ?? 100_000);
@@ -39,7 +42,7 @@ const SAMPLES = Number(process.env.BENCH_SAMPLES ?? 200);
 // Filters: up to this many samples each, but at most FILTER_SECONDS of them (a slow plan takes seconds).
 const FILTER_SAMPLES = Number(process.env.BENCH_FILTER_SAMPLES ?? 50);
 const FILTER_SECONDS = Number(process.env.BENCH_FILTER_SECONDS ?? 15);
-const LOAD_SECONDS = Number(process.env.BENCH_LOAD_SECONDS ?? 5);
+const INSERT_BATCH = Number(process.env.BENCH_INSERT_BATCH ?? 2_000);
 const only = process.env.BENCH_ONLY?.split(',') ?? null; // e.g. BENCH_ONLY=get,filters,indexed,search,csv,delete,ingest
 const wants = (part: string) => !only || only.includes(part);
 
@@ -87,7 +90,8 @@ if (process.env.BENCH_REUSE && saved && (await countOf(saved.big.projectId)) ===
   small = await createAccount(orm);
   console.log(`persons: generating ${N} persons…`);
   await generate(big.projectId, N, 'large project');
-  await pool.query('analyze person; analyze person_distinct_id');
+  // vacuum too: dead rows an earlier run left (deletes, rolled-back inserts) would slow every read.
+  await pool.query('vacuum analyze person, person_distinct_id');
   // The small project goes in second, into a table that already holds the large one: its insert time
   // is the ingestion cost of the person indexes at this size.
   smallInsertSeconds = await generate(small.projectId, SMALL, 'small project');
@@ -150,34 +154,20 @@ if (wants('get')) {
     (i) => [`${WITH_IDS} from person p where project_id = $1 and id = $2`, [pid, ids[i]]],
     { koaRouterUrl: (i) => `${P(big)}/${ids[i]}/` },
   );
-  // Throughput at 16 concurrent clients, the API and the Koa + @koa/router baseline alternately (twice each), with the
-  // CPU each part of the machine spent per request: the server process, its PostgreSQL backends, and this
-  // process (the 16 clients).
-  const throughput = { api: 0, koaRouter: 0 };
-  const cpu = { api: { server: 0, database: 0, clients: 0 }, koaRouter: { server: 0, database: 0, clients: 0 } };
-  for (let round = 0; round < 2; round++) {
-    for (const [name, server, url, headers] of [
-      ['api', api, (i: number) => `${api.baseUrl}${P(big)}/${ids[i % ids.length]}/`, auth(big)],
-      ['koaRouter', koaRouter, (i: number) => `${koaRouter.baseUrl}${P(big)}/${ids[i % ids.length]}/`, {}],
-    ] as const) {
-      const serverCpu = cpuMeter(server.child.pid);
-      const databaseCpu = await databaseCpuMeter(pool);
-      const clientsCpu = process.cpuUsage();
-      const latencies = await loadFor(LOAD_SECONDS, 16, (i) => getOk(url(i), headers));
-      const perRequest = (seconds: number) => (seconds * 1e6) / latencies.length / 2;
-      cpu[name].server += perRequest(serverCpu());
-      cpu[name].database += perRequest(await databaseCpu.stop());
-      const clients = process.cpuUsage(clientsCpu);
-      cpu[name].clients += perRequest((clients.user + clients.system) / 1e6);
-      throughput[name] += latencies.length / LOAD_SECONDS / 2;
-    }
-  }
-  const cpuLine = (parts: { server: number; database: number; clients: number }) =>
-    `server ${parts.server.toFixed(0)}, PostgreSQL ${parts.database.toFixed(0)}, clients ${parts.clients.toFixed(0)}`;
-  console.log(`  CPU µs per request: API ${cpuLine(cpu.api)} | Koa + @koa/router ${cpuLine(cpu.koaRouter)}`);
-  console.log(
-    `  GET by id, 16 clients: API ${throughput.api.toFixed(0)} req/s, Koa + @koa/router + pg ${throughput.koaRouter.toFixed(0)} req/s, API/baseline ${(throughput.api / throughput.koaRouter).toFixed(2)}x (target ≥ 0.8x)`,
-  );
+  // Throughput at 16 concurrent clients: the API and the Koa + @koa/router baseline (the same statement
+  // through pg) in interleaved pairs of windows, with CPU per request of the server, PostgreSQL and clients.
+  const apiSide: PairSide = {
+    name: 'API',
+    serverPid: api.child.pid,
+    request: (i) => getOk(`${api.baseUrl}${P(big)}/${ids[i % ids.length]}/`, auth(big)),
+  };
+  const koaRouterSide: PairSide = {
+    name: 'Koa + @koa/router + pg',
+    serverPid: koaRouter.child.pid,
+    request: (i) => getOk(`${koaRouter.baseUrl}${P(big)}/${ids[i % ids.length]}/`),
+  };
+  const result = await interleavedPairs({ a: apiSide, b: koaRouterSide, concurrency: 16, meterPool: pool });
+  printPairs('GET by id, 16 clients (target ≥ 0.8×)', { a: apiSide, b: koaRouterSide }, result);
 }
 
 if (wants('search')) {
@@ -262,6 +252,38 @@ const DATE_FILTERS: [string, unknown[], unknown[]][] = [
   ],
 ];
 
+// The numeric filters on a property no index serves, matching nobody: the list reads every person of the
+// project. Measured one client at a time over HTTP, in interleaved pairs of windows beside the API's own
+// page statement (personListFilter + the list's query, values inlined as the API sends them) through pg.
+const NUMERIC_NONE: [string, unknown[]][] = [
+  ['gt', [{ key: 'age', value: 1000, operator: 'gt' }]],
+  ['lt', [{ key: 'age', value: -1, operator: 'lt' }]],
+];
+const loadPool = new pg.Pool({ connectionString: BENCH_DATABASE_URL, max: 16 });
+async function numericPairs(operator: string, filter: unknown[]) {
+  const em = orm.em.fork();
+  const where = await personListFilter(em, big.projectId, { properties: filter });
+  const statement = em.getPlatform().formatQuery(
+    `select q.id::text as id, q.uuid, q.properties, q.is_identified, q.created_at,
+            array(select d.distinct_id from person_distinct_id d where d.person_id = q.id order by d.id) as distinct_ids
+       from (select p.* from person p where ${where.sql} order by p.created_at desc, p.id desc limit 101) q
+      order by q.created_at desc, q.id desc`,
+    where.params as unknown[],
+  );
+  const url = `${api.baseUrl}${P(big)}/?limit=100&properties=${encodeURIComponent(JSON.stringify(filter))}`;
+  const a: PairSide = { name: 'API', serverPid: api.child.pid, warmup: 2, request: () => getOk(url, auth(big)) };
+  const b: PairSide = {
+    name: 'the page statement through pg',
+    warmup: 2,
+    request: async () => {
+      const { rows: found } = await loadPool.query(statement);
+      if (found.length) throw new Error(`${operator}: expected no match, got ${found.length}`);
+    },
+  };
+  const result = await interleavedPairs({ a, b, concurrency: 1, meterPool: pool });
+  printPairs(`${operator}, no match, unindexed, 1 client (target p99 < 500 ms)`, { a, b }, result);
+}
+
 if (wants('filters')) {
   // Each operator matching some persons and matching none. Cohorts: a dynamic one (plan = pro), one
   // matching nobody (plan = enterprise) and a static one with 10,000 members.
@@ -297,8 +319,9 @@ if (wants('filters')) {
       [{ key: 'email', value: '^user1[0-9]*@', operator: 'regex' }],
       [{ key: 'email', value: '^nobody', operator: 'regex' }],
     ],
-    ['gt', [{ key: 'age', value: 80, operator: 'gt' }], [{ key: 'age', value: 1000, operator: 'gt' }]],
-    ['lt', [{ key: 'age', value: 5, operator: 'lt' }], [{ key: 'age', value: -1, operator: 'lt' }]],
+    // gt and lt matching nobody (a scan) are measured in interleaved pairs below.
+    ['gt', [{ key: 'age', value: 80, operator: 'gt' }], []],
+    ['lt', [{ key: 'age', value: 5, operator: 'lt' }], []],
     ['is_set', [{ key: 'name', operator: 'is_set' }], [{ key: 'nokey', operator: 'is_set' }]],
     ['is_not_set', [{ key: 'name', operator: 'is_not_set' }], [{ key: 'email', operator: 'is_not_set' }]],
     ...DATE_FILTERS,
@@ -307,6 +330,7 @@ if (wants('filters')) {
   ];
   console.log(`property filters at ${N} persons (p50/p99 over HTTP, limit 100; target p99 < 500 ms)`);
   for (const [operator, matching, none] of filters) await measureFilters(operator, matching, none);
+  for (const [operator, none] of NUMERIC_NONE) await numericPairs(operator, none);
   await pool.query(`delete from cohort where id in ($1, $2, $3)`, [proCohort, noneCohort, staticCohort]);
 }
 
@@ -334,26 +358,56 @@ if (wants('indexed')) {
   // The same numeric and substring filters once an operator has indexed the properties they read
   // (`npm run manage -- property index`): build time, size, what they cost person inserts, p50/p99.
   const em = orm.em.fork();
-  // Person inserts with and without the indexes, each into a project of its own, removed afterwards.
-  const insertCost = async () => {
-    const scratch = await createAccount(orm);
-    const seconds = (await timed(() => insertPersons(scratch.projectId, 0, 20_000))) / 1000;
-    await pool.query('delete from person where project_id = $1', [scratch.projectId]);
-    return seconds;
-  };
-  await insertCost(); // warm-up: the first insert pays for a cold cache
-  const plain = await insertCost();
   const buildNumber = await timed(() => indexPersonProperty(em, 'age', ['number']));
   const buildText = await timed(() => indexPersonProperty(em, 'plan', ['text']));
   const buildDate = await timed(() => indexPersonProperty(em, 'signed_up', ['date'])); // includes its ANALYZE
   await pool.query('analyze person');
-  const indexed = await insertCost();
-  const sizes = (await personPropertyIndexes(em))
-    .filter((index) => ['age', 'plan', 'signed_up'].includes(index.key))
-    .map((index) => `${index.kind} on ${index.key} ${(index.bytes / 1e6).toFixed(0)} MB`);
+  const built = (await personPropertyIndexes(em)).filter((index) => ['age', 'plan', 'signed_up'].includes(index.key));
+  const sizes = built.map((index) => `${index.kind} on ${index.key} ${(index.bytes / 1e6).toFixed(0)} MB`);
   console.log(
-    `property indexes: number on age built in ${(buildNumber / 1000).toFixed(1)} s, text on plan in ${(buildText / 1000).toFixed(1)} s, date on signed_up in ${(buildDate / 1000).toFixed(1)} s (${sizes.join(', ')}); inserting 20,000 persons ${plain.toFixed(2)} s without them, ${indexed.toFixed(2)} s with them`,
+    `property indexes: number on age built in ${(buildNumber / 1000).toFixed(1)} s, text on plan in ${(buildText / 1000).toFixed(1)} s, date on signed_up in ${(buildDate / 1000).toFixed(1)} s (${sizes.join(', ')})`,
   );
+  // What each kind costs person inserts: batches of INSERT_BATCH persons (+ distinct ids) into a project of
+  // their own, each in a transaction rolled back, with that kind's index and with no property index, in
+  // interleaved pairs. Both sides drop the indexes they go without inside the transaction (rolled back
+  // too): one drop more on the side without, a few ms against a batch.
+  const scratch = await createAccount(orm);
+  const insertBatch = (drop: string[]) => async (i: number) => {
+    const client = await pool.connect();
+    try {
+      await client.query('begin');
+      for (const name of drop) await client.query(`drop index ${name}`);
+      await insertPersons(scratch.projectId, i * INSERT_BATCH, (i + 1) * INSERT_BATCH, client);
+    } finally {
+      await client.query('rollback');
+      client.release();
+    }
+  };
+  const none: PairSide = {
+    name: 'no property index',
+    warmup: 2,
+    request: insertBatch(built.map((index) => index.name)),
+  };
+  for (const kind of ['number', 'text', 'date'] as const) {
+    await pool.query('vacuum person, person_distinct_id'); // the previous comparison's rolled-back rows
+    const others = built.filter((index) => index.kind !== kind).map((index) => index.name);
+    const withKind: PairSide = { name: `${kind} index`, warmup: 2, request: insertBatch(others) };
+    const result = await interleavedPairs({ a: withKind, b: none, concurrency: 1, meterPool: pool });
+    printPairs(
+      `inserting ${INSERT_BATCH} persons per transaction, ${kind} index vs none`,
+      { a: withKind, b: none },
+      result,
+    );
+    const perPerson = (rate: number) => (1e6 / rate / INSERT_BATCH).toFixed(0);
+    const more = (ratio: number) => `${ratio <= 1 ? '+' : ''}${((1 / ratio - 1) * 100).toFixed(0)}%`;
+    const m = result.median;
+    console.log(
+      `    time per person (medians): ${perPerson(m.a.rate)} µs with the ${kind} index, ${perPerson(m.b.rate)} µs without; ` +
+        `time with it per pair ${result.ratios.map(more).join(', ')} (median ${more(m.ratio)}); ` +
+        `CPU per person ${more(m.b.cpu.total / m.a.cpu.total)}`,
+    );
+  }
+  await pool.query('vacuum analyze person, person_distinct_id');
   await measureFilters(
     'gt (indexed)',
     [{ key: 'age', value: 80, operator: 'gt' }],
@@ -484,7 +538,11 @@ if (wants('ingest')) {
 
 if (!process.env.BENCH_REUSE)
   await pool.query(`delete from person where project_id in ($1, $2)`, [pid, small.projectId]);
+// The deleted and rolled-back persons leave dead rows that slow the next benchmark's person reads (planning a
+// lookup probes index ends through them: 90 ms of planning per /flags person read in one run).
+await pool.query('vacuum analyze person, person_distinct_id');
 await api.stop();
 await koaRouter.stop();
+await loadPool.end();
 await pool.end();
 await orm.close();

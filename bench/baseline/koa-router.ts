@@ -1,6 +1,6 @@
 // The floor for an HTTP read: the user's card's stack with nothing of ours — Koa, @koa/router and the
 // benchmark's raw SQL through pg, with no authentication, validation or ORM. Started as its own process,
-// like the API, by bench/persons.ts; its route has the API's path.
+// like the API, by bench/persons.ts and bench/flags.ts; its routes have the API's paths.
 import { Router } from '@koa/router';
 import Koa from 'koa';
 import pg from 'pg';
@@ -24,6 +24,13 @@ router.get('/api/projects/:project_id/persons/:id', async (ctx) => {
   );
   if (!rows[0]) ctx.throw(404);
   ctx.body = rows[0];
+});
+// The HTTP floor for /flags (bench/flags.ts): the body read and parsed, a constant answer, no database.
+router.post('/flags', async (ctx) => {
+  let body = '';
+  for await (const chunk of ctx.req) body += chunk;
+  JSON.parse(body);
+  ctx.body = { flags: {}, errorsWhileComputingFlags: false };
 });
 app.use(router.routes());
 app.use(router.allowedMethods());
