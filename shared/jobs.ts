@@ -1,9 +1,23 @@
 // Every job, declared once: its queue, its name and the data it carries. The worker registers a
 // processor per job (worker/jobs/index.ts), schedules name jobs from here (shared/schedules.ts), and
 // producers enqueue through enqueue(), so a job's name and data type cannot drift between them.
-import type { JobsOptions } from 'bullmq';
-import type { Queues } from './queues.ts';
+import type { JobsOptions, Queue } from 'bullmq';
 import type { ScheduledDeletionMode } from './deletions/schedule.ts';
+
+/** Every queue, by the key code uses and the name Redis, metrics and the dashboard show. */
+export const QUEUE_NAMES = {
+  /** One job per async_deletion row: events (weekly / off-peak) and recordings (as soon as possible). */
+  deletions: 'deletions',
+  /** Experiment result computation, scheduled daily and on demand. */
+  experimentResults: 'experiment-results',
+  /** Database upkeep: planner statistics of fast-growing tables, monthly event partitions. */
+  maintenance: 'maintenance',
+  /** One job per webhook_delivery row: a signed POST to a customer's URL, retried with backoff. */
+  webhooks: 'webhooks',
+} as const;
+
+/** Every queue of QUEUE_NAMES, by key: the API's producers and the worker's own handles. */
+export type Queues = Record<keyof typeof QUEUE_NAMES, Queue>;
 
 export const JOBS = {
   /** One deletion request (an async_deletion row); jobId deletion-<id>. */
@@ -26,7 +40,7 @@ export const JOBS = {
   webhookDelivery: { queue: 'webhooks', name: 'deliver' },
   /** New events and distinct-id changes to ClickHouse (EVENT_STORE=clickhouse only). */
   shipEvents: { queue: 'maintenance', name: 'ship-events' },
-} as const satisfies Record<string, { queue: keyof Queues; name: string }>;
+} as const satisfies Record<string, { queue: keyof typeof QUEUE_NAMES; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
 

@@ -5,7 +5,7 @@ import { type ConnectionOptions, type Job, Queue } from 'bullmq';
 import { config as processConfig, type Config } from './config.ts';
 import { logger, repeatingErrorLog } from './logger.ts';
 import { withTimeout } from './timeout.ts';
-import { JOBS, type JobData } from './jobs.ts';
+import { JOBS, type JobData, QUEUE_NAMES, type Queues } from './jobs.ts';
 
 /**
  * BullMQ's key prefix: every queue of an install lives under REDIS_PREFIX. The braces are a Redis
@@ -14,24 +14,14 @@ import { JOBS, type JobData } from './jobs.ts';
  */
 export const queuePrefix = (config: Pick<Config, 'redisPrefix'>) => `{${config.redisPrefix}}:bull`;
 
-export const QUEUE_NAMES = {
-  /** One job per async_deletion row: events (weekly / off-peak) and recordings (as soon as possible). */
-  deletions: 'deletions',
-  /** Experiment result computation, scheduled daily and on demand. */
-  experimentResults: 'experiment-results',
-  /** Database upkeep: planner statistics of fast-growing tables, monthly event partitions. */
-  maintenance: 'maintenance',
-  /** One job per webhook_delivery row: a signed POST to a customer's URL, retried with backoff. */
-  webhooks: 'webhooks',
-} as const;
+export { QUEUE_NAMES };
 
 /** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
 export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
 /** One job id per webhook delivery row. */
 export const webhookDeliveryJobId = (deliveryId: string | number) => `webhook-delivery-${deliveryId}`;
 
-/** Every queue of QUEUE_NAMES, by key: the API's producers and the worker's own handles. */
-export type Queues = Record<keyof typeof QUEUE_NAMES, Queue>;
+export type { Queues };
 
 export function createQueues(
   connection: ConnectionOptions,
