@@ -7,9 +7,7 @@ import { QUEUE_NAMES, queuePrefix, type Queues } from '../shared/queues.ts';
 import { JOBS, type JobKind } from '../shared/jobs.ts';
 import { withTimeout } from '../shared/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
-import { reconcileDeletions } from './jobs/deletion-schedules.ts';
-import { processors, type Processor } from './jobs/index.ts';
-import { reconcileWebhookDeliveries } from './jobs/webhook-delivery.ts';
+import { processors, reconcilers, type Processor } from './jobs/index.ts';
 import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
 import { repeatingErrorLog } from '../shared/logger.ts';
 
@@ -136,8 +134,7 @@ export async function startWorkers(
   const reconcile = async () => {
     try {
       await keepSchedules();
-      await reconcileDeletions(null, deps);
-      await reconcileWebhookDeliveries(deps);
+      for (const reconcileFrom of reconcilers) await reconcileFrom(deps);
     } catch (error) {
       deps.logger.warn({ err: (error as Error).message }, 'reconcile failed; next pass in a moment');
     }

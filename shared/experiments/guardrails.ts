@@ -384,7 +384,7 @@ export async function resetCircuitBreaker(
          from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ? for update of x, f`,
       [experimentId],
     );
-    if (!x || x.guardrail_status?.state !== 'tripped') return false;
+    if (x?.guardrail_status?.state !== 'tripped') return false;
     const previous = x.guardrail_status.previous_flag_filters;
     await updateFlagFilters(tx, x.feature_flag_id, previous, false);
     const statsConfig = {

@@ -12,7 +12,7 @@ import { guardrailCheck } from './guardrail-check.ts';
 import { refreshStatistics } from './refresh-statistics.ts';
 import { enforceRetention } from './retention.ts';
 import { vacuumTable } from './vacuum-tables.ts';
-import { deliverWebhookJob, webhookJobFailed } from './webhook-delivery.ts';
+import { deliverWebhookJob, reconcileWebhookDeliveries, webhookJobFailed } from './webhook-delivery.ts';
 import { shipEventsJob } from './ship-events.ts';
 
 export interface Processor<K extends JobKind> {
@@ -34,3 +34,12 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },
   shipEvents: { run: shipEventsJob },
 };
+
+/**
+ * What each worker's reconciler pass re-drives from PostgreSQL, in order (worker/runtime.ts): due
+ * deletion requests (and windows a worker missed), then webhook deliveries, each without a live job.
+ */
+export const reconcilers: ((deps: WorkerDeps) => Promise<unknown>)[] = [
+  (deps) => reconcileDeletions(null, deps),
+  reconcileWebhookDeliveries,
+];
