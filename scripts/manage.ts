@@ -22,7 +22,13 @@ import {
 import { config } from '../shared/config.ts';
 import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
 import { cancelDeletion } from '../shared/deletions/service.ts';
-import { listDeletionRequests, releaseDeletions, retryFailedDeletion } from '../shared/deletions/store.ts';
+import { deletionReceipt } from '../shared/deletions/receipts.ts';
+import {
+  deletionRequestsByIds,
+  listDeletionRequests,
+  releaseDeletions,
+  retryFailedDeletion,
+} from '../shared/deletions/store.ts';
 import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
@@ -389,6 +395,21 @@ const commands: Record<string, Command> = {
         next_attempt_at: r.next_attempt_at,
         last_error: r.last_error,
       }));
+    },
+  },
+  'deletion show': {
+    usage:
+      '--id DELETION_ID [--project PROJECT_ID]   (the request as deletion_status shows it, and its signed receipt once verified)',
+    options: { ...text('id'), ...text('project') },
+    required: ['id'],
+    run: async (em, v) => {
+      const id = String(v.id);
+      if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
+      const projectId = v.project === undefined ? null : projectIds(v.project)[0];
+      const [request] = await deletionRequestsByIds(em, [id]);
+      if (!request || (projectId !== null && request.project_id !== projectId))
+        throw new AccountError(`No deletion request ${id}${projectId === null ? '' : ` in project ${projectId}`}`);
+      return { request, receipt: await deletionReceipt(em, request.project_id, id) };
     },
   },
   'deletion retry': {

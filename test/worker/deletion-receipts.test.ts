@@ -15,6 +15,7 @@ import {
   call,
   createAccount,
   eventually,
+  manageJson,
   startApi,
   startTestWorker,
   uniqueRedisPrefix,
@@ -210,6 +211,19 @@ describe('a receipt for every verified request', () => {
       expect(await opensslVerifies(r.signed_content, sig.toString('base64'), key.public_key)).toBe(false);
     }
   });
+
+  it('shows a request with its receipt from the command line (deletion show), the same receipt the API serves', async () => {
+    const [r] = receipts;
+    const env = { REDIS_PREFIX: prefix };
+    const shown = await manageJson(['deletion', 'show', '--id', r.request_id], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.json.request).toMatchObject({ id: r.request_id, status: 'completed', project_id: account.projectId });
+    expect(shown.json.receipt).toEqual(r);
+    const elsewhere = await manageJson(['deletion', 'show', '--id', r.request_id, '--project', '999999999'], env);
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.stderr).toContain(`No deletion request ${r.request_id} in project 999999999`);
+    expect((await manageJson(['deletion', 'show', '--id', 'x1'], env)).code).toBe(1);
+  }, 120_000);
 
   it('serves one receipt as JSON and as CSV', async () => {
     const [r] = receipts;
