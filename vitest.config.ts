@@ -11,7 +11,7 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
     testTimeout: 30_000,
-    hookTimeout: 60_000,
+    hookTimeout: 120_000, // an API process may take 90 s to start at load 15 (test/services.ts)
     pool: 'forks',
     // Test files reuse their worker process (each starts its own API, database rows and Redis prefix):
     // per-file isolation cost ~0.5 s of spawning and module loading per file, 18% of a run.

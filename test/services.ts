@@ -51,7 +51,10 @@ export function startNode(script: string, env: Record<string, string>): ServiceP
   };
 }
 
-/** An API process; resolves once /_ready answers 200. */
+/**
+ * An API process; resolves once /_ready answers 200. Up to 90 s: on a machine at load 15 (two full
+ * suites beside other work) importing the API and connecting took over 30 s.
+ */
 export async function startApiProcess(env: Record<string, string>): Promise<ServiceProcess & { baseUrl: string }> {
   const port = await freePort();
   const api = startNode('api/main.ts', { HOST: '127.0.0.1', PORT: String(port), ...env });
@@ -65,7 +68,7 @@ export async function startApiProcess(env: Record<string, string>): Promise<Serv
           () => false,
         )) || null
       );
-    }, 30_000);
+    }, 90_000);
   } catch (error) {
     await api.stop();
     throw new Error(`API did not become ready: ${(error as Error).message}\n${api.output()}`);

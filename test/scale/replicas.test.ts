@@ -33,12 +33,12 @@ beforeAll(async () => {
   workers = [startWorkerProcess(workerEnv), startWorkerProcess(workerEnv)];
   orm = await initOrm(process.env.DATABASE_URL!);
   account = await createAccount(orm);
-}, 60_000);
+}, 200_000);
 afterAll(async () => {
   await Promise.all([...workers, ...apis].map((p) => p.stop()));
-  await Promise.allSettled(Object.values(queues).map((q) => q.close()));
-  redis.disconnect();
-  await orm.close();
+  await Promise.allSettled(Object.values(queues ?? {}).map((q) => q.close()));
+  redis?.disconnect();
+  await orm?.close();
 });
 
 describe('replicas', () => {

@@ -3,42 +3,31 @@
 // What /_health's answering protects is an event loop that never stops for seconds: that is measured
 // by the API itself (monitorEventLoopDelay, through /metrics), not by a probe's round trip, which on a
 // busy machine also counts the time the client and the server wait for a core.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventLoopDelayMaxMs } from './barrage.ts';
 import { gzipBomb, gzipBombHidingSize, lz64Bomb } from './bombs.ts';
+import { type ServiceProcess, startApiProcess } from '../../services.ts';
 
 const METRICS_TOKEN = 'decompression-bombs';
 /** A bomb must never stop the event loop for seconds; on a loaded 2-core machine a few hundred ms happen. */
 const EVENT_LOOP_DELAY_MS = 1000;
 
-const root = fileURLToPath(new URL('../../..', import.meta.url));
-let child: ChildProcess;
+let api: ServiceProcess & { baseUrl: string };
 let baseUrl: string;
 
 beforeAll(async () => {
-  const port = 20_000 + Math.floor(Math.random() * 10_000);
-  baseUrl = `http://127.0.0.1:${port}`;
   // A small heap, as a container would give it: an unbounded decoder dies quickly instead of
   // swapping the shared machine.
-  child = spawn(process.execPath, ['--max-old-space-size=384', 'api/main.ts'], {
-    cwd: root,
-    env: { ...process.env, PORT: String(port), LOG_LEVEL: 'silent', RATE_LIMIT_ENABLED: '0', METRICS_TOKEN },
-    stdio: 'ignore',
+  api = await startApiProcess({
+    NODE_OPTIONS: '--max-old-space-size=384',
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_ENABLED: '0',
+    METRICS_TOKEN,
   });
-  for (let i = 0; ; i++) {
-    const up = await fetch(`${baseUrl}/_health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (up) break;
-    if (i > 100 || child.exitCode !== null) throw new Error('API process did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  baseUrl = api.baseUrl;
 });
-afterAll(() => {
-  child?.kill('SIGKILL');
+afterAll(async () => {
+  await api?.stop();
 });
 
 /**
@@ -120,7 +109,7 @@ describe('decompression bombs', () => {
     expect(result.probes).toBeGreaterThan(0);
     expect(result.slowestProbeMs).toBeLessThan(Number.POSITIVE_INFINITY); // every probe answered
     expect(result.eventLoopDelayMs).toBeLessThan(EVENT_LOOP_DELAY_MS);
-    expect(child.exitCode).toBeNull();
+    expect(api.child.exitCode).toBeNull();
     expect((await fetch(`${baseUrl}/_health`)).status).toBe(200);
   });
 });
