@@ -8,7 +8,8 @@ import { isStorableInstant } from '../../shared/time.ts';
 
 export type JsonSchema = Record<string, unknown>;
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+// ajv-formats is CommonJS: its default import is module.exports, which carries the plugin as `default` too.
+const addFormats = addFormatsModule.default;
 
 /**
  * Dates (`date-time`, `date`) must also fall within years 1–9999 UTC: ajv-formats takes year 0000 and
