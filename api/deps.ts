@@ -1,6 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { RedisConnection } from '../shared/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
+import type { KeyWithProject } from '../shared/accounts.ts';
 import type { FlagCache } from './flags/cache.ts';
 import type { SuppressionCache } from './capture/suppression-cache.ts';
 import type { Queues } from '../shared/queues.ts';
@@ -17,7 +18,7 @@ export interface AppDeps {
   /** Producers of the worker's queues (enqueue only; the API never processes jobs). */
   queues: Queues;
   /** Authentication results cached until a change notifies `auth_changed`; null: every request reads PostgreSQL. */
-  authCache?: AuthCache | null;
+  authCache?: AuthCache<KeyWithProject> | null;
   /** The time in epoch milliseconds, for the throttle's windows (tests fix it; Date.now otherwise). */
   clock?: () => number;
   /** Flag definitions per project token until they change (`flag_definitions_changed`); null: read on every request. */

@@ -24,7 +24,7 @@ try {
     console.error('This install already has users; pass --force to create another organization and key.');
     process.exitCode = 1;
   } else {
-    const result = await bootstrapInstall(em as any, { email: values.email! });
+    const result = await bootstrapInstall(em, { email: values.email! });
     console.log(
       `Project ${result.project.id} ("${result.project.name}"), project API token ${result.project.apiToken}`,
     );

@@ -25,7 +25,7 @@ try {
   const em = orm.em.fork();
   const count = await userCount(em);
   if (count === 0) {
-    const install = await bootstrapInstall(em as any, { email: config.adminEmail });
+    const install = await bootstrapInstall(em, { email: config.adminEmail });
     keyMessage =
       `Personal API key (all scopes, shown only now — keep it): ${install.apiKey}\n` +
       `Project ${install.project.id}, project API token for SDKs: ${install.project.apiToken}`;
@@ -35,7 +35,7 @@ try {
     const owner = await installOwner(em);
     if (owner) {
       await deletePersonalApiKeysLabelled(em, owner.id, 'npm start');
-      const { value } = await createPersonalApiKey(em as any, { userId: owner.id, label: 'npm start', scopes: ['*'] });
+      const { value } = await createPersonalApiKey(em, { userId: owner.id, label: 'npm start', scopes: ['*'] });
       keyMessage = `Personal API key for this run (all scopes; replaces the one printed by the previous \`npm start\`): ${value}`;
     } else {
       keyMessage = 'No active user: create one with `npm run bootstrap -- --force`.';

@@ -1,6 +1,7 @@
 // Creating organizations, projects, users and personal API keys: one implementation for the
 // bootstrap command, the management command and the tests.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql, type CompiledQuery, type Expression, type InferResult, type Selectable } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import {
   generateKeyId,
@@ -10,8 +11,12 @@ import {
   maskPersonalApiKey,
 } from './auth/tokens.ts';
 import { isValidScope } from './auth/scopes.ts';
-import { isUuid, pgArray, rows, run } from './db/sql.ts';
+import { db, type DB } from './db/kysely.ts';
+import { isUuid } from './db/sql.ts';
 import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from './entities/index.ts';
+
+/** A project as its table holds it (what a project route sees as `ctx.state.project`). */
+export type ProjectRow = Selectable<DB['project']>;
 
 export async function createOrganization(em: EntityManager, name: string) {
   if (!name.trim()) throw new AccountError('name: This field may not be blank.');
@@ -24,7 +29,8 @@ export async function createOrganization(em: EntityManager, name: string) {
 async function requireOrganization(em: EntityManager, organizationId: string) {
   const found =
     isUuid(organizationId) &&
-    (await rows<any>(em, `select 1 from organization where id = ?`, [organizationId])).length > 0;
+    (await db(em).selectFrom('organization').select('id').where('id', '=', organizationId).executeTakeFirst()) !==
+      undefined;
   if (!found) throw new AccountError(`No organization with id ${organizationId}`);
 }
 
@@ -67,8 +73,12 @@ export async function createUser(
   if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(input.email) || input.email.length > 254)
     throw new AccountError(`Enter a valid email address: ${input.email}`);
   await requireOrganization(em, input.organizationId);
-  const taken = await rows<any>(em, `select 1 from app_user where lower(email) = lower(?)`, [input.email]);
-  if (taken.length > 0) throw new AccountError(`There is already a user with the email ${input.email}`);
+  const taken = await db(em)
+    .selectFrom('app_user')
+    .select('id')
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', eb.fn('lower', [eb.val(input.email)])))
+    .executeTakeFirst();
+  if (taken) throw new AccountError(`There is already a user with the email ${input.email}`);
   const user = em.create(User, {
     uuid: randomUUID(),
     distinctId: randomUUID(),
@@ -93,17 +103,16 @@ export class AccountError extends Error {}
 /** Adds a user to an organization, or changes their level there. */
 export async function setMembership(em: EntityManager, organizationId: string, userId: number, level: number) {
   await requireOrganization(em, organizationId);
-  await rows(
-    em,
-    `insert into organization_membership (organization_id, user_id, level, joined_at) values (?, ?, ?, now())
-     on conflict (organization_id, user_id) do update set level = excluded.level`,
-    [organizationId, userId, level],
+  await em.upsert(
+    OrganizationMembership,
+    { organizationId, userId, level },
+    { onConflictFields: ['organizationId', 'userId'], onConflictAction: 'merge', onConflictMergeFields: ['level'] },
   );
 }
 
 /** A deactivated user's keys answer 401 at once; reactivating brings them back. */
 export async function setUserActive(em: EntityManager, userId: number, active: boolean) {
-  await rows(em, `update app_user set is_active = ? where id = ?`, [active, userId]);
+  await db(em).updateTable('app_user').set({ is_active: active }).where('id', '=', userId).execute();
 }
 
 export const MAX_KEYS_PER_USER = 10;
@@ -130,21 +139,30 @@ async function checkKeyInput(em: EntityManager, input: KeyInput, limit: number |
   if (input.label.length > 40) throw new AccountError('label: Ensure this field has no more than 40 characters.');
   for (const scope of input.scopes ?? []) if (!isValidScope(scope)) throw new AccountError(`Invalid scope: ${scope}`);
   if (checkScoping && (input.scopedTeams?.length || input.scopedOrganizations?.length)) {
-    const [{ missing }] = await rows<any>(
-      em,
-      `select (select count(*)::int from unnest(?::int[]) t(id)
-                where not exists (select 1 from project p join organization_membership m on m.organization_id = p.organization_id and m.user_id = ? where p.id = t.id))
-            + (select count(*)::int from unnest(?::text[]) o(id)
-                where not exists (select 1 from organization_membership m where m.organization_id::text = o.id and m.user_id = ?)) as missing`,
-      [pgArray(input.scopedTeams ?? []), input.userId, pgArray(input.scopedOrganizations ?? []), input.userId],
-    );
-    if (missing > 0)
+    // The projects and organizations named that the user is a member of, against how many were named.
+    const member = db(em).selectFrom('organization_membership as m').where('m.user_id', '=', input.userId);
+    const teams = [...new Set(input.scopedTeams ?? [])];
+    const organizations = [...new Set(input.scopedOrganizations ?? [])];
+    const teamsFound =
+      teams.length === 0
+        ? []
+        : await member
+            .innerJoin('project as p', 'p.organization_id', 'm.organization_id')
+            .select('p.id')
+            .where('p.id', 'in', teams)
+            .execute();
+    const organizationsFound =
+      organizations.length === 0
+        ? []
+        : await member
+            .select('m.organization_id')
+            .where(sql<string>`m.organization_id::text`, 'in', organizations)
+            .execute();
+    if (teamsFound.length < teams.length || organizationsFound.length < organizations.length)
       throw new AccountError('You must be a member of all organizations/teams that you are scoping the key to.');
   }
   if (limit !== null) {
-    const [{ count }] = await rows<any>(em, `select count(*)::int as count from personal_api_key where user_id = ?`, [
-      input.userId,
-    ]);
+    const count = await em.count(PersonalApiKey, { userId: input.userId });
     if (count >= limit)
       throw new AccountError(
         `You can only have ${limit} personal API keys. Remove an existing key before creating a new one.`,
@@ -184,29 +202,29 @@ export async function createPersonalApiKey(
 /** A new secret for an existing key (same id, label and scopes); the old value stops working at once. */
 export async function rollPersonalApiKey(em: EntityManager, keyId: string): Promise<string> {
   const value = generatePersonalApiKey();
-  const changed = await rows<any>(
-    em,
-    `update personal_api_key set secure_value = ?, mask_value = ?, last_rolled_at = now() where id = ? returning id`,
-    [hashPersonalApiKey(value), maskPersonalApiKey(value), keyId],
-  );
-  if (changed.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
+  const changed = await db(em)
+    .updateTable('personal_api_key')
+    .set({ secure_value: hashPersonalApiKey(value), mask_value: maskPersonalApiKey(value), last_rolled_at: sql`now()` })
+    .where('id', '=', keyId)
+    .executeTakeFirst();
+  if (changed.numUpdatedRows === 0n) throw new AccountError(`No personal API key with id ${keyId}`);
   return value;
 }
 
 export async function revokePersonalApiKey(em: EntityManager, keyId: string): Promise<void> {
-  const changed = await rows<any>(em, `delete from personal_api_key where id = ? returning id`, [keyId]);
-  if (changed.length === 0) throw new AccountError(`No personal API key with id ${keyId}`);
+  const changed = await db(em).deleteFrom('personal_api_key').where('id', '=', keyId).executeTakeFirst();
+  if (changed.numDeletedRows === 0n) throw new AccountError(`No personal API key with id ${keyId}`);
 }
 
 /** A new phc_ token for a project (PostHog's reset_token); SDKs holding the old one get 401. */
 export async function rotateProjectToken(em: EntityManager, projectId: number): Promise<string> {
   const token = generateProjectApiToken();
-  const changed = await rows<any>(
-    em,
-    `update project set api_token = ?, updated_at = now() where id = ? returning id`,
-    [token, projectId],
-  );
-  if (changed.length === 0) throw new AccountError(`No project with id ${projectId}`);
+  const changed = await db(em)
+    .updateTable('project')
+    .set({ api_token: token, updated_at: sql`now()` })
+    .where('id', '=', projectId)
+    .executeTakeFirst();
+  if (changed.numUpdatedRows === 0n) throw new AccountError(`No project with id ${projectId}`);
   return token;
 }
 
@@ -227,186 +245,275 @@ export async function bootstrapInstall(
   return { organization, project, user, key, apiKey: value };
 }
 
+/** The columns of a user another row names (creator, owner…), as serializers show them (api/users/serializers.ts). */
+export const USER_COLUMNS = [
+  'id',
+  'uuid',
+  'distinct_id',
+  'first_name',
+  'last_name',
+  'email',
+  'is_email_verified',
+  'hedgehog_config',
+  'role_at_organization',
+] as const;
+
 /** Columns of app_user as `<alias>_<column>` so one row can carry several users. */
 export const userColumns = (alias: string, prefix: string) =>
-  [
-    'id',
-    'uuid',
-    'distinct_id',
-    'first_name',
-    'last_name',
-    'email',
-    'is_email_verified',
-    'hedgehog_config',
-    'role_at_organization',
-  ]
-    .map((c) => `${alias}.${c} as ${prefix}_${c}`)
-    .join(', ');
+  USER_COLUMNS.map((c) => `${alias}.${c} as ${prefix}_${c}`).join(', ');
 
 export async function isOrganizationMember(em: EntityManager, organizationId: string, userId: number) {
-  const found = await rows(em, `select 1 from organization_membership where organization_id = ? and user_id = ?`, [
-    organizationId,
-    userId,
-  ]);
-  return found.length > 0;
+  const found = await db(em)
+    .selectFrom('organization_membership')
+    .select('id')
+    .where('organization_id', '=', organizationId)
+    .where('user_id', '=', userId)
+    .executeTakeFirst();
+  return found !== undefined;
 }
 
 export async function findPersonalApiKey(em: EntityManager, keyId: string) {
-  const [key] = await rows<Record<string, any>>(em, `select * from personal_api_key where id = ?`, [keyId]);
+  const key = await db(em).selectFrom('personal_api_key').selectAll().where('id', '=', keyId).executeTakeFirst();
   return key ?? null;
 }
 
-/** The user as `user_<column>` (see userColumns) with their current organization and project. */
+/** The user (USER_COLUMNS, each as `user_<column>`) with their current organization and project. */
 export async function findUserWithCurrent(em: EntityManager, userId: number) {
-  const [user] = await rows<Record<string, any>>(
-    em,
-    `select ${userColumns('u', 'user')}, u.current_organization_id, u.current_project_id from app_user u where u.id = ?`,
-    [userId],
-  );
+  const user = await db(em)
+    .selectFrom('app_user as u')
+    .select([
+      'u.id as user_id',
+      'u.uuid as user_uuid',
+      'u.distinct_id as user_distinct_id',
+      'u.first_name as user_first_name',
+      'u.last_name as user_last_name',
+      'u.email as user_email',
+      'u.is_email_verified as user_is_email_verified',
+      'u.hedgehog_config as user_hedgehog_config',
+      'u.role_at_organization as user_role_at_organization',
+      'u.current_organization_id',
+      'u.current_project_id',
+    ])
+    .where('u.id', '=', userId)
+    .executeTakeFirst();
   return user ?? null;
 }
 
 /** The project with this API token, and whether it has any active flag (remote config); null if none. */
 export async function projectByTokenWithFlags(em: EntityManager, token: string) {
-  const [project] = await rows<{ api_token: string; has_flags: boolean }>(
-    em,
-    `select p.api_token,
-            exists(select 1 from feature_flag f where f.project_id = p.id and f.active and not f.deleted) as has_flags
-       from project p where p.api_token = ?`,
-    [token],
-  );
+  const project = await db(em)
+    .selectFrom('project as p')
+    .select((eb) => [
+      'p.api_token',
+      eb
+        .exists(
+          eb
+            .selectFrom('feature_flag as f')
+            .select('f.id')
+            .whereRef('f.project_id', '=', 'p.id')
+            .where('f.active', '=', true)
+            .where('f.deleted', '=', false),
+        )
+        .as('has_flags'),
+    ])
+    .where('p.api_token', '=', token)
+    .executeTakeFirst();
   return project ?? null;
 }
 
 // ---- authentication's reads (api/http/auth.ts) ----
 
-/** A project with `is_member`: whether the user `userRef` (an SQL expression) belongs to its organization. */
-const projectWithMembership = (userRef: string) =>
-  `select p.*, exists(select 1 from organization_membership m
-                       where m.organization_id = p.organization_id and m.user_id = ${userRef}) as is_member
-     from project p`;
+/** keyWithProject()'s statement, `secureValue` and `projectId` standing for the values it is run with. */
+const keyWithProjectQuery = (em: EntityManager, secureValue: string, withProject: boolean, projectId: number | null) =>
+  db(em)
+    .selectFrom('personal_api_key as k')
+    .innerJoin('app_user as u', 'u.id', 'k.user_id')
+    .leftJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('project as p')
+          .selectAll('p')
+          .select((eb) => isMember(eb.ref('u.id')).as('is_member'))
+          .where(sql.lit(withProject))
+          .where('p.id', '=', eb.fn.coalesce(sql<number | null>`${projectId}::int`, 'u.current_project_id'))
+          .as('p'),
+      (join) => join.onTrue(),
+    )
+    .select([
+      'k.id as key_id',
+      'k.user_id as key_user_id',
+      'k.scopes as key_scopes',
+      'k.scoped_teams as key_scoped_teams',
+      'k.scoped_organizations as key_scoped_organizations',
+      'k.last_used_at as key_last_used_at',
+      'u.current_project_id as key_current_project_id',
+    ])
+    .selectAll('p')
+    .where('k.secure_value', '=', secureValue)
+    .where('u.is_active', '=', true);
+
+/** What keyWithProject() finds. */
+export type KeyWithProject = InferResult<ReturnType<typeof keyWithProjectQuery>>[number];
+
+// keyWithProject()'s statement compiled once per shape (with and without the project), with stand-ins
+// for the values: building and compiling it took longer than PostgreSQL took to answer it.
+const KEY_STAND_IN = '\u0000key';
+const PROJECT_STAND_IN = -1.5;
+const keyWithProjectStatements = new Map<boolean, CompiledQuery<KeyWithProject>>();
 
 /**
  * The active key with this hash, its user's current project, and (`withProject`) the project `projectId`
- * or else the user's current one, with membership, in one round trip. The key's columns are prefixed
- * key_; every other column is the project's. Null when no active user holds the key.
+ * or else the user's current one, with `is_member` (whether the user belongs to its organization), in one
+ * round trip. The key's columns are prefixed key_; every other column is the project's, null when there is
+ * no such project. Undefined when no active user holds the key.
  */
 export async function keyWithProject(
   em: EntityManager,
   secureValue: string,
   withProject: boolean,
   projectId: number | null,
-): Promise<Record<string, any> | null> {
-  const [row] = await rows(
-    em,
-    `select k.id as key_id, k.user_id as key_user_id, k.scopes as key_scopes, k.scoped_teams as key_scoped_teams,
-            k.scoped_organizations as key_scoped_organizations, k.last_used_at as key_last_used_at,
-            u.current_project_id as key_current_project_id, p.*
-       from personal_api_key k join app_user u on u.id = k.user_id
-       left join lateral (${projectWithMembership('u.id')}
-                           where ? and p.id = coalesce(?::int, u.current_project_id)) p on true
-      where k.secure_value = ? and u.is_active`,
-    [withProject, projectId, secureValue],
+): Promise<KeyWithProject | undefined> {
+  let statement = keyWithProjectStatements.get(withProject);
+  if (!statement) {
+    statement = keyWithProjectQuery(em, KEY_STAND_IN, withProject, PROJECT_STAND_IN).compile();
+    keyWithProjectStatements.set(withProject, statement);
+  }
+  const parameters = statement.parameters.map((value) =>
+    value === KEY_STAND_IN ? secureValue : value === PROJECT_STAND_IN ? projectId : value,
   );
-  return row ?? null;
+  // The compiled statement with other values: its rows are the ones compiled for.
+  const { rows } = await db(em).executeQuery<KeyWithProject>({ ...statement, parameters });
+  return rows[0];
 }
 
 export async function touchPersonalApiKey(em: EntityManager, keyId: string) {
-  await run(em, `update personal_api_key set last_used_at = now() where id = ?`, [keyId]);
+  await db(em).updateTable('personal_api_key').set({ last_used_at: sql`now()` }).where('id', '=', keyId).execute();
 }
+
+/** Whether the user `userId` (a value or a column) belongs to the organization of the project `p` in scope. */
+const isMember = (userId: number | Expression<number>) =>
+  sql<boolean>`exists(select 1 from organization_membership m where m.organization_id = p.organization_id and m.user_id = ${userId})`;
 
 /** The project with `is_member` for this user, or null. */
 export async function projectWithMembershipOf(em: EntityManager, userId: number, projectId: number) {
-  const [project] = await rows<Record<string, any>>(em, `${projectWithMembership('?')} where p.id = ?`, [
-    userId,
-    projectId,
-  ]);
+  const project = await db(em)
+    .selectFrom('project as p')
+    .selectAll('p')
+    .select(isMember(userId).as('is_member'))
+    .where('p.id', '=', projectId)
+    .executeTakeFirst();
   return project ?? null;
 }
 
 /** The lowest-numbered project of an organization the user belongs to, or null. */
 export async function firstProjectIdOf(em: EntityManager, userId: number): Promise<number | null> {
-  const [project] = await rows<{ id: number }>(
-    em,
-    `select p.id from project p join organization_membership m on m.organization_id = p.organization_id
-      where m.user_id = ? order by p.id limit 1`,
-    [userId],
-  );
+  const project = await db(em)
+    .selectFrom('project as p')
+    .innerJoin('organization_membership as m', 'm.organization_id', 'p.organization_id')
+    .select('p.id')
+    .where('m.user_id', '=', userId)
+    .orderBy('p.id')
+    .limit(1)
+    .executeTakeFirst();
   return project?.id ?? null;
 }
 
 /** The active user with the highest membership level (the install's owner), or null. */
 export async function installOwner(em: EntityManager) {
-  const [owner] = await rows<{ id: number; current_project_id: number | null }>(
-    em,
-    `select u.id, u.current_project_id from app_user u join organization_membership m on m.user_id = u.id
-      where u.is_active order by m.level desc, u.id limit 1`,
-  );
+  const owner = await db(em)
+    .selectFrom('app_user as u')
+    .innerJoin('organization_membership as m', 'm.user_id', 'u.id')
+    .select(['u.id', 'u.current_project_id'])
+    .where('u.is_active', '=', true)
+    .orderBy('m.level', 'desc')
+    .orderBy('u.id')
+    .limit(1)
+    .executeTakeFirst();
   return owner ?? null;
 }
 
 export async function deletePersonalApiKeysLabelled(em: EntityManager, userId: number, label: string) {
-  await run(em, `delete from personal_api_key where user_id = ? and label = ?`, [userId, label]);
+  await db(em).deleteFrom('personal_api_key').where('user_id', '=', userId).where('label', '=', label).execute();
 }
 
 export async function userCount(em: EntityManager): Promise<number> {
-  const [{ count }] = await rows<{ count: number }>(em, 'select count(*)::int as count from app_user');
-  return count;
+  return em.count(User);
 }
 
-// ---- what a key can see (api/organizations/visibility.ts): arrays are PostgreSQL array literals or null ----
+// ---- what a key can see (api/organizations/visibility.ts): null scoping is no narrowing ----
 
 /** The user's organizations with their membership level and member count, narrowed by the scoping given. */
-export function organizationsOfUser<T>(
+export function organizationsOfUser(
   em: EntityManager,
   userId: number,
-  organizations: string | null,
-  teams: string | null,
+  organizations: string[] | null,
+  teams: number[] | null,
 ) {
-  return rows<T>(
-    em,
-    `select o.*, m.level,
-            (select count(*)::int from organization_membership c where c.organization_id = o.id) as member_count
-       from organization o join organization_membership m on m.organization_id = o.id and m.user_id = ?
-      where (?::uuid[] is null or o.id = any(?::uuid[]))
-        and (?::int[] is null
-             or exists (select 1 from project p where p.organization_id = o.id and p.id = any(?::int[])))
-      order by o.created_at, o.id`,
-    [userId, organizations, organizations, teams, teams],
-  );
+  return db(em)
+    .selectFrom('organization as o')
+    .innerJoin('organization_membership as m', (join) =>
+      join.onRef('m.organization_id', '=', 'o.id').on('m.user_id', '=', userId),
+    )
+    .selectAll('o')
+    .select((eb) => [
+      'm.level',
+      eb
+        .selectFrom('organization_membership as c')
+        .select(eb.cast<number>(eb.fn.countAll(), 'integer').as('n'))
+        .whereRef('c.organization_id', '=', 'o.id')
+        .$asScalar()
+        .$notNull()
+        .as('member_count'),
+    ])
+    .$if(organizations !== null, (q) => q.where('o.id', 'in', organizations ?? []))
+    .$if(teams !== null, (q) =>
+      q.where((eb) =>
+        eb.exists(
+          eb
+            .selectFrom('project as p')
+            .select('p.id')
+            .whereRef('p.organization_id', '=', 'o.id')
+            .where('p.id', 'in', teams ?? []),
+        ),
+      ),
+    )
+    .orderBy('o.created_at')
+    .orderBy('o.id')
+    .execute();
 }
 
 /** The projects of the user's organizations (of one when given), narrowed by the scoping given. */
-export function projectsOfUser<T>(
+export function projectsOfUser(
   em: EntityManager,
   userId: number,
-  organizations: string | null,
-  teams: string | null,
+  organizations: string[] | null,
+  teams: number[] | null,
   organizationId: string | null,
-) {
-  return rows<T>(
-    em,
-    `select p.* from project p
-       join organization_membership m on m.organization_id = p.organization_id and m.user_id = ?
-      where (?::uuid[] is null or p.organization_id = any(?::uuid[]))
-        and (?::int[] is null or p.id = any(?::int[]))
-        and (?::uuid is null or p.organization_id = ?::uuid)
-      order by p.id`,
-    [userId, organizations, organizations, teams, teams, organizationId, organizationId],
-  );
+): Promise<ProjectRow[]> {
+  return db(em)
+    .selectFrom('project as p')
+    .innerJoin('organization_membership as m', (join) =>
+      join.onRef('m.organization_id', '=', 'p.organization_id').on('m.user_id', '=', userId),
+    )
+    .selectAll('p')
+    .$if(organizations !== null, (q) => q.where('p.organization_id', 'in', organizations ?? []))
+    .$if(teams !== null, (q) => q.where('p.id', 'in', teams ?? []))
+    .$if(organizationId !== null, (q) => q.where('p.organization_id', '=', organizationId ?? ''))
+    .orderBy('p.id')
+    .execute();
 }
 
 export async function currentOrganizationIdOf(em: EntityManager, userId: number): Promise<string | null> {
-  const [user] = await rows<{ id: string | null }>(
-    em,
-    `select current_organization_id as id from app_user where id = ?`,
-    [userId],
-  );
-  return user?.id ?? null;
+  const user = await db(em)
+    .selectFrom('app_user')
+    .select('current_organization_id')
+    .where('id', '=', userId)
+    .executeTakeFirst();
+  return user?.current_organization_id ?? null;
 }
 
 /** The project holding this SDK project API token, or null. */
-export async function projectByToken<T>(em: EntityManager, token: string): Promise<T | null> {
-  const [project] = await rows<T>(em, `select * from project where api_token = ?`, [token]);
+export async function projectByToken(em: EntityManager, token: string): Promise<ProjectRow | null> {
+  const project = await db(em).selectFrom('project').selectAll().where('api_token', '=', token).executeTakeFirst();
   return project ?? null;
 }

@@ -1,8 +1,8 @@
 // The activity log: one writer for every resource (persons, experiments, event definitions).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pagedQuery } from './db/paged.ts';
 import { randomUUID } from 'node:crypto';
-import { rows } from './db/sql.ts';
+import { db } from './db/kysely.ts';
+import { pagedSelect } from './db/paged.ts';
 
 export interface ActivityChange {
   type: string;
@@ -41,22 +41,20 @@ export interface ActivityEntry {
 /** Writes an entry; pass the transaction's `em` so the entry commits with the change it records. */
 export async function recordActivity(em: EntityManager, entry: ActivityEntry): Promise<void> {
   const detail = { changes: null, trigger: null, type: null, name: null, short_id: null, ...entry.detail };
-  await rows(
-    em,
-    `insert into activity_log (id, project_id, organization_id, user_id, is_system, scope, item_id, activity, detail)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb)`,
-    [
-      randomUUID(),
-      entry.projectId,
-      entry.organizationId ?? null,
-      entry.userId,
-      entry.userId === null,
-      entry.scope,
-      entry.itemId,
-      entry.activity,
-      JSON.stringify(detail),
-    ],
-  );
+  await db(em)
+    .insertInto('activity_log')
+    .values({
+      id: randomUUID(),
+      project_id: entry.projectId,
+      organization_id: entry.organizationId ?? null,
+      user_id: entry.userId,
+      is_system: entry.userId === null,
+      scope: entry.scope,
+      item_id: entry.itemId,
+      activity: entry.activity,
+      detail,
+    })
+    .execute();
 }
 
 /** A page of a scope's activity (optionally one item's), newest first, with the total. */
@@ -67,11 +65,15 @@ export function activityPage(
   itemId: string | null,
   page: { limit: number; offset: number },
 ) {
-  const where = `a.project_id = ? and a.scope = ?${itemId ? ' and a.item_id = ?' : ''}`;
-  const from = {
-    sql: `activity_log a left join app_user u on u.id = a.user_id where ${where}`,
-    params: [projectId, scope, ...(itemId ? [itemId] : [])],
-  };
-  const order = 'order by a.created_at desc, a.id';
-  return pagedQuery<Record<string, any>>(em, { select: 'a.*, u.first_name, u.email', from, order }, page);
+  const query = db(em)
+    .selectFrom('activity_log as a')
+    .leftJoin('app_user as u', 'u.id', 'a.user_id')
+    .selectAll('a')
+    .select(['u.first_name', 'u.email'])
+    .where('a.project_id', '=', projectId)
+    .where('a.scope', '=', scope)
+    .$if(!!itemId, (q) => q.where('a.item_id', '=', itemId))
+    .orderBy('a.created_at', 'desc')
+    .orderBy('a.id');
+  return pagedSelect(em, query, page);
 }

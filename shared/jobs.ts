@@ -1,8 +1,8 @@
 // Every job, declared once: its queue, its name and the data it carries. The worker registers a
 // processor per job (worker/jobs/index.ts), schedules name jobs from here (shared/schedules.ts), and
 // producers enqueue through enqueue(), so a job's name and data type cannot drift between them.
+// This file imports no feature: features import it (schedules.ts, then shared/deletions/schedule.ts).
 import type { JobsOptions, Queue } from 'bullmq';
-import type { ScheduledDeletionMode } from './deletions/schedule.ts';
 
 /** Every queue, by the key code uses and the name Redis, metrics and the dashboard show. */
 export const QUEUE_NAMES = {
@@ -47,7 +47,11 @@ export type JobKind = keyof typeof JOBS;
 /** The data each job carries: ids and options only; the source of truth is in PostgreSQL. */
 export interface JobData {
   deletion: { deletionId: string };
-  releaseDeletions: { mode: ScheduledDeletionMode };
+  /**
+   * The window that opened: shared/deletions/schedule.ts's ScheduledDeletionMode, said here so this
+   * contract imports no feature; worker/jobs/index.ts binds the job's processor to it.
+   */
+  releaseDeletions: { mode: 'weekly' | 'off_peak' };
   reconcileDeletions: Record<string, never>;
   /** No id: every running experiment. */
   experimentResults: { experimentId?: number };

@@ -4,7 +4,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { CronExpressionParser } from 'cron-parser';
 import type { Config } from './config.ts';
-import { rows, run } from './db/sql.ts';
+import { sql } from 'kysely';
+import { db } from './db/kysely.ts';
 import type { JobKind } from './jobs.ts';
 
 export interface Schedule {
@@ -97,13 +98,12 @@ export async function recordedSchedules(
   em: EntityManager,
   defaults: Schedule[],
 ): Promise<{ schedules: Schedule[]; disagreements: ScheduleDisagreement[] }> {
-  const payload = JSON.stringify(defaults.map((s) => ({ id: s.schedulerId, pattern: s.pattern })));
-  await run(
-    em,
-    `insert into job_schedule (id, pattern) select id, pattern from jsonb_to_recordset(?::jsonb) as r(id text, pattern text)
-     on conflict (id) do nothing`,
-    [payload],
-  );
+  if (defaults.length > 0)
+    await db(em)
+      .insertInto('job_schedule')
+      .values(defaults.map((s) => ({ id: s.schedulerId, pattern: s.pattern })))
+      .onConflict((conflict) => conflict.column('id').doNothing())
+      .execute();
   const schedules = await readSchedules(em, defaults);
   const recorded = new Map(schedules.map((s) => [s.schedulerId, s.pattern]));
   const disagreements = defaults
@@ -124,10 +124,7 @@ export const nextRun = (pattern: string, now = new Date()): Date =>
 /** The schedules as recorded, without recording anything (a process that only reads them). */
 export async function readSchedules(em: EntityManager, defaults: Schedule[]): Promise<Schedule[]> {
   const recorded = new Map(
-    (await rows<{ id: string; pattern: string }>(em, `select id, pattern from job_schedule`)).map((r) => [
-      r.id,
-      r.pattern,
-    ]),
+    (await db(em).selectFrom('job_schedule').select(['id', 'pattern']).execute()).map((r) => [r.id, r.pattern]),
   );
   return defaults.map((s) => ({ ...s, pattern: recorded.get(s.schedulerId) ?? s.pattern }));
 }
@@ -142,9 +139,11 @@ export async function setSchedule(em: EntityManager, id: string, pattern: string
   } catch (error) {
     throw new Error(`Invalid cron pattern "${pattern}": ${(error as Error).message}`);
   }
-  await run(
-    em,
-    `insert into job_schedule (id, pattern) values (?, ?) on conflict (id) do update set pattern = excluded.pattern, updated_at = now()`,
-    [id, pattern],
-  );
+  await db(em)
+    .insertInto('job_schedule')
+    .values({ id, pattern })
+    .onConflict((conflict) =>
+      conflict.column('id').doUpdateSet({ pattern: (eb) => eb.ref('excluded.pattern'), updated_at: sql`now()` }),
+    )
+    .execute();
 }

@@ -16,7 +16,7 @@ export interface SdkRequest {
   sentAtValue: unknown;
 }
 
-const isObject = (v: unknown): v is Record<string, any> => !!v && typeof v === 'object' && !Array.isArray(v);
+const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === 'object' && !Array.isArray(v);
 
 function tokenProblem(token: string): string | null {
   if (token === '') return 'empty';
@@ -129,7 +129,7 @@ const MAX_EVENT_NAME = 400;
 const MAX_DISTINCT_ID = 200;
 
 /** The event's distinct id (a non-string one as its JSON), and whether it was cut to MAX_DISTINCT_ID. */
-function distinctIdOf(raw: Record<string, any>): { id: string; cut: boolean } | null {
+function distinctIdOf(raw: Record<string, unknown>): { id: string; cut: boolean } | null {
   const value =
     raw.distinct_id ?? raw.$distinct_id ?? (isObject(raw.properties) ? raw.properties.distinct_id : undefined);
   if (value === undefined || value === null || value === '') return null;
@@ -149,7 +149,7 @@ type Warning = Omit<IngestionWarningInput, 'eventUuid' | 'distinctId'>;
  * 1–9999 → the Unix epoch. Each departure from what the client sent is a warning, as in PostHog.
  */
 function timestampOf(
-  raw: Record<string, any>,
+  raw: Record<string, unknown>,
   properties: Record<string, unknown>,
   sentAt: Date | null,
   sentAtValue: unknown,
@@ -210,7 +210,8 @@ const shownString = (value: unknown, max: number) =>
   typeof value === 'string' ? repairedString(clipped(value, max)) : null;
 
 /** The event's own uuid, when it is one (read from the top level only: the event may be too deep to walk). */
-const givenUuid = (raw: Record<string, any>) => (typeof raw.uuid === 'string' && isUuid(raw.uuid) ? raw.uuid : null);
+const givenUuid = (raw: Record<string, unknown>) =>
+  typeof raw.uuid === 'string' && isUuid(raw.uuid) ? raw.uuid : null;
 
 /**
  * The request's events, checked and repaired; `warnings` holds one ingestion warning for each event
@@ -259,7 +260,7 @@ export function eventsOf(
       });
       continue;
     }
-    const properties: Record<string, any> = isObject(raw.properties) ? { ...raw.properties } : {};
+    const properties: Record<string, unknown> = isObject(raw.properties) ? { ...raw.properties } : {};
     if (typeof raw.event !== 'string' || raw.event.trim() === '')
       throw captureError('event submitted with an empty event name');
     const distinct = distinctIdOf(raw);

@@ -3,7 +3,7 @@
 import type { Context, Middleware } from 'koa';
 import { readRawBody } from '../http/body.ts';
 import { projectByApiToken } from '../http/project-token.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
 import { countDropped, directLookup, dropSuppressed } from '../../shared/deletions/suppression.ts';
 import { logger } from '../../shared/logger.ts';
@@ -34,7 +34,7 @@ export const sdkCorsOnEveryAnswer: Middleware = async (ctx, next) => {
   await next();
 };
 
-async function capture(ctx: ApiContext, options: { limitBytes: number; legacy: boolean; engage: boolean }) {
+async function capture(ctx: RouteContext, options: { limitBytes: number; legacy: boolean; engage: boolean }) {
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, options.limitBytes) : Buffer.alloc(0);
   const payload = await decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
   const request = requestOf(payload, { engagePath: options.engage });

@@ -4,10 +4,12 @@
 // makes it, and each API process LISTENs and drops its whole cache on a notification. While the
 // listening connection is down the cache is off (every request reads PostgreSQL), so a lost
 // notification cannot keep a revoked key working. The expiry only bounds memory of idle keys.
+import type { KeyWithProject } from '../../shared/accounts.ts';
 import { ChannelListener } from './listener.ts';
 
-export class AuthCache {
-  private readonly entries = new Map<string, { row: Record<string, unknown>; expiresAt: number }>();
+/** Rows by key (the API's: what keyWithProject() found for a key and project). */
+export class AuthCache<Row extends object = Record<string, unknown>> {
+  private readonly entries = new Map<string, { row: Row; expiresAt: number }>();
   /** Bumped by every invalidation: a read that started before one must not be stored after it. */
   private generation = 0;
   private readonly listener: ChannelListener;
@@ -43,7 +45,7 @@ export class AuthCache {
     return this.generation;
   }
 
-  read(key: string): Record<string, unknown> | undefined {
+  read(key: string): Row | undefined {
     if (!this.listening) return undefined;
     const entry = this.entries.get(key);
     if (!entry) return undefined;
@@ -54,7 +56,7 @@ export class AuthCache {
     return entry.row;
   }
 
-  store(key: string, row: Record<string, unknown>, generation: number): void {
+  store(key: string, row: Row, generation: number): void {
     if (!this.listening || generation !== this.generation) return;
     if (this.entries.size >= this.maxEntries) this.entries.clear();
     this.entries.set(key, { row, expiresAt: Date.now() + this.ttlMs });
@@ -67,9 +69,9 @@ export class AuthCache {
 }
 
 /** The API process's cache, listening; null when AUTH_CACHE_SECONDS is 0. */
-export async function startAuthCache(databaseUrl: string, seconds: number): Promise<AuthCache | null> {
+export async function startAuthCache(databaseUrl: string, seconds: number): Promise<AuthCache<KeyWithProject> | null> {
   if (seconds <= 0) return null;
-  const cache = new AuthCache(databaseUrl, seconds * 1000);
+  const cache = new AuthCache<KeyWithProject>(databaseUrl, seconds * 1000);
   await cache.start();
   return cache;
 }

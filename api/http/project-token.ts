@@ -1,7 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from './errors.ts';
-import type { ProjectRow } from './auth.ts';
-import { projectByToken } from '../../shared/accounts.ts';
+import { projectByToken, type ProjectRow } from '../../shared/accounts.ts';
 
 /** PostHog's answer when an SDK's project API key (phc_…) is missing or unknown. */
 export const invalidProjectToken = () =>
@@ -16,7 +15,7 @@ export const invalidProjectToken = () =>
 export async function projectByApiToken(em: EntityManager, token: unknown): Promise<ProjectRow> {
   if (typeof token !== 'string' || token.trim() === '' || token.length > 200 || token.includes('\u0000'))
     throw invalidProjectToken();
-  const project = await projectByToken<ProjectRow>(em, token.trim());
+  const project = await projectByToken(em, token.trim());
   if (!project) throw invalidProjectToken();
   return project;
 }

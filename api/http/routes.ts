@@ -15,7 +15,13 @@ import type { Actor } from '../../shared/activity-log.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE' | 'OPTIONS';
 
-export interface RouteState<Q = Record<string, any>, B = any> {
+/**
+ * A query or body no schema describes: members of unknown type, narrowed where read. (A body that is
+ * not a JSON object has no members: reading one gives undefined.)
+ */
+export type Unvalidated = Record<string, unknown>;
+
+export interface RouteState<Q = Unvalidated, B = Unvalidated | undefined> {
   em: EntityManager;
   auth: AuthenticatedKey;
   project: ProjectRow;
@@ -24,12 +30,16 @@ export interface RouteState<Q = Record<string, any>, B = any> {
   params: Record<string, string>;
 }
 
-export interface ApiContext<Q = Record<string, any>, B = any> extends Context {
-  state: RouteState<Q, B> & Record<string, any>;
+export interface ApiContext<Q = Unvalidated, B = Unvalidated | undefined> extends Context {
+  state: RouteState<Q, B> & Record<string, unknown>;
   deps: AppDeps;
 }
 
-export interface RouteDefinition<Q = any, B = any> {
+/**
+ * A declared route. Its handler is stored with the query and body unnarrowed (defineRoute() types it
+ * from the route's schemas, which the middleware validates before calling it).
+ */
+export interface RouteDefinition<Q = Unvalidated, B = unknown> {
   method: HttpMethod;
   /** @koa/router path, without trailing slash; `:project_id` makes the route project-scoped. */
   path: string;
@@ -64,7 +74,7 @@ export interface RouteDefinition<Q = any, B = any> {
 }
 
 /** The actor of a project route: the key's user in the resolved project. */
-export const actorOf = (ctx: ApiContext): Actor => ({
+export const actorOf = (ctx: { state: Pick<RouteState, 'project' | 'auth'> }): Actor => ({
   projectId: ctx.state.project.id,
   organizationId: ctx.state.project.organization_id,
   userId: ctx.state.auth.userId,
@@ -72,11 +82,13 @@ export const actorOf = (ctx: ApiContext): Actor => ({
 });
 
 /** What a request schema validates to: the schema's own type when it is written out (`as const` or inline). */
-export type Validated<S> = [S] extends [undefined]
-  ? Record<string, any>
-  : S extends JSONSchema
-    ? FromSchema<S>
-    : Record<string, any>;
+export type Validated<S> = [S] extends [undefined] ? Unvalidated : S extends JSONSchema ? FromSchema<S> : Unvalidated;
+
+/**
+ * The context of a named handler, typed from the schemas its route declares as an inline handler is:
+ * `async function update(ctx: RouteContext<typeof updateQuery, typeof updateBody>)` (`undefined` for none).
+ */
+export type RouteContext<QS = undefined, BS = undefined> = ApiContext<Validated<QS>, Validated<BS>>;
 
 /**
  * Declares a route; the handler's `ctx.state.query` and `ctx.state.body` are typed from the route's
@@ -89,6 +101,7 @@ export function defineRoute<const QS = undefined, const BS = undefined>(
     handler: (ctx: ApiContext<Validated<QS>, Validated<BS>>) => Promise<void> | void;
   },
 ): RouteDefinition {
+  // Sound: the middleware hands the handler only a query and body that the same schemas validated.
   return route as unknown as RouteDefinition;
 }
 
@@ -107,7 +120,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
   const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
   const projectRoute = route.path.includes(':project_id');
   return async (ctx) => {
-    const apiCtx = ctx as ApiContext;
+    const apiCtx = ctx as ApiContext<Unvalidated, unknown>;
     const deps = apiCtx.deps;
     const em = deps.orm.em.fork();
     ctx.state.routePath = route.path;
@@ -151,7 +164,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     }
     apiCtx.state.query = route.query ? validate(route.query, query, { query: true }) : query;
     if (hasBody && body !== undefined) {
-      if (body && typeof body === 'object' && !Array.isArray(body)) delete (body as any).personal_api_key;
+      if (body && typeof body === 'object' && !Array.isArray(body)) Reflect.deleteProperty(body, 'personal_api_key');
       apiCtx.state.body = route.body ? validate(route.body, body) : body;
     }
     await route.handler(apiCtx);
@@ -161,7 +174,10 @@ function routeMiddleware(route: RouteDefinition): Middleware {
 }
 
 const isJsonAnswer = (body: unknown): body is object =>
-  body !== null && typeof body === 'object' && !Buffer.isBuffer(body) && typeof (body as any).pipe !== 'function';
+  body !== null &&
+  typeof body === 'object' &&
+  !Buffer.isBuffer(body) &&
+  !('pipe' in body && typeof body.pipe === 'function');
 
 /** The JSON answer as CSV; the next page, which CSV cannot carry, goes in a Link header as a CSV URL. */
 function answerCsv(ctx: Context, route: RouteDefinition): void {

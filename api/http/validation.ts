@@ -8,7 +8,8 @@ import { isStorableInstant } from '../../shared/time.ts';
 
 export type JsonSchema = Record<string, unknown>;
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+// ajv-formats is CommonJS: its default import is module.exports, which carries the plugin as `default` too.
+const addFormats = addFormatsModule.default;
 
 /**
  * Dates (`date-time`, `date`) must also fall within years 1–9999 UTC: ajv-formats takes year 0000 and
@@ -40,13 +41,21 @@ const INT64 = { minimum: -Number.MAX_SAFE_INTEGER, maximum: Number.MAX_SAFE_INTE
 // Keywords whose values are data, not subschemas.
 const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'example']);
 
+/** A JSON object (a schema or a member map), as opposed to a list or a scalar. */
+const isJsonObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/** withIntegerBounds() for any value inside a schema. */
+function bounded(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(bounded);
+  return isJsonObject(value) ? withIntegerBounds(value) : value;
+}
+
 /** A copy of a request schema where every integer without explicit bounds gets its column type's range. */
-export function withIntegerBounds(schema: unknown): any {
-  if (Array.isArray(schema)) return schema.map(withIntegerBounds);
-  if (!schema || typeof schema !== 'object') return schema;
-  const copy: Record<string, unknown> = {};
+export function withIntegerBounds(schema: JsonSchema): JsonSchema {
+  const copy: JsonSchema = {};
   for (const [key, value] of Object.entries(schema)) {
-    copy[key] = DATA_KEYWORDS.has(key) ? value : withIntegerBounds(value);
+    copy[key] = DATA_KEYWORDS.has(key) ? value : bounded(value);
   }
   const type = copy.type;
   const integer = type === 'integer' || (Array.isArray(type) && type.includes('integer'));
@@ -67,15 +76,26 @@ const SUBSCHEMA_MAPS = ['properties', 'patternProperties', 'dependentSchemas', '
  * A copy of `schema` where every object that lists its properties and says nothing of others gets
  * `additionalProperties: value`. Keyword-aware: a property named `properties` is not a keyword.
  */
-export function withUndeclaredMembers(schema: unknown, value: boolean): any {
-  if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return schema;
-  const copy: Record<string, any> = { ...(schema as Record<string, unknown>) };
+export function withUndeclaredMembers(schema: unknown, value: boolean): unknown {
+  return isJsonObject(schema) ? withUndeclaredMembersOf(schema, value) : schema;
+}
+
+/** withUndeclaredMembers() of a schema object. */
+function withUndeclaredMembersOf(schema: JsonSchema, value: boolean): JsonSchema {
+  const copy: JsonSchema = { ...schema };
   const walk = (sub: unknown) => withUndeclaredMembers(sub, value);
-  for (const key of SUBSCHEMA) if (copy[key] && typeof copy[key] === 'object') copy[key] = walk(copy[key]);
-  for (const key of SUBSCHEMA_LISTS) if (Array.isArray(copy[key])) copy[key] = copy[key].map(walk);
+  for (const key of SUBSCHEMA) {
+    const sub = copy[key];
+    if (sub && typeof sub === 'object') copy[key] = walk(sub);
+  }
+  for (const key of SUBSCHEMA_LISTS) {
+    const list = copy[key];
+    if (Array.isArray(list)) copy[key] = list.map(walk);
+  }
   for (const key of SUBSCHEMA_MAPS) {
-    if (copy[key] && typeof copy[key] === 'object')
-      copy[key] = Object.fromEntries(Object.entries(copy[key]).map(([name, sub]) => [name, walk(sub)]));
+    const map = copy[key];
+    if (map && typeof map === 'object')
+      copy[key] = Object.fromEntries(Object.entries(map).map(([name, sub]) => [name, walk(sub)]));
   }
   // Combinators would make closed branches refuse each other's members; none of ours close through them.
   if (copy.properties && copy.additionalProperties === undefined && !copy.allOf && !copy.unevaluatedProperties) {
@@ -89,7 +109,7 @@ export function withUndeclaredMembers(schema: unknown, value: boolean): any {
  * response must not carry fields its document does not declare. Free-form values declare
  * `additionalProperties: true` (or are `{}`) and stay open.
  */
-export const closedResponseSchema = (schema: unknown) => withUndeclaredMembers(schema, false);
+export const closedResponseSchema = (schema: JsonSchema): JsonSchema => withUndeclaredMembersOf(schema, false);
 
 type Use = 'body' | 'query' | 'response';
 const caches: Record<Use, WeakMap<JsonSchema, ValidateFunction>> = {
@@ -123,20 +143,22 @@ export function validate<T>(schema: JsonSchema, data: unknown, options: { query?
  * ajv coerces the query strings "1e309" and "Infinity" to Infinity and then skips its number checks
  * (strictNumbers does not cover coerced values), so the coerced query is checked once more here.
  */
-function nonFiniteNumberError(schema: any, value: unknown, path: string[]): ApiError | null {
+function nonFiniteNumberError(schema: unknown, value: unknown, path: string[]): ApiError | null {
+  const keyword = (name: string) => (isJsonObject(schema) ? schema[name] : undefined);
   if (typeof value === 'number' && !Number.isFinite(value)) {
-    const type = schema?.type;
+    const type = keyword('type');
     const integer = type === 'integer' || (Array.isArray(type) && type.includes('integer'));
     return validationError(integer ? TYPE_MESSAGES.integer : TYPE_MESSAGES.number, path.join('__') || null);
   }
   if (Array.isArray(value)) {
     for (const [i, inner] of value.entries()) {
-      const error = nonFiniteNumberError(schema?.items, inner, [...path, String(i)]);
+      const error = nonFiniteNumberError(keyword('items'), inner, [...path, String(i)]);
       if (error) return error;
     }
   } else if (value && typeof value === 'object') {
+    const properties = keyword('properties');
     for (const [key, inner] of Object.entries(value)) {
-      const error = nonFiniteNumberError(schema?.properties?.[key], inner, [...path, key]);
+      const error = nonFiniteNumberError(isJsonObject(properties) ? properties[key] : undefined, inner, [...path, key]);
       if (error) return error;
     }
   }
@@ -161,10 +183,12 @@ function describeJsonType(value: unknown): string {
 
 function valueAt(root: unknown, pointer: string): unknown {
   if (!pointer) return root;
-  let node: any = root;
+  let node = root;
   for (const part of pointer.split('/').slice(1)) {
-    if (node === null || typeof node !== 'object') return undefined;
-    node = node[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+    const name = part.replace(/~1/g, '/').replace(/~0/g, '~');
+    if (Array.isArray(node)) node = node[Number(name)];
+    else if (isJsonObject(node)) node = node[name];
+    else return undefined;
   }
   return node;
 }
@@ -182,12 +206,16 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
   if (!error) return validationError('Invalid input.');
   const value = valueAt(root, error.instancePath);
   const attr = attrOf(error.instancePath);
-  const params = error.params as Record<string, any>;
+  const params: Record<string, unknown> = error.params;
   // A schema may name its own message (DRF-specific wording) with `errorMessage`.
   const custom = (error.parentSchema as Record<string, unknown> | undefined)?.errorMessage;
   switch (error.keyword) {
     case 'required':
-      return validationError('This field is required.', attrOf(error.instancePath, params.missingProperty), 'required');
+      return validationError(
+        'This field is required.',
+        attrOf(error.instancePath, String(params.missingProperty)),
+        'required',
+      );
     case 'type': {
       if (value === null) return validationError('This field may not be null.', attr, 'null');
       const expected = String(params.type).split(',')[0];
@@ -236,7 +264,7 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
     case 'additionalProperties':
       return validationError(
         `Unknown field "${params.additionalProperty}".`,
-        attrOf(error.instancePath, params.additionalProperty),
+        attrOf(error.instancePath, String(params.additionalProperty)),
       );
     case 'format':
       if (params.format === 'date-time')

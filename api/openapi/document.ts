@@ -1,7 +1,7 @@
 // The OpenAPI 3.1 document, generated from the same route declarations (and ajv schemas) the
 // API validates with, so the reference can never drift from what the server accepts.
 import type { RouteDefinition } from '../http/routes.ts';
-import { closedResponseSchema, withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
+import { withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
 import { NAMED_SCHEMAS } from './components.ts';
 
 const ERROR_SCHEMA = {
@@ -29,7 +29,7 @@ const NAME_OF = new Map<unknown, string>(Object.entries(NAMED_SCHEMAS).map(([nam
 const DATA_KEYWORDS = new Set(['enum', 'const', 'default', 'examples', 'example']);
 
 /** A copy of `schema` where each named schema it uses (found by identity) is a $ref to its component. */
-function withRefs(schema: unknown, self?: unknown): any {
+function withRefs(schema: unknown, self?: unknown): unknown {
   if (schema !== self && NAME_OF.has(schema)) return { $ref: `#/components/schemas/${NAME_OF.get(schema)}` };
   if (Array.isArray(schema)) return schema.map((item) => withRefs(item));
   if (!schema || typeof schema !== 'object') return schema;
@@ -37,7 +37,7 @@ function withRefs(schema: unknown, self?: unknown): any {
     Object.entries(schema).map(([key, value]) => [key, DATA_KEYWORDS.has(key) ? value : withRefs(value)]),
   );
 }
-const responseSchema = (schema: unknown) => closedResponseSchema(withRefs(schema));
+const responseSchema = (schema: unknown) => withUndeclaredMembers(withRefs(schema), false);
 
 /** `/api/projects/:project_id/persons/:id` → `/api/projects/{project_id}/persons/{id}/` (PostHog's form). */
 export function openApiPath(path: string): string {
@@ -189,7 +189,10 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
       schemas: {
         Error: ERROR_SCHEMA,
         ...Object.fromEntries(
-          Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [name, closedResponseSchema(withRefs(schema, schema))]),
+          Object.entries(NAMED_SCHEMAS).map(([name, schema]) => [
+            name,
+            withUndeclaredMembers(withRefs(schema, schema), false),
+          ]),
         ),
       },
     },

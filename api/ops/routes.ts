@@ -2,7 +2,7 @@ import { logger } from '../../shared/logger.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { sameSecret } from '../http/auth.ts';
 import { authenticationFailed, notAuthenticated, notFound } from '../http/errors.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { guardCredentialCheck } from '../http/throttle.ts';
 import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
@@ -16,7 +16,7 @@ import { shippingLag } from '../../shared/events/shipper.ts';
  * `authorization` scrape setting does): the API port may face the internet, and metrics name routes
  * and queue sizes. Without a token configured the routes do not exist (404).
  */
-async function requireMetricsToken(ctx: ApiContext): Promise<void> {
+async function requireMetricsToken(ctx: RouteContext): Promise<void> {
   const { metricsToken, redisPrefix, opsAuthFailuresPerMinute, opsAuthFailuresPerHour } = ctx.deps.config;
   if (!metricsToken) throw notFound();
   const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));

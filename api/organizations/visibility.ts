@@ -2,30 +2,28 @@
 // projects, narrowed by the key's organization and project scoping. One rule for /api/projects/,
 // /api/organizations/… and /api/users/@me, so a scoped key sees the same world everywhere.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { currentOrganizationIdOf, organizationsOfUser, projectsOfUser } from '../../shared/accounts.ts';
-import { pgArray, isUuid } from '../../shared/db/sql.ts';
-import type { AuthenticatedKey, ProjectRow } from '../http/auth.ts';
+import {
+  currentOrganizationIdOf,
+  organizationsOfUser,
+  projectsOfUser,
+  type ProjectRow,
+} from '../../shared/accounts.ts';
+import { isUuid } from '../../shared/db/sql.ts';
+import type { AuthenticatedKey } from '../http/auth.ts';
 import { notFound, permissionDenied } from '../http/errors.ts';
 
-export interface OrganizationRow {
-  id: string;
-  name: string;
-  created_at: Date;
-  updated_at: Date;
-  /** The user's membership level: 1 member, 8 admin, 15 owner. */
-  level: number;
-  member_count: number;
-}
+/** An organization with the user's membership `level` (1 member, 8 admin, 15 owner) and its `member_count`. */
+export type OrganizationRow = Awaited<ReturnType<typeof organizationsOfUser>>[number];
 
 const scoping = (key: AuthenticatedKey) => ({
-  organizations: key.scopedOrganizations?.length ? pgArray(key.scopedOrganizations) : null,
-  teams: key.scopedTeams?.length ? pgArray(key.scopedTeams) : null,
+  organizations: key.scopedOrganizations?.length ? key.scopedOrganizations : null,
+  teams: key.scopedTeams?.length ? key.scopedTeams : null,
 });
 
 /** The key's organizations, oldest first. A project-scoped key sees the organizations of its projects. */
 export async function visibleOrganizations(em: EntityManager, key: AuthenticatedKey): Promise<OrganizationRow[]> {
   const { organizations, teams } = scoping(key);
-  return organizationsOfUser<OrganizationRow>(em, key.userId, organizations, teams);
+  return organizationsOfUser(em, key.userId, organizations, teams);
 }
 
 /** The key's projects (of one organization when given), by id. */
@@ -35,7 +33,7 @@ export async function visibleProjects(
   organizationId: string | null = null,
 ): Promise<ProjectRow[]> {
   const { organizations, teams } = scoping(key);
-  return projectsOfUser<ProjectRow>(em, key.userId, organizations, teams, organizationId);
+  return projectsOfUser(em, key.userId, organizations, teams, organizationId);
 }
 
 /**

@@ -5,7 +5,7 @@ import { visibleProjects } from '../organizations/visibility.ts';
 import { actorOf } from '../http/routes.ts';
 import { projectWithMembershipOf } from '../../shared/accounts.ts';
 import { updateProjectSettings } from '../../shared/retention/settings.ts';
-import type { ProjectRow } from '../http/auth.ts';
+import { notFound } from '../http/errors.ts';
 import { updateBody } from './schemas.ts';
 
 export const projectRoutes = [
@@ -55,7 +55,8 @@ export const projectRoutes = [
     handler: async (ctx) => {
       const em = ctx.state.em;
       await updateProjectSettings(em.fork(), actorOf(ctx), ctx.state.body);
-      const project = (await projectWithMembershipOf(em, ctx.state.auth.userId, ctx.state.project.id)) as ProjectRow;
+      const project = await projectWithMembershipOf(em, ctx.state.auth.userId, ctx.state.project.id);
+      if (!project) throw notFound('Project not found.'); // deleted meanwhile
       ctx.body = projectDetail(project);
     },
   }),

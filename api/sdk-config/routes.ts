@@ -3,7 +3,7 @@
 // CORS comes from the app's SDK CORS middleware (api/capture/routes.ts), for errors too.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../http/errors.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { sdkPreflight } from '../capture/routes.ts';
 import { projectByTokenWithFlags } from '../../shared/accounts.ts';
 
@@ -43,7 +43,7 @@ async function remoteConfig(em: EntityManager, token: string): Promise<Record<st
   };
 }
 
-async function configFor(ctx: ApiContext): Promise<Record<string, unknown>> {
+async function configFor(ctx: RouteContext): Promise<Record<string, unknown>> {
   const config = await remoteConfig(ctx.state.em, ctx.state.params.token);
   if (!config) throw notFound();
   ctx.set('Cache-Control', CACHE_CONTROL);

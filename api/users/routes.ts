@@ -2,6 +2,7 @@
 import { findPersonalApiKey, findUserWithCurrent } from '../../shared/accounts.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
+import { authenticationFailed } from '../http/errors.ts';
 import { defineRoute } from '../http/routes.ts';
 import { dateTime, nullableDateTime, nullableString, record, stringArray } from '../http/schemas.ts';
 import {
@@ -39,6 +40,8 @@ export const introspectionRoutes = [
     },
     handler: async (ctx) => {
       const key = await findPersonalApiKey(ctx.state.em, ctx.state.auth.keyId);
+      // Revoked since it authenticated this request.
+      if (!key) throw authenticationFailed('Personal API key is invalid.');
       ctx.body = {
         id: key.id,
         label: key.label,
@@ -78,6 +81,8 @@ export const introspectionRoutes = [
         visibleOrganizations(em, key),
         visibleProjects(em, key),
       ]);
+      // Deactivated or deleted since the key authenticated this request.
+      if (!user) throw authenticationFailed('Personal API key is invalid.');
       const organization = organizations.find((o) => o.id === user.current_organization_id) ?? organizations[0] ?? null;
       const teams = organization ? projects.filter((p) => p.organization_id === organization.id) : [];
       const team = teams.find((p) => p.id === user.current_project_id) ?? teams[0] ?? null;

@@ -1,7 +1,8 @@
 // The User shape of the seed (created_by, owner, updated_by, verified_by …).
 import { nullableOpenObject, nullableString, record } from '../http/schemas.ts';
 
-export function userBasic(row: Record<string, any>, prefix: string) {
+/** The user a row names under `prefix` (its columns `<prefix>_id`, `<prefix>_email`… as userColumns() selects them), or null. */
+export function userBasic(row: { readonly [column: string]: unknown }, prefix: string) {
   if (row[`${prefix}_id`] === null || row[`${prefix}_id`] === undefined) return null;
   return {
     id: row[`${prefix}_id`],
