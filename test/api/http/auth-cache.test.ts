@@ -33,6 +33,12 @@ const status = async (account: TestAccount, key = account.apiKey) =>
 
 async function cachedAccount() {
   const account = await createAccount(api.orm);
+  // Creating the account notified the API; a late notification would drop the entry cached below.
+  // Notifications arrive in commit order, so once a marker change made after it is heard, all are.
+  const cache = api.deps.authCache!;
+  const heard = cache.snapshot();
+  await sql(api.orm, `update project set name = name where id = ?`, [account.projectId]);
+  await eventually(async () => cache.snapshot() > heard, 5000, 10);
   expect(await status(account)).toBe(200);
   return account;
 }
