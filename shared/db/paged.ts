@@ -1,6 +1,7 @@
 // One page of a list query and its `count`, for every store: the page is read with one row past it
 // (so `next` is exact without a count), and the count is skipped when the page already tells it.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { type SelectQueryBuilder, sql } from 'kysely';
 import { rows } from './sql.ts';
 
 export interface Fragment {
@@ -80,4 +81,29 @@ export async function countMatches(
     if (n <= exactUpTo) return { count: n, estimated: false };
   }
   return { count: Math.max(expected, exactUpTo + 1), estimated: true };
+}
+
+/**
+ * pagedQuery for a typed query (db(em)): `query` selects the page's columns in a total order (a unique
+ * tie-break last); the count, when the page cannot tell it, runs the same query without them.
+ */
+export async function pagedSelect<DB, TB extends keyof DB, O>(
+  query: SelectQueryBuilder<DB, TB, O>,
+  page: Page,
+): Promise<PageResult<O>> {
+  const found = await query
+    .limit(page.limit + 1)
+    .offset(page.offset)
+    .execute();
+  const hasMore = found.length > page.limit;
+  const results = found.slice(0, page.limit);
+  if (!hasMore && (results.length > 0 || page.offset === 0))
+    return { rows: results, hasMore, count: page.offset + results.length, estimated: false };
+  const { n } = await query
+    .clearSelect()
+    .clearOrderBy()
+    .select(sql<number>`count(*)::int`.as('n'))
+    .$castTo<{ n: number }>()
+    .executeTakeFirstOrThrow();
+  return { rows: results, hasMore, count: n, estimated: false };
 }

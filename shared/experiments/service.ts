@@ -1,18 +1,18 @@
 // Creating and changing experiments with PostHog's rules: flag reuse or creation, draft vs launched,
-// allowed keys, variant and holdout freezes, saved-metric links, metric fingerprints.
+// allowed keys, variant and holdout freezes, saved-metric links, metric fingerprints. Bad input is an
+// ExperimentInputError (the API answers it as a 400 validation error).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { recordActivity, type Actor } from '../../shared/activity-log.ts';
-import { metricFingerprint } from '../../shared/experiments/fingerprint.ts';
-import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from '../../shared/experiments/sequential.ts';
-import { correctionConfig, cupedLookbackDays } from '../../shared/experiments/stats.ts';
-import { guardrailsOf, resetCircuitBreaker } from '../../shared/experiments/guardrails.ts';
-import { metricShape } from '../../shared/experiments/results.ts';
+import { recordActivity, type Actor } from '../activity-log.ts';
+import { metricFingerprint } from './fingerprint.ts';
+import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from './sequential.ts';
+import { correctionConfig, cupedLookbackDays } from './stats.ts';
+import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
+import { metricShape } from './results.ts';
+import { findSavedMetric, holdoutFilters as storedHoldoutFilters } from './holdout-and-metric-store.ts';
 import {
-  findSideRow,
-  holdoutFilters as storedHoldoutFilters,
-} from '../../shared/experiments/holdout-and-metric-store.ts';
-import {
+  type ExperimentColumns,
+  type ExperimentRow,
   type FlagRef,
   insertExperiment,
   insertFlagUnlessTaken,
@@ -20,10 +20,50 @@ import {
   replaceSavedMetricLinks,
   updateExperimentColumns,
   updateFlagFilters,
-} from '../../shared/experiments/store.ts';
-import { validationError } from '../http/errors.ts';
+} from './store.ts';
+
+/** Input an experiment rule refuses: the message, the field (PostHog's `attr`) and the code. */
+export class ExperimentInputError extends Error {
+  readonly attr: string | null;
+  readonly code: string;
+  constructor(message: string, attr: string | null = null, code = 'invalid_input') {
+    super(message);
+    this.attr = attr;
+    this.code = code;
+  }
+}
+const validationError = (detail: string, attr: string | null = null, code = 'invalid_input') =>
+  new ExperimentInputError(detail, attr, code);
+
+/** What a create or update may carry (the API's request schemas validate the shapes first). */
+export interface ExperimentInput {
+  name?: string;
+  description?: string | null;
+  start_date?: string | null;
+  end_date?: string | null;
+  feature_flag_key?: string;
+  holdout_id?: number | null;
+  parameters?: Record<string, unknown> | null;
+  secondary_metrics?: unknown[] | null;
+  saved_metrics_ids?: unknown;
+  filters?: Record<string, unknown> | null;
+  archived?: boolean;
+  deleted?: boolean;
+  type?: string | null;
+  exposure_criteria?: Record<string, unknown> | null;
+  metrics?: unknown[] | null;
+  metrics_secondary?: unknown[] | null;
+  stats_config?: Record<string, unknown> | null;
+  _create_in_folder?: string;
+  conclusion?: string | null;
+  conclusion_comment?: string | null;
+  primary_metrics_ordered_uuids?: unknown[] | null;
+  secondary_metrics_ordered_uuids?: unknown[] | null;
+}
 
 type Tx = EntityManager;
+type Variant = { key: string } & Record<string, unknown>;
+type Metric = Record<string, unknown>;
 
 export const DEFAULT_VARIANTS = [
   { key: 'control', name: 'Control Group', rollout_percentage: 50 },
@@ -31,10 +71,13 @@ export const DEFAULT_VARIANTS = [
 ];
 const FLAG_KEY = /^[a-zA-Z0-9_-]+$/;
 
-function variantsOf(parameters: any): any[] {
-  const variants = parameters?.feature_flag_variants;
+const isVariant = (v: unknown): v is Variant =>
+  !!v && typeof v === 'object' && typeof (v as { key?: unknown }).key === 'string';
+
+function variantsOf(parameters: Record<string, unknown> | null | undefined): Variant[] {
+  const variants: unknown = parameters?.feature_flag_variants;
   if (variants === undefined || variants === null) return [];
-  if (!Array.isArray(variants) || !variants.every((v) => v && typeof v === 'object' && typeof v.key === 'string'))
+  if (!Array.isArray(variants) || !variants.every(isVariant))
     throw validationError('Feature flag variants must be a list of objects with a key.', 'parameters');
   if (variants.length >= 21) throw validationError('Feature flag variants must be less than 21', 'parameters');
   if (variants.length && !variants.some((v) => v.key === 'control'))
@@ -64,10 +107,10 @@ function checkStatsConfig(statsConfig: {
 }
 
 /** Sequential testing applies to the metric kinds the engine computes (mean, funnel), not to ratio or retention metrics. */
-function checkSequentialMetrics(statsConfig: unknown, metrics: any[], attr: string) {
+function checkSequentialMetrics(statsConfig: unknown, metrics: unknown[], attr: string) {
   if (!sequentialConfig(statsConfig)) return;
   for (const m of metrics) {
-    const type = m?.metric_type;
+    const type = (m as Metric | null)?.metric_type;
     if (typeof type === 'string' && !SEQUENTIAL_METRIC_TYPES.includes(type))
       throw validationError(
         `Sequential testing applies to mean and funnel metrics only, not to ${JSON.stringify(type)} metrics.`,
@@ -77,7 +120,7 @@ function checkSequentialMetrics(statsConfig: unknown, metrics: any[], attr: stri
 }
 
 /** Each guardrail names one of the experiment's metrics (primary or secondary), of a kind the check computes. */
-function checkGuardrails(statsConfig: unknown, metrics: any[], secondary: any[]) {
+function checkGuardrails(statsConfig: unknown, metrics: Metric[], secondary: Metric[]) {
   const all = [...metrics, ...secondary];
   for (const [i, g] of guardrailsOf(statsConfig).entries()) {
     const metric = all.find((m) => m?.uuid === g.metric_uuid);
@@ -100,10 +143,15 @@ function checkDates(start: unknown, end: unknown) {
 }
 
 /** Adds fingerprints (and uuids) to metrics, and appends missing uuids to the ordering array. */
-function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any, exposureCriteria: unknown): any[] {
+function withFingerprints(
+  metrics: unknown,
+  startDate: unknown,
+  statsConfig: Record<string, unknown> | null,
+  exposureCriteria: unknown,
+): Metric[] {
   if (!Array.isArray(metrics)) return [];
   const start = startDate ? new Date(startDate as string).toISOString() : null;
-  const method = statsConfig?.method ?? 'bayesian';
+  const method = typeof statsConfig?.method === 'string' ? statsConfig.method : 'bayesian';
   const correction = method === 'frequentist' ? correctionConfig(statsConfig) : null;
   const lookback = cupedLookbackDays(statsConfig);
   const sequential = method === 'frequentist' ? sequentialConfig(statsConfig) : null;
@@ -125,15 +173,18 @@ function withFingerprints(metrics: unknown, startDate: unknown, statsConfig: any
   });
 }
 
-function orderedUuids(existing: unknown, metrics: any[]): string[] | null {
+function orderedUuids(existing: unknown, metrics: Metric[]): string[] | null {
   if (metrics.length === 0 && (existing === null || existing === undefined)) return null;
   const list = Array.isArray(existing) ? existing.filter((u) => typeof u === 'string') : [];
-  for (const m of metrics) if (!list.includes(m.uuid)) list.push(m.uuid);
+  for (const m of metrics) {
+    const uuid = m.uuid as string;
+    if (!list.includes(uuid)) list.push(uuid);
+  }
   return list;
 }
 
 async function savedMetricLinks(tx: Tx, actor: Actor, experimentId: number, ids: unknown) {
-  const links: { id: number; metadata: unknown }[] = [];
+  const links: { id: number; metadata: Record<string, unknown> | undefined }[] = [];
   if (ids === null || ids === undefined) return replaceSavedMetricLinks(tx, experimentId, links);
   if (!Array.isArray(ids))
     throw validationError(
@@ -141,27 +192,29 @@ async function savedMetricLinks(tx: Tx, actor: Actor, experimentId: number, ids:
       'saved_metrics_ids',
       'not_a_list',
     );
-  for (const item of ids) {
-    if (!item || typeof item !== 'object' || Array.isArray(item))
+  for (const entry of ids as unknown[]) {
+    if (!entry || typeof entry !== 'object' || Array.isArray(entry))
       throw validationError('Saved metric must be an object', 'saved_metrics_ids');
+    const item = entry as { id?: unknown; metadata?: unknown };
     if (item.id === undefined) throw validationError('Saved metric must have an id', 'saved_metrics_ids');
     if (
       item.metadata !== undefined &&
       (typeof item.metadata !== 'object' || item.metadata === null || Array.isArray(item.metadata))
     )
       throw validationError('Metadata must be an object', 'saved_metrics_ids');
-    if (item.metadata && !('type' in item.metadata))
-      throw validationError('Metadata must have a type key', 'saved_metrics_ids');
-    if (!Number.isInteger(item.id))
+    const metadata = item.metadata as Record<string, unknown> | undefined;
+    if (metadata && !('type' in metadata)) throw validationError('Metadata must have a type key', 'saved_metrics_ids');
+    const id = item.id;
+    if (typeof id !== 'number' || !Number.isInteger(id))
       throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
-    if (!(await findSideRow(tx, 'experiment_saved_metric', actor.projectId, item.id)))
+    if (!(await findSavedMetric(tx, actor.projectId, id)))
       throw validationError('Saved metric does not exist or does not belong to this project', 'saved_metrics_ids');
-    links.push({ id: item.id, metadata: item.metadata });
+    links.push({ id, metadata });
   }
   await replaceSavedMetricLinks(tx, experimentId, links);
 }
 
-async function holdoutFilters(tx: Tx, actor: Actor, holdoutId: unknown): Promise<any> {
+async function holdoutFilters(tx: Tx, actor: Actor, holdoutId: unknown): Promise<unknown[] | null> {
   if (holdoutId === null || holdoutId === undefined) return null;
   const filters = Number.isInteger(holdoutId)
     ? await storedHoldoutFilters(tx, actor.projectId, holdoutId as number)
@@ -187,7 +240,7 @@ async function resolveFlag(
   actor: Actor,
   key: string,
   name: string,
-  parameters: any,
+  parameters: Record<string, unknown> | null | undefined,
   draft: boolean,
   holdoutGroups: unknown,
 ): Promise<FlagRef> {
@@ -222,21 +275,30 @@ async function resolveFlag(
 }
 
 /** The holdout as the flag evaluator reads it: {id, exclusion_percentage} from holdout filters. */
-function holdoutOf(holdoutGroups: any): { id: number; exclusion_percentage: number } | null {
-  const group = Array.isArray(holdoutGroups) ? holdoutGroups[0] : null;
+function holdoutOf(holdoutGroups: unknown): { id: number; exclusion_percentage: number } | null {
+  const group = Array.isArray(holdoutGroups)
+    ? (holdoutGroups[0] as { variant?: unknown; rollout_percentage?: unknown } | undefined)
+    : null;
   const id = Number(String(group?.variant ?? '').replace('holdout-', ''));
   return group && Number.isInteger(id) ? { id, exclusion_percentage: Number(group.rollout_percentage ?? 0) } : null;
+}
+
+/** A date-time the API accepted (ISO 8601), as stored; null stays null, undefined (not sent) stays undefined. */
+function dateOf(value: string | null): Date | null;
+function dateOf(value: string | null | undefined): Date | null | undefined;
+function dateOf(value: string | null | undefined) {
+  return value === undefined || value === null ? value : new Date(value);
 }
 
 export async function createExperiment(
   em: EntityManager,
   actor: Actor,
-  body: Record<string, any>,
+  body: ExperimentInput & { name: string; feature_flag_key: string },
   options: { activity?: boolean } = {},
 ): Promise<number> {
   checkDates(body.start_date, body.end_date);
   const draft = !body.start_date;
-  const statsConfig = { ...(body.stats_config ?? {}) };
+  const statsConfig: Record<string, unknown> = { ...(body.stats_config ?? {}) };
   statsConfig.method ??= 'bayesian';
   checkStatsConfig(statsConfig);
   checkSequentialMetrics(statsConfig, Array.isArray(body.metrics) ? body.metrics : [], 'metrics');
@@ -248,9 +310,8 @@ export async function createExperiment(
   variantsOf(body.parameters);
   let id = 0;
   await em.fork().transactional(async (tx) => {
-    const holdout = await holdoutFilters(tx as Tx, actor, body.holdout_id);
-    const flag = await resolveFlag(tx as Tx, actor, body.feature_flag_key, body.name, body.parameters, draft, holdout);
-    const flagId = flag.id;
+    const holdout = await holdoutFilters(tx, actor, body.holdout_id);
+    const flag = await resolveFlag(tx, actor, body.feature_flag_key, body.name, body.parameters, draft, holdout);
     const metrics = withFingerprints(body.metrics ?? [], body.start_date, statsConfig, body.exposure_criteria);
     const secondary = withFingerprints(
       body.metrics_secondary ?? [],
@@ -259,7 +320,7 @@ export async function createExperiment(
       body.exposure_criteria,
     );
     checkGuardrails(statsConfig, metrics, secondary);
-    id = await insertExperiment(tx as Tx, {
+    id = await insertExperiment(tx, {
       project_id: actor.projectId,
       name: body.name,
       description: body.description ?? null,
@@ -267,10 +328,10 @@ export async function createExperiment(
       parameters: body.parameters ?? {},
       secondary_metrics: body.secondary_metrics ?? [],
       created_by_id: actor.userId,
-      feature_flag_id: flagId,
+      feature_flag_id: flag.id,
       holdout_id: body.holdout_id ?? null,
-      start_date: body.start_date ?? null,
-      end_date: body.end_date ?? null,
+      start_date: dateOf(body.start_date ?? null),
+      end_date: dateOf(body.end_date ?? null),
       archived: body.archived ?? false,
       type: body.type ?? 'product',
       exposure_criteria: body.exposure_criteria ?? {},
@@ -283,9 +344,9 @@ export async function createExperiment(
       secondary_metrics_ordered_uuids: orderedUuids(body.secondary_metrics_ordered_uuids, secondary),
       create_in_folder: body._create_in_folder ?? null,
     });
-    await savedMetricLinks(tx as Tx, actor, id, body.saved_metrics_ids);
+    await savedMetricLinks(tx, actor, id, body.saved_metrics_ids);
     if (options.activity !== false)
-      await recordActivity(tx as Tx, {
+      await recordActivity(tx, {
         ...actor,
         scope: 'Experiment',
         itemId: String(id),
@@ -325,21 +386,22 @@ const UPDATABLE = new Set([
 export async function updateExperiment(
   em: EntityManager,
   actor: Actor,
-  current: Record<string, any>,
-  body: Record<string, any>,
+  current: ExperimentRow,
+  body: ExperimentInput,
 ): Promise<void> {
   const flagKey = current.feature_flag.key;
   const rejected = Object.keys(body)
     .filter((k) => !UPDATABLE.has(k))
     .sort();
   if (rejected.length) throw validationError(`Can't update keys: ${rejected.join(', ')} on Experiment`);
-  if (body.filters?.properties && Array.isArray(body.filters.properties) && body.filters.properties.length)
+  const properties = body.filters?.properties;
+  if (Array.isArray(properties) && properties.length)
     throw validationError('Experiments do not support global filter properties');
   const startDate = body.start_date !== undefined ? body.start_date : current.start_date;
   const endDate = body.end_date !== undefined ? body.end_date : current.end_date;
   checkDates(startDate, endDate);
   const launched = !!current.start_date;
-  const flagVariants: any[] = current.feature_flag.filters?.multivariate?.variants ?? [];
+  const flagVariants = current.feature_flag.filters?.multivariate?.variants ?? [];
   if (body.parameters) {
     const variants = variantsOf(body.parameters);
     if (launched && body.parameters.feature_flag_variants !== undefined) {
@@ -352,8 +414,9 @@ export async function updateExperiment(
   const holdoutChanged = body.holdout_id !== undefined && body.holdout_id !== current.holdout_id;
   if (launched && holdoutChanged) throw validationError("Can't update holdout on running Experiment");
   // A draft may still pick its flag and type; once launched, users are bucketed by that flag.
-  const keyChanged = body.feature_flag_key !== undefined && body.feature_flag_key !== flagKey;
-  if (launched && keyChanged) {
+  const newKey =
+    body.feature_flag_key !== undefined && body.feature_flag_key !== flagKey ? body.feature_flag_key : null;
+  if (launched && newKey !== null) {
     throw validationError(
       "Can't update feature_flag_key on a launched Experiment: its users are already assigned variants " +
         'by the current flag. Change it while the experiment is a draft (no start_date), or create a new experiment.',
@@ -368,7 +431,7 @@ export async function updateExperiment(
   }
   const statsConfig =
     body.stats_config !== undefined ? { method: 'bayesian', ...body.stats_config } : current.stats_config;
-  if (body.stats_config !== undefined) checkStatsConfig(statsConfig);
+  if (body.stats_config !== undefined) checkStatsConfig(statsConfig ?? {});
   const exposure = body.exposure_criteria !== undefined ? body.exposure_criteria : current.exposure_criteria;
   const metrics = withFingerprints(body.metrics ?? current.metrics, startDate, statsConfig, exposure);
   const secondary = withFingerprints(
@@ -382,51 +445,48 @@ export async function updateExperiment(
   checkGuardrails(statsConfig, metrics, secondary);
 
   await em.fork().transactional(async (tx) => {
-    const t = tx as Tx;
-    const holdoutGroups = holdoutChanged ? await holdoutFilters(t, actor, body.holdout_id) : undefined;
+    const holdoutGroups = holdoutChanged ? await holdoutFilters(tx, actor, body.holdout_id) : undefined;
     // A new key: as create does, reuse a live flag with that key or make one from the experiment's
     // variants and holdout.
     let flag: FlagRef = { id: current.feature_flag.id, filters: current.feature_flag.filters };
-    if (keyChanged) {
+    if (newKey !== null) {
       const parameters = body.parameters !== undefined ? body.parameters : current.parameters;
-      const holdout = holdoutChanged ? holdoutGroups : await holdoutFilters(t, actor, current.holdout_id);
-      flag = await resolveFlag(t, actor, body.feature_flag_key, body.name ?? current.name, parameters, true, holdout);
+      const holdout = holdoutChanged ? holdoutGroups : await holdoutFilters(tx, actor, current.holdout_id);
+      flag = await resolveFlag(tx, actor, newKey, body.name ?? current.name, parameters, true, holdout);
     }
-    const fields: Record<string, unknown> = {};
-    if (keyChanged) fields.feature_flag_id = flag.id;
-    if (body.type !== undefined) fields.type = body.type;
-    for (const key of [
-      'name',
-      'description',
-      'start_date',
-      'end_date',
-      'archived',
-      'deleted',
-      'conclusion',
-      'conclusion_comment',
-      'filters',
-      'parameters',
-      'secondary_metrics',
-      'exposure_criteria',
-      'holdout_id',
-    ] as const)
-      if (body[key] !== undefined) fields[key] = body[key];
-    fields.stats_config = statsConfig;
-    fields.metrics = metrics;
-    fields.metrics_secondary = secondary;
-    fields.primary_metrics_ordered_uuids = orderedUuids(
-      body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids,
+    const fields: Partial<ExperimentColumns> = {
+      feature_flag_id: newKey !== null ? flag.id : undefined,
+      type: body.type,
+      name: body.name,
+      description: body.description,
+      start_date: dateOf(body.start_date),
+      end_date: dateOf(body.end_date),
+      archived: body.archived,
+      deleted: body.deleted,
+      conclusion: body.conclusion,
+      conclusion_comment: body.conclusion_comment,
+      filters: body.filters,
+      parameters: body.parameters,
+      secondary_metrics: body.secondary_metrics,
+      exposure_criteria: body.exposure_criteria,
+      holdout_id: body.holdout_id,
+      stats_config: statsConfig,
       metrics,
-    );
-    fields.secondary_metrics_ordered_uuids = orderedUuids(
-      body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids,
-      secondary,
-    );
-    await updateExperimentColumns(t, current.id, fields);
-    if (body.saved_metrics_ids !== undefined) await savedMetricLinks(t, actor, current.id, body.saved_metrics_ids);
+      metrics_secondary: secondary,
+      primary_metrics_ordered_uuids: orderedUuids(
+        body.primary_metrics_ordered_uuids ?? current.primary_metrics_ordered_uuids,
+        metrics,
+      ),
+      secondary_metrics_ordered_uuids: orderedUuids(
+        body.secondary_metrics_ordered_uuids ?? current.secondary_metrics_ordered_uuids,
+        secondary,
+      ),
+    };
+    await updateExperimentColumns(tx, current.id, fields);
+    if (body.saved_metrics_ids !== undefined) await savedMetricLinks(tx, actor, current.id, body.saved_metrics_ids);
 
     // The flag: variants follow a draft's parameters; the holdout follows holdout_id; launch activates it.
-    const filters = { ...flag.filters };
+    const filters: Record<string, unknown> = { ...flag.filters };
     let flagChanged = false;
     if (!launched && body.parameters) {
       const variants = variantsOf(body.parameters);
@@ -441,21 +501,22 @@ export async function updateExperiment(
     }
     const launching = !launched && !!body.start_date;
     if (flagChanged || launching) {
-      await updateFlagFilters(t, flag.id, filters, launching);
+      await updateFlagFilters(tx, flag.id, filters, launching);
     }
-    await recordActivity(t, {
+    const before = current as Record<string, unknown>;
+    await recordActivity(tx, {
       ...actor,
       scope: 'Experiment',
       itemId: String(current.id),
       activity: body.deleted === true ? 'deleted' : 'updated',
       detail: {
         name: body.name ?? current.name,
-        changes: Object.keys(body).map((field) => ({
+        changes: Object.entries(body).map(([field, after]) => ({
           type: 'Experiment',
           action: 'changed',
           field,
-          before: (field === 'feature_flag_key' ? flagKey : current[field]) ?? null,
-          after: body[field],
+          before: (field === 'feature_flag_key' ? flagKey : before[field]) ?? null,
+          after,
         })),
       },
     });
