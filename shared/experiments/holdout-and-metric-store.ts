@@ -1,11 +1,12 @@
 // Experiment holdouts and saved metrics: two project-scoped tables with the same life cycle
 // (creator, created/updated times), read with their creator and written through their entities.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
+import { type InsertObject, sql } from 'kysely';
 import { ExperimentHoldout, ExperimentSavedMetric } from '../entities/index.ts';
-import { db } from '../db/kysely.ts';
+import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
 import { userBasicOf } from '../db/user-basic.ts';
+import { jsonb, withoutId } from './store.ts';
 
 const selectHoldouts = (em: EntityManager) =>
   db(em)
@@ -125,19 +126,45 @@ export function listSavedMetrics(em: EntityManager, projectId: number, page: Pag
   return pagedSelect(query, page);
 }
 
+// Saved metrics are written through Kysely rather than the entity: pg sends tags as an array literal
+// with every element quoted (MikroORM's own literal leaves "NULL" and surrounding spaces unquoted).
+const savedMetricColumns = (fields: SavedMetricFields) => ({
+  name: fields.name,
+  description: fields.description,
+  query: fields.query === undefined ? undefined : jsonb(fields.query),
+  tags: fields.tags,
+});
+
 /** Inserts a saved metric; returns its id. */
-export function insertSavedMetric(
+export async function insertSavedMetric(
   tx: EntityManager,
   projectId: number,
   userId: number,
   fields: SavedMetricFields & { name: string; query: Record<string, unknown> },
 ): Promise<number> {
-  return tx.insert(ExperimentSavedMetric, { ...fields, projectId, createdById: userId });
+  const row = await db(tx)
+    .insertInto('experiment_saved_metric')
+    .values(
+      withoutId<InsertObject<DB, 'experiment_saved_metric'>>({
+        ...savedMetricColumns(fields),
+        name: fields.name,
+        query: jsonb(fields.query),
+        project_id: projectId,
+        created_by_id: userId,
+      }),
+    )
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
 }
 
 export async function updateSavedMetric(tx: EntityManager, id: number, fields: SavedMetricFields) {
   if (Object.keys(fields).length === 0) return;
-  await tx.nativeUpdate(ExperimentSavedMetric, { id }, { ...fields, updatedAt: new Date() });
+  await db(tx)
+    .updateTable('experiment_saved_metric')
+    .set((eb) => ({ ...savedMetricColumns(fields), updated_at: eb.fn<Date>('now') }))
+    .where('id', '=', id)
+    .execute();
 }
 
 export async function deleteSavedMetric(tx: EntityManager, id: number) {

@@ -14,7 +14,7 @@ import type { FlagFilters } from '../flags/evaluate.ts';
  * A value for a jsonb column, sent as JSON text: an array stays a JSON array, and null is JSON null
  * (a jsonb value, never SQL NULL).
  */
-const jsonb = <T>(value: T) => sql<NonNullable<T>>`${JSON.stringify(value)}::jsonb`;
+export const jsonb = <T>(value: T) => sql<NonNullable<T>>`${JSON.stringify(value)}::jsonb`;
 
 // One query per page: flag, holdout, creators and saved-metric links joined in.
 function selectExperiments(em: EntityManager) {
@@ -241,7 +241,7 @@ export async function liveFlag(tx: EntityManager, projectId: number, key: string
 export type FlagRef = NonNullable<Awaited<ReturnType<typeof liveFlag>>>;
 
 /** A new row without its id, which the database makes (InferKyselyDB types an integer primary key as required). */
-const withoutId = <T>(row: Omit<T, 'id'>) => row as T;
+export const withoutId = <T>(row: Omit<T, 'id'>) => row as T;
 
 /**
  * Creates the experiment's flag, or nothing when a live flag with this key appeared meanwhile
