@@ -1,12 +1,13 @@
 // Experiment holdouts: what an experiment's holdout_id refers to. Each filter group becomes the
 // holdout's variant, and the flags of its experiments follow its groups (or lose them on delete).
-import type { EntityManager } from '@mikro-orm/postgresql';
 import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
-import { notFound, validationError } from '../http/errors.ts';
+import { notFound } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { type ApiContext, defineRoute } from '../http/routes.ts';
+import { actorOf, type ApiContext, defineRoute } from '../http/routes.ts';
+import * as rules from '../../shared/experiments/service.ts';
+import { applyingRules } from './errors.ts';
 import { integerIdParam, openObject, record } from '../http/schemas.ts';
-import { type HoldoutBody, holdoutBody } from './schemas.ts';
+import { holdoutBody } from './schemas.ts';
 import { sideRowBase, sideRowBaseSchema } from './serializers.ts';
 
 const P = '/api/projects/:project_id/experiment_holdouts';
@@ -19,35 +20,6 @@ const holdoutSchema = record({
 });
 
 const serialize = (row: store.HoldoutRow) => ({ ...sideRowBase(row), filters: row.filters });
-
-/** The fields a create (or, `partial`, an update) body sets. */
-function fieldsOf(body: HoldoutBody, partial: boolean): store.HoldoutFields {
-  if (!partial && !body.name) throw validationError('This field is required.', 'name', 'required');
-  const out: store.HoldoutFields = {};
-  if (body.name !== undefined) out.name = body.name;
-  if (body.description !== undefined) out.description = body.description;
-  if (body.filters === undefined && partial) return out;
-  const filters = body.filters;
-  if (!Array.isArray(filters) || filters.length === 0)
-    throw validationError('Filters are required to create an holdout group', 'filters');
-  for (const f of filters as unknown[]) {
-    const rollout = (f as { rollout_percentage?: unknown } | null)?.rollout_percentage;
-    if (!f || typeof f !== 'object' || rollout === undefined || rollout === null)
-      throw validationError('Rollout percentage must be present.', 'filters');
-    const p = Number(rollout);
-    if (!Number.isFinite(p) || p < 0 || p > 100)
-      throw validationError('Rollout percentage must be between 0 and 100.', 'filters');
-  }
-  out.filters = filters;
-  return out;
-}
-
-/** Tags each group with the holdout's variant and puts the groups on its experiments' flags. */
-async function syncFlags(tx: EntityManager, id: number, filters: unknown[] | null) {
-  const groups = filters ? filters.map((f) => ({ ...(f as object), variant: `holdout-${id}` })) : null;
-  const exclusion = Number((groups?.[0] as { rollout_percentage?: unknown })?.rollout_percentage ?? 0);
-  await store.setHoldoutGroups(tx, id, groups, groups ? { id, exclusion_percentage: exclusion } : null);
-}
 
 async function find(ctx: ApiContext, id: string | number = ctx.state.params.id) {
   const row = /^\d{1,9}$/.test(String(id)) && (await store.findHoldout(ctx.state.em, ctx.state.project.id, Number(id)));
@@ -79,16 +51,8 @@ const createHoldout = defineRoute({
   body: holdoutBody,
   responses: { 201: { description: 'Created', schema: holdoutSchema } },
   handler: async (ctx) => {
-    const body = ctx.state.body ?? {};
-    const fields = fieldsOf(body, false);
-    const id = await ctx.state.em.fork().transactional(async (tx) => {
-      const created = await store.insertHoldout(tx, ctx.state.project.id, ctx.state.auth.userId, {
-        ...fields,
-        name: fields.name ?? '',
-      });
-      await syncFlags(tx, created, body.filters ?? null);
-      return created;
-    });
+    const fields = await applyingRules(() => rules.holdoutFields(ctx.state.body ?? {}, false));
+    const id = await rules.createHoldout(ctx.state.em, actorOf(ctx), { ...fields, name: fields.name ?? '' });
     ctx.status = 201;
     ctx.body = serialize(await find(ctx, id));
   },
@@ -118,12 +82,8 @@ const updateHoldout = defineRoute({
   responses: { 200: { description: 'Updated', schema: holdoutSchema } },
   handler: async (ctx) => {
     const existing = await find(ctx);
-    const body = ctx.state.body ?? {};
-    const fields = fieldsOf(body, true);
-    await ctx.state.em.fork().transactional(async (tx) => {
-      await store.updateHoldout(tx, existing.id, fields);
-      if ('filters' in fields) await syncFlags(tx, existing.id, body.filters ?? null);
-    });
+    const fields = await applyingRules(() => rules.holdoutFields(ctx.state.body ?? {}, true));
+    await rules.changeHoldout(ctx.state.em, existing.id, fields);
     ctx.body = serialize(await find(ctx));
   },
 });
@@ -138,10 +98,7 @@ const deleteHoldout = defineRoute({
   responses: { 204: { description: 'Deleted' } },
   handler: async (ctx) => {
     const existing = await find(ctx);
-    await ctx.state.em.fork().transactional(async (tx) => {
-      await syncFlags(tx, existing.id, null);
-      await store.deleteHoldout(tx, existing.id);
-    });
+    await rules.removeHoldout(ctx.state.em, existing.id);
     ctx.status = 204;
   },
 });

@@ -14,6 +14,7 @@ import {
   nullableString,
   record,
 } from '../http/schemas.ts';
+import { applyingRules } from './errors.ts';
 import { experimentSchema, serializeExperiment } from './serializers.ts';
 import {
   createBody,
@@ -26,7 +27,9 @@ import {
 } from './schemas.ts';
 import {
   createExperiment,
-  ExperimentInputError,
+  duplicateExperiment,
+  exposureCohortFor,
+  metricTimeseries,
   resetGuardrails,
   updateExperiment,
 } from '../../shared/experiments/service.ts';
@@ -34,16 +37,6 @@ import { enqueue } from '../../shared/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';
 const ID = integerIdParam('experiment');
-
-/** The experiment rules' refusals, as PostHog's 400s. */
-export async function applyingRules<T>(rules: Promise<T>): Promise<T> {
-  try {
-    return await rules;
-  } catch (error) {
-    if (error instanceof ExperimentInputError) throw validationError(error.message, error.attr, error.code);
-    throw error;
-  }
-}
 
 async function findExperiment(ctx: ApiContext, id: string = ctx.state.params.id): Promise<store.ExperimentRow> {
   if (!/^\d{1,9}$/.test(id)) throw notFound();
@@ -122,7 +115,7 @@ const create = defineRoute({
   body: createBody,
   responses: { 201: { description: 'The experiment', schema: experimentSchema } },
   handler: async (ctx) => {
-    const id = await applyingRules(createExperiment(ctx.state.em, actorOf(ctx), ctx.state.body));
+    const id = await applyingRules(() => createExperiment(ctx.state.em, actorOf(ctx), ctx.state.body));
     ctx.status = 201;
     ctx.body = serializeExperiment(await findExperiment(ctx, String(id)));
   },
@@ -186,7 +179,7 @@ const update = defineRoute({
   responses: { 200: { description: 'The experiment', schema: experimentSchema } },
   handler: async (ctx) => {
     const current = await findExperiment(ctx);
-    await applyingRules(updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body));
+    await applyingRules(() => updateExperiment(ctx.state.em, actorOf(ctx), current, ctx.state.body));
     const updated = await store.findExperiment(ctx.state.em, ctx.state.project.id, current.id, true);
     if (!updated) throw notFound();
     ctx.body = serializeExperiment(updated);
@@ -233,26 +226,8 @@ const duplicate = defineRoute({
       (typeof body.feature_flag_key !== 'string' || body.feature_flag_key === '')
     )
       throw validationError('Not a valid string.', 'feature_flag_key');
-    const names = await store.experimentNamesStartingWith(ctx.state.em, ctx.state.project.id, `${source.name} (Copy)`);
-    let name = `${source.name} (Copy)`;
-    for (let n = 1; names.has(name); n++) name = `${source.name} (Copy) ${n}`;
-    const id = await applyingRules(
-      createExperiment(ctx.state.em, actorOf(ctx), {
-        name,
-        description: source.description,
-        type: source.type,
-        parameters: source.parameters,
-        filters: source.filters,
-        secondary_metrics: source.secondary_metrics,
-        metrics: source.metrics,
-        metrics_secondary: source.metrics_secondary,
-        stats_config: source.stats_config,
-        exposure_criteria: source.exposure_criteria,
-        primary_metrics_ordered_uuids: source.primary_metrics_ordered_uuids,
-        secondary_metrics_ordered_uuids: source.secondary_metrics_ordered_uuids,
-        feature_flag_key: body.feature_flag_key ?? source.feature_flag.key,
-        saved_metrics_ids: source.saved_metrics.map((l) => ({ id: l.saved_metric, metadata: l.metadata })),
-      }),
+    const id = await applyingRules(() =>
+      duplicateExperiment(ctx.state.em, actorOf(ctx), source, body.feature_flag_key),
     );
     ctx.body = serializeExperiment(await findExperiment(ctx, String(id)));
   },
@@ -268,49 +243,7 @@ const exposureCohort = defineRoute({
   responses: { 200: { description: 'The cohort', schema: record({ cohort: exposureCohortSchema }) } },
   handler: async (ctx) => {
     const experiment = await findExperiment(ctx);
-    if (!experiment.feature_flag) throw validationError('Experiment does not have a feature flag');
-    const startDate = experiment.start_date;
-    if (!startDate) throw validationError('Experiment does not have a start date');
-    if (experiment.exposure_cohort_id) throw validationError('Experiment already has an exposure cohort');
-    const variants = (experiment.feature_flag.filters?.multivariate?.variants ?? []).map((v) => v.key);
-    const filters = {
-      properties: {
-        type: 'OR',
-        values: [
-          {
-            type: 'OR',
-            values: [
-              {
-                type: 'behavioral',
-                value: 'performed_event',
-                key: '$feature_flag_called',
-                negation: false,
-                event_type: 'events',
-                explicit_datetime: new Date(startDate).toISOString().replace('Z', '+00:00'),
-                event_filters: [
-                  { key: '$feature_flag', value: [experiment.feature_flag.key], operator: 'exact', type: 'event' },
-                  ...(variants.length
-                    ? [{ key: '$feature_flag_response', value: variants, operator: 'exact', type: 'event' }]
-                    : []),
-                ],
-              },
-            ],
-          },
-        ],
-      },
-    };
-    const cohort = await ctx.state.em
-      .fork()
-      .transactional((tx) =>
-        store.createExposureCohort(
-          tx,
-          ctx.state.project.id,
-          experiment.id,
-          `Users exposed to experiment "${experiment.name}"`,
-          filters,
-          ctx.state.auth.userId,
-        ),
-      );
+    const cohort = await applyingRules(() => exposureCohortFor(ctx.state.em, actorOf(ctx), experiment));
     ctx.body = {
       cohort: {
         id: cohort.id,
@@ -380,7 +313,7 @@ const guardrailsReset = defineRoute({
   responses: { 200: { description: 'The experiment', schema: experimentSchema } },
   handler: async (ctx) => {
     const experiment = await findExperiment(ctx);
-    await applyingRules(resetGuardrails(ctx.state.em, actorOf(ctx), experiment.id));
+    await applyingRules(() => resetGuardrails(ctx.state.em, actorOf(ctx), experiment.id));
     ctx.body = serializeExperiment(await findExperiment(ctx));
   },
 });
@@ -397,45 +330,14 @@ const timeseries = defineRoute({
   handler: async (ctx) => {
     const experiment = await findExperiment(ctx);
     const { metric_uuid, fingerprint } = ctx.state.query;
-    if (!metric_uuid) throw validationError('metric_uuid query parameter is required');
-    if (!fingerprint) throw validationError('fingerprint query parameter is required');
-    if (!experiment.start_date) throw validationError('Experiment has not been started yet');
-    const rows = await store.metricResults(ctx.state.em, experiment.id, metric_uuid, fingerprint);
-    const tz = ctx.state.project.timezone;
-    const days = await store.daysBetween(ctx.state.em, experiment.start_date, experiment.end_date, tz);
-    const series: Record<string, unknown> = Object.fromEntries(days.map((d) => [d, null]));
-    const errors: Record<string, string | null> = {};
-    let completed = 0;
-    for (const row of rows) {
-      if (row.status === 'completed') {
-        series[row.day] = row.result;
-        completed++;
-      } else if (row.status === 'failed') errors[row.day] = row.error_message;
-    }
-    const failed = Object.keys(errors).length;
-    const status =
-      rows.length === 0
-        ? 'pending'
-        : completed === 0 && failed > 0
-          ? 'failed'
-          : completed === days.length
-            ? 'completed'
-            : completed > 0
-              ? 'partial'
-              : 'pending';
-    const computed = rows
-      .filter((r) => r.status === 'completed')
-      .map((r) => r.computed_at)
-      .sort();
+    const series = await applyingRules(() =>
+      metricTimeseries(ctx.state.em, experiment, metric_uuid, fingerprint, ctx.state.project.timezone),
+    );
     ctx.body = {
-      experiment_id: experiment.id,
-      metric_uuid,
-      status,
-      timeseries: series,
-      errors: failed ? errors : null,
-      computed_at: isoTimestamp(computed.at(-1) ?? null),
-      created_at: isoTimestamp(rows[0]?.created_at ?? experiment.created_at),
-      updated_at: isoTimestamp(rows.at(-1)?.updated_at ?? experiment.updated_at),
+      ...series,
+      computed_at: isoTimestamp(series.computed_at),
+      created_at: isoTimestamp(series.created_at),
+      updated_at: isoTimestamp(series.updated_at),
     };
   },
 });

@@ -1,16 +1,17 @@
 // Experiment saved metrics: reusable metric queries that experiments link by saved_metrics_ids.
 import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
-import { notFound, validationError } from '../http/errors.ts';
+import { notFound } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { type ApiContext, defineRoute } from '../http/routes.ts';
+import { savedMetricFields } from '../../shared/experiments/service.ts';
+import { applyingRules } from './errors.ts';
 import { integerIdParam, openObject, record, stringArray } from '../http/schemas.ts';
-import { type SavedMetricBody, savedMetricBody } from './schemas.ts';
+import { savedMetricBody } from './schemas.ts';
 import { sideRowBase, sideRowBaseSchema } from './serializers.ts';
 
 const P = '/api/projects/:project_id/experiment_saved_metrics';
 const ID = integerIdParam('saved metric');
 const TAGS = ['experiment saved metrics'];
-const METRIC_KINDS = ['ExperimentMetric', 'ExperimentTrendsQuery', 'ExperimentFunnelsQuery'];
 
 const savedMetricSchema = record({
   ...sideRowBaseSchema,
@@ -19,33 +20,6 @@ const savedMetricSchema = record({
 });
 
 const serialize = (row: store.SavedMetricRow) => ({ ...sideRowBase(row), query: row.query, tags: row.tags ?? [] });
-
-/** The fields a create (or, `partial`, an update) body sets. */
-function fieldsOf(body: SavedMetricBody, partial: boolean): store.SavedMetricFields {
-  if (!partial && !body.name) throw validationError('This field is required.', 'name', 'required');
-  const out: store.SavedMetricFields = {};
-  if (body.name !== undefined) out.name = body.name;
-  if (body.description !== undefined) out.description = body.description;
-  if (body.tags !== undefined) out.tags = [...new Set<string>(body.tags)];
-  if (body.query === undefined && partial) return out;
-  const query = body.query;
-  if (!query || Object.keys(query).length === 0)
-    throw validationError('Query is required to create a saved metric', 'query');
-  if (typeof query.kind !== 'string' || !METRIC_KINDS.includes(query.kind))
-    throw validationError(
-      "Metric query kind must be 'ExperimentMetric', 'ExperimentTrendsQuery' or 'ExperimentFunnelsQuery'",
-      'query',
-    );
-  if (query.kind === 'ExperimentMetric' && !query.metric_type)
-    throw validationError('ExperimentMetric requires a metric_type', 'query');
-  if (
-    query.kind === 'ExperimentMetric' &&
-    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio'].includes(query.metric_type))
-  )
-    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
-  out.query = query;
-  return out;
-}
 
 async function find(ctx: ApiContext, id: string | number = ctx.state.params.id) {
   const row =
@@ -78,7 +52,7 @@ const createSavedMetric = defineRoute({
   body: savedMetricBody,
   responses: { 201: { description: 'Created', schema: savedMetricSchema } },
   handler: async (ctx) => {
-    const fields = fieldsOf(ctx.state.body ?? {}, false);
+    const fields = await applyingRules(() => savedMetricFields(ctx.state.body ?? {}, false));
     const id = await store.insertSavedMetric(ctx.state.em, ctx.state.project.id, ctx.state.auth.userId, {
       ...fields,
       name: fields.name ?? '',
@@ -113,7 +87,8 @@ const updateSavedMetric = defineRoute({
   responses: { 200: { description: 'Updated', schema: savedMetricSchema } },
   handler: async (ctx) => {
     const existing = await find(ctx);
-    await store.updateSavedMetric(ctx.state.em, existing.id, fieldsOf(ctx.state.body ?? {}, true));
+    const fields = await applyingRules(() => savedMetricFields(ctx.state.body ?? {}, true));
+    await store.updateSavedMetric(ctx.state.em, existing.id, fields);
     ctx.body = serialize(await find(ctx));
   },
 });

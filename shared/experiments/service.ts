@@ -9,12 +9,25 @@ import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from './sequential.ts';
 import { correctionConfig, cupedLookbackDays } from './stats.ts';
 import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
 import { metricShape } from './results.ts';
-import { findSavedMetric, holdoutFilters as storedHoldoutFilters } from './holdout-and-metric-store.ts';
 import {
+  deleteHoldout,
+  findSavedMetric,
+  type HoldoutFields,
+  holdoutFilters as storedHoldoutFilters,
+  insertHoldout,
+  type SavedMetricFields,
+  setHoldoutGroups,
+  updateHoldout,
+} from './holdout-and-metric-store.ts';
+import {
+  createExposureCohort,
+  daysBetween,
   type ExperimentColumns,
   type ExperimentRow,
+  experimentNamesStartingWith,
   type FlagRef,
   insertExperiment,
+  metricResults,
   insertFlagUnlessTaken,
   liveFlag,
   replaceSavedMetricLinks,
@@ -531,4 +544,219 @@ export async function resetGuardrails(em: EntityManager, actor: Actor, experimen
       'guardrail_status',
       'not_tripped',
     );
+}
+
+/** Copies an experiment as a draft named "<name> (Copy)" (numbered when taken); returns the copy's id. */
+export async function duplicateExperiment(
+  em: EntityManager,
+  actor: Actor,
+  source: ExperimentRow,
+  flagKey: string | undefined,
+): Promise<number> {
+  const names = await experimentNamesStartingWith(em, actor.projectId, `${source.name} (Copy)`);
+  let name = `${source.name} (Copy)`;
+  for (let n = 1; names.has(name); n++) name = `${source.name} (Copy) ${n}`;
+  return createExperiment(em, actor, {
+    name,
+    description: source.description,
+    type: source.type,
+    parameters: source.parameters,
+    filters: source.filters,
+    secondary_metrics: source.secondary_metrics,
+    metrics: source.metrics,
+    metrics_secondary: source.metrics_secondary,
+    stats_config: source.stats_config,
+    exposure_criteria: source.exposure_criteria,
+    primary_metrics_ordered_uuids: source.primary_metrics_ordered_uuids,
+    secondary_metrics_ordered_uuids: source.secondary_metrics_ordered_uuids,
+    feature_flag_key: flagKey ?? source.feature_flag.key,
+    saved_metrics_ids: source.saved_metrics.map((l) => ({ id: l.saved_metric, metadata: l.metadata })),
+  });
+}
+
+/** Creates the dynamic cohort of persons exposed to a launched experiment (who got its flag since the start). */
+export async function exposureCohortFor(em: EntityManager, actor: Actor, experiment: ExperimentRow) {
+  if (!experiment.feature_flag) throw validationError('Experiment does not have a feature flag');
+  const startDate = experiment.start_date;
+  if (!startDate) throw validationError('Experiment does not have a start date');
+  if (experiment.exposure_cohort_id) throw validationError('Experiment already has an exposure cohort');
+  const variants = (experiment.feature_flag.filters?.multivariate?.variants ?? []).map((v) => v.key);
+  const filters = {
+    properties: {
+      type: 'OR',
+      values: [
+        {
+          type: 'OR',
+          values: [
+            {
+              type: 'behavioral',
+              value: 'performed_event',
+              key: '$feature_flag_called',
+              negation: false,
+              event_type: 'events',
+              explicit_datetime: new Date(startDate).toISOString().replace('Z', '+00:00'),
+              event_filters: [
+                { key: '$feature_flag', value: [experiment.feature_flag.key], operator: 'exact', type: 'event' },
+                ...(variants.length
+                  ? [{ key: '$feature_flag_response', value: variants, operator: 'exact', type: 'event' }]
+                  : []),
+              ],
+            },
+          ],
+        },
+      ],
+    },
+  };
+  return em
+    .fork()
+    .transactional((tx) =>
+      createExposureCohort(
+        tx,
+        actor.projectId,
+        experiment.id,
+        `Users exposed to experiment "${experiment.name}"`,
+        filters,
+        actor.userId,
+      ),
+    );
+}
+
+/** One metric's daily results since the start (null for a day not computed), with their overall status. */
+export async function metricTimeseries(
+  em: EntityManager,
+  experiment: ExperimentRow,
+  metricUuid: string | undefined,
+  fingerprint: string | undefined,
+  timezone: string,
+) {
+  if (!metricUuid) throw validationError('metric_uuid query parameter is required');
+  if (!fingerprint) throw validationError('fingerprint query parameter is required');
+  if (!experiment.start_date) throw validationError('Experiment has not been started yet');
+  const rows = await metricResults(em, experiment.id, metricUuid, fingerprint);
+  const days = await daysBetween(em, experiment.start_date, experiment.end_date, timezone);
+  const series: Record<string, unknown> = Object.fromEntries(days.map((d) => [d, null]));
+  const errors: Record<string, string | null> = {};
+  let completed = 0;
+  for (const row of rows) {
+    if (row.status === 'completed') {
+      series[row.day] = row.result;
+      completed++;
+    } else if (row.status === 'failed') errors[row.day] = row.error_message;
+  }
+  const failed = Object.keys(errors).length;
+  const status =
+    rows.length === 0
+      ? 'pending'
+      : completed === 0 && failed > 0
+        ? 'failed'
+        : completed === days.length
+          ? 'completed'
+          : completed > 0
+            ? 'partial'
+            : 'pending';
+  const computed = rows
+    .filter((r) => r.status === 'completed')
+    .map((r) => r.computed_at)
+    .sort();
+  return {
+    experiment_id: experiment.id,
+    metric_uuid: metricUuid,
+    status,
+    timeseries: series,
+    errors: failed ? errors : null,
+    computed_at: computed.at(-1) ?? null,
+    created_at: rows[0]?.created_at ?? experiment.created_at,
+    updated_at: rows.at(-1)?.updated_at ?? experiment.updated_at,
+  };
+}
+
+// ---- holdouts and saved metrics ----
+
+/** The fields a holdout's create (or, `partial`, update) body sets. */
+export function holdoutFields(
+  body: { name?: string; description?: string | null; filters?: unknown[] },
+  partial: boolean,
+): HoldoutFields {
+  if (!partial && !body.name) throw validationError('This field is required.', 'name', 'required');
+  const out: HoldoutFields = {};
+  if (body.name !== undefined) out.name = body.name;
+  if (body.description !== undefined) out.description = body.description;
+  if (body.filters === undefined && partial) return out;
+  const filters = body.filters;
+  if (!Array.isArray(filters) || filters.length === 0)
+    throw validationError('Filters are required to create an holdout group', 'filters');
+  for (const f of filters) {
+    const rollout = (f as { rollout_percentage?: unknown } | null)?.rollout_percentage;
+    if (!f || typeof f !== 'object' || rollout === undefined || rollout === null)
+      throw validationError('Rollout percentage must be present.', 'filters');
+    const p = Number(rollout);
+    if (!Number.isFinite(p) || p < 0 || p > 100)
+      throw validationError('Rollout percentage must be between 0 and 100.', 'filters');
+  }
+  out.filters = filters;
+  return out;
+}
+
+/** Tags each group with the holdout's variant and puts the groups on its experiments' flags (null: none). */
+async function syncHoldoutFlags(tx: EntityManager, id: number, filters: unknown[] | null | undefined) {
+  const groups = filters ? filters.map((f) => ({ ...(f as object), variant: `holdout-${id}` })) : null;
+  const exclusion = Number((groups?.[0] as { rollout_percentage?: unknown })?.rollout_percentage ?? 0);
+  await setHoldoutGroups(tx, id, groups, groups ? { id, exclusion_percentage: exclusion } : null);
+}
+
+/** Creates a holdout and tags its groups; returns its id. */
+export function createHoldout(em: EntityManager, actor: Actor, fields: HoldoutFields & { name: string }) {
+  return em.fork().transactional(async (tx) => {
+    const id = await insertHoldout(tx, actor.projectId, actor.userId, fields);
+    await syncHoldoutFlags(tx, id, fields.filters);
+    return id;
+  });
+}
+
+/** Changes a holdout; new groups go to its experiments' flags. */
+export async function changeHoldout(em: EntityManager, id: number, fields: HoldoutFields) {
+  await em.fork().transactional(async (tx) => {
+    await updateHoldout(tx, id, fields);
+    if ('filters' in fields) await syncHoldoutFlags(tx, id, fields.filters);
+  });
+}
+
+/** Deletes a holdout, taking its groups off its experiments' flags first. */
+export async function removeHoldout(em: EntityManager, id: number) {
+  await em.fork().transactional(async (tx) => {
+    await syncHoldoutFlags(tx, id, null);
+    await deleteHoldout(tx, id);
+  });
+}
+
+const METRIC_KINDS = ['ExperimentMetric', 'ExperimentTrendsQuery', 'ExperimentFunnelsQuery'];
+
+/** The fields a saved metric's create (or, `partial`, update) body sets. */
+export function savedMetricFields(
+  body: { name?: string; description?: string | null; query?: Record<string, unknown>; tags?: string[] },
+  partial: boolean,
+): SavedMetricFields {
+  if (!partial && !body.name) throw validationError('This field is required.', 'name', 'required');
+  const out: SavedMetricFields = {};
+  if (body.name !== undefined) out.name = body.name;
+  if (body.description !== undefined) out.description = body.description;
+  if (body.tags !== undefined) out.tags = [...new Set<string>(body.tags)];
+  if (body.query === undefined && partial) return out;
+  const query = body.query;
+  if (!query || Object.keys(query).length === 0)
+    throw validationError('Query is required to create a saved metric', 'query');
+  if (typeof query.kind !== 'string' || !METRIC_KINDS.includes(query.kind))
+    throw validationError(
+      "Metric query kind must be 'ExperimentMetric', 'ExperimentTrendsQuery' or 'ExperimentFunnelsQuery'",
+      'query',
+    );
+  if (query.kind === 'ExperimentMetric' && !query.metric_type)
+    throw validationError('ExperimentMetric requires a metric_type', 'query');
+  if (
+    query.kind === 'ExperimentMetric' &&
+    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio'].includes(query.metric_type))
+  )
+    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
+  out.query = query;
+  return out;
 }
