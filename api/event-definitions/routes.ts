@@ -1,6 +1,9 @@
-import { isOrganizationMember } from '../../shared/accounts.ts';
-import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
 import { isUuid } from '../../shared/db/sql.ts';
+import {
+  changeDefinition,
+  EventDefinitionInputError,
+  removeDefinition,
+} from '../../shared/event-definitions/service.ts';
 import * as store from '../../shared/event-definitions/store.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
@@ -101,60 +104,12 @@ const update = defineRoute({
     const before = await findDefinition(ctx);
     // PUT is DRF's full update: a field with a default (post_to_slack: false) takes it when left out.
     const body = ctx.method === 'PUT' ? { post_to_slack: false, ...ctx.state.body } : ctx.state.body;
-    if (body.hidden === true && body.verified === true)
-      throw validationError('An event cannot be both hidden and verified');
-    const next: store.DefinitionChange = {
-      description: body.description ?? before.description,
-      tags: body.tags !== undefined ? [...new Set<string>(body.tags)] : before.tags,
-      owner_id: body.owner !== undefined ? body.owner : before.owner_id,
-      default_columns: body.default_columns ?? before.default_columns,
-      post_to_slack: body.post_to_slack ?? before.post_to_slack,
-      hidden: before.hidden,
-      verified: before.verified,
-      verified_at: before.verified_at,
-      verified_by_id: before.verified_by_id,
-    };
-    const ownerIsMember =
-      body.owner === undefined ||
-      body.owner === null ||
-      (await isOrganizationMember(ctx.state.em, ctx.state.project.organization_id, body.owner));
-    if (!ownerIsMember) throw validationError('The owner must be a member of this organization.', 'owner');
-    if (body.verified === true && !before.verified)
-      Object.assign(next, {
-        verified: true,
-        verified_at: new Date(),
-        verified_by_id: ctx.state.auth.userId,
-        hidden: false,
-      });
-    if (body.verified === true) next.hidden = false;
-    if (body.verified === false) Object.assign(next, { verified: false, verified_at: null, verified_by_id: null });
-    if (body.hidden === true)
-      Object.assign(next, { hidden: true, verified: false, verified_at: null, verified_by_id: null });
-    if (body.hidden === false) next.hidden = false;
-
-    const changes: ActivityChange[] = [];
-    const compare: [string, unknown, unknown][] = [
-      ['description', before.description, next.description],
-      ['tags', before.tags, next.tags],
-      ['owner', before.owner_id, next.owner_id],
-      ['verified', before.verified, next.verified],
-      ['hidden', before.hidden, next.hidden],
-      ['default_columns', before.default_columns, next.default_columns],
-    ];
-    for (const [field, was, is] of compare) {
-      if (JSON.stringify(was) !== JSON.stringify(is))
-        changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
+    try {
+      await changeDefinition(ctx.state.em, actorOf(ctx), before, body);
+    } catch (error) {
+      if (error instanceof EventDefinitionInputError) throw validationError(error.message, error.attr);
+      throw error;
     }
-    await ctx.state.em.fork().transactional(async (tx) => {
-      await store.updateDefinition(tx, before.id, next, ctx.state.auth.userId);
-      await recordActivity(tx, {
-        ...actorOf(ctx),
-        scope: 'EventDefinition',
-        itemId: before.id,
-        activity: 'changed',
-        detail: { name: before.name, changes },
-      });
-    });
     ctx.body = serialize(await findDefinition(ctx));
   },
 });
@@ -191,16 +146,7 @@ export const eventDefinitionRoutes = [
     responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
-      await ctx.state.em.fork().transactional(async (tx) => {
-        await store.deleteDefinition(tx, row.id);
-        await recordActivity(tx, {
-          ...actorOf(ctx),
-          scope: 'EventDefinition',
-          itemId: row.id,
-          activity: 'deleted',
-          detail: { name: row.name },
-        });
-      });
+      await removeDefinition(ctx.state.em, actorOf(ctx), row);
       ctx.status = 204;
     },
   }),

@@ -1,8 +1,8 @@
 // Event definitions: every statement on event_definition and its read counter, except the upsert
 // that ingestion makes (shared/events/store.ts writes definitions together with the events).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
+import { type Selectable, sql } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
 import { containsPattern } from '../db/sql.ts';
 import { userBasicOf } from '../db/user-basic.ts';
@@ -104,17 +104,19 @@ export async function readsInLast30Days(em: EntityManager, id: string): Promise<
   return usage.n;
 }
 
-export interface DefinitionChange {
-  description: string;
-  tags: string[];
-  owner_id: number | null;
-  default_columns: string[];
-  post_to_slack: boolean;
-  hidden: boolean;
-  verified: boolean;
-  verified_at: Date | null;
-  verified_by_id: number | null;
-}
+/** What an update sets (besides who and when). */
+export type DefinitionChange = Pick<
+  Selectable<DB['event_definition']>,
+  | 'description'
+  | 'tags'
+  | 'owner_id'
+  | 'default_columns'
+  | 'post_to_slack'
+  | 'hidden'
+  | 'verified'
+  | 'verified_at'
+  | 'verified_by_id'
+>;
 
 export async function updateDefinition(em: EntityManager, id: string, next: DefinitionChange, userId: number) {
   // Through Kysely rather than the entity: pg sends tags and default_columns as array literals with

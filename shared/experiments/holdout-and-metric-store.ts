@@ -1,7 +1,7 @@
 // Experiment holdouts and saved metrics: two project-scoped tables with the same life cycle
 // (creator, created/updated times), read with their creator and written through their entities.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type InsertObject, sql } from 'kysely';
+import { type InsertObject, type Selectable, sql } from 'kysely';
 import { ExperimentHoldout, ExperimentSavedMetric } from '../entities/index.ts';
 import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
@@ -24,18 +24,11 @@ export type HoldoutRow = Awaited<ReturnType<ReturnType<typeof selectHoldouts>['e
 export type SavedMetricRow = Awaited<ReturnType<ReturnType<typeof selectSavedMetrics>['executeTakeFirstOrThrow']>>;
 
 /** What a holdout's create or update sets besides the project, creator and times. */
-export interface HoldoutFields {
-  name?: string;
-  description?: string | null;
-  filters?: unknown[];
-}
+export type HoldoutFields = Partial<Pick<Selectable<DB['experiment_holdout']>, 'name' | 'description' | 'filters'>>;
 /** What a saved metric's create or update sets besides the project, creator and times. */
-export interface SavedMetricFields {
-  name?: string;
-  description?: string | null;
-  query?: Record<string, unknown>;
-  tags?: string[];
-}
+export type SavedMetricFields = Partial<
+  Pick<Selectable<DB['experiment_saved_metric']>, 'name' | 'description' | 'query' | 'tags'>
+>;
 
 // ---- holdouts ----
 
