@@ -208,7 +208,7 @@ async function personDeletion() {
         `${api.baseUrl}/flags/?v=2`,
         JSON.stringify({ token: target.projectToken, distinct_id: `u-${survivors[(i * 7919) % survivors.length]}` }),
       );
-    // The statement /flags runs for the person (api/flags/service.ts): its planning time, median of 5.
+    // The statement /flags runs for the person (personForFlags, shared/flags/store.ts): its planning time, median of 5.
     const planningMs = async () => {
       const times: number[] = [];
       for (let i = 0; i < 5; i++) {

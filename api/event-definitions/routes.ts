@@ -1,32 +1,36 @@
-import { isOrganizationMember } from '../../shared/accounts.ts';
-import { recordActivity, type ActivityChange } from '../../shared/activity-log.ts';
 import { isUuid } from '../../shared/db/sql.ts';
+import {
+  changeDefinition,
+  EventDefinitionInputError,
+  removeDefinition,
+} from '../../shared/event-definitions/service.ts';
 import * as store from '../../shared/event-definitions/store.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
+import { actorOf, type ApiContext, defineRoute } from '../http/routes.ts';
 import { record } from '../http/schemas.ts';
-import { userBasic } from '../users/serializers.ts';
-import { definitionSchema, type ListQuery, listQuery, type UpdateBody, updateBody } from './schemas.ts';
+import { definitionSchema, listQuery, updateBody } from './schemas.ts';
 
 const P = '/api/projects/:project_id/event_definitions';
 const ID = { id: { type: 'string', format: 'uuid', description: "The event definition's id" } };
 
-function serialize(row: Record<string, any>) {
+const TAGS = ['event definitions'];
+
+function serialize(row: store.DefinitionRow) {
   return {
     id: row.id,
     name: row.name,
-    owner: userBasic(row, 'owner'),
+    owner: row.owner,
     description: row.description,
     tags: row.tags ?? [],
     created_at: isoTimestamp(row.created_at),
     updated_at: isoTimestamp(row.updated_at),
-    updated_by: userBasic(row, 'updated_by'),
+    updated_by: row.updated_by,
     last_seen_at: isoTimestamp(row.last_seen_at),
     verified: row.verified,
     verified_at: isoTimestamp(row.verified_at),
-    verified_by: userBasic(row, 'verified_by'),
+    verified_by: row.verified_by,
     hidden: row.hidden,
     is_action: false,
     post_to_slack: row.post_to_slack,
@@ -36,7 +40,7 @@ function serialize(row: Record<string, any>) {
   };
 }
 
-async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
+async function findDefinition(ctx: ApiContext): Promise<store.DefinitionRow> {
   const id = ctx.state.params.id;
   if (!isUuid(id)) throw notFound();
   const row = await store.findDefinition(ctx.state.em, ctx.state.project.id, id);
@@ -44,117 +48,80 @@ async function findDefinition(ctx: ApiContext): Promise<Record<string, any>> {
   return row;
 }
 
-async function list(ctx: ApiContext<ListQuery>) {
-  const q = ctx.state.query;
-  let excluded: string[] | undefined;
-  if (q.excluded_properties) {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(q.excluded_properties);
-    } catch {
-      parsed = null;
+const list = defineRoute({
+  method: 'GET',
+  path: P,
+  summary: 'List event definitions (search, event_type, excluded_properties, exclude_hidden, ordering)',
+  tags: TAGS,
+  scopes: ['event_definition:read'],
+  query: listQuery,
+  responses: { 200: { description: 'A page of event definitions', schema: paginatedSchema(definitionSchema) } },
+  handler: async (ctx) => {
+    const q = ctx.state.query;
+    let excluded: string[] | undefined;
+    if (q.excluded_properties) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(q.excluded_properties);
+      } catch {
+        parsed = null;
+      }
+      if (!Array.isArray(parsed))
+        throw validationError('excluded_properties must be a JSON array of event names.', 'excluded_properties');
+      excluded = [...new Set(parsed.map(String))];
     }
-    if (!Array.isArray(parsed))
-      throw validationError('excluded_properties must be a JSON array of event names.', 'excluded_properties');
-    excluded = [...new Set(parsed.map(String))];
-  }
-  const filter = {
-    // NUL cannot be bound as a PostgreSQL text parameter.
-    terms: String(q.search ?? '')
-      .replaceAll('\u0000', '')
-      .split(' ')
-      .filter(Boolean),
-    eventType: q.event_type,
-    excluded,
-    excludeHidden: q.exclude_hidden === true,
-  };
-  const page = pageOf(q);
-  const { count, rows } = await store.listDefinitions(ctx.state.em, ctx.state.project.id, filter, q.ordering, page);
-  await store.countReads(
-    ctx.state.em,
-    rows.map((r) => r.id),
-  );
-  ctx.body = paginated(ctx, page, count, rows.map(serialize));
-}
+    const filter = {
+      // NUL cannot be bound as a PostgreSQL text parameter.
+      terms: String(q.search ?? '')
+        .replaceAll('\u0000', '')
+        .split(' ')
+        .filter(Boolean),
+      eventType: q.event_type,
+      excluded,
+      excludeHidden: q.exclude_hidden === true,
+    };
+    const page = pageOf(q);
+    const { count, rows } = await store.listDefinitions(ctx.state.em, ctx.state.project.id, filter, q.ordering, page);
+    await store.countReads(
+      ctx.state.em,
+      rows.map((r) => r.id),
+    );
+    ctx.body = paginated(ctx, page, count, rows.map(serialize));
+  },
+});
 
-async function update(ctx: ApiContext<Record<string, unknown>, UpdateBody>) {
-  const before = await findDefinition(ctx);
-  // PUT is DRF's full update: a field with a default (post_to_slack: false) takes it when left out.
-  const body = ctx.method === 'PUT' ? { post_to_slack: false, ...ctx.state.body } : ctx.state.body;
-  if (body.hidden === true && body.verified === true)
-    throw validationError('An event cannot be both hidden and verified');
-  const next: store.DefinitionChange = {
-    description: body.description ?? before.description,
-    tags: body.tags !== undefined ? [...new Set<string>(body.tags)] : before.tags,
-    owner_id: body.owner !== undefined ? body.owner : before.owner_id,
-    default_columns: body.default_columns ?? before.default_columns,
-    post_to_slack: body.post_to_slack ?? before.post_to_slack,
-    hidden: before.hidden,
-    verified: before.verified,
-    verified_at: before.verified_at,
-    verified_by_id: before.verified_by_id,
-  };
-  const ownerIsMember =
-    body.owner === undefined ||
-    body.owner === null ||
-    (await isOrganizationMember(ctx.state.em, ctx.state.project.organization_id, body.owner));
-  if (!ownerIsMember) throw validationError('The owner must be a member of this organization.', 'owner');
-  if (body.verified === true && !before.verified)
-    Object.assign(next, {
-      verified: true,
-      verified_at: new Date(),
-      verified_by_id: ctx.state.auth.userId,
-      hidden: false,
-    });
-  if (body.verified === true) next.hidden = false;
-  if (body.verified === false) Object.assign(next, { verified: false, verified_at: null, verified_by_id: null });
-  if (body.hidden === true)
-    Object.assign(next, { hidden: true, verified: false, verified_at: null, verified_by_id: null });
-  if (body.hidden === false) next.hidden = false;
-
-  const changes: ActivityChange[] = [];
-  const compare: [string, unknown, unknown][] = [
-    ['description', before.description, next.description],
-    ['tags', before.tags, next.tags],
-    ['owner', before.owner_id, next.owner_id],
-    ['verified', before.verified, next.verified],
-    ['hidden', before.hidden, next.hidden],
-    ['default_columns', before.default_columns, next.default_columns],
-  ];
-  for (const [field, was, is] of compare) {
-    if (JSON.stringify(was) !== JSON.stringify(is))
-      changes.push({ type: 'EventDefinition', action: 'changed', field, before: was, after: is });
-  }
-  await ctx.state.em.fork().transactional(async (tx) => {
-    await store.updateDefinition(tx, before.id, next, ctx.state.auth.userId);
-    await recordActivity(tx, {
-      ...actorOf(ctx),
-      scope: 'EventDefinition',
-      itemId: before.id,
-      activity: 'changed',
-      detail: { name: before.name, changes },
-    });
-  });
-  ctx.body = serialize(await findDefinition(ctx));
-}
+/** PATCH, and PUT below (DRF's full update: as PATCH, and post_to_slack is false unless sent). */
+const update = defineRoute({
+  method: 'PATCH',
+  path: `${P}/:id`,
+  params: ID,
+  summary: 'Update description, tags, owner, verified, hidden, default_columns',
+  tags: TAGS,
+  scopes: ['event_definition:write'],
+  body: updateBody,
+  responses: { 200: { description: 'The updated definition', schema: definitionSchema } },
+  handler: async (ctx) => {
+    const before = await findDefinition(ctx);
+    // PUT is DRF's full update: a field with a default (post_to_slack: false) takes it when left out.
+    const body = ctx.method === 'PUT' ? { post_to_slack: false, ...ctx.state.body } : ctx.state.body;
+    try {
+      await changeDefinition(ctx.state.em, actorOf(ctx), before, body);
+    } catch (error) {
+      if (error instanceof EventDefinitionInputError) throw validationError(error.message, error.attr);
+      throw error;
+    }
+    ctx.body = serialize(await findDefinition(ctx));
+  },
+});
 
 export const eventDefinitionRoutes = [
-  defineRoute({
-    method: 'GET',
-    path: P,
-    summary: 'List event definitions (search, event_type, excluded_properties, exclude_hidden, ordering)',
-    tags: ['event definitions'],
-    scopes: ['event_definition:read'],
-    query: listQuery,
-    responses: { 200: { description: 'A page of event definitions', schema: paginatedSchema(definitionSchema) } },
-    handler: list,
-  }),
+  list,
   defineRoute({
     method: 'GET',
     path: `${P}/:id`,
     params: ID,
     summary: 'Retrieve an event definition',
-    tags: ['event definitions'],
+    tags: TAGS,
     scopes: ['event_definition:read'],
     responses: { 200: { description: 'The definition', schema: definitionSchema }, 404: { description: 'Not found' } },
     handler: async (ctx) => {
@@ -163,48 +130,23 @@ export const eventDefinitionRoutes = [
       ctx.body = serialize(row);
     },
   }),
-  defineRoute({
-    method: 'PATCH',
-    path: `${P}/:id`,
-    params: ID,
-    summary: 'Update description, tags, owner, verified, hidden, default_columns',
-    tags: ['event definitions'],
-    scopes: ['event_definition:write'],
-    body: updateBody,
-    responses: { 200: { description: 'The updated definition', schema: definitionSchema } },
-    handler: update,
-  }),
-  defineRoute({
+  update,
+  {
+    ...update,
     method: 'PUT',
-    path: `${P}/:id`,
-    params: ID,
     summary: 'Update an event definition (full update: as PATCH, and post_to_slack is false unless sent)',
-    tags: ['event definitions'],
-    scopes: ['event_definition:write'],
-    body: updateBody,
-    responses: { 200: { description: 'The updated definition', schema: definitionSchema } },
-    handler: update,
-  }),
+  } as const,
   defineRoute({
     method: 'DELETE',
     path: `${P}/:id`,
     params: ID,
     summary: 'Delete an event definition (events are kept; a later event recreates it)',
-    tags: ['event definitions'],
+    tags: TAGS,
     scopes: ['event_definition:write'],
     responses: { 204: { description: 'Deleted' }, 404: { description: 'Not found' } },
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
-      await ctx.state.em.fork().transactional(async (tx) => {
-        await store.deleteDefinition(tx, row.id);
-        await recordActivity(tx, {
-          ...actorOf(ctx),
-          scope: 'EventDefinition',
-          itemId: row.id,
-          activity: 'deleted',
-          detail: { name: row.name },
-        });
-      });
+      await removeDefinition(ctx.state.em, actorOf(ctx), row);
       ctx.status = 204;
     },
   }),
@@ -213,7 +155,7 @@ export const eventDefinitionRoutes = [
     path: `${P}/:id/metrics`,
     params: ID,
     summary: 'How often the definition was read through the API in the last 30 days (any valid key)',
-    tags: ['event definitions'],
+    tags: TAGS,
     scopes: [],
     responses: { 200: { description: 'Usage', schema: record({ query_usage_30_day: { type: 'integer' } }) } },
     handler: async (ctx) => {

@@ -1,5 +1,7 @@
 // The Experiment shape of the seed, from the rows shared/experiments/store.ts reads (flag, holdout,
 // creator and saved-metric links joined in).
+import type { HoldoutRow, SavedMetricRow } from '../../shared/experiments/holdout-and-metric-store.ts';
+import type { ExperimentRow } from '../../shared/experiments/store.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import {
   anyJson,
@@ -12,14 +14,13 @@ import {
   record,
   stringArray,
 } from '../http/schemas.ts';
-import { userBasic, userBasicSchema } from '../users/serializers.ts';
+import { userBasicSchema } from '../users/serializers.ts';
 
 const iso = (v: unknown) => isoTimestamp(v as string | null);
 
-export function serializeExperiment(row: Record<string, any>) {
+export function serializeExperiment(row: ExperimentRow) {
   const holdout = row.holdout && {
     ...row.holdout,
-    created_by: userBasic(row, 'holdout_creator'),
     created_at: iso(row.holdout.created_at),
     updated_at: iso(row.holdout.updated_at),
   };
@@ -38,12 +39,12 @@ export function serializeExperiment(row: Record<string, any>) {
     secondary_metrics: row.secondary_metrics,
     // Read back in the form it is written ([{id, metadata}]), never null: PostHog's agent toolkit
     // requires the key (an array or null), and a generated client's type wants one shape.
-    saved_metrics_ids: row.saved_metrics.map((l: any) => ({ id: l.saved_metric, metadata: l.metadata })),
-    saved_metrics: row.saved_metrics.map((l: any) => ({ ...l, created_at: iso(l.created_at) })),
+    saved_metrics_ids: row.saved_metrics.map((l) => ({ id: l.saved_metric, metadata: l.metadata })),
+    saved_metrics: row.saved_metrics.map((l) => ({ ...l, created_at: iso(l.created_at) })),
     filters: row.filters,
     archived: row.archived,
     deleted: row.deleted,
-    created_by: userBasic(row, 'creator'),
+    created_by: row.created_by,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
     type: row.type,
@@ -138,11 +139,11 @@ export const experimentSchema = record({
 });
 
 /** The fields holdouts and saved metrics share. */
-export const sideRowBase = (row: Record<string, any>) => ({
+export const sideRowBase = (row: HoldoutRow | SavedMetricRow) => ({
   id: row.id,
   name: row.name,
   description: row.description,
-  created_by: userBasic(row, 'creator'),
+  created_by: row.created_by,
   created_at: iso(row.created_at),
   updated_at: iso(row.updated_at),
 });

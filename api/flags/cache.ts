@@ -7,22 +7,15 @@
 // request reads PostgreSQL), so a notification lost meanwhile cannot keep stale flags served.
 // A change made on another connection is seen once its notification arrives (commit + well under a
 // millisecond typically, a few ms on a loaded machine), as for the authentication cache.
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { NotifiedCache } from '../http/notified-cache.ts';
-import type { StoredFlag } from '../../shared/flags/store.ts';
+import { projectByApiToken } from '../http/project-token.ts';
+import { prepareFlags, type ProjectFlags } from '../../shared/flags/service.ts';
+import { activeFlags } from '../../shared/flags/store.ts';
+
+export type { PreparedFlag, ProjectFlags } from '../../shared/flags/service.ts';
 
 export const FLAG_DEFINITIONS_CHANNEL = 'flag_definitions_changed';
-
-/** A stored flag with what a request needs to know before evaluating it, worked out once per load. */
-export interface PreparedFlag extends StoredFlag {
-  /** Person properties its conditions read. */
-  personKeys: string[];
-}
-
-/** What /flags needs of a project: its id and its active flags, ready to evaluate. */
-export interface ProjectFlags {
-  projectId: number;
-  flags: PreparedFlag[];
-}
 
 /** Per project API token: its project's flags (see NotifiedCache for how entries are dropped). */
 export class FlagCache extends NotifiedCache<string, ProjectFlags> {
@@ -36,4 +29,22 @@ export async function startFlagCache(databaseUrl: string): Promise<FlagCache> {
   const cache = new FlagCache(databaseUrl);
   await cache.start();
   return cache;
+}
+
+/**
+ * The project behind an SDK's project token and its active flags: from `cache` when it may serve,
+ * else two queries. An unknown token is a 401 (never cached: a new project may get it).
+ */
+export async function projectFlags(
+  em: EntityManager,
+  cache: FlagCache | null | undefined,
+  token: unknown,
+): Promise<ProjectFlags> {
+  const load = async (): Promise<ProjectFlags> => {
+    const project = await projectByApiToken(em, token);
+    return { projectId: project.id, flags: prepareFlags(await activeFlags(em, project.id)) };
+  };
+  // The cache key is the token as projectByApiToken looks it up; anything else it refuses.
+  if (!cache || typeof token !== 'string') return load();
+  return cache.get(token.trim(), load);
 }

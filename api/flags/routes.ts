@@ -7,9 +7,10 @@ import { decodeSdkPayload } from '../capture/decode.ts';
 import { sdkPreflight } from '../capture/routes.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
-import { defineRoute, type ApiContext } from '../http/routes.ts';
+import { type ApiContext, defineRoute } from '../http/routes.ts';
+import { evaluateFlagsForPerson } from '../../shared/flags/service.ts';
 import { activeFlags } from '../../shared/flags/store.ts';
-import { evaluateFlagsForPerson, projectFlags } from './service.ts';
+import { projectFlags } from './cache.ts';
 import { flagsResponseSchema, localEvaluationSchema } from './schemas.ts';
 
 const MAX_FLAGS_BODY = 1024 * 1024;
@@ -17,12 +18,10 @@ const MAX_FLAGS_BODY = 1024 * 1024;
 async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   const query = ctx.query as Record<string, string | undefined>;
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
-  const body = (raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {}) as Record<
-    string,
-    any
-  >;
-  if (!body || typeof body !== 'object' || Array.isArray(body))
+  const payload: unknown = raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {};
+  if (!payload || typeof payload !== 'object' || Array.isArray(payload))
     throw validationError('Request body must be a JSON object.');
+  const body = payload as Record<string, unknown>;
   const token = body.token ?? body.api_key ?? query.token ?? query.api_key;
   const project = await projectFlags(ctx.state.em, ctx.deps.flagCache, token);
   const distinctId = body.distinct_id ?? query.distinct_id;
@@ -30,10 +29,10 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
     throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
   const personProperties =
     body.person_properties && typeof body.person_properties === 'object' && !Array.isArray(body.person_properties)
-      ? body.person_properties
+      ? (body.person_properties as Record<string, unknown>)
       : {};
   const onlyKeys = Array.isArray(body.flag_keys_to_evaluate)
-    ? body.flag_keys_to_evaluate.filter((k: unknown) => typeof k === 'string')
+    ? (body.flag_keys_to_evaluate as unknown[]).filter((k): k is string => typeof k === 'string')
     : undefined;
   const evaluations = await evaluateFlagsForPerson(ctx.state.em, project.projectId, project.flags, {
     distinctId: String(distinctId),
@@ -112,67 +111,60 @@ const localEvaluationResponses = {
   304: { description: 'Not modified since the ETag given' },
 };
 
+const localEvaluationQuery = {
+  type: 'object',
+  properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } },
+  required: ['token'],
+} as const;
+
+const localEvaluation = defineRoute({
+  method: 'GET',
+  path: '/flags/definitions',
+  summary: 'Flag definitions for local evaluation in server SDKs (personal API key + project token)',
+  tags: ['flags'],
+  scopes: ['feature_flag:read'],
+  query: localEvaluationQuery,
+  responses: localEvaluationResponses,
+  handler: async (ctx) => {
+    const project = await projectByApiToken(ctx.state.em, ctx.state.query.token);
+    await resolveProject(ctx.state.em, ctx.state.auth, String(project.id)); // the key must reach that project
+    const flags = await activeFlags(ctx.state.em, project.id);
+    const body = {
+      flags: flags.map((f) => ({
+        id: f.id,
+        team_id: project.id,
+        name: f.name,
+        key: f.key,
+        filters: f.filters,
+        deleted: f.deleted,
+        active: f.active,
+        ensure_experience_continuity: f.ensure_experience_continuity,
+        version: f.version,
+        evaluation_runtime: f.evaluation_runtime ?? 'all',
+      })),
+      group_type_mapping: {},
+      cohorts: {},
+    };
+    const etag = `"${createHash('sha1').update(JSON.stringify(body)).digest('hex')}"`;
+    ctx.set('ETag', etag);
+    if (ctx.get('if-none-match') === etag) {
+      ctx.status = 304;
+      return;
+    }
+    ctx.body = body;
+  },
+});
+
 export const flagRoutes = [
   sdkPreflight('/flags'),
   sdkPreflight('/decide'),
   sdkRoute('POST', '/flags', 1, 'Evaluate every active flag for a person (SDKs; v=2 gives details)'),
   sdkRoute('GET', '/flags', 1, 'Evaluate flags (query-string form)'),
   sdkRoute('POST', '/decide', 3, 'Older flag evaluation endpoint (v=3 values, v=4 details)'),
-  defineRoute({
-    method: 'GET',
-    path: '/flags/definitions',
-    summary: 'Flag definitions for local evaluation in server SDKs (personal API key + project token)',
-    tags: ['flags'],
-    scopes: ['feature_flag:read'],
-    query: {
-      type: 'object',
-      properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } },
-      required: ['token'],
-    },
-    responses: localEvaluationResponses,
-    handler: localEvaluation,
-  }),
-  defineRoute({
-    method: 'GET',
+  localEvaluation,
+  {
+    ...localEvaluation,
     path: '/api/feature_flag/local_evaluation',
     summary: 'Flag definitions for local evaluation (older path)',
-    tags: ['flags'],
-    scopes: ['feature_flag:read'],
-    query: {
-      type: 'object',
-      properties: { token: { type: 'string' }, send_cohorts: { type: 'string' } },
-      required: ['token'],
-    },
-    responses: localEvaluationResponses,
-    handler: localEvaluation,
-  }),
+  },
 ];
-
-async function localEvaluation(ctx: ApiContext) {
-  const project = await projectByApiToken(ctx.state.em, ctx.state.query.token);
-  await resolveProject(ctx.state.em, ctx.state.auth, String(project.id)); // the key must reach that project
-  const flags = await activeFlags(ctx.state.em, project.id);
-  const body = {
-    flags: flags.map((f) => ({
-      id: f.id,
-      team_id: project.id,
-      name: f.name,
-      key: f.key,
-      filters: f.filters,
-      deleted: f.deleted,
-      active: f.active,
-      ensure_experience_continuity: f.ensure_experience_continuity,
-      version: f.version,
-      evaluation_runtime: f.evaluation_runtime ?? 'all',
-    })),
-    group_type_mapping: {},
-    cohorts: {},
-  };
-  const etag = `"${createHash('sha1').update(JSON.stringify(body)).digest('hex')}"`;
-  ctx.set('ETag', etag);
-  if (ctx.get('if-none-match') === etag) {
-    ctx.status = 304;
-    return;
-  }
-  ctx.body = body;
-}

@@ -4,10 +4,11 @@ import { createHash } from 'node:crypto';
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    return `{${Object.keys(value)
+    const record = value as Record<string, unknown>;
+    return `{${Object.keys(record)
       .sort()
-      .filter((k) => (value as any)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as any)[k])}`)
+      .filter((k) => record[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(record[k])}`)
       .join(',')}}`;
   }
   return JSON.stringify(value ?? null);

@@ -1,83 +1,77 @@
 // Experiment holdouts and saved metrics: two project-scoped tables with the same life cycle
-// (creator, created/updated times), so one set of statements serves both.
+// (creator, created/updated times), read with their creator and written through their entities.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { userColumns } from '../accounts.ts';
-import { type Page, pagedQuery } from '../db/paged.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { type InsertObject, type Selectable, sql } from 'kysely';
+import { ExperimentHoldout, ExperimentSavedMetric } from '../entities/index.ts';
+import { type DB, db } from '../db/kysely.ts';
+import { type Page, pagedSelect } from '../db/paged.ts';
+import { userBasicOf } from '../db/user-basic.ts';
+import { jsonb, withoutId } from './store.ts';
 
-export type SideTable = 'experiment_holdout' | 'experiment_saved_metric';
+const selectHoldouts = (em: EntityManager) =>
+  db(em)
+    .selectFrom('experiment_holdout as r')
+    .selectAll('r')
+    .select((eb) => userBasicOf(eb.ref('r.created_by_id')).as('created_by'));
 
-const ORDER: Record<SideTable, string> = {
-  experiment_holdout: 'r.created_at desc, r.id desc',
-  experiment_saved_metric: 'lower(r.name), r.id',
-};
-const COLUMNS = `r.*, ${userColumns('u', 'creator')}`;
-const from = (table: SideTable) => `${table} r left join app_user u on u.id = r.created_by_id`;
-const JSONB = new Set(['filters', 'query']);
-const placeholder = (column: string) => (JSONB.has(column) ? '?::jsonb' : column === 'tags' ? '?::text[]' : '?');
-// jsonb columns go as JSON text, tags as a PostgreSQL array literal.
-const encoded = (fields: Record<string, unknown>) =>
-  Object.entries(fields).map(([column, value]) =>
-    JSONB.has(column) ? JSON.stringify(value) : column === 'tags' ? pgArray(value as string[]) : value,
-  );
+const selectSavedMetrics = (em: EntityManager) =>
+  db(em)
+    .selectFrom('experiment_saved_metric as r')
+    .selectAll('r')
+    .select((eb) => userBasicOf(eb.ref('r.created_by_id')).as('created_by'));
 
-export async function findSideRow(em: EntityManager, table: SideTable, projectId: number, id: number | string) {
-  const [row] = await rows<Record<string, any>>(
-    em,
-    `select ${COLUMNS} from ${from(table)} where r.project_id = ? and r.id = ?`,
-    [projectId, id],
-  );
+export type HoldoutRow = Awaited<ReturnType<ReturnType<typeof selectHoldouts>['executeTakeFirstOrThrow']>>;
+export type SavedMetricRow = Awaited<ReturnType<ReturnType<typeof selectSavedMetrics>['executeTakeFirstOrThrow']>>;
+
+/** What a holdout's create or update sets besides the project, creator and times. */
+export type HoldoutFields = Partial<Pick<Selectable<DB['experiment_holdout']>, 'name' | 'description' | 'filters'>>;
+/** What a saved metric's create or update sets besides the project, creator and times. */
+export type SavedMetricFields = Partial<
+  Pick<Selectable<DB['experiment_saved_metric']>, 'name' | 'description' | 'query' | 'tags'>
+>;
+
+// ---- holdouts ----
+
+export async function findHoldout(em: EntityManager, projectId: number, id: number) {
+  const row = await selectHoldouts(em).where('r.project_id', '=', projectId).where('r.id', '=', id).executeTakeFirst();
   return row ?? null;
 }
 
-export function listSideRows(em: EntityManager, table: SideTable, projectId: number, page: Page) {
-  const matches = { sql: `${from(table)} where r.project_id = ?`, params: [projectId] };
-  return pagedQuery<Record<string, any>>(
-    em,
-    { select: COLUMNS, from: matches, order: `order by ${ORDER[table]}` },
-    page,
-  );
+export function listHoldouts(em: EntityManager, projectId: number, page: Page) {
+  const query = selectHoldouts(em)
+    .where('r.project_id', '=', projectId)
+    .orderBy('r.created_at', 'desc')
+    .orderBy('r.id', 'desc');
+  return pagedSelect(em, query, page);
 }
 
-/** Inserts a row from column values; returns its id. */
-export async function insertSideRow(
+/** Inserts a holdout; returns its id. */
+export function insertHoldout(
   tx: EntityManager,
-  table: SideTable,
   projectId: number,
   userId: number,
-  fields: Record<string, unknown>,
+  fields: HoldoutFields & { name: string },
 ): Promise<number> {
-  const columns = Object.keys(fields);
-  const [row] = await rows<{ id: number }>(
-    tx,
-    `insert into ${table} (project_id, created_by_id, ${columns.join(', ')})
-     values (?, ?, ${columns.map(placeholder).join(', ')}) returning id`,
-    [projectId, userId, ...encoded(fields)],
-  );
-  return row.id;
+  return tx.insert(ExperimentHoldout, { ...fields, projectId, createdById: userId });
 }
 
-export async function updateSideRow(tx: EntityManager, table: SideTable, id: number, fields: Record<string, unknown>) {
-  const columns = Object.keys(fields);
-  if (columns.length === 0) return;
-  await run(
-    tx,
-    `update ${table} set ${columns.map((c) => `${c} = ${placeholder(c)}`).join(', ')}, updated_at = now() where id = ?`,
-    [...encoded(fields), id],
-  );
+export async function updateHoldout(tx: EntityManager, id: number, fields: HoldoutFields) {
+  if (Object.keys(fields).length === 0) return;
+  await tx.nativeUpdate(ExperimentHoldout, { id }, { ...fields, updatedAt: new Date() });
 }
 
-export async function deleteSideRow(tx: EntityManager, table: SideTable, id: number) {
-  await run(tx, `delete from ${table} where id = ?`, [id]);
+export async function deleteHoldout(tx: EntityManager, id: number) {
+  await tx.nativeDelete(ExperimentHoldout, { id });
 }
 
 /** A holdout's stored filters, or null when the project has no such holdout. */
 export async function holdoutFilters(tx: EntityManager, projectId: number, id: number): Promise<unknown[] | null> {
-  const [holdout] = await rows<{ filters: unknown[] }>(
-    tx,
-    `select filters from experiment_holdout where id = ? and project_id = ?`,
-    [id, projectId],
-  );
+  const holdout = await db(tx)
+    .selectFrom('experiment_holdout')
+    .select('filters')
+    .where('id', '=', id)
+    .where('project_id', '=', projectId)
+    .executeTakeFirst();
   return holdout?.filters ?? null;
 }
 
@@ -91,14 +85,81 @@ export async function setHoldoutGroups(
   groups: unknown[] | null,
   holdout: { id: number; exclusion_percentage: number } | null,
 ) {
-  if (groups)
-    await run(tx, `update experiment_holdout set filters = ?::jsonb where id = ?`, [JSON.stringify(groups), holdoutId]);
-  await run(
-    tx,
-    `update feature_flag f
-        set filters = f.filters || jsonb_build_object('holdout_groups', ?::jsonb, 'holdout', ?::jsonb),
-            version = version + 1
-      where f.id in (select feature_flag_id from experiment where holdout_id = ?)`,
-    [JSON.stringify(groups), JSON.stringify(holdout), holdoutId],
-  );
+  if (groups) await tx.nativeUpdate(ExperimentHoldout, { id: holdoutId }, { filters: groups });
+  await db(tx)
+    .updateTable('feature_flag')
+    .set((eb) => ({
+      // jsonb concatenation (||), which Kysely has no operator for.
+      filters: sql<
+        Record<string, unknown>
+      >`${eb.ref('filters')} || jsonb_build_object('holdout_groups', ${JSON.stringify(groups)}::jsonb, 'holdout', ${JSON.stringify(holdout)}::jsonb)`,
+      version: eb('version', '+', 1),
+    }))
+    .where('id', 'in', (eb) =>
+      eb.selectFrom('experiment').select('feature_flag_id').where('holdout_id', '=', holdoutId),
+    )
+    .execute();
+}
+
+// ---- saved metrics ----
+
+export async function findSavedMetric(em: EntityManager, projectId: number, id: number) {
+  const row = await selectSavedMetrics(em)
+    .where('r.project_id', '=', projectId)
+    .where('r.id', '=', id)
+    .executeTakeFirst();
+  return row ?? null;
+}
+
+export function listSavedMetrics(em: EntityManager, projectId: number, page: Page) {
+  const query = selectSavedMetrics(em)
+    .where('r.project_id', '=', projectId)
+    .orderBy((eb) => eb.fn('lower', ['r.name']))
+    .orderBy('r.id');
+  return pagedSelect(em, query, page);
+}
+
+// Saved metrics are written through Kysely rather than the entity: pg sends tags as an array literal
+// with every element quoted (MikroORM's own literal leaves "NULL" and surrounding spaces unquoted).
+const savedMetricColumns = (fields: SavedMetricFields) => ({
+  name: fields.name,
+  description: fields.description,
+  query: fields.query === undefined ? undefined : jsonb(fields.query),
+  tags: fields.tags,
+});
+
+/** Inserts a saved metric; returns its id. */
+export async function insertSavedMetric(
+  tx: EntityManager,
+  projectId: number,
+  userId: number,
+  fields: SavedMetricFields & { name: string; query: Record<string, unknown> },
+): Promise<number> {
+  const row = await db(tx)
+    .insertInto('experiment_saved_metric')
+    .values(
+      withoutId<InsertObject<DB, 'experiment_saved_metric'>>({
+        ...savedMetricColumns(fields),
+        name: fields.name,
+        query: jsonb(fields.query),
+        project_id: projectId,
+        created_by_id: userId,
+      }),
+    )
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export async function updateSavedMetric(tx: EntityManager, id: number, fields: SavedMetricFields) {
+  if (Object.keys(fields).length === 0) return;
+  await db(tx)
+    .updateTable('experiment_saved_metric')
+    .set((eb) => ({ ...savedMetricColumns(fields), updated_at: eb.fn<Date>('now') }))
+    .where('id', '=', id)
+    .execute();
+}
+
+export async function deleteSavedMetric(tx: EntityManager, id: number) {
+  await tx.nativeDelete(ExperimentSavedMetric, { id });
 }

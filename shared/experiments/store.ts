@@ -1,31 +1,78 @@
 // Experiments: every statement on experiment, its saved-metric links and its metric results, and
-// the flag and cohort rows an experiment creates or changes. The rules live in api/experiments/service.ts.
+// the flag and cohort rows an experiment creates or changes. The rules live in ./service.ts.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { userColumns } from '../accounts.ts';
-import { type Page, pagedQuery } from '../db/paged.ts';
-import { containsPattern, rows, run } from '../db/sql.ts';
+import { type Insertable, type InsertObject, sql, type UpdateObject } from 'kysely';
+import { jsonArrayFrom, jsonBuildObject, jsonObjectFrom } from 'kysely/helpers/postgres';
+import { Cohort, Experiment, ExperimentToSavedMetric } from '../entities/index.ts';
+import { type DB, db } from '../db/kysely.ts';
+import { type Page, pagedSelect } from '../db/paged.ts';
+import { containsPattern, rows } from '../db/sql.ts';
+import { userBasicOf } from '../db/user-basic.ts';
+import type { FlagFilters } from '../flags/evaluate.ts';
 
-export type ExperimentRow = Record<string, any>;
+/**
+ * A value for a jsonb column, sent as JSON text: an array stays a JSON array, and null is JSON null
+ * (a jsonb value, never SQL NULL).
+ */
+export const jsonb = <T>(value: T) => sql<NonNullable<T>>`${JSON.stringify(value)}::jsonb`;
 
-// One query per page: flag, holdout, creator and saved-metric links joined in.
-const COLUMNS = `x.*, ${userColumns('u', 'creator')}, ${userColumns('hu', 'holdout_creator')},
-    jsonb_build_object('id', f.id, 'team_id', f.project_id, 'name', f.name, 'key', f.key, 'filters', f.filters,
-      'deleted', f.deleted, 'active', f.active, 'ensure_experience_continuity', f.ensure_experience_continuity,
-      'has_encrypted_payloads', f.has_encrypted_payloads, 'version', f.version,
-      'evaluation_runtime', f.evaluation_runtime, 'evaluation_tags', to_jsonb(f.evaluation_tags)) as feature_flag,
-    case when h.id is null then null else jsonb_build_object('id', h.id, 'name', h.name,
-      'description', h.description, 'filters', h.filters, 'created_at', h.created_at,
-      'updated_at', h.updated_at) end as holdout,
-    coalesce((select jsonb_agg(jsonb_build_object('id', l.id, 'experiment', l.experiment_id,
-        'saved_metric', l.saved_metric_id, 'metadata', l.metadata, 'created_at', l.created_at, 'query', m.query,
-        'name', m.name) order by l.id)
-      from experiment_to_saved_metric l join experiment_saved_metric m on m.id = l.saved_metric_id
-      where l.experiment_id = x.id), '[]'::jsonb) as saved_metrics`;
-const FROM = `experiment x
-  join feature_flag f on f.id = x.feature_flag_id
-  left join experiment_holdout h on h.id = x.holdout_id
-  left join app_user u on u.id = x.created_by_id
-  left join app_user hu on hu.id = h.created_by_id`;
+// One query per page: flag, holdout, creators and saved-metric links joined in.
+function selectExperiments(em: EntityManager) {
+  return db(em)
+    .selectFrom('experiment as x')
+    .innerJoin('feature_flag as f', 'f.id', 'x.feature_flag_id')
+    .selectAll('x')
+    .select((eb) => [
+      userBasicOf(eb.ref('x.created_by_id')).as('created_by'),
+      jsonBuildObject({
+        id: eb.ref('f.id'),
+        team_id: eb.ref('f.project_id'),
+        name: eb.ref('f.name'),
+        key: eb.ref('f.key'),
+        filters: eb.ref('f.filters').$castTo<FlagFilters & Record<string, unknown>>(),
+        deleted: eb.ref('f.deleted'),
+        active: eb.ref('f.active'),
+        ensure_experience_continuity: eb.ref('f.ensure_experience_continuity'),
+        has_encrypted_payloads: eb.ref('f.has_encrypted_payloads'),
+        version: eb.ref('f.version'),
+        evaluation_runtime: eb.ref('f.evaluation_runtime'),
+        evaluation_tags: eb.ref('f.evaluation_tags'),
+      }).as('feature_flag'),
+      jsonObjectFrom(
+        eb
+          .selectFrom('experiment_holdout as h')
+          .select((h) => [
+            'h.id',
+            'h.name',
+            'h.description',
+            'h.filters',
+            'h.created_at',
+            'h.updated_at',
+            userBasicOf(h.ref('h.created_by_id')).as('created_by'),
+          ])
+          .whereRef('h.id', '=', 'x.holdout_id'),
+      ).as('holdout'),
+      jsonArrayFrom(
+        eb
+          .selectFrom('experiment_to_saved_metric as l')
+          .innerJoin('experiment_saved_metric as m', 'm.id', 'l.saved_metric_id')
+          .select([
+            'l.id',
+            'l.experiment_id as experiment',
+            'l.saved_metric_id as saved_metric',
+            'l.metadata',
+            'l.created_at',
+            'm.query',
+            'm.name',
+          ])
+          .whereRef('l.experiment_id', '=', 'x.id')
+          .orderBy('l.id'),
+      ).as('saved_metrics'),
+    ]);
+}
+
+/** An experiment as the API shows it: its columns, its flag, holdout, creator and saved-metric links. */
+export type ExperimentRow = Awaited<ReturnType<ReturnType<typeof selectExperiments>['executeTakeFirstOrThrow']>>;
 
 /** The experiment, or null; a soft-deleted one only with `includeDeleted` (the answer to a delete). */
 export async function findExperiment(
@@ -33,11 +80,10 @@ export async function findExperiment(
   projectId: number,
   id: number | string,
   includeDeleted = false,
-) {
-  const live = includeDeleted ? '' : 'and not x.deleted';
-  const sql = `select ${COLUMNS} from ${FROM} where x.project_id = ? and x.id = ? ${live}`;
-  const [row] = await rows<ExperimentRow>(em, sql, [projectId, id]);
-  return row ?? null;
+): Promise<ExperimentRow | null> {
+  let query = selectExperiments(em).where('x.project_id', '=', projectId).where('x.id', '=', Number(id));
+  if (!includeDeleted) query = query.where((eb) => eb.not(eb.ref('x.deleted')));
+  return (await query.executeTakeFirst()) ?? null;
 }
 
 export interface ExperimentFilter {
@@ -47,15 +93,25 @@ export interface ExperimentFilter {
   createdById?: number;
 }
 
-const ORDERS: Record<string, string> = {
-  created_at: 'x.created_at',
-  created_by: 'x.created_by_id',
-  updated_at: 'x.updated_at',
-  name: 'x.name',
-  start_date: 'x.start_date',
-  end_date: 'x.end_date',
-  duration: `(coalesce(x.end_date, now()) - x.start_date)`,
-  status: `(case when x.start_date is null then 0 when x.end_date is null then 1 else 2 end)`,
+type ExperimentQuery = ReturnType<typeof selectExperiments>;
+type Direction = 'asc' | 'desc';
+const ORDERS: Record<string, (q: ExperimentQuery, direction: Direction) => ExperimentQuery> = {
+  created_at: (q, d) => q.orderBy('x.created_at', (o) => o[d]().nullsLast()),
+  created_by: (q, d) => q.orderBy('x.created_by_id', (o) => o[d]().nullsLast()),
+  updated_at: (q, d) => q.orderBy('x.updated_at', (o) => o[d]().nullsLast()),
+  name: (q, d) => q.orderBy('x.name', (o) => o[d]().nullsLast()),
+  start_date: (q, d) => q.orderBy('x.start_date', (o) => o[d]().nullsLast()),
+  end_date: (q, d) => q.orderBy('x.end_date', (o) => o[d]().nullsLast()),
+  duration: (q, d) =>
+    q.orderBy(
+      (eb) => eb(eb.fn.coalesce('x.end_date', eb.fn<Date>('now')), '-', eb.ref('x.start_date')),
+      (o) => o[d]().nullsLast(),
+    ),
+  status: (q, d) =>
+    q.orderBy(
+      (eb) => eb.case().when('x.start_date', 'is', null).then(0).when('x.end_date', 'is', null).then(1).else(2).end(),
+      (o) => o[d]().nullsLast(),
+    ),
 };
 
 /** Whether `order` (a field, `-` for descending) is one the list can sort by. */
@@ -68,35 +124,31 @@ export function listExperiments(
   order: string | undefined,
   page: Page,
 ) {
-  const where = ['x.project_id = ?', 'not x.deleted', filter.archived ? 'x.archived' : 'not x.archived'];
-  const params: unknown[] = [projectId];
-  if (filter.status === 'draft') where.push('x.start_date is null');
-  if (filter.status === 'running') where.push('x.start_date is not null and x.end_date is null');
-  if (filter.status === 'complete') where.push('x.end_date is not null');
-  if (filter.search) {
-    where.push('x.name ilike ?');
-    params.push(containsPattern(filter.search));
-  }
-  if (filter.createdById !== undefined) {
-    where.push('x.created_by_id = ?');
-    params.push(filter.createdById);
-  }
-  let orderBy = 'x.created_at desc';
+  let query = selectExperiments(em)
+    .where('x.project_id', '=', projectId)
+    .where((eb) => eb.not(eb.ref('x.deleted')))
+    .where((eb) => (filter.archived ? eb.ref('x.archived') : eb.not(eb.ref('x.archived'))));
+  if (filter.status === 'draft') query = query.where('x.start_date', 'is', null);
+  if (filter.status === 'running') query = query.where('x.start_date', 'is not', null).where('x.end_date', 'is', null);
+  if (filter.status === 'complete') query = query.where('x.end_date', 'is not', null);
+  if (filter.search) query = query.where('x.name', 'ilike', containsPattern(filter.search));
+  if (filter.createdById !== undefined) query = query.where('x.created_by_id', '=', filter.createdById);
   if (order) {
     const desc = order.startsWith('-');
-    orderBy = `${ORDERS[desc ? order.slice(1) : order]} ${desc ? 'desc' : 'asc'} nulls last`;
-  }
-  const from = { sql: `${FROM} where ${where.join(' and ')}`, params };
-  return pagedQuery<ExperimentRow>(em, { select: COLUMNS, from, order: `order by ${orderBy}, x.id desc` }, page);
+    query = ORDERS[desc ? order.slice(1) : order](query, desc ? 'desc' : 'asc');
+  } else query = query.orderBy('x.created_at', 'desc');
+  return pagedSelect(em, query.orderBy('x.id', 'desc'), page);
 }
 
 /** Names of live experiments starting with `prefix` (to number a copy). */
 export async function experimentNamesStartingWith(em: EntityManager, projectId: number, prefix: string) {
-  const found = await rows<{ name: string }>(
-    em,
-    `select name from experiment where project_id = ? and not deleted and name like ?`,
-    [projectId, `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`],
-  );
+  const found = await db(em)
+    .selectFrom('experiment')
+    .select('name')
+    .where('project_id', '=', projectId)
+    .where((eb) => eb.not(eb.ref('deleted')))
+    .where('name', 'like', `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
+    .execute();
   return new Set(found.map((r) => r.name));
 }
 
@@ -106,31 +158,42 @@ export async function createExposureCohort(
   projectId: number,
   experimentId: number,
   name: string,
-  filters: unknown,
+  filters: Record<string, unknown>,
   userId: number,
 ) {
-  const [cohort] = await rows<Record<string, any>>(
-    tx,
-    `insert into cohort (project_id, name, filters, is_static, is_calculating, created_by_id)
-     values (?, ?, ?::jsonb, false, true, ?) returning *`,
-    [projectId, name, JSON.stringify(filters), userId],
-  );
-  await run(tx, `update experiment set exposure_cohort_id = ? where id = ?`, [cohort.id, experimentId]);
-  return cohort;
+  const id = await tx.insert(Cohort, {
+    projectId,
+    name,
+    filters,
+    isStatic: false,
+    isCalculating: true,
+    createdById: userId,
+  });
+  await tx.nativeUpdate(Experiment, { id: experimentId }, { exposureCohortId: id });
+  return db(tx).selectFrom('cohort').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
 }
 
 /** The stored daily results of one metric. */
 export function metricResults(em: EntityManager, experimentId: number, metricUuid: string, fingerprint: string) {
-  return rows<Record<string, any>>(
-    em,
-    `select day::text as day, status, result, error_message, computed_at, created_at, updated_at
-       from experiment_metric_result
-      where experiment_id = ? and metric_uuid = ? and fingerprint = ? order by day`,
-    [experimentId, metricUuid, fingerprint],
-  );
+  return db(em)
+    .selectFrom('experiment_metric_result')
+    .select((eb) => [
+      eb.cast<string>('day', 'text').as('day'),
+      'status',
+      'result',
+      'error_message',
+      'computed_at',
+      'created_at',
+      'updated_at',
+    ])
+    .where('experiment_id', '=', experimentId)
+    .where('metric_uuid', '=', metricUuid)
+    .where('fingerprint', '=', fingerprint)
+    .orderBy('day')
+    .execute();
 }
 
-/** The days (YYYY-MM-DD in `timezone`) from `start` to `end` (or today). */
+/** The days (YYYY-MM-DD in `timezone`) from `start` to `end` (or today). No table: PostgreSQL's calendar. */
 export async function daysBetween(
   em: EntityManager,
   start: Date | string,
@@ -151,31 +214,34 @@ export async function daysBetween(
 export async function replaceSavedMetricLinks(
   tx: EntityManager,
   experimentId: number,
-  links: { id: number; metadata: unknown }[],
+  links: { id: number; metadata: Record<string, unknown> | undefined }[],
 ) {
-  await run(tx, `delete from experiment_to_saved_metric where experiment_id = ?`, [experimentId]);
+  await tx.nativeDelete(ExperimentToSavedMetric, { experimentId });
   for (const link of links)
-    await run(
-      tx,
-      `insert into experiment_to_saved_metric (experiment_id, saved_metric_id, metadata) values (?, ?, ?::jsonb)`,
-      [experimentId, link.id, JSON.stringify(link.metadata ?? {})],
-    );
-}
-
-export interface FlagRef {
-  id: number;
-  filters: any;
+    await tx.insert(ExperimentToSavedMetric, {
+      experimentId,
+      savedMetricId: link.id,
+      metadata: link.metadata ?? {},
+    });
 }
 
 /** The live flag with this key, if any. */
-export async function liveFlag(tx: EntityManager, projectId: number, key: string): Promise<FlagRef | null> {
-  const [flag] = await rows<FlagRef>(
-    tx,
-    `select id, filters from feature_flag where project_id = ? and key = ? and not deleted`,
-    [projectId, key],
+export async function liveFlag(tx: EntityManager, projectId: number, key: string) {
+  return (
+    (await db(tx)
+      .selectFrom('feature_flag')
+      .select((eb) => ['id', eb.ref('filters').$castTo<FlagFilters & Record<string, unknown>>().as('filters')])
+      .where('project_id', '=', projectId)
+      .where('key', '=', key)
+      .where((eb) => eb.not(eb.ref('deleted')))
+      .executeTakeFirst()) ?? null
   );
-  return flag ?? null;
 }
+
+export type FlagRef = NonNullable<Awaited<ReturnType<typeof liveFlag>>>;
+
+/** A new row without its id, which the database makes (InferKyselyDB types an integer primary key as required). */
+export const withoutId = <T>(row: Omit<T, 'id'>) => row as T;
 
 /**
  * Creates the experiment's flag, or nothing when a live flag with this key appeared meanwhile
@@ -183,57 +249,108 @@ export async function liveFlag(tx: EntityManager, projectId: number, key: string
  */
 export async function insertFlagUnlessTaken(
   tx: EntityManager,
-  flag: { projectId: number; key: string; name: string; filters: unknown; active: boolean; continuity: boolean },
+  flag: {
+    projectId: number;
+    key: string;
+    name: string;
+    filters: Record<string, unknown>;
+    active: boolean;
+    continuity: boolean;
+  },
   userId: number,
 ): Promise<FlagRef | null> {
-  const [created] = await rows<FlagRef>(
-    tx,
-    `insert into feature_flag (project_id, key, name, filters, active, ensure_experience_continuity, created_by_id)
-       values (?, ?, ?, ?::jsonb, ?, ?, ?)
-       on conflict (project_id, key) where not deleted do nothing returning id, filters`,
-    [flag.projectId, flag.key, flag.name, JSON.stringify(flag.filters), flag.active, flag.continuity, userId],
-  );
+  const created = await db(tx)
+    .insertInto('feature_flag')
+    .values(
+      withoutId<InsertObject<DB, 'feature_flag'>>({
+        project_id: flag.projectId,
+        key: flag.key,
+        name: flag.name,
+        filters: jsonb(flag.filters),
+        active: flag.active,
+        ensure_experience_continuity: flag.continuity,
+        created_by_id: userId,
+      }),
+    )
+    .onConflict((oc) =>
+      oc
+        .columns(['project_id', 'key'])
+        .where((eb) => eb.not(eb.ref('deleted')))
+        .doNothing(),
+    )
+    .returning((eb) => ['id', eb.ref('filters').$castTo<FlagFilters & Record<string, unknown>>().as('filters')])
+    .executeTakeFirst();
   return created ?? null;
 }
 
-export async function updateFlagFilters(tx: EntityManager, flagId: number, filters: unknown, activate: boolean) {
-  await run(
-    tx,
-    `update feature_flag set filters = ?::jsonb, active = active or ?, version = version + 1, updated_at = now()
-      where id = ?`,
-    [JSON.stringify(filters), activate, flagId],
-  );
+export async function updateFlagFilters(
+  tx: EntityManager,
+  flagId: number,
+  filters: FlagFilters | Record<string, unknown>,
+  activate: boolean,
+) {
+  await db(tx)
+    .updateTable('feature_flag')
+    .set((eb) => ({
+      filters: jsonb(filters as Record<string, unknown>),
+      active: eb.or([eb.ref('active'), eb.val(activate)]).$castTo<boolean>(),
+      version: eb('version', '+', 1),
+      updated_at: eb.fn<Date>('now'),
+    }))
+    .where('id', '=', flagId)
+    .execute();
 }
 
-// Columns stored as jsonb: values are sent as JSON text (JSON null included, as 'null').
-const JSONB = new Set([
-  'filters',
-  'parameters',
-  'secondary_metrics',
-  'exposure_criteria',
-  'primary_metrics_ordered_uuids',
-  'secondary_metrics_ordered_uuids',
-  'stats_config',
-  'metrics',
-  'metrics_secondary',
-]);
-const placeholder = (column: string) => (JSONB.has(column) ? '?::jsonb' : '?');
-const encoded = (columns: Record<string, unknown>) =>
-  Object.entries(columns).map(([column, value]) => (JSONB.has(column) ? JSON.stringify(value) : value));
+type JsonColumn =
+  | 'filters'
+  | 'parameters'
+  | 'secondary_metrics'
+  | 'exposure_criteria'
+  | 'metrics'
+  | 'metrics_secondary'
+  | 'stats_config'
+  | 'primary_metrics_ordered_uuids'
+  | 'secondary_metrics_ordered_uuids'
+  | 'guardrail_status';
+type NewExperiment = Omit<Insertable<DB['experiment']>, 'id'>;
+/**
+ * An experiment's columns as the rules write them: plain values, a jsonb column's value possibly JSON
+ * null (encode() sends them as JSON).
+ */
+export type ExperimentColumns = Omit<NewExperiment, JsonColumn> & { [K in JsonColumn]?: NewExperiment[K] | null };
 
-/** Inserts an experiment from column values; returns its id. */
-export async function insertExperiment(tx: EntityManager, columns: Record<string, unknown>): Promise<number> {
-  const names = Object.keys(columns);
-  const [row] = await rows<{ id: number }>(
-    tx,
-    `insert into experiment (${names.join(', ')}) values (${names.map(placeholder).join(', ')}) returning id`,
-    encoded(columns),
-  );
+// jsonb columns go as JSON text, so a JSON null stays a jsonb null (NOT NULL columns accept it) and an
+// array stays a JSON array (pg would send a JavaScript array as a PostgreSQL array).
+const encode = (c: Partial<ExperimentColumns>): UpdateObject<DB, 'experiment'> => ({
+  ...c,
+  filters: json(c.filters),
+  parameters: json(c.parameters),
+  secondary_metrics: json(c.secondary_metrics),
+  exposure_criteria: json(c.exposure_criteria),
+  metrics: json(c.metrics),
+  metrics_secondary: json(c.metrics_secondary),
+  stats_config: json(c.stats_config),
+  primary_metrics_ordered_uuids: json(c.primary_metrics_ordered_uuids),
+  secondary_metrics_ordered_uuids: json(c.secondary_metrics_ordered_uuids),
+  guardrail_status: json(c.guardrail_status),
+});
+const json = <T>(value: T | undefined) => (value === undefined ? undefined : jsonb(value));
+
+/** Inserts an experiment; returns its id. */
+export async function insertExperiment(tx: EntityManager, columns: ExperimentColumns): Promise<number> {
+  const row = await db(tx)
+    .insertInto('experiment')
+    .values(withoutId<InsertObject<DB, 'experiment'>>(encode(columns) as Omit<InsertObject<DB, 'experiment'>, 'id'>))
+    .returning('id')
+    .executeTakeFirstOrThrow();
   return row.id;
 }
 
 /** Sets the given columns and updated_at. */
-export async function updateExperimentColumns(tx: EntityManager, id: number, columns: Record<string, unknown>) {
-  const sets = Object.keys(columns).map((c) => `${c} = ${placeholder(c)}`);
-  await run(tx, `update experiment set ${sets.join(', ')}, updated_at = now() where id = ?`, [...encoded(columns), id]);
+export async function updateExperimentColumns(tx: EntityManager, id: number, columns: Partial<ExperimentColumns>) {
+  await db(tx)
+    .updateTable('experiment')
+    .set((eb) => ({ ...encode(columns), updated_at: eb.fn<Date>('now') }))
+    .where('id', '=', id)
+    .execute();
 }

@@ -1,32 +1,61 @@
 // Feature flags as SDK evaluation reads them: a project's active definitions, the person a request
 // names, and the hash keys that keep a person's variants when they identify (experience continuity).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows, run } from '../db/sql.ts';
-import type { FlagDefinition } from './evaluate.ts';
+import { type Compilable, type CompiledQuery, createQueryId, type InsertObject, type Kysely } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
+import type { FlagFilters } from './evaluate.ts';
 
-export interface StoredFlag extends FlagDefinition {
-  name: string;
-  ensure_experience_continuity: boolean;
-  evaluation_runtime: string | null;
+/**
+ * A statement /flags runs per request: built by Kysely (typed by the entities) and compiled on its
+ * first run; later runs bind their parameters (in the order the statement takes them) to that SQL.
+ * Compiling on every call cost about half again the client CPU of the statement itself.
+ */
+function compiledOnce<P extends unknown[], O>(build: (kysely: Kysely<DB>, ...parameters: P) => Compilable<O>) {
+  let compiled: CompiledQuery<O> | undefined;
+  return async (em: EntityManager, ...parameters: P): Promise<O[]> => {
+    const kysely = db(em);
+    compiled ??= build(kysely, ...parameters).compile();
+    if (compiled.parameters.length !== parameters.length) throw new Error('compiledOnce: parameters out of order');
+    const result = await kysely.executeQuery<O>({ ...compiled, parameters, queryId: createQueryId() });
+    return result.rows;
+  };
 }
 
-export function activeFlags(em: EntityManager, projectId: number): Promise<StoredFlag[]> {
-  return rows<StoredFlag>(
-    em,
-    `select id, key, name, version, active, deleted, filters, ensure_experience_continuity, evaluation_runtime
-       from feature_flag where project_id = ? and active and not deleted order by id`,
-    [projectId],
-  );
-}
+/** A project's active flags, in id order: one statement (the definitions /flags evaluates). */
+export const activeFlags = compiledOnce((kysely, projectId: number) =>
+  kysely
+    .selectFrom('feature_flag')
+    .select((eb) => [
+      'id',
+      'key',
+      'name',
+      'version',
+      'active',
+      'deleted',
+      eb.ref('filters').$castTo<FlagFilters & Record<string, unknown>>().as('filters'),
+      'ensure_experience_continuity',
+      'evaluation_runtime',
+    ])
+    .where('project_id', '=', projectId)
+    .where((eb) => eb.and([eb.ref('active'), eb.not(eb.ref('deleted'))]))
+    .orderBy('id'),
+);
+
+/** An active flag as stored (see activeFlags). */
+export type StoredFlag = Awaited<ReturnType<typeof activeFlags>>[number];
+
+const personByDistinctId = compiledOnce((kysely, projectId: number, distinctId: string) =>
+  kysely
+    .selectFrom('person_distinct_id as d')
+    .innerJoin('person as p', 'p.id', 'd.person_id')
+    .select(['p.id', 'p.properties'])
+    .where('d.project_id', '=', projectId)
+    .where('d.distinct_id', '=', distinctId),
+);
 
 /** The person holding `distinctId` (id and stored properties), or null. */
 export async function personForFlags(em: EntityManager, projectId: number, distinctId: string) {
-  const [person] = await rows<{ id: string; properties: Record<string, unknown> }>(
-    em,
-    `select p.id, p.properties from person_distinct_id d join person p on p.id = d.person_id
-      where d.project_id = ? and d.distinct_id = ?`,
-    [projectId, distinctId],
-  );
+  const [person] = await personByDistinctId(em, projectId, distinctId);
   return person ?? null;
 }
 
@@ -38,21 +67,31 @@ export async function recordHashKeys(
   flagKeys: string[],
   hashKey: string,
 ) {
-  await run(
-    em,
-    `insert into feature_flag_hash_key_override (project_id, person_id, feature_flag_key, hash_key)
-     select ?, ?, k.key, ? from jsonb_array_elements_text(?::jsonb) as k(key)
-     on conflict (project_id, person_id, feature_flag_key) do nothing`,
-    [projectId, personId, hashKey, JSON.stringify(flagKeys)],
+  if (flagKeys.length === 0) return;
+  // Without id, which the database makes (InferKyselyDB types a bigint primary key as required).
+  const overrides = flagKeys.map(
+    (key) =>
+      ({
+        project_id: projectId,
+        person_id: personId,
+        feature_flag_key: key,
+        hash_key: hashKey,
+      }) as InsertObject<DB, 'feature_flag_hash_key_override'>,
   );
+  await db(em)
+    .insertInto('feature_flag_hash_key_override')
+    .values(overrides)
+    .onConflict((oc) => oc.columns(['project_id', 'person_id', 'feature_flag_key']).doNothing())
+    .execute();
 }
 
 /** The person's recorded hash key per flag key. */
 export async function hashKeysOf(em: EntityManager, projectId: number, personId: string) {
-  const found = await rows<{ feature_flag_key: string; hash_key: string }>(
-    em,
-    `select feature_flag_key, hash_key from feature_flag_hash_key_override where project_id = ? and person_id = ?`,
-    [projectId, personId],
-  );
+  const found = await db(em)
+    .selectFrom('feature_flag_hash_key_override')
+    .select(['feature_flag_key', 'hash_key'])
+    .where('project_id', '=', projectId)
+    .where('person_id', '=', personId)
+    .execute();
   return new Map(found.map((o) => [o.feature_flag_key, o.hash_key]));
 }

@@ -1,32 +1,26 @@
-// Flag evaluation for SDKs: which flags are on, and which variant, for one person. A project's
-// definitions come from the process's FlagCache (no query once warm); the person is read only when
-// a flag needs it.
+// Flag evaluation for SDKs: which flags are on, and which variant, for one person. The person is read
+// only when a flag needs it; a project's definitions come prepared (the API process caches them).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { projectByApiToken } from '../http/project-token.ts';
-import { evaluateFlag, personPropertyKeys, type FlagEvaluation } from '../../shared/flags/evaluate.ts';
-import type { FlagCache, PreparedFlag, ProjectFlags } from './cache.ts';
-import { activeFlags, hashKeysOf, personForFlags, recordHashKeys, type StoredFlag } from '../../shared/flags/store.ts';
+import { evaluateFlag, personPropertyKeys, type FlagEvaluation } from './evaluate.ts';
+import { hashKeysOf, personForFlags, recordHashKeys, type StoredFlag } from './store.ts';
 
 export type { StoredFlag };
 
-/**
- * The project behind an SDK's project token and its active flags: from `cache` when it may serve,
- * else two queries. An unknown token is a 401 (never cached: a new project may get it).
- */
-export async function projectFlags(
-  em: EntityManager,
-  cache: FlagCache | null | undefined,
-  token: unknown,
-): Promise<ProjectFlags> {
-  const load = async (): Promise<ProjectFlags> => {
-    const project = await projectByApiToken(em, token);
-    const flags = await activeFlags(em, project.id);
-    return { projectId: project.id, flags: flags.map((f) => ({ ...f, personKeys: personPropertyKeys(f.filters) })) };
-  };
-  // The cache key is the token as projectByApiToken looks it up; anything else it refuses.
-  if (!cache || typeof token !== 'string') return load();
-  return cache.get(token.trim(), load);
+/** A stored flag with what a request needs to know before evaluating it, worked out once per load. */
+export interface PreparedFlag extends StoredFlag {
+  /** Person properties its conditions read. */
+  personKeys: string[];
 }
+
+/** What /flags needs of a project: its id and its active flags, ready to evaluate. */
+export interface ProjectFlags {
+  projectId: number;
+  flags: PreparedFlag[];
+}
+
+/** A project's active flags, prepared for evaluation. */
+export const prepareFlags = (flags: StoredFlag[]): PreparedFlag[] =>
+  flags.map((f) => ({ ...f, personKeys: personPropertyKeys(f.filters) }));
 
 export interface FlagRequest {
   distinctId: string;
@@ -49,7 +43,8 @@ export async function evaluateFlagsForPerson(
   allFlags: PreparedFlag[],
   request: FlagRequest,
 ): Promise<FlagEvaluation[]> {
-  const flags = request.onlyKeys?.length ? allFlags.filter((f) => request.onlyKeys!.includes(f.key)) : allFlags;
+  const onlyKeys = request.onlyKeys;
+  const flags = onlyKeys?.length ? allFlags.filter((f) => onlyKeys.includes(f.key)) : allFlags;
   if (flags.length === 0) return [];
   const sent = request.personProperties;
   const needsPerson = flags.some(
