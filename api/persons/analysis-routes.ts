@@ -288,7 +288,9 @@ const actorsSchema = {
   },
 };
 // The persons of {results: [{people, count}]} are the CSV rows: the same columns as the list export.
-const ACTORS_CSV = csvOfAnswer((answer) => answer.results.flatMap((r: { people: unknown[] }) => r.people));
+const ACTORS_CSV = csvOfAnswer((answer: { results: { people: unknown[] }[] }) =>
+  answer.results.flatMap((r) => r.people),
+);
 const funnelQuery = {
   type: 'object',
   properties: {
