@@ -3,14 +3,14 @@
 // Kysely (db(em)). Callers build no SQL; filters arrive as fragments over `person p` (personListFilter,
 // property-filters.ts), placed into the typed statements with filterSql().
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type Selectable, sql } from 'kysely';
+import { type Compilable, type Selectable, sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { cohortFilterResolver } from '../cohorts/membership.ts';
 import { type DB, db } from '../db/kysely.ts';
 import type { PageResult } from '../db/paged.ts';
 import { containsPattern, isUuid } from '../db/sql.ts';
 import { personUuidFor } from '../ingestion/person-uuid.ts';
-import { filterItems, filterSql, propertyFiltersSql, type SqlFragment } from './property-filters.ts';
+import { filterItems, filterSql, fragmentOf, propertyFiltersSql, type SqlFragment } from './property-filters.ts';
 import { dateIndexedKeys } from './property-indexes.ts';
 
 /** A person as the endpoints return it: its columns and its distinct ids, in insertion order. */
@@ -113,28 +113,32 @@ export async function personListFilter(
   query: PersonListQuery,
 ): Promise<SqlFragment> {
   const parts: SqlFragment[] = [{ sql: 'p.project_id = ?', params: [projectId] }];
-  if (query.distinct_id !== undefined)
-    parts.push({
-      sql: 'p.id in (select d.person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = ?)',
-      params: [projectId, query.distinct_id],
-    });
+  const personIdIn = (ids: Compilable<{ id: string }>): SqlFragment => {
+    const inner = fragmentOf(ids);
+    return { sql: `p.id in (${inner.sql})`, params: inner.params };
+  };
+  const distinctIdOwner = (distinctId: string) =>
+    db(em)
+      .selectFrom('person_distinct_id as d')
+      .select('d.person_id as id')
+      .where('d.project_id', '=', projectId)
+      .where('d.distinct_id', '=', distinctId);
+  if (query.distinct_id !== undefined) parts.push(personIdIn(distinctIdOwner(query.distinct_id)));
   if (query.email !== undefined)
     parts.push({ sql: `p.properties @> ?::jsonb`, params: [JSON.stringify({ email: query.email })] });
   const search = query.search?.trim();
   if (search) {
     // One index-friendly branch per way of matching (an OR across them would scan every person).
     const like = containsPattern(search);
-    const branches = [
-      `select id from person where project_id = ? and (properties->>'email') ilike ?`,
-      `select id from person where project_id = ? and (properties->>'name') ilike ?`,
-      `select person_id from person_distinct_id where project_id = ? and distinct_id = ?`,
-    ];
-    const params: unknown[] = [projectId, like, projectId, like, projectId, search];
-    if (isUuid(search)) {
-      branches.push(`select id from person where project_id = ? and uuid = ?::uuid`);
-      params.push(projectId, search);
-    }
-    parts.push({ sql: `p.id in (${branches.join(' union ')})`, params });
+    const inProject = db(em).selectFrom('person').select('id').where('project_id', '=', projectId);
+    // The expressions of the trigram indexes on email and name (person.ts).
+    const property = (key: 'email' | 'name') => sql<string>`(properties->>${sql.lit(key)})`;
+    let branches = inProject
+      .where(property('email'), 'ilike', like)
+      .union(inProject.where(property('name'), 'ilike', like))
+      .union(distinctIdOwner(search));
+    if (isUuid(search)) branches = branches.union(inProject.where('uuid', '=', search));
+    parts.push(personIdIn(branches));
   }
   if (query.properties !== undefined) {
     const special = await cohortFilterResolver(em, projectId, query.properties);
