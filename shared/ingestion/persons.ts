@@ -3,7 +3,7 @@
 // Runs inside the request's transaction; persons are locked (FOR UPDATE) before they are changed, so
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
 import { DEFAULT_ID } from '../persons/store.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
@@ -20,17 +20,13 @@ export interface IngestEvent {
   timestamp: Date;
 }
 
-interface LockedPerson {
-  id: string;
-  uuid: string;
-  properties: Properties;
-  is_identified: boolean;
+/** A person this transaction holds: its columns (created_at as a Date), and what it did to them. */
+type LockedPerson = Pick<Selectable<DB['person']>, 'id' | 'uuid' | 'properties' | 'is_identified' | 'version'> & {
   created_at: Date;
-  version: string;
   changed: boolean;
   /** Created by this transaction: its first event becomes `$creator_event_uuid`. */
   created: boolean;
-}
+};
 
 /** The other distinct id an event asks to merge with, if it is a merge event. */
 export function mergePartner(event: IngestEvent): string | null {
