@@ -1,16 +1,17 @@
-import { activityPage as storedActivityPage, recordActivity } from '../../shared/activity-log.ts';
+import { activityPage as storedActivityPage } from '../../shared/activity-log.ts';
 import { personCohorts as cohortsOfPerson, type Page, type PersonIdPage } from '../../shared/events/analytics.ts';
 import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
-import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import { funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
+import { actorOf, type ApiContext, defineRoute, type Validated } from '../http/routes.ts';
+import { fieldOf, funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, PERSON_ID } from './queries.ts';
-import { personsByIds, splitDistinctIds } from '../../shared/persons/store.ts';
-import { orderedDistinctIds, personListItem, personListItemSchema } from './serializers.ts';
+import { orderedDistinctIds, splitPerson as splitStoredPerson } from '../../shared/persons/service.ts';
+import { personsByIds } from '../../shared/persons/store.ts';
+import { personListItem, personListItemSchema } from './serializers.ts';
 import {
   dateTime,
   nullableDateTime,
@@ -33,7 +34,7 @@ const activityQuery = {
     page: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 1 },
     limit: { type: 'integer', minimum: 1, maximum: 1000, default: 10 },
   },
-};
+} as const;
 const activitySchema = {
   type: 'object',
   required: ['results', 'next', 'previous', 'total_count'],
@@ -59,8 +60,8 @@ const activitySchema = {
   },
 };
 
-async function activityPage(ctx: ApiContext, itemId: string | null) {
-  const { page = 1, limit = 10 } = ctx.state.query as { page?: number; limit?: number };
+async function activityPage(ctx: ApiContext<Validated<typeof activityQuery>>, itemId: string | null) {
+  const { page = 1, limit = 10 } = ctx.state.query;
   const { count, rows } = await storedActivityPage(ctx.state.em, ctx.state.project.id, 'Person', itemId, {
     limit,
     offset: (page - 1) * limit,
@@ -90,9 +91,12 @@ async function activityPage(ctx: ApiContext, itemId: string | null) {
 }
 
 // ---- split ----
-async function splitPerson(ctx: ApiContext) {
+const splitQuery = { type: 'object', properties: FORMAT } as const;
+const splitBody = { type: 'object', properties: { main_distinct_id: {}, distinct_ids_to_split: {} } } as const;
+
+async function splitPerson(ctx: ApiContext<Validated<typeof splitQuery>, Validated<typeof splitBody>>) {
   const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
-  const body = ctx.state.body as { main_distinct_id?: unknown; distinct_ids_to_split?: unknown };
+  const body = ctx.state.body;
   const ids = orderedDistinctIds(person.distinct_ids);
   let toSplit: string[];
   if (body.distinct_ids_to_split !== undefined && body.distinct_ids_to_split !== null) {
@@ -117,33 +121,23 @@ async function splitPerson(ctx: ApiContext) {
     toSplit = ids.filter((d) => d !== main);
   }
   if (toSplit.length === 0) throw validationError('This person has only one distinct id: there is nothing to split.');
-  const projectId = ctx.state.project.id;
-  await ctx.state.em.fork().transactional(async (tx) => {
-    await splitDistinctIds(tx, projectId, person.id, toSplit);
-    await recordActivity(tx, {
-      ...actorOf(ctx),
-      scope: 'Person',
-      itemId: person.id,
-      activity: 'split_person',
-      detail: {
-        name: person.uuid,
-        changes: [
-          {
-            type: 'Person',
-            action: 'split',
-            field: null,
-            before: null,
-            after: { distinct_ids: ids, distinct_ids_to_split: toSplit },
-          },
-        ],
-      },
-    });
-  });
+  await splitStoredPerson(ctx.state.em, actorOf(ctx), person, toSplit);
   ctx.body = { success: true, split_distinct_ids: toSplit };
 }
 
 // ---- properties timeline ----
-async function propertiesTimeline(ctx: ApiContext) {
+const timelineQuery = {
+  type: 'object',
+  properties: {
+    ...FORMAT,
+    properties: { type: 'string', maxLength: 10_000 },
+    breakdown: { type: 'string', maxLength: 400 },
+    date_from: { type: 'string', maxLength: 40 },
+    date_to: { type: 'string', maxLength: 40 },
+  },
+} as const;
+
+async function propertiesTimeline(ctx: ApiContext<Validated<typeof timelineQuery>>) {
   const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
   const q = ctx.state.query;
   const from = parseDate(q.date_from, new Date(0), 'date_from');
@@ -151,10 +145,10 @@ async function propertiesTimeline(ctx: ApiContext) {
   let crucial: string[] = [];
   if (typeof q.properties === 'string' && q.properties) {
     try {
-      const filters = JSON.parse(q.properties);
+      const filters: unknown = JSON.parse(q.properties);
       crucial = (Array.isArray(filters) ? filters : [filters])
-        .map((f: any) => f?.key)
-        .filter((k: unknown): k is string => typeof k === 'string');
+        .map((f) => fieldOf(f, 'key'))
+        .filter((k): k is string => typeof k === 'string');
     } catch {
       throw validationError('Properties filter must be a JSON array of property filters.', 'properties');
     }
@@ -182,7 +176,12 @@ async function propertiesTimeline(ctx: ApiContext) {
 }
 
 // ---- cohorts ----
-async function personCohorts(ctx: ApiContext) {
+const cohortsQuery = {
+  type: 'object',
+  properties: { ...FORMAT, person_id: { type: 'string', maxLength: 100 } },
+} as const;
+
+async function personCohorts(ctx: ApiContext<Validated<typeof cohortsQuery>>) {
   const personId = ctx.state.query.person_id;
   if (typeof personId !== 'string' || personId === '')
     throw validationError('This field is required.', 'person_id', 'required');
@@ -192,7 +191,10 @@ async function personCohorts(ctx: ApiContext) {
 }
 
 // ---- funnel, correlation, lifecycle: persons envelope ----
-function input(ctx: ApiContext): Record<string, any> {
+/** An analysis route's context: its query (the funnel's or the lifecycle's); a POST's body, unread until input(). */
+type AnalysisContext<QS> = ApiContext<Validated<QS>, unknown>;
+
+function input(ctx: AnalysisContext<typeof funnelQuery | typeof lifecycleQuery>): Record<string, unknown> {
   return {
     ...ctx.state.query,
     ...(ctx.method === 'POST' && ctx.state.body && typeof ctx.state.body === 'object' ? ctx.state.body : {}),
@@ -201,8 +203,8 @@ function input(ctx: ApiContext): Record<string, any> {
 
 /** The persons envelope PostHog's actors endpoints answer with, for one page of an analytics answer. */
 async function actorsResponse(
-  ctx: ApiContext,
-  params: Record<string, any>,
+  ctx: AnalysisContext<typeof funnelQuery | typeof lifecycleQuery>,
+  params: Record<string, unknown>,
   compute: (page: Page) => Promise<PersonIdPage>,
 ) {
   const page = pageOf(params);
@@ -224,7 +226,7 @@ async function actorsResponse(
   };
 }
 
-async function funnelPersons(ctx: ApiContext) {
+async function funnelPersons(ctx: AnalysisContext<typeof funnelQuery>) {
   const params = input(ctx);
   const funnel = funnelParams(params);
   const step = funnelStep(params.funnel_step, funnel.steps.length);
@@ -233,7 +235,7 @@ async function funnelPersons(ctx: ApiContext) {
   );
 }
 
-async function funnelCorrelationPersons(ctx: ApiContext) {
+async function funnelCorrelationPersons(ctx: AnalysisContext<typeof funnelQuery>) {
   const params = input(ctx);
   const funnel = funnelParams(params);
   const [entity] = parseEventSteps(
@@ -253,7 +255,7 @@ async function funnelCorrelationPersons(ctx: ApiContext) {
   );
 }
 
-async function lifecyclePersons(ctx: ApiContext) {
+async function lifecyclePersons(ctx: AnalysisContext<typeof lifecycleQuery>) {
   const params = input(ctx);
   if (!params.target_date)
     throw new ApiError(400, 'validation_error', 'invalid_input', 'Must include specified date', 'target_date');
@@ -288,7 +290,9 @@ const actorsSchema = {
   },
 };
 // The persons of {results: [{people, count}]} are the CSV rows: the same columns as the list export.
-const ACTORS_CSV = csvOfAnswer((answer) => answer.results.flatMap((r: { people: unknown[] }) => r.people));
+const ACTORS_CSV = csvOfAnswer((answer: { results: { people: unknown[] }[] }) =>
+  answer.results.flatMap((r) => r.people),
+);
 const funnelQuery = {
   type: 'object',
   properties: {
@@ -308,8 +312,18 @@ const funnelQuery = {
     funnel_correlation_person_limit: { type: 'integer' },
     funnel_correlation_person_offset: { type: 'integer' },
   },
-};
-const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10, items: {} } } };
+} as const;
+const funnelBody = { type: 'object', properties: { events: { type: 'array', maxItems: 10, items: {} } } } as const;
+const lifecycleQuery = {
+  type: 'object',
+  properties: {
+    ...PAGE_QUERY_PROPERTIES,
+    ...FORMAT,
+    target_date: { type: 'string', maxLength: 40 },
+    lifecycle_type: { type: 'string', maxLength: 20 },
+    events: { type: 'string', maxLength: 10_000 },
+  },
+} as const;
 
 const timelineSchema = record({
   points: {
@@ -357,8 +371,8 @@ export const personAnalysisRoutes = [
     summary: 'Split distinct ids off a merged person into persons of their own',
     tags: ['persons'],
     scopes: ['person:write'],
-    query: { type: 'object', properties: FORMAT },
-    body: { type: 'object', properties: { main_distinct_id: {}, distinct_ids_to_split: {} } },
+    query: splitQuery,
+    body: splitBody,
     csv: CSV,
     responses: {
       200: {
@@ -375,16 +389,7 @@ export const personAnalysisRoutes = [
     summary: "Timeline of the person's properties, rebuilt from its events",
     tags: ['persons'],
     scopes: [],
-    query: {
-      type: 'object',
-      properties: {
-        ...FORMAT,
-        properties: { type: 'string', maxLength: 10_000 },
-        breakdown: { type: 'string', maxLength: 400 },
-        date_from: { type: 'string', maxLength: 40 },
-        date_to: { type: 'string', maxLength: 40 },
-      },
-    },
+    query: timelineQuery,
     responses: { 200: { description: 'Timeline', schema: timelineSchema } },
     csv: csvOfAnswer((answer) => answer.points), // one row per point in time
     handler: propertiesTimeline,
@@ -395,7 +400,7 @@ export const personAnalysisRoutes = [
     summary: 'Cohorts a person belongs to',
     tags: ['persons'],
     scopes: ['person:read', 'cohort:read'],
-    query: { type: 'object', properties: { ...FORMAT, person_id: { type: 'string', maxLength: 100 } } },
+    query: cohortsQuery,
     responses: {
       200: {
         description: 'Cohorts',
@@ -444,16 +449,7 @@ export const personAnalysisRoutes = [
     summary: 'Persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day',
     tags: ['persons'],
     scopes: [],
-    query: {
-      type: 'object',
-      properties: {
-        ...PAGE_QUERY_PROPERTIES,
-        ...FORMAT,
-        target_date: { type: 'string', maxLength: 40 },
-        lifecycle_type: { type: 'string', maxLength: 20 },
-        events: { type: 'string', maxLength: 10_000 },
-      },
-    },
+    query: lifecycleQuery,
     responses: { 200: { description: 'Persons', schema: actorsSchema } },
     csv: ACTORS_CSV,
     handler: lifecyclePersons,

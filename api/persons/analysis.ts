@@ -6,6 +6,10 @@ import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
 
 const MAX_STEPS = 10;
 
+/** `value[key]` when `value` is an object (a parsed JSON value of any shape), else undefined. */
+export const fieldOf = (value: unknown, key: string): unknown =>
+  value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined;
+
 /** Relative (`-7d`, `-2w`, `-1m`, `-24h`) or absolute dates, as PostHog's insight filters take them. */
 export function parseDate(value: unknown, fallback: Date, attr: string): Date {
   if (value === undefined || value === null || value === '') return fallback;
@@ -41,9 +45,9 @@ export function parseEventSteps(raw: unknown, attr = 'events'): string[] {
   }
   if (!Array.isArray(value) || value.length === 0) throw validationError('At least one event is required.', attr);
   if (value.length > MAX_STEPS) throw validationError(`At most ${MAX_STEPS} steps.`, attr);
-  const steps = [...value].sort((a: any, b: any) => (Number(a?.order) || 0) - (Number(b?.order) || 0));
-  return steps.map((step: any) => {
-    const id = step?.id ?? step?.event;
+  const steps = [...value].sort((a, b) => (Number(fieldOf(a, 'order')) || 0) - (Number(fieldOf(b, 'order')) || 0));
+  return steps.map((step) => {
+    const id = fieldOf(step, 'id') ?? fieldOf(step, 'event');
     if (typeof id !== 'string' || id === '' || id.length > 400)
       throw validationError('Each step needs an event name as "id".', attr);
     return id;
@@ -51,7 +55,7 @@ export function parseEventSteps(raw: unknown, attr = 'events'): string[] {
 }
 
 /** The funnel of a request (query or body): steps, date range and conversion window. */
-export function funnelParams(params: Record<string, any>): FunnelParams {
+export function funnelParams(params: Record<string, unknown>): FunnelParams {
   const windowDays = params.funnel_window_days === undefined ? 14 : Number(params.funnel_window_days);
   if (!Number.isInteger(windowDays) || windowDays < 1 || windowDays > 365)
     throw validationError('funnel_window_days must be 1..365.', 'funnel_window_days');

@@ -58,17 +58,21 @@ export function rowsToCsv(rows: unknown[]): string {
 }
 
 /** The rows of a JSON answer: a list, a `{results}` envelope's results, or the one object. */
-const answerRows = (answer: any): unknown[] =>
-  Array.isArray(answer) ? answer : Array.isArray(answer?.results) ? answer.results : [answer];
+function answerRows(answer: unknown): unknown[] {
+  if (Array.isArray(answer)) return answer;
+  const results = answer !== null && typeof answer === 'object' ? (answer as { results?: unknown }).results : undefined;
+  return Array.isArray(results) ? results : [answer];
+}
 
 /**
  * A route's CSV rendering of its JSON answer (`RouteDefinition.csv`): the rows `rowsOf` picks, flattened.
  * The answer goes through JSON first, so the CSV holds exactly what the JSON answer would (dates as strings).
+ * `A` is the shape of the route's own answer (by default, lists by key), as its response schema says.
  */
 export const csvOfAnswer =
-  (rowsOf: (answer: any) => unknown[] = answerRows) =>
+  <A = Record<string, unknown[]>>(rowsOf: (answer: A) => unknown[] = answerRows) =>
   (answer: unknown): string =>
-    rowsToCsv(rowsOf(JSON.parse(JSON.stringify(answer))));
+    rowsToCsv(rowsOf(JSON.parse(JSON.stringify(answer)) as A));
 
 /** A few persons (a retrieve with format=csv) as CSV, with the same columns as the list export. */
 export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(persons.map(personListRow));

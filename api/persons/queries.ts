@@ -8,8 +8,6 @@ import * as store from '../../shared/persons/store.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';
 
-export { NEWEST_FIRST, withDistinctIds } from '../../shared/persons/store.ts';
-
 /** The path parameter `:id` of a person, for the OpenAPI document: its numeric id or its uuid. */
 export const PERSON_ID = {
   id: {

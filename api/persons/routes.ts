@@ -1,15 +1,17 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
+import type { Actor } from '../../shared/activity-log.ts';
+import { actorOf, defineRoute } from '../http/routes.ts';
 import { rejectUnstorableValues } from '../http/json.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT, personsCsv, personsToCsv } from './csv.ts';
 import { findPerson, PERSON_ID, personListFilter } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
 import type { PersonWithIds } from './serializers.ts';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { anyJson, record } from '../http/schemas.ts';
 import { EXACT_COUNT_LIMIT, listPersons, personsByIdsOrDistinctIds } from '../../shared/persons/store.ts';
-import { changePersonProperties } from './service.ts';
+import { changePersonProperties } from '../../shared/persons/service.ts';
 import {
   answerDeletionRequest,
   deletionQuery,
@@ -52,28 +54,32 @@ function queryValue(raw: string, attr: string): unknown {
 const swappedRequired = (attr: string) =>
   new ApiError(400, 'validation_error', 'This field is required.', 'required', attr);
 
-function sendPerson(ctx: ApiContext, person: PersonWithIds) {
-  if (ctx.state.query.format === 'csv') {
-    ctx.type = 'text/csv';
-    ctx.body = personsToCsv([person]);
-    return;
-  }
-  ctx.body = personRecord(person);
+/** A person after a change; 404 when it was deleted meanwhile. */
+function changed(person: PersonWithIds | null): PersonWithIds {
+  if (!person) throw notFound();
+  return person;
 }
 
 /** PATCH and update_property: the same as capturing a `$set` event, applied at once. */
-function setPersonProperties(ctx: ApiContext, person: PersonWithIds, set: Record<string, unknown>) {
-  return changePersonProperties(
-    ctx.state.em,
-    actorOf(ctx),
-    person,
-    { set },
-    { name: '$set', properties: { $set: set } },
-    {
-      name: 'updated',
-      itemName: null,
-      changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }],
-    },
+async function setPersonProperties(
+  em: EntityManager,
+  actor: Actor,
+  person: PersonWithIds,
+  set: Record<string, unknown>,
+): Promise<PersonWithIds> {
+  return changed(
+    await changePersonProperties(
+      em,
+      actor,
+      person,
+      { set },
+      { name: '$set', properties: { $set: set } },
+      {
+        name: 'updated',
+        itemName: null,
+        changes: [{ type: 'Person', action: 'changed', field: 'properties', before: null, after: null }],
+      },
+    ),
   );
 }
 
@@ -160,7 +166,15 @@ export const personRoutes = [
       400: { description: 'Not a person id' },
       404: { description: 'Not found' },
     },
-    handler: async (ctx) => sendPerson(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
+    handler: async (ctx) => {
+      const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
+      if (ctx.state.query.format === 'csv') {
+        ctx.type = 'text/csv';
+        ctx.body = personsToCsv([person]);
+        return;
+      }
+      ctx.body = personRecord(person);
+    },
   }),
   // PostHog's update serves PUT and PATCH alike: only `properties`, merged as a $set event.
   ...(['PATCH', 'PUT'] as const).map((method) =>
@@ -181,7 +195,8 @@ export const personRoutes = [
         if (properties === undefined || properties === null) throw swappedRequired('properties');
         if (typeof properties !== 'object' || Array.isArray(properties))
           throw validationError('Expected a dictionary of items.', 'properties');
-        ctx.body = personRecord(await setPersonProperties(ctx, person, properties as Record<string, unknown>));
+        const set = properties as Record<string, unknown>;
+        ctx.body = personRecord(await setPersonProperties(ctx.state.em, actorOf(ctx), person, set));
       },
     }),
   ),
@@ -219,7 +234,7 @@ export const personRoutes = [
       if (typeof key !== 'string' || key === '' || key.length > 400) {
         throw validationError('Not a valid string.', 'key');
       }
-      ctx.body = personRecord(await setPersonProperties(ctx, person, { [key]: value }));
+      ctx.body = personRecord(await setPersonProperties(ctx.state.em, actorOf(ctx), person, { [key]: value }));
     },
   }),
   defineRoute({
@@ -248,17 +263,19 @@ export const personRoutes = [
       const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
       const key = (ctx.state.body.$unset ?? ctx.state.query.$unset) as string | undefined;
       if (key === undefined) throw validationError('This field is required.', '$unset', 'required');
-      const updated = await changePersonProperties(
-        ctx.state.em,
-        actorOf(ctx),
-        person,
-        { unset: [key] },
-        { name: '$delete_person_property', properties: { $unset: [key] } },
-        {
-          name: 'delete_property',
-          itemName: person.uuid,
-          changes: [{ type: 'Person', action: 'changed', field: null, before: null, after: null }],
-        },
+      const updated = changed(
+        await changePersonProperties(
+          ctx.state.em,
+          actorOf(ctx),
+          person,
+          { unset: [key] },
+          { name: '$delete_person_property', properties: { $unset: [key] } },
+          {
+            name: 'delete_property',
+            itemName: person.uuid,
+            changes: [{ type: 'Person', action: 'changed', field: null, before: null, after: null }],
+          },
+        ),
       );
       ctx.body = { success: true, ...personRecord(updated) };
     },
@@ -286,17 +303,15 @@ const bulkDeleteResultSchema = {
 };
 
 /** `ids`/`distinct_ids` from the body, or from the query as a JSON array or comma-separated list. */
-function idList(ctx: ApiContext, name: 'ids' | 'distinct_ids'): unknown[] | undefined {
-  const fromBody = ctx.state.body?.[name];
+function idList(fromBody: unknown, fromQuery: string | undefined, name: 'ids' | 'distinct_ids'): unknown[] | undefined {
   if (fromBody !== undefined && fromBody !== null) {
     if (!Array.isArray(fromBody))
       throw validationError(`Expected a list of items but got type "${typeof fromBody}".`, name, 'not_a_list');
     return fromBody;
   }
-  const fromQuery = ctx.state.query[name];
   if (typeof fromQuery !== 'string' || fromQuery === '') return undefined;
   try {
-    const parsed = JSON.parse(fromQuery);
+    const parsed: unknown = JSON.parse(fromQuery);
     if (Array.isArray(parsed)) return parsed;
   } catch {
     // not JSON: a comma-separated list
@@ -304,8 +319,9 @@ function idList(ctx: ApiContext, name: 'ids' | 'distinct_ids'): unknown[] | unde
   return fromQuery.split(',');
 }
 
-const flag = (ctx: ApiContext, name: string) => {
-  const v = ctx.state.body?.[name] ?? ctx.state.query[name];
+/** A boolean option of bulk_delete: the body's, else the query's (`true` or `1`). */
+const flag = (fromBody: unknown, fromQuery: unknown) => {
+  const v = fromBody ?? fromQuery;
   return v === true || v === 'true' || v === '1' || v === 1;
 };
 
@@ -437,18 +453,19 @@ export const personDeletionRoutes = [
     },
     csv: CSV,
     handler: async (ctx) => {
-      const ids = idList(ctx, 'ids')?.map(String) ?? [];
-      const distinctIds = idList(ctx, 'distinct_ids')?.map(String) ?? [];
+      const { body, query } = ctx.state;
+      const ids = idList(body.ids, query.ids, 'ids')?.map(String) ?? [];
+      const distinctIds = idList(body.distinct_ids, query.distinct_ids, 'distinct_ids')?.map(String) ?? [];
       if (distinctIds.length > 1000) throw validationError('You can only pass 1000 distinct_ids in one call');
       if (ids.length > 1000) throw validationError('You can only pass 1000 ids in one call');
       if (!ids.length && !distinctIds.length) throw validationError('You need to specify either distinct_ids or ids');
       const options = {
-        deleteEvents: flag(ctx, 'delete_events'),
-        deleteRecordings: flag(ctx, 'delete_recordings'),
-        keepPerson: flag(ctx, 'keep_person'),
+        deleteEvents: flag(body.delete_events, query.delete_events),
+        deleteRecordings: flag(body.delete_recordings, query.delete_recordings),
+        keepPerson: flag(body.keep_person, query.keep_person),
         eventsMode: 'weekly' as const,
-        suppress: flag(ctx, 'suppress'),
-        dryRun: flag(ctx, 'dry_run'),
+        suppress: flag(body.suppress, query.suppress),
+        dryRun: flag(body.dry_run, query.dry_run),
       };
       await answerDeletionRequest(
         ctx,

@@ -1,19 +1,13 @@
 // Person shapes: the detail record and the seed's list row (both with the integer id), and
 // PostHog's actor item (id = uuid) that the analysis views (funnel, lifecycle people) answer.
 import { isoTimestamp } from '../../shared/time.ts';
+import { orderedDistinctIds } from '../../shared/persons/service.ts';
 import type { PersonWithIds } from '../../shared/persons/store.ts';
 import { anyJson, dateTime, nullableDateTime, openObject, record, stringArray } from '../http/schemas.ts';
 
 export type { PersonWithIds };
 
 const DISPLAY_NAME_PROPERTIES = ['email', 'name', 'username'];
-// Anonymous ids look like UUIDs / posthog-js ids: five dash-separated lowercase alphanumeric groups.
-const ANONYMOUS_ID = /^([a-z0-9]+-){4}([a-z0-9]+)$/;
-
-/** Non-anonymous distinct ids first, otherwise in insertion order (stable). */
-export function orderedDistinctIds(ids: string[]): string[] {
-  return [...ids].sort((a, b) => Number(ANONYMOUS_ID.test(a)) - Number(ANONYMOUS_ID.test(b)));
-}
 
 export function displayName(person: PersonWithIds): string {
   for (const key of DISPLAY_NAME_PROPERTIES) {

@@ -3,7 +3,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { rememberEventDefinitions, storeEvents } from '../events/store.ts';
 import { processPersons, type IngestEvent } from './persons.ts';
-import { run } from '../db/sql.ts';
+import { sql } from 'kysely';
+import { db } from '../db/kysely.ts';
 import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
@@ -45,7 +46,12 @@ export async function ingestEvents(
         await storeRecordings(tx, projectId, recordings, allWarnings);
         await recordWarnings(tx, projectId, allWarnings);
         if (!projectsIngesting.has(projectId))
-          await run(tx, `update project set ingested_event = true where id = ? and not ingested_event`, [projectId]);
+          await db(tx)
+            .updateTable('project')
+            .set({ ingested_event: true })
+            .where('id', '=', projectId)
+            .where((eb) => eb.not(eb.ref('ingested_event')))
+            .execute();
       });
       projectsIngesting.add(projectId);
       rememberEventDefinitions(stored, now);
@@ -88,22 +94,54 @@ async function storeRecordings(
       data: r.properties.$snapshot_data ?? r.properties.$snapshot_items ?? r.properties,
     })),
   );
-  await run(
-    em,
-    `insert into session_recording (project_id, session_id, distinct_id, person_id, start_time, end_time, snapshot_count)
-     select ?, r.session_id, min(r.distinct_id), (array_agg(r.person_id))[1], min(r.timestamp), max(r.timestamp), count(*)
-       from jsonb_to_recordset(?::jsonb) as r(session_id text, distinct_id text, person_id uuid, timestamp timestamptz)
-      group by r.session_id order by r.session_id
-     on conflict (project_id, session_id) do update set
-       start_time = least(session_recording.start_time, excluded.start_time),
-       end_time = greatest(session_recording.end_time, excluded.end_time),
-       snapshot_count = session_recording.snapshot_count + excluded.snapshot_count`,
-    [projectId, payload],
-  );
-  await run(
-    em,
-    `insert into session_recording_snapshot (project_id, session_id, timestamp, data)
-     select ?, r.session_id, r.timestamp, coalesce(r.data, 'null'::jsonb) from jsonb_to_recordset(?::jsonb) as r(session_id text, timestamp timestamptz, data jsonb)`,
-    [projectId, payload],
-  );
+  const recordset = <T>(columns: string) =>
+    sql<T>`jsonb_to_recordset(${payload}::jsonb)`.as<'r'>(sql.raw(`r(${columns})`));
+  await db(em)
+    .insertInto('session_recording')
+    .columns(['project_id', 'session_id', 'distinct_id', 'person_id', 'start_time', 'end_time', 'snapshot_count'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          recordset<{ session_id: string; distinct_id: string; person_id: string; timestamp: Date }>(
+            'session_id text, distinct_id text, person_id uuid, timestamp timestamptz',
+          ),
+        )
+        .select((s) => [
+          eb.val(projectId).as('project_id'),
+          'r.session_id',
+          s.fn.min('r.distinct_id').as('distinct_id'),
+          sql<string>`(array_agg(r.person_id))[1]`.as('person_id'),
+          s.fn.min('r.timestamp').as('start_time'),
+          s.fn.max('r.timestamp').as('end_time'),
+          s.fn.countAll<number>().as('snapshot_count'),
+        ])
+        .groupBy('r.session_id')
+        .orderBy('r.session_id'),
+    )
+    .onConflict((oc) =>
+      oc.columns(['project_id', 'session_id']).doUpdateSet((eb) => ({
+        start_time: eb.fn('least', ['session_recording.start_time', 'excluded.start_time']),
+        end_time: eb.fn('greatest', ['session_recording.end_time', 'excluded.end_time']),
+        snapshot_count: eb('session_recording.snapshot_count', '+', eb.ref('excluded.snapshot_count')),
+      })),
+    )
+    .execute();
+  await db(em)
+    .insertInto('session_recording_snapshot')
+    .columns(['project_id', 'session_id', 'timestamp', 'data'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          recordset<{ session_id: string; timestamp: Date; data: unknown }>(
+            'session_id text, timestamp timestamptz, data jsonb',
+          ),
+        )
+        .select([
+          eb.val(projectId).as('project_id'),
+          'r.session_id',
+          'r.timestamp',
+          sql<unknown>`coalesce(r.data, 'null'::jsonb)`.as('data'),
+        ]),
+    )
+    .execute();
 }

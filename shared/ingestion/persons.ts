@@ -3,10 +3,13 @@
 // Runs inside the request's transaction; persons are locked (FOR UPDATE) before they are changed, so
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, rows } from '../db/sql.ts';
+import { type Kysely, type Selectable, sql } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
+import { DEFAULT_ID } from '../persons/store.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
+import { prepared } from './prepared.ts';
 import { clipped, type IngestionWarningInput } from './warnings.ts';
 
 export interface IngestEvent {
@@ -17,17 +20,13 @@ export interface IngestEvent {
   timestamp: Date;
 }
 
-interface LockedPerson {
-  id: string;
-  uuid: string;
-  properties: Properties;
-  is_identified: boolean;
+/** A person this transaction holds: its columns (created_at as a Date), and what it did to them. */
+type LockedPerson = Pick<Selectable<DB['person']>, 'id' | 'uuid' | 'properties' | 'is_identified' | 'version'> & {
   created_at: Date;
-  version: string;
   changed: boolean;
   /** Created by this transaction: its first event becomes `$creator_event_uuid`. */
   created: boolean;
-}
+};
 
 /** The other distinct id an event asks to merge with, if it is a merge event. */
 export function mergePartner(event: IngestEvent): string | null {
@@ -118,6 +117,187 @@ export async function processPersons(
   return personIds;
 }
 
+// The statements of person processing, each built once (prepared.ts): this path runs a few dozen per request.
+
+/**
+ * Creates the persons of `records` (JSON: uuid, distinct_id, properties, created_at) and links their distinct
+ * ids, in one statement; `linked` is false where another request linked the distinct id meanwhile.
+ */
+const createPersons = prepared((db: Kysely<DB>, records: string, projectId: number) =>
+  db
+    .with('r', (q) =>
+      q
+        .selectFrom(
+          sql<{
+            uuid: string;
+            distinct_id: string;
+            properties: Properties;
+            created_at: Date;
+          }>`jsonb_to_recordset(${records}::jsonb)`.as<'r'>(
+            sql`r(uuid uuid, distinct_id text, properties jsonb, created_at timestamptz)`,
+          ),
+        )
+        .selectAll(),
+    )
+    .with('p', (q) =>
+      q
+        .insertInto('person')
+        .columns(['uuid', 'project_id', 'properties', 'created_at', 'version'])
+        .expression((eb) =>
+          eb
+            .selectFrom('r')
+            .select([
+              'r.uuid',
+              eb.val(projectId).as('project_id'),
+              'r.properties',
+              'r.created_at',
+              eb.val('0').as('version'),
+            ])
+            .orderBy('r.uuid'),
+        )
+        .onConflict((oc) => oc.columns(['project_id', 'uuid']).doNothing())
+        .returning(['id', 'uuid']),
+    )
+    .with('l', (q) =>
+      q
+        .insertInto('person_distinct_id')
+        .columns(['project_id', 'person_id', 'distinct_id'])
+        .expression((eb) =>
+          eb
+            .selectFrom('p')
+            .innerJoin('r', 'r.uuid', 'p.uuid')
+            .select([eb.val(projectId).as('project_id'), 'p.id', 'r.distinct_id'])
+            .orderBy('r.distinct_id'),
+        )
+        .onConflict((oc) => oc.columns(['project_id', 'distinct_id']).doNothing())
+        .returning('distinct_id'),
+    )
+    .selectFrom('p')
+    .innerJoin('r', 'r.uuid', 'p.uuid')
+    .leftJoin('l', 'l.distinct_id', 'r.distinct_id')
+    .select((eb) => ['p.id', 'p.uuid', 'r.distinct_id', eb('l.distinct_id', 'is not', null).as('linked')]),
+);
+
+// One index probe per distinct id (a LATERAL … LIMIT 1 is not flattened into a join), so the whole
+// key is always the index condition. With `= any(array)`, statistics older than the project (it
+// looked empty) made the planner scan all the project's distinct ids and filter: ingestion into a
+// new project slowed as it grew, down to ~550 events/s in bench/ingestion.
+const personsOf = (db: Kysely<DB>, distinctIds: string[], projectId: number) =>
+  db
+    .selectFrom(sql<{ distinct_id: string }>`unnest(${distinctIds}::text[])`.as<'r'>(sql`r(distinct_id)`))
+    .crossJoinLateral((eb) =>
+      eb
+        .selectFrom('person_distinct_id as d')
+        .select('d.person_id')
+        .where('d.project_id', '=', projectId)
+        .whereRef('d.distinct_id', '=', 'r.distinct_id')
+        .limit(1)
+        .as('d'),
+    )
+    .innerJoin('person as p', 'p.id', 'd.person_id')
+    .select(['r.distinct_id', 'p.id', 'p.uuid', 'p.properties', 'p.is_identified', 'p.created_at', 'p.version']);
+const lockingPersonsOf = (db: Kysely<DB>, distinctIds: string[], projectId: number) =>
+  personsOf(db, distinctIds, projectId).orderBy('p.id').forUpdate('p');
+
+/** The persons of `distinctIds`, locked. */
+const lockPersons = prepared(lockingPersonsOf);
+
+/**
+ * The persons of `distinctIds`, locked, then (one statement) those of `findOnly`, found but not locked:
+ * what only a locked person needs is null in their rows.
+ */
+const lockAndFindPersons = prepared((db: Kysely<DB>, distinctIds: string[], findOnly: string[], projectId: number) =>
+  db
+    .with('locked', () => lockingPersonsOf(db, distinctIds, projectId))
+    .selectFrom('locked')
+    .select((eb) => [
+      'locked.distinct_id',
+      'locked.id',
+      'locked.uuid',
+      eb.ref('locked.properties').$castTo<Properties | null>().as('properties'),
+      eb.ref('locked.is_identified').$castTo<boolean | null>().as('is_identified'),
+      eb.ref('locked.created_at').$castTo<Date | null>().as('created_at'),
+      eb.ref('locked.version').$castTo<string | null>().as('version'),
+      sql<boolean>`true`.as('locked'),
+    ])
+    .unionAll((eb) =>
+      eb
+        .selectFrom(personsOf(db, findOnly, projectId).as('f'))
+        .select([
+          'f.distinct_id',
+          'f.id',
+          'f.uuid',
+          sql<null>`null`.as('properties'),
+          sql<null>`null`.as('is_identified'),
+          sql<null>`null`.as('created_at'),
+          sql<null>`null`.as('version'),
+          sql<boolean>`false`.as('locked'),
+        ]),
+    ),
+);
+
+/** A merge: the other person's distinct ids, static cohorts and flag hash keys move to the target, then it goes. */
+const moveDistinctIds = prepared((db: Kysely<DB>, targetId: string, otherId: string) =>
+  db.updateTable('person_distinct_id').set({ person_id: targetId }).where('person_id', '=', otherId),
+);
+const copyCohortMemberships = prepared((db: Kysely<DB>, targetId: string, otherId: string) =>
+  db
+    .insertInto('cohort_person')
+    .columns(['cohort_id', 'person_id', 'version'])
+    .expression((eb) =>
+      eb
+        .selectFrom('cohort_person')
+        .select(['cohort_id', eb.val(targetId).as('person_id'), 'version'])
+        .where('person_id', '=', otherId),
+    )
+    .onConflict((oc) => oc.doNothing()),
+);
+const copyHashKeyOverrides = prepared((db: Kysely<DB>, targetId: string, otherId: string) =>
+  db
+    .insertInto('feature_flag_hash_key_override')
+    .columns(['project_id', 'person_id', 'feature_flag_key', 'hash_key'])
+    .expression((eb) =>
+      eb
+        .selectFrom('feature_flag_hash_key_override')
+        .select(['project_id', eb.val(targetId).as('person_id'), 'feature_flag_key', 'hash_key'])
+        .where('person_id', '=', otherId),
+    )
+    .onConflict((oc) => oc.doNothing()),
+);
+const deletePerson = prepared((db: Kysely<DB>, id: string) => db.deleteFrom('person').where('id', '=', id));
+
+/** Links a distinct id to a person, unless another person holds it. */
+const addDistinctId = prepared((db: Kysely<DB>, projectId: number, personId: string, distinctId: string) =>
+  db
+    .insertInto('person_distinct_id')
+    .values({ id: DEFAULT_ID, project_id: projectId, person_id: personId, distinct_id: distinctId })
+    .onConflict((oc) => oc.columns(['project_id', 'distinct_id']).doNothing()),
+);
+
+/** Writes persons (JSON: id, properties, is_identified, created_at, version) in one statement. */
+const savePersons = prepared((db: Kysely<DB>, persons: string) =>
+  db
+    .updateTable('person as p')
+    .from(
+      sql<{
+        id: string;
+        properties: Properties;
+        is_identified: boolean;
+        created_at: Date;
+        version: string;
+      }>`jsonb_to_recordset(${persons}::jsonb)`.as<'v'>(
+        sql`v(id bigint, properties jsonb, is_identified boolean, created_at timestamptz, version bigint)`,
+      ),
+    )
+    .set((eb) => ({
+      properties: eb.ref('v.properties'),
+      is_identified: eb.ref('v.is_identified'),
+      created_at: eb.ref('v.created_at'),
+      version: eb(eb.fn<string>('greatest', ['p.version', 'v.version']), '+', '1'),
+    }))
+    .whereRef('p.id', '=', 'v.id'),
+);
+
 /** Persons locked by this transaction, by distinct id, with their pending property changes. */
 class PersonSession {
   private readonly byDistinctId = new Map<string, LockedPerson>();
@@ -137,8 +317,9 @@ class PersonSession {
     this.warnings = warnings;
   }
 
-  private execute<T = any>(sql: string, params: unknown[]): Promise<T> {
-    return rows(this.em, sql, params) as Promise<T>;
+  /** The typed statements of this transaction. */
+  private get db(): Kysely<DB> {
+    return db(this.em);
   }
 
   uuidOf(distinctId: string): string | undefined {
@@ -193,18 +374,7 @@ class PersonSession {
     // One statement creates the persons and links their distinct ids. Deterministic uuids make a
     // concurrent create of the same distinct id collide on the person and wait; a distinct id another
     // request linked meanwhile collides on person_distinct_id (the person created for it is an orphan).
-    const inserted = await this.execute<{ id: string; uuid: string; distinct_id: string; linked: boolean }[]>(
-      `with r as (select * from jsonb_to_recordset(?::jsonb) as r(uuid uuid, distinct_id text, properties jsonb, created_at timestamptz)),
-       p as (insert into person (uuid, project_id, properties, created_at, version)
-             select r.uuid, ?, r.properties, r.created_at, 0 from r order by r.uuid
-             on conflict (project_id, uuid) do nothing returning id, uuid),
-       l as (insert into person_distinct_id (project_id, person_id, distinct_id)
-             select ?, p.id, r.distinct_id from p join r on r.uuid = p.uuid order by r.distinct_id
-             on conflict (project_id, distinct_id) do nothing returning distinct_id)
-       select p.id, p.uuid, r.distinct_id, l.distinct_id is not null as linked
-         from p join r on r.uuid = p.uuid left join l on l.distinct_id = r.distinct_id`,
-      [JSON.stringify(rows), this.projectId, this.projectId],
-    );
+    const inserted = await createPersons(this.db, JSON.stringify(rows), this.projectId);
     // Persons this transaction created are its own until it commits (no other can see or lock them).
     const orphans: string[] = [];
     for (const row of inserted) {
@@ -219,7 +389,7 @@ class PersonSession {
       if (applyEvents) applied.add(row.distinct_id);
     }
     // A person created here whose distinct id another request claimed meanwhile has no ids: remove it.
-    if (orphans.length > 0) await this.execute(`delete from person where id = any(?::bigint[])`, [pgArray(orphans)]);
+    if (orphans.length > 0) await this.db.deleteFrom('person').where('id', 'in', orphans).execute();
     // Distinct ids another request created a person for: lock that person.
     const theirs = [...missing].filter((id) => !this.byDistinctId.has(id));
     if (theirs.length > 0) await this.lockExisting(theirs);
@@ -228,27 +398,12 @@ class PersonSession {
     return applied;
   }
 
-  // One index probe per distinct id (a LATERAL … LIMIT 1 is not flattened into a join), so the whole
-  // key is always the index condition. With `= any(array)`, statistics older than the project (it
-  // looked empty) made the planner scan all the project's distinct ids and filter: ingestion into a
-  // new project slowed as it grew, down to ~550 events/s in bench/ingestion.
+  /** Locks the persons of `distinctIds` and finds (unlocked) those of `findOnly`, in one statement. */
   private async lockExisting(distinctIds: string[], findOnly: string[] = []): Promise<void> {
-    const lookup = (param: string) =>
-      `select r.distinct_id, p.id, p.uuid, p.properties, p.is_identified, p.created_at, p.version
-         from unnest(${param}::text[]) as r(distinct_id)
-         cross join lateral (select person_id from person_distinct_id d where d.project_id = ? and d.distinct_id = r.distinct_id limit 1) d
-         join person p on p.id = d.person_id`;
-    // Found only: one statement with the locking lookup, whose rows come first.
-    const rows = await this.execute<any[]>(
+    const rows =
       findOnly.length === 0
-        ? `${lookup('?')} order by p.id for update of p`
-        : `with locked as (${lookup('?')} order by p.id for update of p)
-           select *, true as locked from locked
-           union all select f.distinct_id, f.id, f.uuid, null, null, null, null, false from (${lookup('?')}) f`,
-      findOnly.length === 0
-        ? [pgArray(distinctIds), this.projectId]
-        : [pgArray(distinctIds), this.projectId, pgArray(findOnly), this.projectId],
-    );
+        ? (await lockPersons(this.db, distinctIds, this.projectId)).map((row) => ({ ...row, locked: true }))
+        : await lockAndFindPersons(this.db, distinctIds, findOnly, this.projectId);
     for (const row of rows) if (row.locked === false) this.unlocked.set(row.distinct_id, row.uuid);
     const byId = new Map<string, LockedPerson>();
     for (const person of this.byDistinctId.values()) byId.set(String(person.id), person);
@@ -261,8 +416,8 @@ class PersonSession {
           id: key,
           uuid: row.uuid,
           properties: row.properties ?? {},
-          is_identified: row.is_identified,
-          created_at: new Date(row.created_at),
+          is_identified: row.is_identified ?? false,
+          created_at: new Date(row.created_at ?? 0),
           version: String(row.version),
           changed: false,
           created: false,
@@ -342,17 +497,10 @@ class PersonSession {
     target.is_identified = true;
     target.changed = true;
     this.update(target, update, event.uuid);
-    await this.execute(`update person_distinct_id set person_id = ? where person_id = ?`, [target.id, other.id]);
-    await this.execute(
-      `insert into cohort_person (cohort_id, person_id, version) select cohort_id, ?, version from cohort_person where person_id = ? on conflict do nothing`,
-      [target.id, other.id],
-    );
-    await this.execute(
-      `insert into feature_flag_hash_key_override (project_id, person_id, feature_flag_key, hash_key)
-       select project_id, ?, feature_flag_key, hash_key from feature_flag_hash_key_override where person_id = ? on conflict do nothing`,
-      [target.id, other.id],
-    );
-    await this.execute(`delete from person where id = ?`, [other.id]);
+    await moveDistinctIds(this.db, target.id, other.id);
+    await copyCohortMemberships(this.db, target.id, other.id);
+    await copyHashKeyOverrides(this.db, target.id, other.id);
+    await deletePerson(this.db, other.id);
     for (const [distinctId, person] of this.byDistinctId)
       if (person === other) this.byDistinctId.set(distinctId, target);
     for (const [distinctId, uuid] of this.unlocked) if (uuid === other.uuid) this.unlocked.set(distinctId, target.uuid);
@@ -367,10 +515,7 @@ class PersonSession {
   }
 
   private async addDistinctId(person: LockedPerson, distinctId: string) {
-    await this.execute(
-      `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?) on conflict (project_id, distinct_id) do nothing`,
-      [this.projectId, person.id, distinctId],
-    );
+    await addDistinctId(this.db, this.projectId, person.id, distinctId);
     this.byDistinctId.set(distinctId, person);
   }
 
@@ -378,22 +523,15 @@ class PersonSession {
   async save(): Promise<void> {
     const changed = [...new Set(this.byDistinctId.values())].filter((p) => p.changed);
     if (changed.length === 0) return;
-    await this.execute(
-      `update person p set properties = v.properties, is_identified = v.is_identified, created_at = v.created_at,
-              version = greatest(p.version, v.version) + 1
-         from jsonb_to_recordset(?::jsonb) as v(id bigint, properties jsonb, is_identified boolean, created_at timestamptz, version bigint)
-        where p.id = v.id`,
-      [
-        JSON.stringify(
-          changed.map((p) => ({
-            id: p.id,
-            properties: p.properties,
-            is_identified: p.is_identified,
-            created_at: p.created_at.toISOString(),
-            version: p.version,
-          })),
-        ),
-      ],
+    const values = JSON.stringify(
+      changed.map((p) => ({
+        id: p.id,
+        properties: p.properties,
+        is_identified: p.is_identified,
+        created_at: p.created_at.toISOString(),
+        version: p.version,
+      })),
     );
+    await savePersons(this.db, values);
   }
 }

@@ -2,7 +2,8 @@
 // an event in it may have been dropped or stored altered. Each such event leaves one row here, kept
 // WARNING_RETENTION_DAYS; the API lists them per type with the most recent examples.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows, run } from '../db/sql.ts';
+import { expressionBuilder, type Selectable, type SqlBool, sql } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
 
 export const WARNING_RETENTION_DAYS = 30;
 
@@ -54,13 +55,30 @@ export async function recordWarnings(
   const payload = JSON.stringify(
     warnings.map((w) => ({ type: w.type, event_uuid: w.eventUuid, distinct_id: w.distinctId, details: w.details })),
   );
-  await run(
-    em,
-    `insert into ingestion_warning (project_id, type, event_uuid, distinct_id, details)
-     select ?, r.type, r.event_uuid, left(r.distinct_id, 400), coalesce(r.details, '{}')
-       from jsonb_to_recordset(?::jsonb) as r(type text, event_uuid uuid, distinct_id text, details jsonb)`,
-    [projectId, payload],
-  );
+  await db(em)
+    .insertInto('ingestion_warning')
+    .columns(['project_id', 'type', 'event_uuid', 'distinct_id', 'details'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          sql<{
+            type: string;
+            event_uuid: string | null;
+            distinct_id: string | null;
+            details: Record<string, unknown> | null;
+          }>`jsonb_to_recordset(${payload}::jsonb)`.as<'r'>(
+            sql`r(type text, event_uuid uuid, distinct_id text, details jsonb)`,
+          ),
+        )
+        .select((s) => [
+          eb.val(projectId).as('project_id'),
+          'r.type',
+          'r.event_uuid',
+          s.fn<string | null>('left', ['r.distinct_id', s.val(400)]).as('distinct_id'),
+          s.fn.coalesce('r.details', sql<Record<string, unknown>>`'{}'`).as('details'),
+        ]),
+    )
+    .execute();
 }
 
 export interface WarningSummary {
@@ -84,47 +102,77 @@ export async function warningSummaries(
 ): Promise<WarningSummary[]> {
   const search = options.search === undefined || options.search === '' ? null : options.search;
   const type = options.type ?? null;
-  const window = `w.project_id = ? and w.timestamp > now() - make_interval(days => ?)
-     and (?::text is null or w.type = ?::text)
-     and (?::text is null or strpos(w.type, ?::text) > 0 or strpos(w.details::text, ?::text) > 0
-          or strpos(coalesce(w.distinct_id, ''), ?::text) > 0 or strpos(coalesce(w.event_uuid::text, ''), ?::text) > 0)`;
-  const windowParams = [projectId, WARNING_RETENTION_DAYS, type, type, search, search, search, search, search];
-  const found = await rows<{
-    type: string;
-    count: number;
-    last_seen: Date;
-    sparkline: [number, string][];
-    examples: {
-      timestamp: string;
-      event_uuid: string | null;
-      distinct_id: string | null;
-      details: Record<string, unknown>;
-    }[];
-  }>(
-    em,
-    `with matching as (select w.type, w.timestamp from ingestion_warning w where ${window}),
-     types as (select type, count(*)::int as count, max(timestamp) as last_seen from matching group by type),
-     days as (
-       select type, jsonb_agg(jsonb_build_array(n, day) order by day) as sparkline
-         from (select type, count(*)::int as n, to_char(timestamp at time zone 'UTC', 'YYYY-MM-DD') as day
-                 from matching group by 1, 3) d
-        group by type)
-     select t.type, t.count, t.last_seen, d.sparkline, e.examples
-       from types t
-       join days d on d.type = t.type
-       cross join lateral (
-         select jsonb_agg(jsonb_build_object('timestamp', x.timestamp, 'event_uuid', x.event_uuid,
-                                             'distinct_id', x.distinct_id, 'details', x.details)
-                          order by x.timestamp desc, x.id desc) as examples
-           from (select w.id, w.timestamp, w.event_uuid, w.distinct_id, w.details
-                   from ingestion_warning w
-                  where ${window} and w.type = t.type
-                  order by w.timestamp desc, w.id desc
-                  limit ?) x
-       ) e
-      order by t.last_seen desc, t.type`,
-    [...windowParams, ...windowParams, options.examples],
-  );
+  // The warnings of the window: this project's within the retention, of `type`, containing `search`.
+  const w = expressionBuilder<{ w: DB['ingestion_warning'] }, 'w'>();
+  const contains = (text: unknown) => sql<SqlBool>`strpos(${text}, ${search}::text) > 0`;
+  const window = w.and([
+    w('w.project_id', '=', projectId),
+    w('w.timestamp', '>', sql<Date>`now() - make_interval(days => ${WARNING_RETENTION_DAYS})`),
+    ...(type === null ? [] : [w('w.type', '=', type)]),
+    ...(search === null
+      ? []
+      : [
+          w.or([
+            contains(w.ref('w.type')),
+            contains(sql`w.details::text`),
+            contains(w.fn.coalesce('w.distinct_id', w.val(''))),
+            contains(sql`coalesce(w.event_uuid::text, '')`),
+          ]),
+        ]),
+  ]);
+  type Example = Pick<Selectable<DB['ingestion_warning']>, 'event_uuid' | 'distinct_id' | 'details'> & {
+    timestamp: string;
+  };
+  const found = await db(em)
+    .with('matching', (q) => q.selectFrom('ingestion_warning as w').select(['w.type', 'w.timestamp']).where(window))
+    .with('types', (q) =>
+      q
+        .selectFrom('matching')
+        .select((eb) => ['type', sql<number>`count(*)::int`.as('count'), eb.fn.max('timestamp').as('last_seen')])
+        .groupBy('type'),
+    )
+    .with('days', (q) =>
+      q
+        .selectFrom((d) =>
+          d
+            .selectFrom('matching')
+            .select([
+              'type',
+              sql<number>`count(*)::int`.as('n'),
+              sql<string>`to_char(timestamp at time zone 'UTC', 'YYYY-MM-DD')`.as('day'),
+            ])
+            .groupBy(['type', sql`3`])
+            .as('d'),
+        )
+        .select(['d.type', sql<[number, string][]>`jsonb_agg(jsonb_build_array(n, day) order by day)`.as('sparkline')])
+        .groupBy('d.type'),
+    )
+    .selectFrom('types as t')
+    .innerJoin('days as d', 'd.type', 't.type')
+    .crossJoinLateral((eb) =>
+      eb
+        .selectFrom((x) =>
+          x
+            .selectFrom('ingestion_warning as w')
+            .select(['w.id', 'w.timestamp', 'w.event_uuid', 'w.distinct_id', 'w.details'])
+            .where(window)
+            .whereRef('w.type', '=', 't.type')
+            .orderBy('w.timestamp', 'desc')
+            .orderBy('w.id', 'desc')
+            .limit(options.examples)
+            .as('x'),
+        )
+        .select(
+          sql<Example[]>`jsonb_agg(jsonb_build_object('timestamp', x.timestamp, 'event_uuid', x.event_uuid,
+                                   'distinct_id', x.distinct_id, 'details', x.details)
+                  order by x.timestamp desc, x.id desc)`.as('examples'),
+        )
+        .as('e'),
+    )
+    .select(['t.type', 't.count', 't.last_seen', 'd.sparkline', 'e.examples'])
+    .orderBy('t.last_seen', 'desc')
+    .orderBy('t.type')
+    .execute();
   return found.map((row) => ({
     type: row.type,
     lastSeen: new Date(row.last_seen),
@@ -140,8 +188,10 @@ export async function warningSummaries(
 }
 
 /** Deletes the warnings older than WARNING_RETENTION_DAYS (of every project); returns how many. */
-export function purgeOldWarnings(em: EntityManager): Promise<number> {
-  return run(em, `delete from ingestion_warning where timestamp < now() - make_interval(days => ?)`, [
-    WARNING_RETENTION_DAYS,
-  ]);
+export async function purgeOldWarnings(em: EntityManager): Promise<number> {
+  const { numDeletedRows } = await db(em)
+    .deleteFrom('ingestion_warning')
+    .where('timestamp', '<', sql<Date>`now() - make_interval(days => ${WARNING_RETENTION_DAYS})`)
+    .executeTakeFirst();
+  return Number(numDeletedRows);
 }

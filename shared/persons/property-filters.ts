@@ -3,12 +3,33 @@
 // parameters; casts go through try_numeric / try_timestamptz / regex_matches so bad data or a bad
 // pattern is "no match", never a database error.
 
+import { type Compilable, type RawBuilder, type SqlBool, sql } from 'kysely';
 import { containsPattern } from '../db/sql.ts';
 import { parseStorableDate } from '../time.ts';
 
 export interface SqlFragment {
   sql: string;
   params: unknown[];
+}
+
+/**
+ * A fragment inside a typed (Kysely) statement, e.g. `.where(filterSql(filter))`: each `?` of its text
+ * becomes the next of its parameters, bound as Kysely binds every value.
+ */
+export function filterSql<T = SqlBool>(fragment: SqlFragment): RawBuilder<T> {
+  const texts = fragment.sql.split('?');
+  if (texts.length !== fragment.params.length + 1)
+    throw new Error(`A fragment has ${texts.length - 1} placeholders for ${fragment.params.length} parameters.`);
+  return sql<T>(Object.assign(texts, { raw: texts }), ...fragment.params);
+}
+
+/**
+ * A typed (Kysely) query as a fragment, e.g. a subquery of a filter: PostgreSQL's numbered placeholders
+ * (Kysely numbers them in the order of its parameters, and writes no value into the text) become `?`.
+ */
+export function fragmentOf(query: Compilable): SqlFragment {
+  const { sql: text, parameters } = query.compile();
+  return { sql: text.replace(/\$\d+/g, '?'), params: [...parameters] };
 }
 
 export interface PropertyFilterItem {

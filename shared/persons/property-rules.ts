@@ -1,7 +1,8 @@
 // The person-property rules, the one implementation serving capture ($set/$set_once/$unset on
 // events) and the person endpoints (PATCH, update_property, delete_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows } from '../db/sql.ts';
+import type { Selectable } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
 
 export type Properties = Record<string, unknown>;
 
@@ -61,15 +62,7 @@ export function unsetKeys(value: unknown): string[] {
   return [];
 }
 
-export interface PersonRow {
-  id: string;
-  uuid: string;
-  project_id: number;
-  properties: Properties;
-  is_identified: boolean;
-  created_at: Date;
-  version: string;
-}
+export type PersonRow = Selectable<DB['person']>;
 
 /**
  * Applies an update to a stored person under a row lock, so concurrent updates from several
@@ -82,17 +75,20 @@ export async function updateStoredPersonProperties(
   personId: string | number,
   update: PropertyUpdate,
 ): Promise<PersonRow | null> {
-  const [person] = await rows<PersonRow>(em, `select * from person where project_id = ? and id = ? for update`, [
-    projectId,
-    personId,
-  ]);
+  const person = await db(em)
+    .selectFrom('person')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .where('id', '=', String(personId))
+    .forUpdate()
+    .executeTakeFirst();
   if (!person) return null;
   const { properties, changed } = applyPropertyUpdate(person.properties, update);
   if (!changed) return person;
-  const [updated] = await rows<PersonRow>(
-    em,
-    `update person set properties = ?::jsonb, version = version + 1 where id = ? returning *`,
-    [JSON.stringify(properties), person.id],
-  );
-  return updated;
+  return db(em)
+    .updateTable('person')
+    .set((eb) => ({ properties, version: eb('version', '+', '1') }))
+    .where('id', '=', person.id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
 }
