@@ -1,7 +1,7 @@
 // Creating organizations, projects, users and personal API keys: one implementation for the
 // bootstrap command, the management command and the tests.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql, type CompiledQuery, type Expression, type InferResult, type Selectable } from 'kysely';
+import { sql, type Expression, type InferResult, type Kysely, type Selectable } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import {
   generateKeyId,
@@ -11,7 +11,7 @@ import {
   maskPersonalApiKey,
 } from './auth/tokens.ts';
 import { isValidScope } from './auth/scopes.ts';
-import { db, type DB } from './db/kysely.ts';
+import { db, type DB, prepared } from './db/kysely.ts';
 import { isUuid } from './db/sql.ts';
 import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from './entities/index.ts';
 
@@ -324,8 +324,8 @@ export async function projectByTokenWithFlags(em: EntityManager, token: string) 
 // ---- authentication's reads (api/http/auth.ts) ----
 
 /** keyWithProject()'s statement, `secureValue` and `projectId` standing for the values it is run with. */
-const keyWithProjectQuery = (em: EntityManager, secureValue: string, withProject: boolean, projectId: number | null) =>
-  db(em)
+const keyWithProjectQuery = (kysely: Kysely<DB>, secureValue: string, withProject: boolean, projectId: number | null) =>
+  kysely
     .selectFrom('personal_api_key as k')
     .innerJoin('app_user as u', 'u.id', 'k.user_id')
     .leftJoinLateral(
@@ -355,11 +355,15 @@ const keyWithProjectQuery = (em: EntityManager, secureValue: string, withProject
 /** What keyWithProject() finds. */
 export type KeyWithProject = InferResult<ReturnType<typeof keyWithProjectQuery>>[number];
 
-// keyWithProject()'s statement compiled once per shape (with and without the project), with stand-ins
-// for the values: building and compiling it took longer than PostgreSQL took to answer it.
-const KEY_STAND_IN = '\u0000key';
-const PROJECT_STAND_IN = -1.5;
-const keyWithProjectStatements = new Map<boolean, CompiledQuery<KeyWithProject>>();
+// keyWithProject()'s statement, prepared once per shape (with and without the project).
+const keyWithProjectStatements = new Map(
+  [true, false].map((withProject) => [
+    withProject,
+    prepared((kysely: Kysely<DB>, secureValue: string, projectId: number | null) =>
+      keyWithProjectQuery(kysely, secureValue, withProject, projectId),
+    ),
+  ]),
+);
 
 /**
  * The active key with this hash, its user's current project, and (`withProject`) the project `projectId`
@@ -373,17 +377,8 @@ export async function keyWithProject(
   withProject: boolean,
   projectId: number | null,
 ): Promise<KeyWithProject | undefined> {
-  let statement = keyWithProjectStatements.get(withProject);
-  if (!statement) {
-    statement = keyWithProjectQuery(em, KEY_STAND_IN, withProject, PROJECT_STAND_IN).compile();
-    keyWithProjectStatements.set(withProject, statement);
-  }
-  const parameters = statement.parameters.map((value) =>
-    value === KEY_STAND_IN ? secureValue : value === PROJECT_STAND_IN ? projectId : value,
-  );
-  // The compiled statement with other values: its rows are the ones compiled for.
-  const { rows } = await db(em).executeQuery<KeyWithProject>({ ...statement, parameters });
-  return rows[0];
+  const [found] = await keyWithProjectStatements.get(withProject)!(db(em), secureValue, projectId);
+  return found;
 }
 
 export async function touchPersonalApiKey(em: EntityManager, keyId: string) {

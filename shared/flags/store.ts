@@ -1,28 +1,11 @@
 // Feature flags as SDK evaluation reads them: a project's active definitions, the person a request
 // names, and the hash keys that keep a person's variants when they identify (experience continuity).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type Compilable, type CompiledQuery, createQueryId, type InsertObject, type Kysely } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
+import type { InsertObject, Kysely } from 'kysely';
+import { type DB, db, prepared } from '../db/kysely.ts';
 import type { FlagFilters } from './evaluate.ts';
 
-/**
- * A statement /flags runs per request: built by Kysely (typed by the entities) and compiled on its
- * first run; later runs bind their parameters (in the order the statement takes them) to that SQL.
- * Compiling on every call cost about half again the client CPU of the statement itself.
- */
-function compiledOnce<P extends unknown[], O>(build: (kysely: Kysely<DB>, ...parameters: P) => Compilable<O>) {
-  let compiled: CompiledQuery<O> | undefined;
-  return async (em: EntityManager, ...parameters: P): Promise<O[]> => {
-    const kysely = db(em);
-    compiled ??= build(kysely, ...parameters).compile();
-    if (compiled.parameters.length !== parameters.length) throw new Error('compiledOnce: parameters out of order');
-    const result = await kysely.executeQuery<O>({ ...compiled, parameters, queryId: createQueryId() });
-    return result.rows;
-  };
-}
-
-/** A project's active flags, in id order: one statement (the definitions /flags evaluates). */
-export const activeFlags = compiledOnce((kysely, projectId: number) =>
+const activeFlagsStatement = prepared((kysely: Kysely<DB>, projectId: number) =>
   kysely
     .selectFrom('feature_flag')
     .select((eb) => [
@@ -41,10 +24,13 @@ export const activeFlags = compiledOnce((kysely, projectId: number) =>
     .orderBy('id'),
 );
 
+/** A project's active flags, in id order: one statement (the definitions /flags evaluates). */
+export const activeFlags = (em: EntityManager, projectId: number) => activeFlagsStatement(db(em), projectId);
+
 /** An active flag as stored (see activeFlags). */
 export type StoredFlag = Awaited<ReturnType<typeof activeFlags>>[number];
 
-const personByDistinctId = compiledOnce((kysely, projectId: number, distinctId: string) =>
+const personByDistinctId = prepared((kysely: Kysely<DB>, projectId: number, distinctId: string) =>
   kysely
     .selectFrom('person_distinct_id as d')
     .innerJoin('person as p', 'p.id', 'd.person_id')
@@ -55,7 +41,7 @@ const personByDistinctId = compiledOnce((kysely, projectId: number, distinctId: 
 
 /** The person holding `distinctId` (id and stored properties), or null. */
 export async function personForFlags(em: EntityManager, projectId: number, distinctId: string) {
-  const [person] = await personByDistinctId(em, projectId, distinctId);
+  const [person] = await personByDistinctId(db(em), projectId, distinctId);
   return person ?? null;
 }
 

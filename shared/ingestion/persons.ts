@@ -4,12 +4,11 @@
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, type Selectable, sql } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
+import { type DB, db, prepared } from '../db/kysely.ts';
 import { DEFAULT_ID } from '../persons/store.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
-import { prepared } from './prepared.ts';
 import { clipped, type IngestionWarningInput } from './warnings.ts';
 
 export interface IngestEvent {
