@@ -24,8 +24,8 @@ import {
   metricShape,
   metricsOf,
 } from './results.ts';
-import { alwaysValidInterval, relativeEffectEstimate } from './sequential.ts';
-import type { MetricKind, MetricStats, VariantStats } from './stats.ts';
+import { alwaysValidInterval, relativeEffectEstimate, sequentialRho2 } from './sequential.ts';
+import { type MetricKind, type MetricStats, normalQuantile, type VariantStats } from './stats.ts';
 import { updateFlagFilters } from './store.ts';
 import { queueWebhookEvents } from '../webhooks/service.ts';
 
@@ -76,7 +76,7 @@ export const beyondTolerance = (direction: GuardrailDirection, h: number, [lower
  * One guardrail against every treatment: harmful when the always-valid interval of the relative
  * effect lies wholly beyond the tolerated harm in the bad direction (lower bound > h when an increase
  * is bad, upper bound < −h when a decrease is), with at least min_exposures in control and treatment.
- * The mixture scale τ is the tolerated harm: the sequence is tightest for effects of that size.
+ * The mixture scale τ: see guardrailTau (tuned to `plannedPerArm` when the experiment plans one).
  */
 export function evaluateGuardrail(
   guardrail: Guardrail,
@@ -84,6 +84,7 @@ export function evaluateGuardrail(
   variants: VariantStats[],
   baselineKey: string,
   alpha = GUARDRAIL_ALPHA,
+  plannedPerArm: number | null = null,
 ): GuardrailCheck[] {
   const control = variants.find((v) => v.key === baselineKey);
   const minimum = guardrail.min_exposures ?? DEFAULT_GUARDRAIL_MIN_EXPOSURES;
@@ -100,13 +101,64 @@ export function evaluateGuardrail(
       };
       const effect = control ? relativeEffectEstimate(treatment, control, kind) : null;
       if (!effect || !(effect.variance > 0)) return { ...base, estimate: null, interval: null, status: 'no_data' };
-      const ci = alwaysValidInterval(effect.estimate, effect.variance, h, alpha);
+      const exposures = base.exposures.control + base.exposures.treatment;
+      const tau = guardrailTau(h, effect.variance, exposures, plannedPerArm, alpha);
+      const ci = alwaysValidInterval(effect.estimate, effect.variance, tau, alpha);
       const interval: [number, number] = [ci.lower, ci.upper];
       if (base.exposures.control < minimum || base.exposures.treatment < minimum)
         return { ...base, estimate: effect.estimate, interval, status: 'not_enough_exposures' };
       const status = beyondTolerance(guardrail.direction, h, interval) ? 'harmful' : 'within_tolerance';
       return { ...base, estimate: effect.estimate, interval, status };
     });
+}
+
+/** c = τ²/V at the planned sample: the mixture whose interval is narrowest there (sequential.ts's ρ² · N*). */
+const tightestAt = (alpha: number) => sequentialRho2(alpha, 1);
+
+/**
+ * The mixture scale τ of the always-valid interval. Without a planned sample, the tolerated harm h
+ * (the interval is tightest for effects of that size). With one (exposures per arm), τ² = c·V·n/(2N):
+ * the asymptotic confidence sequence of sequential.ts with N* = 2N (both arms), narrowest when the
+ * planned sample is reached, which is where a harm must be caught. τ = h is tuned to effects far
+ * smaller than a planned sample can resolve, and its interval there is ~1.7× as wide.
+ */
+export function guardrailTau(
+  h: number,
+  variance: number,
+  exposures: number,
+  plannedPerArm: number | null,
+  alpha = GUARDRAIL_ALPHA,
+): number {
+  if (!plannedPerArm || !(plannedPerArm > 0) || !(exposures > 0)) return h;
+  return Math.sqrt((tightestAt(alpha) * variance * exposures) / (2 * plannedPerArm));
+}
+
+/**
+ * The planned sample a guardrail needs (exposures per arm): the interval tuned to it (guardrailTau)
+ * lies beyond the tolerated harm h at the planned sample's last look with probability `power` when
+ * the true harm is δ: (w + z_power)² · V₁/(δ − h)², w = sqrt((1 + 1/c)(2 ln(1/α) + ln(1 + c))) the
+ * interval's half-width in standard errors there (3.03 at α = 0.05), V₁ the relative effect's
+ * variance times the exposures per arm. The looks before add to it, so this is conservative. A
+ * fixed-horizon calculator's n₈₀ (z₀.₉₇₅ + z₀.₈ = 2.80 standard errors to δ, not 3.88 to δ − h) is
+ * about 3 × smaller for δ = 5%, h = 1%: at n₈₀ the breaker stops such a harm in a minority of runs.
+ */
+export function guardrailPlannedSamplePerArm(
+  unitVariance: number,
+  harm: number,
+  toleratedHarm: number,
+  alpha = GUARDRAIL_ALPHA,
+  power = 0.8,
+): number {
+  const c = tightestAt(alpha);
+  const w = Math.sqrt((1 + 1 / c) * (-2 * Math.log(alpha) + Math.log(1 + c)));
+  const z = w + normalQuantile(power);
+  return Math.ceil((z * z * unitVariance) / (harm - toleratedHarm) ** 2);
+}
+
+/** The experiment's planned exposures per variant: PostHog's parameters.recommended_sample_size, when set. */
+export function plannedExposuresPerArm(parameters: unknown): number | null {
+  const n = (parameters as { recommended_sample_size?: unknown } | null)?.recommended_sample_size;
+  return typeof n === 'number' && Number.isFinite(n) && n > 0 ? n : null;
 }
 
 const DAY = 86400_000;
@@ -164,7 +216,8 @@ export async function checkGuardrails(
       errors.push(`${g.metric_uuid}: ${c.message}`);
       continue;
     }
-    checks.push(...evaluateGuardrail(g, c.kind, c.variants, experiment.baselineKey));
+    const planned = plannedExposuresPerArm(row.parameters);
+    checks.push(...evaluateGuardrail(g, c.kind, c.variants, experiment.baselineKey, GUARDRAIL_ALPHA, planned));
   }
   return { checks, baseDay, errors };
 }

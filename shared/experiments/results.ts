@@ -71,6 +71,7 @@ export interface ExperimentRow {
   metrics?: unknown;
   metrics_secondary?: unknown;
   primary_metrics_ordered_uuids?: unknown;
+  parameters?: unknown;
 }
 
 const record = (x: unknown): Record<string, unknown> =>
