@@ -155,10 +155,14 @@ export function guardrailPlannedSamplePerArm(
   return Math.ceil((z * z * unitVariance) / (harm - toleratedHarm) ** 2);
 }
 
-/** The experiment's planned exposures per variant: PostHog's parameters.recommended_sample_size, when set. */
-export function plannedExposuresPerArm(parameters: unknown): number | null {
+/**
+ * The experiment's planned exposures per variant, when it has a plan: PostHog's
+ * parameters.recommended_sample_size is the persons of all variants together (its progress bar
+ * divides the exposed persons by it), split evenly over the variants here.
+ */
+export function plannedExposuresPerArm(parameters: unknown, variants: number): number | null {
   const n = (parameters as { recommended_sample_size?: unknown } | null)?.recommended_sample_size;
-  return typeof n === 'number' && Number.isFinite(n) && n > 0 ? n : null;
+  return typeof n === 'number' && Number.isFinite(n) && n > 0 && variants > 0 ? n / variants : null;
 }
 
 const DAY = 86400_000;
@@ -216,7 +220,7 @@ export async function checkGuardrails(
       errors.push(`${g.metric_uuid}: ${c.message}`);
       continue;
     }
-    const planned = plannedExposuresPerArm(row.parameters);
+    const planned = plannedExposuresPerArm(row.parameters, experiment.variants.length);
     checks.push(...evaluateGuardrail(g, c.kind, c.variants, experiment.baselineKey, GUARDRAIL_ALPHA, planned));
   }
   return { checks, baseDay, errors };

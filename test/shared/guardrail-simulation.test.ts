@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { evaluateGuardrail, guardrailPlannedSamplePerArm } from '../../shared/experiments/guardrails.ts';
+import {
+  evaluateGuardrail,
+  guardrailPlannedSamplePerArm,
+  plannedExposuresPerArm,
+} from '../../shared/experiments/guardrails.ts';
 import {
   confidenceSequenceHalfWidth,
   relativeEffectEstimate,
@@ -97,7 +101,10 @@ describe('circuit breaker with its own planned sample (the interval tuned to it)
     expect(
       breakerSamplePerArm(metric, GUARDRAIL_HARM, H) / fixedHorizonSamplePerArm(metric, GUARDRAIL_HARM),
     ).toBeCloseTo(2.99, 2);
-    // Without a harm beyond the tolerance there is nothing to plan for.
+    // PostHog's recommended_sample_size counts the persons of all variants.
+    expect(plannedExposuresPerArm({ recommended_sample_size: 14_222 }, 2)).toBe(7111);
+    expect(plannedExposuresPerArm({}, 2)).toBeNull();
+    // A smaller harm needs more.
     expect(guardrailPlannedSamplePerArm(0.72, 0.02, 0.01)).toBeGreaterThan(
       guardrailPlannedSamplePerArm(0.72, 0.05, 0.01),
     );

@@ -8,7 +8,12 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Job } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
-import { computeExperimentSeries, experimentForResults } from '../../shared/experiments/results.ts';
+import {
+  computeCountsSince,
+  computeExperimentCounts,
+  computeExperimentSeries,
+  experimentForResults,
+} from '../../shared/experiments/results.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEvents, type Row } from '../event-scans.ts';
@@ -197,6 +202,15 @@ describe('incremental daily results', () => {
     let now = new Date();
     expect((await computeExperimentResults(job(id), worker.deps, now)).incremental).toBe(1);
     await expectFullRecompute(id, now);
+
+    // The persons active since read by one scan of the range (as when many are) instead of by id: the same counts.
+    const { row, experiment } = await experimentOf(id);
+    const until = new Date(now.getTime() + 1);
+    const em = api.orm.em.fork() as EntityManager;
+    const scanned = await computeCountsSince(em, experiment, row.metrics, until, 5, { touchedByIdLimit: 0 });
+    expect(scanned.recomputed).toBeNull();
+    const full = await computeExperimentCounts(em, experiment, row.metrics, until);
+    expect(scanned.series.map((s) => (s as unknown[]).at(-1))).toEqual(full.map((s) => (s as unknown[]).at(-1)));
 
     // A purchase three days ago, arriving now: the stored days since then were missing it.
     await insertEventRowsOnly(projectId, [
