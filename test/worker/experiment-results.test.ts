@@ -1,4 +1,6 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
+import type { Job } from 'bullmq';
+import type { JobData } from '../../shared/jobs.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alwaysValidPValue, confidenceSequenceHalfWidth, sequentialRho2 } from '../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../shared/experiments/stats.ts';
@@ -79,7 +81,7 @@ describe('experiment results job', () => {
     ]);
 
     const run = await computeExperimentResults(
-      { data: { experimentId: exp.id } } as any,
+      { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
       worker.deps,
       new Date(at(0, 6)),
     );
@@ -347,7 +349,10 @@ describe('experiment results job', () => {
             : { event, distinct_id: `${key}-${id}`, timestamp: at(day), properties: { amount: value } },
         ),
       );
-      await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+      await computeExperimentResults(
+        { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+        worker.deps,
+      );
       const m = exp.metrics[0];
       const body = (
         await call(
@@ -461,7 +466,10 @@ describe('experiment results job', () => {
           properties: variant ? { $feature_flag: key, $feature_flag_response: variant } : {},
         })),
       );
-      await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+      await computeExperimentResults(
+        { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+        worker.deps,
+      );
       const m = exp.metrics[0];
       const body = (
         await call(
