@@ -175,34 +175,38 @@ async function runJob(asOf: Date, fresh: boolean): Promise<number> {
 const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 // Each configuration: the full backfill, then the next run (incremental: today from yesterday's
 // stored counts), then the same run forced to compute from the start (late data would do that).
-const figures: Record<'off' | 'on', { backfill: number; daily: number; dailyFull: number; runs: Run[] }> = {
-  off: { backfill: 0, daily: 0, dailyFull: 0, runs: [] },
-  on: { backfill: 0, daily: 0, dailyFull: 0, runs: [] },
+// BENCH_REPS pairs (default 3), the order alternating, for medians on a shared machine.
+const REPS = Number(process.env.BENCH_REPS ?? 3);
+const figures: Record<'off' | 'on', { backfill: number[]; daily: number[]; dailyFull: number[]; runs: Run[] }> = {
+  off: { backfill: [], daily: [], dailyFull: [], runs: [] },
+  on: { backfill: [], daily: [], dailyFull: [], runs: [] },
 };
-for (const mode of ['off', 'on'] as const) {
-  await configure(mode === 'on');
-  const f = figures[mode];
-  f.backfill = await runJob(now, true);
-  f.runs.push(last);
-  f.daily = await runJob(new Date(now.getTime() + 1000), false);
-  f.runs.push(last);
-  // Forced full: yesterday's rows marked as computed before yesterday ended, so no stored day is complete.
-  await pool.query(
-    `update experiment_metric_result set computed_at = day::timestamp at time zone 'UTC' where experiment_id = $1`,
-    [experiment.id],
-  );
-  f.dailyFull = await runJob(new Date(now.getTime() + 2000), false);
-  f.runs.push(last);
-  if (mode === 'on') {
-    // What the results look like when the next run continues yesterday again (checked below).
+for (let rep = 0; rep < REPS; rep++) {
+  for (const mode of rep % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+    await configure(mode === 'on');
+    const f = figures[mode];
+    f.backfill.push(await runJob(now, true));
+    f.runs.push(last);
+    f.daily.push(await runJob(new Date(now.getTime() + 1000), false));
+    f.runs.push(last);
+    // Forced full: every row marked as computed before its day ended, so no stored day is complete.
     await pool.query(
-      `update experiment_metric_result set computed_at = $2 where experiment_id = $1 and day < $3::date`,
-      [experiment.id, now, new Date(today).toISOString().slice(0, 10)],
+      `update experiment_metric_result set computed_at = day::timestamp at time zone 'UTC' where experiment_id = $1`,
+      [experiment.id],
     );
-    await runJob(new Date(now.getTime() + 3000), false);
+    f.dailyFull.push(await runJob(new Date(now.getTime() + 2000), false));
     f.runs.push(last);
   }
 }
+// The results when the next run continues yesterday again (settings on; checked below).
+await configure(true);
+await pool.query(`update experiment_metric_result set computed_at = $2 where experiment_id = $1 and day < $3::date`, [
+  experiment.id,
+  now,
+  new Date(today).toISOString().slice(0, 10),
+]);
+await runJob(new Date(now.getTime() + 3000), false);
+const checked = last;
 
 // The last day of the worker's series (the incremental run, settings on) must be what the as-of statements say.
 const stored = (
@@ -237,22 +241,27 @@ const agree = (experiment.metrics as { uuid: string; metric_type: string }[]).ma
 });
 const asOfTotal = baselineMs.reduce((a, b) => a + b, 0);
 const { off, on } = figures;
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+const list = (xs: number[]) => xs.map((x) => (x / 1000).toFixed(2)).join(' / ');
+const ratios = (a: number[], b: number[]) => a.map((x, i) => (x / b[i]).toFixed(2)).join(' / ');
 console.log(`  as-of statements, 3 metrics, whole range: ${seconds(asOfTotal)}`);
-console.log(`  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${on.runs[0].results} results), side by side:`);
-console.log(`    old job (no SRM, CUPED, correction)   ${seconds(off.backfill)}`);
-console.log(`    SRM + CUPED (14 days) + Holm          ${seconds(on.backfill)}`);
+console.log(`  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${on.runs[0].results} results), ${REPS} pairs (s):`);
+console.log(`    old job (no SRM, CUPED, correction)   ${list(off.backfill)}  median ${seconds(median(off.backfill))}`);
+console.log(`    SRM + CUPED (14 days) + Holm          ${list(on.backfill)}  median ${seconds(median(on.backfill))}`);
 console.log(
-  `    ratio on / off: ${(on.backfill / off.backfill).toFixed(2)} (target <= 1.3); backfill / as-of: ${(off.backfill / asOfTotal).toFixed(2)} (target <= 2)`,
+  `    ratio on / off per pair: ${ratios(on.backfill, off.backfill)}; of the medians ${(median(on.backfill) / median(off.backfill)).toFixed(2)} (target <= 1.3); backfill / as-of: ${(median(off.backfill) / asOfTotal).toFixed(2)} (target <= 2)`,
 );
 const mode = (r: Run) => (r.incremental ? 'incremental' : 'full');
-console.log(`  daily run (today; ${mode(off.runs[1])} / ${mode(off.runs[2])}):`);
-console.log(
-  `    old job:       incremental ${seconds(off.daily)}, from the start ${seconds(off.dailyFull)} (${(off.dailyFull / off.daily).toFixed(1)}×)`,
-);
-console.log(
-  `    all on:        incremental ${seconds(on.daily)}, from the start ${seconds(on.dailyFull)} (${(on.dailyFull / on.daily).toFixed(1)}×)`,
-);
-console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(on.runs[3])})`);
+console.log(`  daily run (today; ${mode(off.runs[1])} vs ${mode(off.runs[2])} from the start), ${REPS} each (s):`);
+for (const [label, f] of [
+  ['old job', off],
+  ['all on', on],
+] as const) {
+  console.log(
+    `    ${label.padEnd(8)} incremental ${list(f.daily)}, from the start ${list(f.dailyFull)}; medians ${seconds(median(f.daily))} vs ${seconds(median(f.dailyFull))} (${(median(f.dailyFull) / median(f.daily)).toFixed(1)}×)`,
+  );
+}
+console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
 
 if (!process.env.BENCH_KEEP) {
   // The bench database is shared by every benchmark: leave no millions of rows behind.
