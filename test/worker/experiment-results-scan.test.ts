@@ -205,7 +205,7 @@ describe('experiment results backfill cost', () => {
       const dayText = dayStart(-DAYS + day)
         .toISOString()
         .slice(0, 10);
-      const [meanRow, funnelRow] = exp.metrics.map((metric: any) =>
+      const [meanRow, funnelRow] = exp.metrics.map((metric: { uuid: string }) =>
         stored.find((r) => r.metric_uuid === metric.uuid && r.day === dayText),
       );
       expect(meanRow.status).toBe('completed');
