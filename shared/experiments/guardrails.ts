@@ -170,8 +170,9 @@ const DAY = 86400_000;
 /**
  * The metrics' cumulative counts as of `now`: the latest stored complete day D (all of these
  * metrics', current fingerprints) plus the change since D's end from the persons active since
- * (results.ts, computeCountsSince, which also says when the stored days are stale: late events, a
- * deletion or a retention run since). Without such a day, a full computation (`baseDay` null).
+ * (results.ts, computeCountsSince, which also computes in full after a deletion or a retention run
+ * since; a late event for an earlier day counts from the daily run that recomputes for it). Without
+ * such a day, a full computation (`baseDay` null).
  */
 export async function currentCounts(
   em: EntityManager,
@@ -182,7 +183,8 @@ export async function currentCounts(
   const start = experiment.startDate;
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const lastDay = Math.max(0, Math.ceil((now.getTime() - firstDay) / DAY) - 1);
-  const since = await computeCountsSince(em, experiment, metrics, now, lastDay);
+  // Late events are left to the daily run: looking for them reads a day's inserted events.
+  const since = await computeCountsSince(em, experiment, metrics, now, lastDay, { lateEvents: false });
   const counts = since.series.map((c, i) =>
     c instanceof Error ? c : (c.at(-1) ?? emptyStats(metrics[i], experiment)),
   );

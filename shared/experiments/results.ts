@@ -302,7 +302,9 @@ export interface CountsSince<T> {
  * every metric, when a day before `fromDay` would be needed, or when the stored days may be wrong
  * now: an event of these metrics or of the flag's exposures arrived (`created_at`) after D was
  * computed with a timestamp before D's end (late data), or a deletion or a retention run of the
- * project ran since. One transaction.
+ * project ran since. The late-data look-up reads the events inserted since D was computed (all
+ * projects', through the index on created_at): `lateEvents: false` skips it (the guardrail check,
+ * every 5 minutes, leaves late events to the next daily run). One transaction.
  */
 export async function computeCountsSince(
   em: EntityManager,
@@ -310,7 +312,7 @@ export async function computeCountsSince(
   metrics: readonly ExperimentMetric[],
   until: Date,
   fromDay: number,
-  options: { touchedByIdLimit?: number } = {},
+  options: { touchedByIdLimit?: number; lateEvents?: boolean } = {},
 ): Promise<CountsSince<MetricStats>> {
   return em.transactional(async (tx) => {
     const base = await storedBase(tx, experiment, metrics, until);
@@ -318,7 +320,7 @@ export async function computeCountsSince(
       ? 'no_stored_day'
       : base.index >= fromDay
         ? 'earlier_days_missing'
-        : await staleSince(tx, experiment, metrics, base);
+        : await staleSince(tx, experiment, metrics, base, options.lateEvents ?? true);
     if (!base || reason) {
       const series = await computeExperimentCounts(tx, experiment, metrics, until);
       return { firstDay: 0, series, baseDay: null, recomputed: reason ?? 'no_stored_day' };
@@ -423,6 +425,7 @@ async function staleSince(
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   base: StoredBase,
+  lateEvents: boolean,
 ): Promise<RecomputeReason | null> {
   const since = base.computedAt;
   const deletion = await db(em)
@@ -441,6 +444,7 @@ async function staleSince(
     .limit(1)
     .executeTakeFirst();
   if (retention) return 'retention';
+  if (!lateEvents) return null;
   // Through the index on created_at: the rows inserted since, not the window's.
   const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
   const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
