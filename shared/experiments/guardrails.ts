@@ -9,9 +9,9 @@
 // A check costs the change since the last stored day, not a recompute: the results job stores each
 // metric's cumulative counts per day (experiment_metric_result); the check takes the latest day whose
 // row was computed after that day had ended, and adds the change since then, computed from the
-// persons with an exposure or metric event since (results.ts, `touchedSince`). One approximation: two
-// persons merged since, neither with such an event since, count as the stored day had them until the
-// next daily result.
+// persons with an exposure or metric event since (results.ts, computeCountsSince). Approximations: two
+// persons merged since, neither with such an event since, count as the stored day had them; a late
+// event for an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordActivity } from '../activity-log.ts';
 import { db } from '../db/kysely.ts';

@@ -8,6 +8,9 @@
 // exposure to a second variant, after which PostHog counts them nowhere), then per-day partial
 // aggregates (per person and day for a mean, the time each funnel step is reached for a funnel),
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
+//
+// The daily run continues the stored days instead (computeCountsSince): the latest complete day's
+// per-variant sums plus the change since, from the persons active since then (see there).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
