@@ -1,7 +1,12 @@
 // Experiment results on a large event set (bench/generate.ts: BENCH_EVENTS, default 10,000,000;
 // BENCH_PERSONS 200,000; 90 days): the worker's 31-day backfill of three metrics (revenue, a
 // cart → purchase funnel, pageviews per person) beside one hand-written as-of statement per metric for
-// the whole range, in the same run and with the same work_mem; then the daily run (today only).
+// the whole range, in the same run and with the same work_mem. Side by side in one run: the job with
+// SRM, CUPED (14-day lookback) and a Holm correction on, and with them off (the old job); the daily
+// run (incremental: today from yesterday's stored counts) and the same run computed from the start.
+import type { Job } from 'bullmq';
+import type { JobData } from '../shared/jobs.ts';
+import type { WorkerDeps } from '../worker/deps.ts';
 import { CHECKOUT_METRICS } from '../test/fixtures.ts';
 import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
 import { numericProperty } from '../shared/experiments/results.ts';
@@ -96,7 +101,14 @@ const baselines: [string, string][] = [
   ['pageviews per person', mean('$pageview', '1')],
 ];
 const until = new Date(now.getTime() + 1);
-const baselineRows: any[][] = [];
+interface BaselineRow {
+  n: number;
+  sum?: number;
+  sum_squares?: number;
+  step1?: number;
+  step2?: number;
+}
+const baselineRows: BaselineRow[][] = [];
 const baselineMs: number[] = [];
 for (const [name, sql] of baselines) {
   const client = await pool.connect();
@@ -106,7 +118,7 @@ for (const [name, sql] of baselines) {
     // The planner puts the exposures (conditions on jsonb properties) at about one row and joins
     // them by nested loops over the events, which is quadratic; the fair baseline is the good plan.
     await client.query(`set local enable_nestloop = off`);
-    let rows: any[] = [];
+    let rows: BaselineRow[] = [];
     const ms = await timed(async () => {
       rows = (await client.query(sql, [pid, FLAG, start, until])).rows;
     });
@@ -119,18 +131,84 @@ for (const [name, sql] of baselines) {
   }
 }
 
-const deps = { orm, logger, config: {} as any, connection: {} as any, queues: {} as any };
-let run = { experiments: 0, results: 0 };
-const backfillMs = await timed(async () => {
-  run = await computeExperimentResults({ data: { experimentId: experiment.id } } as any, deps as any, now);
-});
-const dailyNow = new Date(now.getTime() + 1000); // the next run: every day done but today
-let daily = { experiments: 0, results: 0 };
-const dailyMs = await timed(async () => {
-  daily = await computeExperimentResults({ data: { experimentId: experiment.id } } as any, deps as any, dailyNow);
-});
+const deps = { orm, logger, config: {}, connection: {}, queues: {}, events: {} } as unknown as WorkerDeps;
+const job = { data: { experimentId: experiment.id } } as Job<JobData['experimentResults']>;
+const flag = (
+  await pool.query(
+    `select f.id, f.filters from feature_flag f join experiment x on x.feature_flag_id = f.id where x.id = $1`,
+    [experiment.id],
+  )
+).rows[0];
+/** The experiment's analysis settings: the new ones all on, or all off (the old job). */
+async function configure(on: boolean) {
+  const statsConfig = on
+    ? {
+        method: 'frequentist',
+        cuped: { enabled: true, lookback_days: 14 },
+        multiple_comparison_correction: { method: 'holm', scope: 'experiment' },
+      }
+    : { method: 'frequentist' };
+  // Without rollout percentages on the flag's variants the job has no split to test: no SRM check.
+  const variants = (flag.filters?.multivariate?.variants ?? []) as Record<string, unknown>[];
+  const filters = {
+    ...flag.filters,
+    multivariate: {
+      ...flag.filters?.multivariate,
+      variants: variants.map(({ rollout_percentage, ...v }) => (on ? { ...v, rollout_percentage } : v)),
+    },
+  };
+  await pool.query(`update experiment set stats_config = $2 where id = $1`, [
+    experiment.id,
+    JSON.stringify(statsConfig),
+  ]);
+  await pool.query(`update feature_flag set filters = $2 where id = $1`, [flag.id, JSON.stringify(filters)]);
+}
+type Run = Awaited<ReturnType<typeof computeExperimentResults>>;
+let last: Run = { experiments: 0, results: 0, incremental: 0, full: 0 };
+/** The job as of `asOf`; `fresh`: every stored result dropped first (a full backfill). */
+async function runJob(asOf: Date, fresh: boolean): Promise<number> {
+  if (fresh) await pool.query(`delete from experiment_metric_result where experiment_id = $1`, [experiment.id]);
+  return timed(async () => {
+    last = await computeExperimentResults(job, deps, asOf);
+  });
+}
+const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+// Each configuration: the full backfill, then the next run (incremental: today from yesterday's
+// stored counts), then the same run forced to compute from the start (late data would do that).
+// BENCH_REPS pairs (default 3), the order alternating, for medians on a shared machine.
+const REPS = Number(process.env.BENCH_REPS ?? 3);
+const figures: Record<'off' | 'on', { backfill: number[]; daily: number[]; dailyFull: number[]; runs: Run[] }> = {
+  off: { backfill: [], daily: [], dailyFull: [], runs: [] },
+  on: { backfill: [], daily: [], dailyFull: [], runs: [] },
+};
+for (let rep = 0; rep < REPS; rep++) {
+  for (const mode of rep % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+    await configure(mode === 'on');
+    const f = figures[mode];
+    f.backfill.push(await runJob(now, true));
+    f.runs.push(last);
+    f.daily.push(await runJob(new Date(now.getTime() + 1000), false));
+    f.runs.push(last);
+    // Forced full: every row marked as computed before its day ended, so no stored day is complete.
+    await pool.query(
+      `update experiment_metric_result set computed_at = day::timestamp at time zone 'UTC' where experiment_id = $1`,
+      [experiment.id],
+    );
+    f.dailyFull.push(await runJob(new Date(now.getTime() + 2000), false));
+    f.runs.push(last);
+  }
+}
+// The results when the next run continues yesterday again (settings on; checked below).
+await configure(true);
+await pool.query(`update experiment_metric_result set computed_at = $2 where experiment_id = $1 and day < $3::date`, [
+  experiment.id,
+  now,
+  new Date(today).toISOString().slice(0, 10),
+]);
+await runJob(new Date(now.getTime() + 3000), false);
+const checked = last;
 
-// The last day of the worker's series must be what the as-of statements say.
+// The last day of the worker's series (the incremental run, settings on) must be what the as-of statements say.
 const stored = (
   await pool.query(
     `select metric_uuid, status, result, error_message from experiment_metric_result
@@ -138,27 +216,52 @@ const stored = (
     [experiment.id, new Date(today).toISOString().slice(0, 10)],
   )
 ).rows;
-const close = (a: number, b: number) => Math.abs(a - b) <= 1e-9 * Math.abs(a);
-const agree = experiment.metrics.map((metric: any, i: number) => {
+interface StoredVariant {
+  key: string;
+  number_of_samples: number;
+  sum: number;
+  sum_squares: number;
+  step_counts?: number[];
+}
+const close = (a: number | undefined, b: number) => a !== undefined && Math.abs(a - b) <= 1e-9 * Math.abs(a);
+const agree = (experiment.metrics as { uuid: string; metric_type: string }[]).map((metric, i) => {
   const row = stored.find((r) => r.metric_uuid === metric.uuid);
   if (row?.status !== 'completed') return `${metric.metric_type}: ${row?.status} ${row?.error_message ?? ''}`;
-  const mine = [row.result.baseline, ...row.result.variant_results];
-  mine.sort((a: any, b: any) => a.key.localeCompare(b.key));
+  const mine: StoredVariant[] = [row.result.baseline, ...row.result.variant_results];
+  mine.sort((a, b) => a.key.localeCompare(b.key));
   return baselineRows[i].every((b, j) =>
     metric.metric_type === 'funnel'
-      ? b.n === mine[j].number_of_samples && b.step1 === mine[j].step_counts[0] && b.step2 === mine[j].step_counts[1]
+      ? b.n === mine[j].number_of_samples &&
+        b.step1 === mine[j].step_counts?.[0] &&
+        b.step2 === mine[j].step_counts?.[1]
       : b.n === mine[j].number_of_samples && close(b.sum, mine[j].sum) && close(b.sum_squares, mine[j].sum_squares),
   )
     ? 'same'
     : `differs: ${JSON.stringify(baselineRows[i])} vs ${JSON.stringify(mine)}`;
 });
 const asOfTotal = baselineMs.reduce((a, b) => a + b, 0);
-console.log(`  as-of statements, 3 metrics, whole range: ${(asOfTotal / 1000).toFixed(2)} s`);
-const backfill = `${BACKFILL_DAYS} days × 3 metrics (${run.results} results)`;
-console.log(`  worker backfill, ${backfill}: ${(backfillMs / 1000).toFixed(2)} s`);
-console.log(`  ratio backfill / as-of: ${(backfillMs / asOfTotal).toFixed(2)} (target <= 2)`);
-console.log(`  daily run (${daily.results} results, today recomputed from one pass): ${(dailyMs / 1000).toFixed(2)} s`);
-console.log(`  last day vs as-of statements: ${agree.join('; ')}`);
+const { off, on } = figures;
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+const list = (xs: number[]) => xs.map((x) => (x / 1000).toFixed(2)).join(' / ');
+const ratios = (a: number[], b: number[]) => a.map((x, i) => (x / b[i]).toFixed(2)).join(' / ');
+console.log(`  as-of statements, 3 metrics, whole range: ${seconds(asOfTotal)}`);
+console.log(`  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${on.runs[0].results} results), ${REPS} pairs (s):`);
+console.log(`    old job (no SRM, CUPED, correction)   ${list(off.backfill)}  median ${seconds(median(off.backfill))}`);
+console.log(`    SRM + CUPED (14 days) + Holm          ${list(on.backfill)}  median ${seconds(median(on.backfill))}`);
+console.log(
+  `    ratio on / off per pair: ${ratios(on.backfill, off.backfill)}; of the medians ${(median(on.backfill) / median(off.backfill)).toFixed(2)} (target <= 1.3); backfill / as-of: ${(median(off.backfill) / asOfTotal).toFixed(2)} (target <= 2)`,
+);
+const mode = (r: Run) => (r.incremental ? 'incremental' : 'full');
+console.log(`  daily run (today; ${mode(off.runs[1])} vs ${mode(off.runs[2])} from the start), ${REPS} each (s):`);
+for (const [label, f] of [
+  ['old job', off],
+  ['all on', on],
+] as const) {
+  console.log(
+    `    ${label.padEnd(8)} incremental ${list(f.daily)}, from the start ${list(f.dailyFull)}; medians ${seconds(median(f.daily))} vs ${seconds(median(f.dailyFull))} (${(median(f.dailyFull) / median(f.daily)).toFixed(1)}×)`,
+  );
+}
+console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
 
 if (!process.env.BENCH_KEEP) {
   // The bench database is shared by every benchmark: leave no millions of rows behind.

@@ -21,6 +21,7 @@ import {
   evaluateGuardrail,
   GUARDRAIL_ALPHA,
   type GuardrailDirection,
+  guardrailPlannedSamplePerArm,
 } from './guardrails.ts';
 import { relativeEffectEstimate } from './sequential.ts';
 import { type Rate, rateOf, type SimulatedMetric, seededRng, simulateLooks } from './simulation.ts';
@@ -39,6 +40,8 @@ export interface GuardrailScenario {
   harm: number;
   /** Exposures per arm over the planned duration (the planned sample). */
   plannedPerArm: number;
+  /** The guardrail knows the planned sample (its interval tuned to it, guardrailTau); else τ = h. */
+  tunedToPlan?: boolean;
   days?: number;
   looksPerDay?: number;
   minExposures?: number;
@@ -68,6 +71,11 @@ function unitVariance(metric: SimulatedMetric, delta: number): number {
 export function fixedHorizonSamplePerArm(metric: SimulatedMetric, delta: number, alpha = 0.05, power = 0.8): number {
   const z = normalQuantile(1 - alpha / 2) + normalQuantile(power);
   return Math.ceil((z * z * unitVariance(metric, Math.abs(delta))) / (delta * delta));
+}
+
+/** The breaker's planned sample per arm for stopping a harm δ in 80% of runs (guardrailPlannedSamplePerArm). */
+export function breakerSamplePerArm(metric: SimulatedMetric, harm: number, toleratedHarm: number): number {
+  return guardrailPlannedSamplePerArm(unitVariance(metric, harm), harm, toleratedHarm);
 }
 
 export type GuardrailRule = 'always_valid' | 'fixed_horizon';
@@ -122,7 +130,16 @@ export function guardrailStopRates(
         for (const rule of pending) {
           let tripped: boolean;
           if (rule === 'always_valid') {
-            tripped = evaluateGuardrail(guardrail, stats.kind, stats.variants, 'control')[0].status === 'harmful';
+            const planned = s.tunedToPlan ? s.plannedPerArm : null;
+            const [check] = evaluateGuardrail(
+              guardrail,
+              stats.kind,
+              stats.variants,
+              'control',
+              GUARDRAIL_ALPHA,
+              planned,
+            );
+            tripped = check.status === 'harmful';
           } else {
             const [control, test] = stats.variants;
             const effect = relativeEffectEstimate(test, control, stats.kind);
@@ -159,25 +176,33 @@ export const GUARDRAIL_HARM = 0.05;
 
 /**
  * A scenario per experiment, alternating `metrics`: tolerated harm h, a true harm `harm`, and a
- * planned sample of `multiple` × the fixed-horizon sample per arm for detecting a 5% change on that
- * metric (80% power, α = 0.05), checked every 5 minutes over 14 days unless `looksPerDay` says otherwise.
+ * planned sample of `multiple` × a sample per arm for a 5% harm on that metric: with `plan`
+ * 'fixed_horizon' (the default) n₈₀, what a fixed-horizon calculator plans (80% power, α = 0.05),
+ * and the guardrail does not know it (τ = h); with 'breaker' the breaker's own planned sample
+ * (breakerSamplePerArm, for h), which the guardrail knows (its interval tuned to it). Checked every
+ * 5 minutes over 14 days unless `looksPerDay` says otherwise.
  */
 export const guardrailScenario =
   (
     toleratedHarm: number,
     harm: number,
     multiple: number,
-    options: { metrics?: typeof GUARDRAIL_METRICS; looksPerDay?: number } = {},
+    options: { metrics?: typeof GUARDRAIL_METRICS; looksPerDay?: number; plan?: 'fixed_horizon' | 'breaker' } = {},
   ) =>
   (index: number): GuardrailScenario => {
     const metrics = options.metrics ?? GUARDRAIL_METRICS;
     const { metric, direction } = metrics[index % metrics.length];
+    const breaker = options.plan === 'breaker';
+    const unit = breaker
+      ? breakerSamplePerArm(metric, GUARDRAIL_HARM, toleratedHarm)
+      : fixedHorizonSamplePerArm(metric, GUARDRAIL_HARM);
     return {
       metric,
       direction,
       toleratedHarm,
       harm,
-      plannedPerArm: Math.round(multiple * fixedHorizonSamplePerArm(metric, GUARDRAIL_HARM)),
+      plannedPerArm: Math.round(multiple * unit),
+      tunedToPlan: breaker,
       looksPerDay: options.looksPerDay,
     };
   };

@@ -9,15 +9,23 @@
 // A check costs the change since the last stored day, not a recompute: the results job stores each
 // metric's cumulative counts per day (experiment_metric_result); the check takes the latest day whose
 // row was computed after that day had ended, and adds the change since then, computed from the
-// persons with an exposure or metric event since (results.ts, `touchedSince`). One approximation: two
-// persons merged since, neither with such an event since, count as the stored day had them until the
-// next daily result.
+// persons with an exposure or metric event since (results.ts, computeCountsSince). Approximations: two
+// persons merged since, neither with such an event since, count as the stored day had them; a late
+// event for an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordActivity } from '../activity-log.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
-import { computeExperimentCounts, type ExperimentForResults, metricShape } from './results.ts';
-import { alwaysValidInterval, relativeEffectEstimate } from './sequential.ts';
-import type { MetricKind, MetricStats, VariantStats } from './stats.ts';
+import { db } from '../db/kysely.ts';
+import { rows, run } from '../db/sql.ts';
+import {
+  computeCountsSince,
+  type ExperimentForResults,
+  type ExperimentMetric,
+  type ExperimentRow,
+  metricShape,
+  metricsOf,
+} from './results.ts';
+import { alwaysValidInterval, relativeEffectEstimate, sequentialRho2 } from './sequential.ts';
+import { type MetricKind, type MetricStats, normalQuantile, type VariantStats } from './stats.ts';
 import { updateFlagFilters } from './store.ts';
 import { queueWebhookEvents } from '../webhooks/service.ts';
 
@@ -68,7 +76,7 @@ export const beyondTolerance = (direction: GuardrailDirection, h: number, [lower
  * One guardrail against every treatment: harmful when the always-valid interval of the relative
  * effect lies wholly beyond the tolerated harm in the bad direction (lower bound > h when an increase
  * is bad, upper bound < −h when a decrease is), with at least min_exposures in control and treatment.
- * The mixture scale τ is the tolerated harm: the sequence is tightest for effects of that size.
+ * The mixture scale τ: see guardrailTau (tuned to `plannedPerArm` when the experiment plans one).
  */
 export function evaluateGuardrail(
   guardrail: Guardrail,
@@ -76,6 +84,7 @@ export function evaluateGuardrail(
   variants: VariantStats[],
   baselineKey: string,
   alpha = GUARDRAIL_ALPHA,
+  plannedPerArm: number | null = null,
 ): GuardrailCheck[] {
   const control = variants.find((v) => v.key === baselineKey);
   const minimum = guardrail.min_exposures ?? DEFAULT_GUARDRAIL_MIN_EXPOSURES;
@@ -92,7 +101,9 @@ export function evaluateGuardrail(
       };
       const effect = control ? relativeEffectEstimate(treatment, control, kind) : null;
       if (!effect || !(effect.variance > 0)) return { ...base, estimate: null, interval: null, status: 'no_data' };
-      const ci = alwaysValidInterval(effect.estimate, effect.variance, h, alpha);
+      const exposures = base.exposures.control + base.exposures.treatment;
+      const tau = guardrailTau(h, effect.variance, exposures, plannedPerArm, alpha);
+      const ci = alwaysValidInterval(effect.estimate, effect.variance, tau, alpha);
       const interval: [number, number] = [ci.lower, ci.upper];
       if (base.exposures.control < minimum || base.exposures.treatment < minimum)
         return { ...base, estimate: effect.estimate, interval, status: 'not_enough_exposures' };
@@ -101,96 +112,86 @@ export function evaluateGuardrail(
     });
 }
 
-const DAY = 86400_000;
-const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
+/** c = τ²/V at the planned sample: the mixture whose interval is narrowest there (sequential.ts's ρ² · N*). */
+const tightestAt = (alpha: number) => sequentialRho2(alpha, 1);
 
-/** The per-variant counts a stored result holds (its baseline and variant results). */
-function storedCounts(result: any): VariantStats[] {
-  return [result?.baseline, ...(result?.variant_results ?? [])]
-    .filter((v) => v && typeof v.key === 'string')
-    .map((v) => ({
-      key: v.key,
-      number_of_samples: Number(v.number_of_samples) || 0,
-      sum: Number(v.sum) || 0,
-      sum_squares: Number(v.sum_squares) || 0,
-      ...(Array.isArray(v.step_counts) ? { step_counts: v.step_counts.map(Number) } : {}),
-    }));
-}
-
-function plus(a: VariantStats | undefined, b: VariantStats | undefined, sign: 1 | -1, key: string): VariantStats {
-  const steps = (x?: VariantStats) => x?.step_counts ?? [];
-  const length = Math.max(steps(a).length, steps(b).length);
-  const out: VariantStats = {
-    key,
-    number_of_samples: (a?.number_of_samples ?? 0) + sign * (b?.number_of_samples ?? 0),
-    sum: (a?.sum ?? 0) + sign * (b?.sum ?? 0),
-    sum_squares: (a?.sum_squares ?? 0) + sign * (b?.sum_squares ?? 0),
-  };
-  if (length) out.step_counts = Array.from({ length }, (_, i) => (steps(a)[i] ?? 0) + sign * (steps(b)[i] ?? 0));
-  return out;
+/**
+ * The mixture scale τ of the always-valid interval. Without a planned sample, the tolerated harm h
+ * (the interval is tightest for effects of that size). With one (exposures per arm), τ² = c·V·n/(2N):
+ * the asymptotic confidence sequence of sequential.ts with N* = 2N (both arms), narrowest when the
+ * planned sample is reached, which is where a harm must be caught. τ = h is tuned to effects far
+ * smaller than a planned sample can resolve, and its interval there is ~1.7× as wide.
+ */
+export function guardrailTau(
+  h: number,
+  variance: number,
+  exposures: number,
+  plannedPerArm: number | null,
+  alpha = GUARDRAIL_ALPHA,
+): number {
+  if (!plannedPerArm || !(plannedPerArm > 0) || !(exposures > 0)) return h;
+  return Math.sqrt((tightestAt(alpha) * variance * exposures) / (2 * plannedPerArm));
 }
 
 /**
- * The metrics' cumulative counts as of `now`: the latest stored day D whose rows (all of these
- * metrics', current fingerprints) were computed after D ended, plus the change since D's end from the
- * persons active since. Without such a day, a full computation (`base_day` null).
+ * The planned sample a guardrail needs (exposures per arm): the interval tuned to it (guardrailTau)
+ * lies beyond the tolerated harm h at the planned sample's last look with probability `power` when
+ * the true harm is δ: (w + z_power)² · V₁/(δ − h)², w = sqrt((1 + 1/c)(2 ln(1/α) + ln(1 + c))) the
+ * interval's half-width in standard errors there (3.03 at α = 0.05), V₁ the relative effect's
+ * variance times the exposures per arm. The looks before add to it, so this is conservative. A
+ * fixed-horizon calculator's n₈₀ (z₀.₉₇₅ + z₀.₈ = 2.80 standard errors to δ, not 3.88 to δ − h) is
+ * about 3 × smaller for δ = 5%, h = 1%: at n₈₀ the breaker stops such a harm in a minority of runs.
+ */
+export function guardrailPlannedSamplePerArm(
+  unitVariance: number,
+  harm: number,
+  toleratedHarm: number,
+  alpha = GUARDRAIL_ALPHA,
+  power = 0.8,
+): number {
+  const c = tightestAt(alpha);
+  const w = Math.sqrt((1 + 1 / c) * (-2 * Math.log(alpha) + Math.log(1 + c)));
+  const z = w + normalQuantile(power);
+  return Math.ceil((z * z * unitVariance) / (harm - toleratedHarm) ** 2);
+}
+
+/**
+ * The experiment's planned exposures per variant, when it has a plan: PostHog's
+ * parameters.recommended_sample_size is the persons of all variants together (its progress bar
+ * divides the exposed persons by it), split evenly over the variants here.
+ */
+export function plannedExposuresPerArm(parameters: unknown, variants: number): number | null {
+  const n = (parameters as { recommended_sample_size?: unknown } | null)?.recommended_sample_size;
+  return typeof n === 'number' && Number.isFinite(n) && n > 0 && variants > 0 ? n / variants : null;
+}
+
+const DAY = 86400_000;
+
+/**
+ * The metrics' cumulative counts as of `now`: the latest stored complete day D (all of these
+ * metrics', current fingerprints) plus the change since D's end from the persons active since
+ * (results.ts, computeCountsSince, which also computes in full after a deletion or a retention run
+ * since; a late event for an earlier day counts from the daily run that recomputes for it). Without
+ * such a day, a full computation (`baseDay` null).
  */
 export async function currentCounts(
   em: EntityManager,
   experiment: ExperimentForResults,
-  metrics: any[],
+  metrics: readonly ExperimentMetric[],
   now: Date,
 ): Promise<{ counts: (MetricStats | Error)[]; baseDay: string | null }> {
-  const uuids = metrics.map((m) => m.uuid);
-  const fingerprints = metrics.map((m) => m.fingerprint ?? '');
-  const stored = await rows<{ day: string; metric_uuid: string; result: any }>(
-    em,
-    `with wanted as (select * from unnest(?::text[], ?::text[]) as w(uuid, fingerprint)),
-     valid as (
-       select r.day, r.metric_uuid, r.result from experiment_metric_result r
-         join wanted w on w.uuid = r.metric_uuid and w.fingerprint = r.fingerprint
-        where r.experiment_id = ? and r.status = 'completed' and r.result is not null
-          and r.computed_at >= (r.day + 1)::timestamp at time zone 'UTC'),
-     base as (select day from valid group by day having count(distinct metric_uuid) = ? order by day desc limit 1)
-     select day::text as day, metric_uuid, result from valid where day = (select day from base)`,
-    [pgArray(uuids), pgArray(fingerprints), experiment.id, new Set(uuids).size],
+  const start = experiment.startDate;
+  const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
+  const lastDay = Math.max(0, Math.ceil((now.getTime() - firstDay) / DAY) - 1);
+  // Late events are left to the daily run: looking for them reads a day's inserted events.
+  const since = await computeCountsSince(em, experiment, metrics, now, lastDay, { lateEvents: false });
+  const counts = since.series.map((c, i) =>
+    c instanceof Error ? c : (c.at(-1) ?? emptyStats(metrics[i], experiment)),
   );
-  const baseDay = stored[0]?.day ?? null;
-  const firstDay = utcDay(experiment.startDate.getTime());
-  const baseEnd = baseDay ? Date.parse(`${baseDay}T00:00:00Z`) + DAY : null;
-  if (baseEnd === null || baseEnd > now.getTime()) {
-    const full = await computeExperimentCounts(em, experiment, metrics, now);
-    const counts = full.map((c, i) => (c instanceof Error ? c : (c.at(-1) ?? emptyStats(metrics[i], experiment))));
-    return { counts, baseDay: null };
-  }
-  const change = await computeExperimentCounts(em, experiment, metrics, now, { touchedSince: new Date(baseEnd) });
-  const baseIndex = (baseEnd - DAY - firstDay) / DAY;
-  const counts = change.map((c, i) => {
-    if (c instanceof Error) return c;
-    const kind = metricShape(metrics[i])!.kind;
-    const base = storedCounts(stored.find((r) => r.metric_uuid === metrics[i].uuid)?.result);
-    const last = c.at(-1);
-    const before = c[baseIndex];
-    const variants = experiment.variants.map((key) => {
-      const delta = plus(
-        last?.variants.find((v) => v.key === key),
-        before?.variants.find((v) => v.key === key),
-        -1,
-        key,
-      );
-      return plus(
-        base.find((v) => v.key === key),
-        delta,
-        1,
-        key,
-      );
-    });
-    return { kind, variants };
-  });
-  return { counts, baseDay };
+  return { counts, baseDay: since.baseDay };
 }
 
-function emptyStats(metric: any, experiment: ExperimentForResults): MetricStats {
+function emptyStats(metric: ExperimentMetric, experiment: ExperimentForResults): MetricStats {
   return {
     kind: metricShape(metric)?.kind ?? 'mean',
     variants: experiment.variants.map((key) => ({ key, number_of_samples: 0, sum: 0, sum_squares: 0 })),
@@ -201,14 +202,14 @@ function emptyStats(metric: any, experiment: ExperimentForResults): MetricStats 
 export async function checkGuardrails(
   em: EntityManager,
   experiment: ExperimentForResults,
-  row: Record<string, any>,
+  row: ExperimentRow,
   now: Date,
 ): Promise<{ checks: GuardrailCheck[]; baseDay: string | null; errors: string[] }> {
   const guardrails = guardrailsOf(row.stats_config);
-  const all: any[] = [...(row.metrics ?? []), ...(row.metrics_secondary ?? [])];
+  const all = [...metricsOf(row.metrics), ...metricsOf(row.metrics_secondary)];
   const metrics = [...new Set(guardrails.map((g) => g.metric_uuid))]
-    .map((uuid) => all.find((m) => m?.uuid === uuid))
-    .filter((m) => m && metricShape(m));
+    .map((uuid) => all.find((m) => m.uuid === uuid))
+    .filter((m): m is ExperimentMetric => !!m && !!metricShape(m));
   if (!metrics.length) return { checks: [], baseDay: null, errors: [] };
   const { counts, baseDay } = await currentCounts(em, experiment, metrics, now);
   const checks: GuardrailCheck[] = [];
@@ -221,19 +222,42 @@ export async function checkGuardrails(
       errors.push(`${g.metric_uuid}: ${c.message}`);
       continue;
     }
-    checks.push(...evaluateGuardrail(g, c.kind, c.variants, experiment.baselineKey));
+    const planned = plannedExposuresPerArm(row.parameters, experiment.variants.length);
+    checks.push(...evaluateGuardrail(g, c.kind, c.variants, experiment.baselineKey, GUARDRAIL_ALPHA, planned));
   }
   return { checks, baseDay, errors };
 }
 
+const record = (x: unknown): Record<string, unknown> =>
+  x && typeof x === 'object' ? (x as Record<string, unknown>) : {};
+
+/** The experiment and its flag's filters, both rows locked (the trip and the reset change both). */
+const lockedExperiment = (tx: EntityManager, experimentId: number) =>
+  db(tx)
+    .selectFrom('experiment as x')
+    .innerJoin('feature_flag as f', 'f.id', 'x.feature_flag_id')
+    .select([
+      'x.id',
+      'x.project_id',
+      'x.name',
+      'x.stats_config',
+      'x.guardrail_status',
+      'x.feature_flag_id',
+      'f.filters',
+    ])
+    .where('x.id', '=', experimentId)
+    .forUpdate(['x', 'f'])
+    .executeTakeFirst();
+
 /** The flag's filters serving `baselineKey` to every person: one 100% condition, no holdout. */
-export function controlOnlyFilters(filters: Record<string, any>, baselineKey: string): Record<string, any> {
-  const variants: any[] = filters?.multivariate?.variants ?? [];
+export function controlOnlyFilters(filters: Record<string, unknown>, baselineKey: string): Record<string, unknown> {
+  const multivariate = record(filters?.multivariate);
+  const variants = Array.isArray(multivariate.variants) ? multivariate.variants.map(record) : [];
   return {
     ...filters,
     groups: [{ properties: [], rollout_percentage: 100, variant: baselineKey }],
     multivariate: {
-      ...filters?.multivariate,
+      ...multivariate,
       variants: variants.map((v) => ({ ...v, rollout_percentage: v.key === baselineKey ? 100 : 0 })),
     },
     holdout: null,
@@ -265,12 +289,7 @@ export async function recordGuardrailCheck(
   now: Date,
 ): Promise<string[] | null> {
   return em.transactional(async (tx) => {
-    const [x] = await rows<any>(
-      tx,
-      `select x.id, x.project_id, x.name, x.stats_config, x.guardrail_status, x.feature_flag_id, f.filters
-         from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ? for update of x, f`,
-      [experimentId],
-    );
+    const x = await lockedExperiment(tx, experimentId);
     if (!x || x.guardrail_status?.state === 'tripped') return null;
     const check = {
       checked_at: now.toISOString(),
@@ -288,7 +307,8 @@ export async function recordGuardrailCheck(
       );
       return null;
     }
-    const baselineKey = x.stats_config?.baseline_variant_key ?? 'control';
+    const baseline = x.stats_config?.baseline_variant_key;
+    const baselineKey = typeof baseline === 'string' ? baseline : 'control';
     const reason = describeCheck(harmful);
     const trip = {
       tripped_at: now.toISOString(),
@@ -378,18 +398,13 @@ export async function resetCircuitBreaker(
   actor: { projectId: number; organizationId: string; userId: number },
 ): Promise<boolean> {
   return em.transactional(async (tx) => {
-    const [x] = await rows<any>(
-      tx,
-      `select x.id, x.name, x.stats_config, x.guardrail_status, x.feature_flag_id, f.filters
-         from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ? for update of x, f`,
-      [experimentId],
-    );
+    const x = await lockedExperiment(tx, experimentId);
     if (x?.guardrail_status?.state !== 'tripped') return false;
     const previous = x.guardrail_status.previous_flag_filters;
     await updateFlagFilters(tx, x.feature_flag_id, previous, false);
     const statsConfig = {
       ...(x.stats_config ?? {}),
-      circuit_breaker: { ...x.stats_config?.circuit_breaker, enabled: false },
+      circuit_breaker: { ...record(x.stats_config?.circuit_breaker), enabled: false },
     };
     const status = {
       state: 'reset',
@@ -418,7 +433,7 @@ export async function resetCircuitBreaker(
 
 /** The running experiments with guardrails whose breaker has not tripped (one, with `only`). */
 export function experimentsToGuard(em: EntityManager, only?: number) {
-  return rows<Record<string, any>>(
+  return rows<ExperimentRow>(
     em,
     `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
       where not x.deleted and x.start_date is not null and x.start_date <= now()

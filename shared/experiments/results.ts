@@ -8,7 +8,12 @@
 // exposure to a second variant, after which PostHog counts them nowhere), then per-day partial
 // aggregates (per person and day for a mean, the time each funnel step is reached for a funnel),
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
+//
+// The daily run continues the stored days instead (computeCountsSince): the latest complete day's
+// per-variant sums plus the change since, from the persons active since then (see there).
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from 'kysely';
+import { db } from '../db/kysely.ts';
 import { rows, run } from '../db/sql.ts';
 import {
   analyseMetrics,
@@ -43,15 +48,57 @@ export interface ExperimentForResults {
 
 export type MetricResult = MetricAnalysis;
 
+/** A metric as stored in experiment.metrics (PostHog's ExperimentMetric: the fields the engine reads). */
+export interface ExperimentMetric {
+  uuid?: string;
+  fingerprint?: string;
+  metric_type?: unknown;
+  source?: { event?: unknown; math?: unknown; math_property?: unknown } | null;
+  series?: unknown;
+}
+
+interface FlagVariant {
+  key: string;
+  rollout_percentage?: unknown;
+}
+
+/** The experiment row fields the computation reads, joined with its flag's key and filters. */
+export interface ExperimentRow {
+  id: number;
+  project_id: number;
+  flag_key: string;
+  flag_filters?: unknown;
+  start_date: string | Date;
+  stats_config?: unknown;
+  guardrail_status?: unknown;
+  metrics?: unknown;
+  metrics_secondary?: unknown;
+  primary_metrics_ordered_uuids?: unknown;
+  parameters?: unknown;
+}
+
+const record = (x: unknown): Record<string, unknown> =>
+  x && typeof x === 'object' ? (x as Record<string, unknown>) : {};
+
+/** The metrics of a stored list (experiment.metrics or metrics_secondary): objects only. */
+export const metricsOf = (list: unknown): ExperimentMetric[] =>
+  Array.isArray(list) ? list.filter((m): m is ExperimentMetric => !!m && typeof m === 'object') : [];
+
 /** What the computation needs of an experiment row joined with its flag's key and filters (flag_key, flag_filters). */
-export function experimentForResults(x: Record<string, any>): ExperimentForResults {
+export function experimentForResults(x: ExperimentRow): ExperimentForResults {
   // After a guardrail trip the flag serves control only: the split the data came from is the one before.
-  const filters = x.guardrail_status?.state === 'tripped' ? x.guardrail_status.previous_flag_filters : x.flag_filters;
-  const flagVariants: any[] = filters?.multivariate?.variants ?? [];
-  const variants: string[] = flagVariants.map((v: any) => v.key);
-  const statsMethod = x.stats_config?.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const);
-  const primaryOrder: string[] = Array.isArray(x.primary_metrics_ordered_uuids) ? x.primary_metrics_ordered_uuids : [];
-  const primaries: any[] = x.metrics ?? [];
+  const guardrail = record(x.guardrail_status);
+  const filters = record(guardrail.state === 'tripped' ? guardrail.previous_flag_filters : x.flag_filters);
+  const listed = record(filters.multivariate).variants;
+  const flagVariants = (Array.isArray(listed) ? listed : []).filter(
+    (v): v is FlagVariant => typeof record(v).key === 'string',
+  );
+  const variants: string[] = flagVariants.map((v) => v.key);
+  const stats = record(x.stats_config);
+  const statsMethod = stats.method === 'frequentist' ? ('frequentist' as const) : ('bayesian' as const);
+  const primaryOrder = Array.isArray(x.primary_metrics_ordered_uuids) ? x.primary_metrics_ordered_uuids : [];
+  const primaries = metricsOf(x.metrics);
+  const baseline = typeof stats.baseline_variant_key === 'string' ? stats.baseline_variant_key : null;
   return {
     id: x.id,
     projectId: x.project_id,
@@ -59,25 +106,28 @@ export function experimentForResults(x: Record<string, any>): ExperimentForResul
     variants,
     startDate: new Date(x.start_date),
     statsMethod,
-    baselineKey: x.stats_config?.baseline_variant_key ?? (variants.includes('control') ? 'control' : variants[0]),
+    baselineKey: baseline ?? (variants.includes('control') ? 'control' : variants[0]),
     rollout: Object.fromEntries(
-      flagVariants.map((v: any) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
+      flagVariants.map((v) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
     ),
     correction: statsMethod === 'frequentist' ? correctionConfig(x.stats_config) : null,
     cupedLookbackDays: cupedLookbackDays(x.stats_config),
     sequential: statsMethod === 'frequentist' ? sequentialConfig(x.stats_config) : null,
     primaryMetricUuid:
-      primaryOrder.find((uuid) => primaries.some((m) => m?.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
+      primaryOrder.find((uuid) => primaries.some((m) => m.uuid === uuid)) ?? primaries[0]?.uuid ?? null,
   };
 }
 
 const DAY = 86400_000;
+const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
 // The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
 // sort or hash node of the one statement, inside its own transaction.
 const WORK_MEM = '64MB';
 
 /** The events a metric counts: mean → one source event; funnel → ordered series of events. */
-export function metricShape(metric: any): { kind: MetricKind; events: string[]; mathProperty: string | null } | null {
+export function metricShape(
+  metric: ExperimentMetric | null | undefined,
+): { kind: MetricKind; events: string[]; mathProperty: string | null } | null {
   if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string') {
     const math = metric.source.math;
     const property = metric.source.math_property;
@@ -85,8 +135,9 @@ export function metricShape(metric: any): { kind: MetricKind; events: string[]; 
     return { kind: 'mean', events: [metric.source.event], mathProperty };
   }
   const series = metric?.metric_type === 'funnel' && Array.isArray(metric.series) ? metric.series : [];
-  if (series.length && series.every((s: any) => typeof s?.event === 'string')) {
-    return { kind: 'funnel', events: metric.series.map((s: any) => s.event), mathProperty: null };
+  const events = series.map((s) => record(s).event);
+  if (events.length && events.every((e): e is string => typeof e === 'string')) {
+    return { kind: 'funnel', events, mathProperty: null };
   }
   return null;
 }
@@ -105,23 +156,33 @@ export function numericProperty(prop: string): string {
     when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
 }
 
-// Restricted to experiment_touched: the events of each of its distinct ids, one index scan each on
-// (project_id, distinct_id, timestamp): a lateral join whose subquery ends in `offset 0`, so the
-// planner cannot pull it up and turn it into a scan of every event of the range. Opens a subquery
-// `(select * from event <alias> where …` that the caller's conditions continue and ` offset 0) <alias>` closes.
-const BY_TOUCHED_ID = (alias: string) =>
-  `experiment_touched touched cross join lateral (select * from event ${alias} where ${alias}.distinct_id = touched.distinct_id and`;
+// Restricted to experiment_touched, two ways. `ids`: the events of each of its distinct ids, one
+// index scan each on (project_id, distinct_id, timestamp): a lateral join whose subquery ends in
+// `offset 0`, so the planner cannot pull it up into a scan of every event of the range. `scan`: one
+// scan of the range's events by name, and a hash of the ids. An index scan per id costs ~0.5 ms (24,000
+// ids: 11 s against 0.5 s for the scan of 31 days of exposures among 4M events), so `ids` is for a
+// few persons (TOUCHED_BY_ID), `scan` for many (a third of the persons active in a day).
+type Touched = false | 'ids' | 'scan';
+const TOUCHED_BY_ID = 1000;
+/** Opens the FROM of `alias`'s events; the caller's conditions continue it and touchedEnd closes it. */
+const touchedFrom = (touched: Touched, alias: string) =>
+  touched === 'ids'
+    ? `experiment_touched touched cross join lateral (select * from event ${alias} where ${alias}.distinct_id = touched.distinct_id and`
+    : touched === 'scan'
+      ? `event ${alias} where ${alias}.distinct_id in (select distinct_id from experiment_touched) and`
+      : `event ${alias} where`;
+const touchedEnd = (touched: Touched, alias: string) => (touched === 'ids' ? ` offset 0) ${alias}` : '');
 
 // Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
 // to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
 // one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
 // key, variants (JSON), start, until, project, first day, first day.
-const MEMBERS = (touched: boolean) => `create temporary table experiment_members on commit drop as
+const MEMBERS = (touched: Touched) => `create temporary table experiment_members on commit drop as
 with per_id as (
   select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
-    from ${touched ? `${BY_TOUCHED_ID('e')}` : 'event e where'} e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
+    from ${touchedFrom(touched, 'e')} e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
      and e.properties->>'$feature_flag_response' in (select jsonb_array_elements_text(?::jsonb))
-     and e.timestamp >= ? and e.timestamp < ?${touched ? ' offset 0) e' : ''}
+     and e.timestamp >= ? and e.timestamp < ?${touchedEnd(touched, 'e')}
    group by 1, 2),
 first_seen as (
   select d.person_id, p.variant, min(p.t) as t
@@ -152,10 +213,15 @@ select distinct d.distinct_id from persons p join person_distinct_id d on d.proj
  * With a CUPED lookback the range starts that many days earlier, `mev` also keeps each person's
  * events of the lookback days before their first exposure, and `pre` marks those.
  */
-const memberEvents = (events: string[], columns: string, lookbackDays = 0, touched = false) => `ev as materialized (
-    select m.distinct_id, m.timestamp as t, ${columns} from ${touched ? BY_TOUCHED_ID('m') : 'event m where'}
+const memberEvents = (
+  events: string[],
+  columns: string,
+  lookbackDays = 0,
+  touched: Touched = false,
+) => `ev as materialized (
+    select m.distinct_id, m.timestamp as t, ${columns} from ${touchedFrom(touched, 'm')}
        m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
-       and m.timestamp >= ? and m.timestamp < ?${touched ? ' offset 0) m' : ''}),
+       and m.timestamp >= ? and m.timestamp < ?${touchedEnd(touched, 'm')}),
   mev as (
     select x.person_id, x.variant, x.day_out, ${lookbackDays ? 'ev.t < x.t0' : 'false'} as pre, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
@@ -165,8 +231,8 @@ const memberEvents = (events: string[], columns: string, lookbackDays = 0, touch
 const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
 
 interface Range {
-  /** Only the persons in experiment_touched. */
-  touched: boolean;
+  /** Only the persons in experiment_touched, and how their events are read. */
+  touched: Touched;
   /** CUPED: days before each person's first exposure whose metric value is the covariate (0: off). */
   lookbackDays: number;
   days: number;
@@ -176,20 +242,12 @@ interface Range {
   projectId: number;
 }
 
-/**
- * Each metric's cumulative result for every UTC day from the experiment's start date up to `until`
- * (exclusive): day i counts events before the next midnight, the last day events before `until`.
- * One transaction: the exposures are scanned once, then one statement per metric scans its events.
- * A metric that cannot be computed gets its Error in place of its series; the others are unaffected.
- */
-export async function computeExperimentSeries(
-  em: EntityManager,
+/** Each day's metrics analysed together (a multiple-comparison correction may span them). */
+function analyseSeries(
   experiment: ExperimentForResults,
-  metrics: any[],
-  until: Date,
-): Promise<(MetricResult[] | Error)[]> {
-  const counts = await computeExperimentCounts(em, experiment, metrics, until);
-  // Each day's metrics are analysed together: a multiple-comparison correction may span them.
+  metrics: readonly ExperimentMetric[],
+  counts: (MetricStats[] | Error)[],
+): (MetricResult[] | Error)[] {
   const primary = metrics.findIndex((m) => m?.uuid && m.uuid === experiment.primaryMetricUuid);
   const settings = {
     method: experiment.statsMethod,
@@ -210,6 +268,253 @@ export async function computeExperimentSeries(
 }
 
 /**
+ * Each metric's cumulative result for every UTC day from the experiment's start date up to `until`
+ * (exclusive): day i counts events before the next midnight, the last day events before `until`.
+ * One transaction: the exposures are scanned once, then one statement per metric scans its events.
+ * A metric that cannot be computed gets its Error in place of its series; the others are unaffected.
+ */
+export async function computeExperimentSeries(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  until: Date,
+): Promise<(MetricResult[] | Error)[]> {
+  return analyseSeries(experiment, metrics, await computeExperimentCounts(em, experiment, metrics, until));
+}
+
+/** Why a run computed from the start rather than from a stored day (null: it did not). */
+export type RecomputeReason = 'no_stored_day' | 'earlier_days_missing' | 'late_events' | 'deletion' | 'retention';
+
+export interface CountsSince<T> {
+  /** Index (days since the start date's UTC day) of each series' first entry: the day after the stored one, or 0. */
+  firstDay: number;
+  series: (T[] | Error)[];
+  /** The stored day the series continue (null when computed from the start). */
+  baseDay: string | null;
+  recomputed: RecomputeReason | null;
+}
+
+/**
+ * The metrics' cumulative counts for each day from `fromDay` (an index, as `firstDay`) to `until`,
+ * continuing the latest stored complete day: the stored counts of that day D, plus the change since
+ * its end, which the persons with an exposure or metric event since then made (their histories read
+ * through the distinct-id index: a person's first exposure, earlier values and funnel steps are
+ * theirs, so a returning person is counted once, and Σv² grows by each person's own increment).
+ *
+ * Computed from the start instead (and `recomputed` says why) when there is no such stored day for
+ * every metric, when a day before `fromDay` would be needed, or when the stored days may be wrong
+ * now: an event of these metrics or of the flag's exposures arrived (`created_at`) after D was
+ * computed with a timestamp before D's end (late data), or a deletion or a retention run of the
+ * project ran since. The late-data look-up reads the events inserted since D was computed (all
+ * projects', through the index on created_at): `lateEvents: false` skips it (the guardrail check,
+ * every 5 minutes, leaves late events to the next daily run). One transaction.
+ */
+export async function computeCountsSince(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  until: Date,
+  fromDay: number,
+  options: { touchedByIdLimit?: number; lateEvents?: boolean } = {},
+): Promise<CountsSince<MetricStats>> {
+  return em.transactional(async (tx) => {
+    const base = await storedBase(tx, experiment, metrics, until);
+    const reason: RecomputeReason | null = !base
+      ? 'no_stored_day'
+      : base.index >= fromDay
+        ? 'earlier_days_missing'
+        : await staleSince(tx, experiment, metrics, base, options.lateEvents ?? true);
+    if (!base || reason) {
+      const series = await computeExperimentCounts(tx, experiment, metrics, until);
+      return { firstDay: 0, series, baseDay: null, recomputed: reason ?? 'no_stored_day' };
+    }
+    const change = await computeExperimentCounts(tx, experiment, metrics, until, {
+      ...options,
+      touchedSince: base.end,
+    });
+    const series = change.map((c, i) => {
+      if (c instanceof Error) return c;
+      const before = c[base.index];
+      return c.slice(base.index + 1).map((day) => ({
+        kind: day.kind,
+        variants: experiment.variants.map((key) => {
+          const find = (list: VariantStats[] | undefined) => list?.find((v) => v.key === key);
+          const delta = addStats(find(day.variants), find(before?.variants), -1, key);
+          return addStats(find(base.counts[i]), delta, 1, key);
+        }),
+      }));
+    });
+    return { firstDay: base.index + 1, series, baseDay: base.day, recomputed: null };
+  });
+}
+
+/** computeCountsSince, each day analysed (the daily results job). */
+export async function computeSeriesSince(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  until: Date,
+  fromDay: number,
+): Promise<CountsSince<MetricResult>> {
+  const counts = await computeCountsSince(em, experiment, metrics, until, fromDay);
+  return { ...counts, series: analyseSeries(experiment, metrics, counts.series) };
+}
+
+interface StoredBase {
+  day: string;
+  /** Days since the start date's UTC day. */
+  index: number;
+  end: Date;
+  /** The earliest computed_at of its rows. */
+  computedAt: Date;
+  /** Per metric, in the order asked. */
+  counts: VariantStats[][];
+}
+
+/**
+ * The latest day D before `until`'s day whose rows of every one of `metrics` (current fingerprints,
+ * completed) were computed after D ended, with the per-variant counts they hold.
+ */
+async function storedBase(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  until: Date,
+): Promise<StoredBase | null> {
+  const wanted = metrics.filter((m) => m.uuid && m.fingerprint);
+  const uuids = new Set(wanted.map((m) => m.uuid));
+  if (!wanted.length || uuids.size !== metrics.length) return null;
+  const complete = await db(em)
+    .selectFrom('experiment_metric_result')
+    .select([sql<string>`day::text`.as('day'), 'metric_uuid'])
+    .where('experiment_id', '=', experiment.id)
+    .where('status', '=', 'completed')
+    .where('result', 'is not', null)
+    .where((eb) =>
+      eb.or(wanted.map((m) => eb.and([eb('metric_uuid', '=', m.uuid!), eb('fingerprint', '=', m.fingerprint!)]))),
+    )
+    .where(sql<boolean>`computed_at >= (day + 1)::timestamp at time zone 'UTC'`)
+    .where(sql<boolean>`(day + 1)::timestamp at time zone 'UTC' < ${until}`)
+    .execute();
+  const byDay = Map.groupBy(complete, (r) => r.day);
+  const day = [...byDay.keys()]
+    .filter((d) => new Set(byDay.get(d)!.map((r) => r.metric_uuid)).size === uuids.size)
+    .sort()
+    .at(-1);
+  if (!day) return null;
+  const found = await db(em)
+    .selectFrom('experiment_metric_result')
+    .select(['metric_uuid', 'result', 'computed_at'])
+    .where('experiment_id', '=', experiment.id)
+    .where('day', '=', day)
+    .where((eb) =>
+      eb.or(wanted.map((m) => eb.and([eb('metric_uuid', '=', m.uuid!), eb('fingerprint', '=', m.fingerprint!)]))),
+    )
+    .execute();
+  const firstDay = utcDay(experiment.startDate.getTime());
+  const start = Date.parse(`${day}T00:00:00Z`);
+  return {
+    day,
+    index: Math.round((start - firstDay) / DAY),
+    end: new Date(start + DAY),
+    computedAt: new Date(Math.min(...found.map((r) => new Date(r.computed_at ?? 0).getTime()))),
+    counts: metrics.map((m) => storedCounts(found.find((r) => r.metric_uuid === m.uuid)?.result)),
+  };
+}
+
+/** Why the stored day may no longer be right (see computeCountsSince), or null. */
+async function staleSince(
+  em: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  base: StoredBase,
+  lateEvents: boolean,
+): Promise<RecomputeReason | null> {
+  const since = base.computedAt;
+  const deletion = await db(em)
+    .selectFrom('async_deletion')
+    .select('id')
+    .where('project_id', '=', experiment.projectId)
+    .where((eb) => eb.or([eb('started_at', '>', since), eb('finished_at', '>', since)]))
+    .limit(1)
+    .executeTakeFirst();
+  if (deletion) return 'deletion';
+  const retention = await db(em)
+    .selectFrom('retention_run')
+    .select('id')
+    .where('project_id', '=', experiment.projectId)
+    .where('finished_at', '>', since)
+    .limit(1)
+    .executeTakeFirst();
+  if (retention) return 'retention';
+  if (!lateEvents) return null;
+  // Through the index on created_at: the rows inserted since, not the window's.
+  const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
+  const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
+  const late = await rows(
+    em,
+    `select 1 from event e where e.created_at > ? and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
+        and (e.event in (${events.map(() => '?').join(', ') || 'null'})
+             or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
+      limit 1`,
+    [since, experiment.projectId, scanFrom, base.end, ...events, experiment.flagKey],
+  );
+  return late.length ? 'late_events' : null;
+}
+
+const finite = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : Number(x) || 0);
+
+/** The per-variant counts a stored result holds (its baseline and variant results). */
+export function storedCounts(result: unknown): VariantStats[] {
+  const r = (result ?? {}) as { baseline?: unknown; variant_results?: unknown };
+  const list = [r.baseline, ...(Array.isArray(r.variant_results) ? r.variant_results : [])];
+  return list
+    .filter(
+      (v): v is Record<string, unknown> & { key: string } => !!v && typeof (v as { key?: unknown }).key === 'string',
+    )
+    .map((v) => {
+      const stats: VariantStats = {
+        key: v.key,
+        number_of_samples: finite(v.number_of_samples),
+        sum: finite(v.sum),
+        sum_squares: finite(v.sum_squares),
+      };
+      if (Array.isArray(v.step_counts)) stats.step_counts = v.step_counts.map(finite);
+      if (v.covariate_sum !== undefined) {
+        stats.covariate_sum = finite(v.covariate_sum);
+        stats.covariate_sum_squares = finite(v.covariate_sum_squares);
+        stats.covariate_sum_product = finite(v.covariate_sum_product);
+      }
+      return stats;
+    });
+}
+
+/** a + sign·b, field by field (missing counts as zero; covariates kept when either has them). */
+export function addStats(
+  a: VariantStats | undefined,
+  b: VariantStats | undefined,
+  sign: 1 | -1,
+  key: string,
+): VariantStats {
+  const steps = (x?: VariantStats) => x?.step_counts ?? [];
+  const length = Math.max(steps(a).length, steps(b).length);
+  const field = (name: keyof Omit<VariantStats, 'key' | 'step_counts'>) => (a?.[name] ?? 0) + sign * (b?.[name] ?? 0);
+  const out: VariantStats = {
+    key,
+    number_of_samples: field('number_of_samples'),
+    sum: field('sum'),
+    sum_squares: field('sum_squares'),
+  };
+  if (length) out.step_counts = Array.from({ length }, (_, i) => (steps(a)[i] ?? 0) + sign * (steps(b)[i] ?? 0));
+  if (a?.covariate_sum !== undefined || b?.covariate_sum !== undefined) {
+    out.covariate_sum = field('covariate_sum');
+    out.covariate_sum_squares = field('covariate_sum_squares');
+    out.covariate_sum_product = field('covariate_sum_product');
+  }
+  return out;
+}
+
+/**
  * The per-variant counts behind computeExperimentSeries (n, Σv, Σv², funnel steps), per day.
  * `touchedSince`: only the persons with an exposure or metric event at or after that time (their
  * whole history, through the indexes by distinct id), so a caller holding the full counts of an
@@ -219,17 +524,16 @@ export async function computeExperimentSeries(
 export async function computeExperimentCounts(
   em: EntityManager,
   experiment: ExperimentForResults,
-  metrics: any[],
+  metrics: readonly ExperimentMetric[],
   until: Date,
-  options: { touchedSince?: Date } = {},
+  options: { touchedSince?: Date; touchedByIdLimit?: number } = {},
 ): Promise<(MetricStats[] | Error)[]> {
   const start = experiment.startDate;
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
   const dayText = new Date(firstDay).toISOString().slice(0, 10);
   const lookbackDays = experiment.cupedLookbackDays ?? 0;
-  const touched = options.touchedSince !== undefined;
-  const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays, touched };
+  let touched: Touched = false;
   const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
@@ -249,7 +553,10 @@ export async function computeExperimentCounts(
         projectId,
       ]);
       await run(tx, `analyze experiment_touched`);
+      const [{ n }] = await rows<{ n: number }>(tx, `select count(*)::int as n from experiment_touched`);
+      touched = n <= (options.touchedByIdLimit ?? TOUCHED_BY_ID) ? 'ids' : 'scan';
     }
+    const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays, touched };
     await run(tx, MEMBERS(touched), [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
     await run(tx, `analyze experiment_members`);
     const out: (MetricStats[] | Error)[] = [];
@@ -268,6 +575,26 @@ export async function computeExperimentCounts(
     }
     return out;
   });
+}
+
+/** A mean metric's cumulative sums of a variant at a day with changes. */
+interface MeanRow {
+  variant: string;
+  day: number;
+  n: number;
+  total: number;
+  total_sq: number;
+  x: number;
+  xx: number;
+  xy: number;
+}
+
+/** A funnel's change of a count (step ≥ 0, or −1 members, −2 Σx, −3 Σxy) of a variant at a day. */
+interface FunnelRow {
+  variant: string;
+  day: number;
+  step: number;
+  d: number;
 }
 
 async function metricSeries(
@@ -300,7 +627,7 @@ async function metricSeries(
     // leaves takes their whole v and v² with them. Sums stay numeric (exact) until the end.
     // CUPED: each person's covariate x (the same sum over the lookback days before their first
     // exposure) enters and leaves with them, and Σxy grows by x·δ with each increment.
-    const found = await rows<any>(
+    const found = await rows<MeanRow>(
       em,
       `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback, range.touched)},
        per_day as (
@@ -363,7 +690,7 @@ async function metricSeries(
     // person's first exposure. It counts in Σx while the person is a member (step −2 below), and in
     // Σxy from the day they complete the funnel (step −3).
     const lastStep = shape.events.length - 1;
-    const found = await rows<any>(
+    const found = await rows<FunnelRow>(
       em,
       `with ${memberEvents(eventsOf, 'm.event', lookback, range.touched)},
        fe as materialized (select person_id, event, t from mev where not pre),

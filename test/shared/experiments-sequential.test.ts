@@ -9,6 +9,20 @@ import {
 import { seededRng } from '../../shared/experiments/simulation.ts';
 import { analyseMetrics, compareVariants, type MetricStats } from '../../shared/experiments/stats.ts';
 
+/** A comparison as compareVariants returns it: the fields these tests read. */
+type Compared = {
+  key: string;
+  number_of_samples: number;
+  p_value: number;
+  unadjusted_p_value: number;
+  adjusted_alpha: number;
+  confidence_interval: [number, number];
+  chance_to_win: number;
+  credible_interval: [number, number];
+  significant: boolean;
+  validation_failures: string[];
+};
+
 // PostHog's sequential testing (PR #60879) is not in the PostHog source we can read, so there are no
 // golden values of its tests to match: the values below are computed by hand from the closed form of
 // Waudby-Smith et al.'s asymptotic confidence sequence, and checked against a second, independent
@@ -87,9 +101,10 @@ describe('sequential testing: asymptotic confidence sequence (Waudby-Smith et al
   });
 
   it('compareVariants shows the always-valid p-value and the confidence sequence, wider than the fixed-horizon interval', () => {
-    const fixed = compareVariants(funnel, 'control', 'funnel', 'frequentist').variant_results[0] as any;
+    const fixed = compareVariants(funnel, 'control', 'funnel', 'frequentist').variant_results[0] as Compared;
     const sequential = { tuning_parameter: 5000 };
-    const v = compareVariants(funnel, 'control', 'funnel', 'frequentist', { sequential }).variant_results[0] as any;
+    const v = compareVariants(funnel, 'control', 'funnel', 'frequentist', { sequential })
+      .variant_results[0] as Compared;
     expect(v.p_value).toBeCloseTo(0.56222087, 6);
     expect(v.confidence_interval[0]).toBeCloseTo(0.3 - 0.50870625, 6);
     expect(v.confidence_interval[1]).toBeCloseTo(0.3 + 0.50870625, 6);
@@ -98,7 +113,8 @@ describe('sequential testing: asymptotic confidence sequence (Waudby-Smith et al
     expect(v.confidence_interval[1] - v.confidence_interval[0]).toBeGreaterThan(
       fixed.confidence_interval[1] - fixed.confidence_interval[0],
     );
-    const big = compareVariants(tenfold, 'control', 'funnel', 'frequentist', { sequential }).variant_results[0] as any;
+    const big = compareVariants(tenfold, 'control', 'funnel', 'frequentist', { sequential })
+      .variant_results[0] as Compared;
     expect(big.p_value).toBeCloseTo(4.1055559e-7, 11);
     expect(big.confidence_interval[0]).toBeCloseTo(0.3 - 0.16103879, 6);
     expect(big.significant).toBe(true);
@@ -133,7 +149,7 @@ describe('sequential testing: asymptotic confidence sequence (Waudby-Smith et al
             tuning_parameter: 5000,
             alpha: 0.05,
           });
-          for (const v of m!.variant_results as any[]) {
+          for (const v of m!.variant_results as Compared[]) {
             const [lo, hi] = v.confidence_interval;
             expect(v.significant).toBe(lo > 0 || hi < 0);
             // Away from the boundary itself (rounding), the p-value says the same.

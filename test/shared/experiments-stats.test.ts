@@ -15,6 +15,20 @@ import {
   studentTQuantile,
 } from '../../shared/experiments/stats.ts';
 
+/** A comparison as compareVariants returns it: the fields these tests read. */
+type Compared = {
+  key: string;
+  number_of_samples: number;
+  p_value: number;
+  unadjusted_p_value: number;
+  adjusted_alpha: number;
+  confidence_interval: [number, number];
+  chance_to_win: number;
+  credible_interval: [number, number];
+  significant: boolean;
+  validation_failures: string[];
+};
+
 describe('numerical functions (reference values)', () => {
   it('normal CDF and quantile', () => {
     expect(normalCdf(0)).toBeCloseTo(0.5, 7);
@@ -38,7 +52,7 @@ describe('compareVariants', () => {
   ];
   it('Bayesian: relative lift 30%, chance to win by hand', () => {
     const r = compareVariants(funnel, 'control', 'funnel', 'bayesian');
-    const v = r.variant_results[0] as any;
+    const v = r.variant_results[0] as Compared;
     // θ = 0.13/0.10 − 1 = 0.3; V = 0.13·0.87/(1000·0.01) + 0.13²·0.09/(1000·0.0001) = 0.01131 + 0.01521 = 0.02652
     const sd = Math.sqrt(0.02652);
     expect(v.chance_to_win).toBeCloseTo(normalCdf(0.3 / sd), 6);
@@ -47,7 +61,7 @@ describe('compareVariants', () => {
     expect(v.significant).toBe(true);
   });
   it('frequentist: Welch t-test on the relative effect', () => {
-    const v = compareVariants(funnel, 'control', 'funnel', 'frequentist').variant_results[0] as any;
+    const v = compareVariants(funnel, 'control', 'funnel', 'frequentist').variant_results[0] as Compared;
     // t = 0.3 / sqrt(0.02652) = 1.8422; df from raw variances a = 0.0001131, b = 0.00009
     const a = 0.1131 / 1000;
     const b = 0.09 / 1000;
@@ -65,7 +79,7 @@ describe('compareVariants', () => {
       'control',
       'mean',
       'bayesian',
-    ).variant_results[0] as any;
+    ).variant_results[0] as Compared;
     expect(v.validation_failures).toEqual(['NOT_ENOUGH_EXPOSURES']);
     expect(v.chance_to_win).toBeNull();
   });
@@ -168,7 +182,7 @@ describe('multiple-comparison correction', () => {
   const rawP = raw.flatMap((m) => m!.variant_results.map((v) => v.p_value as number));
 
   it('a borderline win is no longer significant after correction, and its interval then covers zero', () => {
-    const borderline = raw[0]!.variant_results[0] as any;
+    const borderline = raw[0]!.variant_results[0] as Compared;
     expect(borderline.p_value).toBeGreaterThan(0.01);
     expect(borderline.p_value).toBeLessThan(0.05);
     expect(borderline.significant).toBe(true);
@@ -177,7 +191,7 @@ describe('multiple-comparison correction', () => {
       baselineKey: 'control',
       correction: { method: 'holm', scope: 'experiment', primary_alpha_share: 0.5 },
     });
-    const v = m!.variant_results[0] as any;
+    const v = m!.variant_results[0] as Compared;
     expect(v.unadjusted_p_value).toBe(borderline.p_value);
     expect(v.p_value).toBeCloseTo(holmAdjust(rawP)[0], 12);
     expect(v.p_value).toBeGreaterThan(0.05);
@@ -219,15 +233,15 @@ describe('multiple-comparison correction', () => {
       primaryMetric: 1,
       correction: { method: 'preferential_bonferroni', scope: 'experiment', primary_alpha_share: 0.6 },
     });
-    const [secondary, primary] = out.map((m) => m!.variant_results as any[]);
+    const [secondary, primary] = out.map((m) => m!.variant_results as Compared[]);
     expect(primary[0].adjusted_alpha).toBeCloseTo((0.6 * 0.05) / 2, 15);
     expect(secondary[0].adjusted_alpha).toBeCloseTo((0.4 * 0.05) / 2, 15);
     expect(primary[1].p_value).toBeCloseTo(Math.min(1, rawP[3] / 0.3), 12);
     expect(secondary[0].p_value).toBeCloseTo(Math.min(1, rawP[0] / 0.2), 12);
     // The interval is at the comparison's own level: its half-width grows with the t quantile.
     const widen = studentTQuantile(1 - 0.01 / 2, 1e6) / studentTQuantile(1 - 0.05 / 2, 1e6);
-    const w = (v: any) => v.confidence_interval[1] - v.confidence_interval[0];
-    expect(w(secondary[0]) / w(raw[0]!.variant_results[0])).toBeCloseTo(widen, 2);
+    const w = (v: Compared) => v.confidence_interval[1] - v.confidence_interval[0];
+    expect(w(secondary[0]) / w(raw[0]!.variant_results[0] as Compared)).toBeCloseTo(widen, 2);
   });
 
   it('the significant label always agrees with the interval and with the adjusted p-value', () => {
@@ -247,7 +261,7 @@ describe('multiple-comparison correction', () => {
             baselineKey: 'control',
             correction: { method, scope, primary_alpha_share: 0.5 },
           });
-          for (const v of out.flatMap((m) => m!.variant_results) as any[]) {
+          for (const v of out.flatMap((m) => m!.variant_results) as Compared[]) {
             const excludesZero = v.confidence_interval[0] > 0 || v.confidence_interval[1] < 0;
             expect(v.significant).toBe(excludesZero);
             expect(v.significant).toBe(v.p_value < 0.05);
@@ -297,20 +311,21 @@ describe('CUPED (golden values of PostHog’s stats/tests/test_cuped.py, TestCup
 
   it('three arms: each treatment’s theta from its pair with the control', () => {
     const t2 = v('t2', 3500, 420, 840, 280, 560, -25);
-    const sd = (g: any, thetaC: number) => Math.sqrt(cupedAdjust(g, 'mean', thetaC).variance);
+    const sd = (g: Parameters<typeof cupedAdjust>[0], thetaC: number) =>
+      Math.sqrt(cupedAdjust(g, 'mean', thetaC).variance);
     expect(sd(control, cupedTheta(t2, control))).toBeCloseTo(0.434365539, 5);
     expect(sd(treatment, cupedTheta(treatment, control))).toBeCloseTo(0.420353709, 5);
     expect(sd(t2, cupedTheta(t2, control))).toBeCloseTo(0.473119119, 5);
   });
 
   it('relative effect over the unadjusted control mean: frequentist and Bayesian intervals', () => {
-    const f = compareVariants([control, treatment], 'control', 'mean', 'frequentist').variant_results[0] as any;
+    const f = compareVariants([control, treatment], 'control', 'mean', 'frequentist').variant_results[0] as Compared;
     const [lo, hi] = f.confidence_interval;
     expect((lo + hi) / 2).toBeCloseTo(-0.288704169, 5);
     expect(lo).toBeCloseTo(-0.486775, 5);
     expect(hi).toBeCloseTo(-0.090633, 5);
     expect(f.significant).toBe(true);
-    const b = compareVariants([control, treatment], 'control', 'mean', 'bayesian').variant_results[0] as any;
+    const b = compareVariants([control, treatment], 'control', 'mean', 'bayesian').variant_results[0] as Compared;
     expect(b.credible_interval[0]).toBeCloseTo(-0.486732, 5);
     expect(b.credible_interval[1]).toBeCloseTo(-0.090676, 5);
   });
@@ -318,7 +333,7 @@ describe('CUPED (golden values of PostHog’s stats/tests/test_cuped.py, TestCup
   it('a binary (funnel) outcome with a 0/1 covariate is adjusted too', () => {
     const c = v('control', 2801, 280, 280, 195, 195, -18);
     const t = v('test', 2800, 205, 205, 110, 110, -8);
-    const r = compareVariants([c, t], 'control', 'funnel', 'frequentist').variant_results[0] as any;
+    const r = compareVariants([c, t], 'control', 'funnel', 'frequentist').variant_results[0] as Compared;
     expect(r.significant).toBe(true);
     expect(r.confidence_interval[1]).toBeLessThan(0);
   });

@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import {
+  evaluateGuardrail,
+  guardrailPlannedSamplePerArm,
+  plannedExposuresPerArm,
+} from '../../shared/experiments/guardrails.ts';
+import {
+  confidenceSequenceHalfWidth,
+  relativeEffectEstimate,
+  sequentialRho2,
+} from '../../shared/experiments/sequential.ts';
+import {
+  breakerSamplePerArm,
   fixedHorizonSamplePerArm,
   formatStopFraction,
   GUARDRAIL_HARM,
@@ -74,5 +85,53 @@ describe('circuit breaker: seeded simulations of the guardrail checked hourly fo
     });
     expect(planned.always_valid.stops.rate).toBeGreaterThanOrEqual(0.8);
     expect(short.always_valid.stops.rate).toBeLessThan(0.5);
+  });
+});
+
+// The fix for the power above: a planned sample the breaker can meet. At n₈₀ a fixed-horizon test
+// needs the estimate 2.80 standard errors from 0; the breaker needs its always-valid interval (~3
+// standard errors wide at best) beyond the tolerated harm h, i.e. 3.88 standard errors from h: for a
+// 5% harm and h = 1%, (3.88/2.80)² · (5/4)² = 3.0 × n₈₀ (guardrailPlannedSamplePerArm). An experiment
+// that plans it (parameters.recommended_sample_size) gets an interval tuned to it (guardrailTau), as
+// this scenario ('breaker') does; with τ = h instead, 3 × n₈₀ gave 71.6% in the bench.
+describe('circuit breaker with its own planned sample (the interval tuned to it)', () => {
+  it('plans 3 × n₈₀ for a 5% harm with 1% tolerated; the check is the asymptotic confidence sequence with N* = both arms planned', () => {
+    const metric = MEAN_METRICS[0].metric;
+    expect(breakerSamplePerArm(metric, GUARDRAIL_HARM, H)).toBe(7111);
+    expect(
+      breakerSamplePerArm(metric, GUARDRAIL_HARM, H) / fixedHorizonSamplePerArm(metric, GUARDRAIL_HARM),
+    ).toBeCloseTo(2.99, 2);
+    // PostHog's recommended_sample_size counts the persons of all variants.
+    expect(plannedExposuresPerArm({ recommended_sample_size: 14_222 }, 2)).toBe(7111);
+    expect(plannedExposuresPerArm({}, 2)).toBeNull();
+    // A smaller harm needs more.
+    expect(guardrailPlannedSamplePerArm(0.72, 0.02, 0.01)).toBeGreaterThan(
+      guardrailPlannedSamplePerArm(0.72, 0.05, 0.01),
+    );
+    const control = { key: 'control', number_of_samples: 3000, sum: 30_000, sum_squares: 30_000 * 10 + 3000 * 36 };
+    const test = { key: 'test', number_of_samples: 3000, sum: 31_500, sum_squares: 31_500 * 10.5 + 3000 * 36 };
+    const guardrail = { metric_uuid: 'm', direction: 'increase_is_bad' as const, tolerated_harm: H };
+    const [check] = evaluateGuardrail(guardrail, 'mean', [control, test], 'control', 0.05, 7111);
+    const effect = relativeEffectEstimate(test, control, 'mean')!;
+    const w = confidenceSequenceHalfWidth(effect.variance, 6000, sequentialRho2(0.05, 2 * 7111), 0.05);
+    expect(check.interval![0]).toBeCloseTo(effect.estimate - w, 12);
+    expect(check.interval![1]).toBeCloseTo(effect.estimate + w, 12);
+  });
+
+  it('a 5% harm is stopped in ≥ 80% of runs within that planned sample; false stops ≤ 5% without harm and at the tolerated harm', {
+    timeout: 120_000,
+  }, () => {
+    const plan = { ...HOURLY, plan: 'breaker' as const };
+    const power = guardrailStopRates(1000, 7, guardrailScenario(H, GUARDRAIL_HARM, 1, plan));
+    const aa = guardrailStopRates(1000, 20261125, guardrailScenario(H, 0, 1, plan));
+    const boundary = guardrailStopRates(1000, 33, guardrailScenario(H, H, 1, plan));
+    console.info({
+      power: `${formatRate(power.always_valid.stops)}, at ${formatStopFraction(power.always_valid)} of the sample on average`,
+      aa: formatRate(aa.always_valid.stops),
+      boundary: formatRate(boundary.always_valid.stops),
+    });
+    expect(power.always_valid.stops.rate).toBeGreaterThanOrEqual(0.8);
+    expect(aa.always_valid.stops.rate).toBeLessThanOrEqual(0.05);
+    expect(boundary.always_valid.stops.rate).toBeLessThanOrEqual(0.05);
   });
 });

@@ -2,6 +2,8 @@
 // its statements scan from the event table (counted by EXPLAIN ANALYZE of the very statements the
 // job ran, replayed on the same data) grow linearly with the days, not with days². And its daily
 // cumulative results equal a hand-written as-of computation for every day, on data with the hard cases.
+import type { Job } from 'bullmq';
+import type { JobData } from '../../shared/jobs.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
@@ -52,7 +54,11 @@ async function createExperiment(account: TestAccount, flagKey: string, start: Da
 async function backfillScans(experimentId: number, now: Date): Promise<{ rows: number; results: number }> {
   await sql(api.orm, `delete from experiment_metric_result where experiment_id = ?`, [experimentId]);
   const { rows, value } = await eventRowsRead(url, (orm) =>
-    computeExperimentResults({ data: { experimentId } } as any, { ...worker.deps, orm }, now),
+    computeExperimentResults(
+      { data: { experimentId } } as Job<JobData['experimentResults']>,
+      { ...worker.deps, orm },
+      now,
+    ),
   );
   return { rows, results: value.results };
 }
@@ -144,7 +150,11 @@ describe('experiment results backfill cost', () => {
     await insertEvents(account.projectId, rows);
 
     const now = at(0, -1);
-    await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps, now);
+    await computeExperimentResults(
+      { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+      worker.deps,
+      now,
+    );
     const stored = await sql(
       api.orm,
       `select metric_uuid, day::text as day, status, result from experiment_metric_result
@@ -195,7 +205,7 @@ describe('experiment results backfill cost', () => {
       const dayText = dayStart(-DAYS + day)
         .toISOString()
         .slice(0, 10);
-      const [meanRow, funnelRow] = exp.metrics.map((metric: any) =>
+      const [meanRow, funnelRow] = exp.metrics.map((metric: { uuid: string }) =>
         stored.find((r) => r.metric_uuid === metric.uuid && r.day === dayText),
       );
       expect(meanRow.status).toBe('completed');

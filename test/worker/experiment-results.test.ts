@@ -1,9 +1,11 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
+import type { Job } from 'bullmq';
+import type { JobData } from '../../shared/jobs.ts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alwaysValidPValue, confidenceSequenceHalfWidth, sequentialRho2 } from '../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../shared/experiments/stats.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
-import { CHECKOUT_METRICS, capture } from '../fixtures.ts';
+import { CHECKOUT_METRICS, capture, type SeedEvent } from '../fixtures.ts';
 import {
   call,
   createAccount,
@@ -79,14 +81,14 @@ describe('experiment results job', () => {
     ]);
 
     const run = await computeExperimentResults(
-      { data: { experimentId: exp.id } } as any,
+      { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
       worker.deps,
       new Date(at(0, 6)),
     );
     expect(run.results).toBe(4); // 2 metrics × 2 days
 
     const [mean, funnel] = (await call(api.baseUrl, 'GET', `${P()}/${exp.id}/`, { key: account.apiKey })).body.metrics;
-    const series = async (m: any) =>
+    const series = async (m: { uuid: string; fingerprint: string }) =>
       (
         await call(
           api.baseUrl,
@@ -149,7 +151,11 @@ describe('experiment results job', () => {
       ).body;
       return body.status === 'completed' ? body : null;
     });
-    expect(Object.values(done.timeseries).every((v: any) => v && v.baseline.number_of_samples === 0)).toBe(true);
+    expect(
+      Object.values(done.timeseries).every(
+        (v) => (v as { baseline?: { number_of_samples: number } } | null)?.baseline?.number_of_samples === 0,
+      ),
+    ).toBe(true);
   });
 
   it('reports the sample ratio mismatch of a skewed split, and Holm-adjusted p-values, in timeseries_results', async () => {
@@ -168,7 +174,7 @@ describe('experiment results job', () => {
     ).body;
     // The flag splits 50/50, but 120 persons saw control and 60 saw test; 30 and 25 of them bought.
     const t = (minutes: number) => new Date(Date.now() - 3600_000 + minutes * 1000).toISOString();
-    const events: any[] = [];
+    const events: SeedEvent[] = [];
     for (const [variant, persons, buyers] of [
       ['control', 120, 30],
       ['test', 60, 25],
@@ -192,7 +198,7 @@ describe('experiment results job', () => {
     const queued = await call(api.baseUrl, 'POST', `${P()}/${exp.id}/recalculate_timeseries/`, { key: account.apiKey });
     expect(queued.status).toBe(202);
 
-    const latest = async (m: any) =>
+    const latest = async (m: { uuid: string; fingerprint: string }) =>
       eventually(async () => {
         const body = (
           await call(
@@ -253,7 +259,7 @@ describe('experiment results job', () => {
     expect(exp.stats_config.sequential).toEqual({ enabled: true, tuning_parameter: 1000 });
     // 100 persons per variant; 20 of control's and 45 of test's complete the funnel.
     const t = (minutes: number) => new Date(Date.now() - 3600_000 + minutes * 1000).toISOString();
-    const events: any[] = [];
+    const events: SeedEvent[] = [];
     for (const [variant, buyers] of [
       ['control', 20],
       ['test', 45],
@@ -320,7 +326,12 @@ describe('experiment results job', () => {
       metric_type: 'mean',
       source: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
     };
-    const run = async (key: string, lookback: number, events: any[], metric: any = mean) => {
+    const run = async (
+      key: string,
+      lookback: number,
+      events: (string | number)[][],
+      metric: Record<string, unknown> = mean,
+    ) => {
       const exp = (
         await call(api.baseUrl, 'POST', `${P()}/`, {
           key: account.apiKey,
@@ -341,13 +352,21 @@ describe('experiment results job', () => {
             ? {
                 event,
                 distinct_id: `${key}-${id}`,
-                timestamp: at(day),
+                timestamp: at(Number(day)),
                 properties: { $feature_flag: key, $feature_flag_response: value },
               }
-            : { event, distinct_id: `${key}-${id}`, timestamp: at(day), properties: { amount: value } },
+            : {
+                event: String(event),
+                distinct_id: `${key}-${id}`,
+                timestamp: at(Number(day)),
+                properties: { amount: value },
+              },
         ),
       );
-      await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+      await computeExperimentResults(
+        { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+        worker.deps,
+      );
       const m = exp.metrics[0];
       const body = (
         await call(
@@ -424,7 +443,7 @@ describe('experiment results job', () => {
     expect(plain.covariate_sum).toBeUndefined();
     expect(adjusted.covariate_sum).toBe(1830);
     expect(adjusted.p_value).toBeLessThan(plain.p_value);
-    const width = (v: any) => v.confidence_interval[1] - v.confidence_interval[0];
+    const width = (v: { confidence_interval: number[] }) => v.confidence_interval[1] - v.confidence_interval[0];
     expect(width(adjusted)).toBeLessThan(width(plain));
   });
 
@@ -438,7 +457,12 @@ describe('experiment results job', () => {
       metric_type: 'funnel',
       series: events.map((event) => ({ kind: 'EventsNode', event })),
     });
-    const run = async (key: string, lookback: number, metric: any, events: [string, string, number, string?][]) => {
+    const run = async (
+      key: string,
+      lookback: number,
+      metric: Record<string, unknown>,
+      events: [string, string, number, string?][],
+    ) => {
       const exp = (
         await call(api.baseUrl, 'POST', `${P()}/`, {
           key: account.apiKey,
@@ -461,7 +485,10 @@ describe('experiment results job', () => {
           properties: variant ? { $feature_flag: key, $feature_flag_response: variant } : {},
         })),
       );
-      await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+      await computeExperimentResults(
+        { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+        worker.deps,
+      );
       const m = exp.metrics[0];
       const body = (
         await call(

@@ -2,6 +2,9 @@
 // statements read (EXPLAIN ANALYZE of the very statements, replayed) stay about the same whether the
 // experiment has run 4 days or 16, while a full computation's grow with the days; and the counts
 // it gets are the full computation's.
+import type { Job } from 'bullmq';
+import type { MetricStats } from '../../shared/experiments/stats.ts';
+import type { JobData } from '../../shared/jobs.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
@@ -70,7 +73,10 @@ async function runningExperiment(flag: string, days: number) {
   await insertEvents(api.orm, account.projectId, rows);
   await sql(api.orm, `analyze event, person, person_distinct_id`);
   // The daily results (yesterday's row computed after yesterday ended: the check's base).
-  await computeExperimentResults({ data: { experimentId: res.body.id } } as any, worker.deps);
+  await computeExperimentResults(
+    { data: { experimentId: res.body.id } } as Job<JobData['experimentResults']>,
+    worker.deps,
+  );
   const [row] = await sql(
     api.orm,
     `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
@@ -97,7 +103,7 @@ describe('guardrail check cost', () => {
     const long = await measure('long', 16);
     for (const m of [short, long]) {
       expect(m.check.value.baseDay).toBe(new Date(today - DAY).toISOString().slice(0, 10));
-      expect(m.check.value.counts).toEqual(m.full.value.map((c) => (c as any[]).at(-1)));
+      expect(m.check.value.counts).toEqual(m.full.value.map((c) => (c as MetricStats[]).at(-1)));
     }
     // A recompute grows with the days (about 17/5 of the events); the check does not.
     expect(long.full.rows / short.full.rows).toBeGreaterThan(2.5);

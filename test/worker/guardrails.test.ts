@@ -2,6 +2,9 @@
 // experiment-results queue), tripped on harmful data so that /flags (with the API's flag cache on)
 // serves control to every person, left alone on neutral data, reversed over the API; the check's
 // counts (stored day + the change since) equal a full computation; bad input gets 400s.
+import type { Job } from 'bullmq';
+import type { MetricStats } from '../../shared/experiments/stats.ts';
+import type { JobData } from '../../shared/jobs.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { currentCounts } from '../../shared/experiments/guardrails.ts';
@@ -156,7 +159,10 @@ describe('guardrails', () => {
     const exp = await guardedExperiment('guard-harm');
     await seed(exposuresAndErrors('guard-harm', 2));
     // The daily results: yesterday's row, computed after yesterday ended, is the check's base.
-    await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+    await computeExperimentResults(
+      { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+      worker.deps,
+    );
 
     const before = await flagsFor(ids, 'guard-harm');
     expect(before).toContain('test');
@@ -241,7 +247,10 @@ describe('guardrails', () => {
   it('do not trip on neutral data', async () => {
     const exp = await guardedExperiment('guard-neutral');
     await seed(exposuresAndErrors('guard-neutral', 0));
-    await computeExperimentResults({ data: { experimentId: exp.id } } as any, worker.deps);
+    await computeExperimentResults(
+      { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>,
+      worker.deps,
+    );
     const result = await runCheck(exp.id);
     expect(result).toEqual({ experiments: 1, tripped: [] });
     const after = (await call(api.baseUrl, 'GET', `${P()}/${exp.id}/`, { key: account.apiKey })).body;
@@ -313,7 +322,10 @@ describe('guardrails', () => {
       { event: 'cart', distinct_id: 'e', timestamp: yesterday(4) },
       buy('e', 5, today(7)),
     ]);
-    await computeExperimentResults({ data: { experimentId: created.body.id } } as any, worker.deps);
+    await computeExperimentResults(
+      { data: { experimentId: created.body.id } } as Job<JobData['experimentResults']>,
+      worker.deps,
+    );
     const [row] = await sql(
       api.orm,
       `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
@@ -324,9 +336,11 @@ describe('guardrails', () => {
     const at = new Date();
     const incremental = await currentCounts(em, experiment, row.metrics, at);
     expect(incremental.baseDay).toBe(new Date(dayStart(-1)).toISOString().slice(0, 10));
-    const full = (await computeExperimentCounts(em, experiment, row.metrics, at)).map((c) => (c as any[]).at(-1));
+    const full = (await computeExperimentCounts(em, experiment, row.metrics, at)).map((c) =>
+      (c as MetricStats[]).at(-1),
+    );
     expect(incremental.counts).toEqual(full);
-    expect((incremental.counts[0] as any).variants).toEqual([
+    expect((incremental.counts[0] as MetricStats).variants).toEqual([
       { key: 'control', number_of_samples: 2, sum: 8, sum_squares: 34 },
       { key: 'test', number_of_samples: 2, sum: 9, sum_squares: 53 },
     ]);

@@ -1,29 +1,50 @@
 // Experiment results: for each running experiment and each of its metrics, one cumulative result
 // per day from the start date (as of the next midnight UTC), stored for timeseries_results.
-// Days already completed are kept; the current day is recomputed on every run. All days a run needs
-// come from one pass over the experiment's events (shared/experiments/results.ts), so a backfill of
-// N days costs about what one day costs, not N times it.
+// A day is done once a run computed it after it ended; the current day (and any day not done) is
+// computed on every run. The daily run is incremental: it continues the latest stored complete day
+// with the change since then, read from the persons active since (shared/experiments/results.ts,
+// computeSeriesSince), so it costs about one day's events however long the experiment has run. It
+// computes from the start instead when no such day is stored, when earlier days are missing (a new or
+// changed metric, a backfill), or when late events, a deletion or a retention run touched the stored
+// days; all days a full run needs come from one pass over the experiment's events.
 import type { Job } from 'bullmq';
-import { computeExperimentSeries, experimentForResults, type MetricResult } from '../../shared/experiments/results.ts';
-import type { WorkerDeps } from '../deps.ts';
+import { sql } from 'kysely';
+import { db } from '../../shared/db/kysely.ts';
 import { rows, run } from '../../shared/db/sql.ts';
+import {
+  computeSeriesSince,
+  type ExperimentMetric,
+  type ExperimentRow,
+  experimentForResults,
+  type MetricResult,
+  metricsOf,
+  type RecomputeReason,
+} from '../../shared/experiments/results.ts';
+import type { JobData } from '../../shared/jobs.ts';
+import type { WorkerDeps } from '../deps.ts';
 
 const DAY = 86400_000;
 
+const STALE = new Set<RecomputeReason>(['late_events', 'deletion', 'retention']);
+
+type StoredMetric = ExperimentMetric & { uuid: string; fingerprint: string };
+
 export async function computeExperimentResults(
-  job: Job<{ experimentId?: number }>,
+  job: Job<JobData['experimentResults']>,
   deps: WorkerDeps,
   now = new Date(),
-): Promise<{ experiments: number; results: number }> {
+): Promise<{ experiments: number; results: number; incremental: number; full: number }> {
   const em = deps.orm.em.fork();
   const only = job.data?.experimentId;
-  const experiments = await rows<any>(
+  const experiments = await rows<ExperimentRow & { end_date: string | Date | null }>(
     em,
     `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
       where not x.deleted and x.start_date is not null and x.start_date <= now() ${only ? 'and x.id = ?' : "and (x.end_date is null or x.end_date > now() - interval '1 day')"}`,
     only ? [only] : [],
   );
   let results = 0;
+  let incremental = 0;
+  let full = 0;
   for (const x of experiments) {
     const experiment = experimentForResults(x);
     const { correction } = experiment;
@@ -33,25 +54,29 @@ export async function computeExperimentResults(
       experiment.startDate.getUTCMonth(),
       experiment.startDate.getUTCDate(),
     );
-    const pending: { metric: any; days: { index: number; text: string }[] }[] = [];
-    for (const metric of [...(x.metrics ?? []), ...(x.metrics_secondary ?? [])]) {
-      if (!metric?.uuid || !metric?.fingerprint) continue;
-      const done = new Set(
-        (
-          await rows<any>(
-            em,
-            `select day::text as day from experiment_metric_result where experiment_id = ? and metric_uuid = ? and fingerprint = ? and status = 'completed'`,
-            [x.id, metric.uuid, metric.fingerprint],
-          )
-        ).map((r) => r.day),
+    const metrics = [...metricsOf(x.metrics), ...metricsOf(x.metrics_secondary)].filter(
+      (m): m is StoredMetric => typeof m.uuid === 'string' && typeof m.fingerprint === 'string',
+    );
+    // The days done: computed (completed) after they ended.
+    const done = metrics.length
+      ? await db(em)
+          .selectFrom('experiment_metric_result')
+          .select(['metric_uuid', 'fingerprint', sql<string>`day::text`.as('day')])
+          .where('experiment_id', '=', x.id)
+          .where('status', '=', 'completed')
+          .where(sql<boolean>`computed_at >= (day + 1)::timestamp at time zone 'UTC'`)
+          .execute()
+      : [];
+    const allDays: { index: number; text: string }[] = [];
+    for (let day = firstDay, index = 0; day <= end.getTime(); day += DAY, index++) {
+      allDays.push({ index, text: new Date(day).toISOString().slice(0, 10) });
+    }
+    const pending: { metric: StoredMetric; days: { index: number; text: string }[] }[] = [];
+    for (const metric of metrics) {
+      const doneDays = new Set(
+        done.filter((r) => r.metric_uuid === metric.uuid && r.fingerprint === metric.fingerprint).map((r) => r.day),
       );
-      const days: { index: number; text: string }[] = [];
-      for (let day = firstDay, index = 0; day <= end.getTime(); day += DAY, index++) {
-        const text = new Date(day).toISOString().slice(0, 10);
-        const isToday = day + DAY > now.getTime();
-        if (!done.has(text) || isToday) days.push({ index, text });
-      }
-      pending.push({ metric, days });
+      pending.push({ metric, days: allDays.filter((d) => !doneDays.has(d.text)) });
     }
     // A correction over the whole experiment tests every metric's comparisons of a day together:
     // then each day any metric needs is computed, and stored, for all of them.
@@ -63,16 +88,27 @@ export async function computeExperimentResults(
       pending.splice(0, pending.length, ...pending.filter((p) => p.days.length));
     }
     if (pending.length === 0) continue;
-    // Every day's cumulative result from one pass over the events, however many days are missing
-    // (a backfill, or the days a stopped worker skipped); the current day is always recomputed.
+    const fromDay = Math.min(...pending.flatMap((p) => p.days.map((d) => d.index)));
     let computed: (MetricResult[] | Error)[];
+    let seriesStart = 0;
     try {
       const until = new Date(end.getTime() + 1);
-      computed = await computeExperimentSeries(
+      const since = await computeSeriesSince(
         em,
         experiment,
         pending.map((p) => p.metric),
         until,
+        fromDay,
+      );
+      computed = since.series;
+      seriesStart = since.firstDay;
+      if (since.recomputed) full++;
+      else incremental++;
+      // The stored days may be wrong (late events, a deletion, a retention run): all are rewritten.
+      if (since.recomputed && STALE.has(since.recomputed)) for (const p of pending) p.days = allDays;
+      deps.logger.debug(
+        { experimentId: x.id, baseDay: since.baseDay, recomputed: since.recomputed },
+        'experiment results: from a stored day, or from the start',
       );
     } catch (e) {
       computed = pending.map(() => e as Error);
@@ -82,22 +118,23 @@ export async function computeExperimentResults(
       const dayResults = days.map((d) =>
         series instanceof Error
           ? { day: d.text, status: 'failed', result: null, error: series.message }
-          : { day: d.text, status: 'completed', result: series[d.index], error: null },
+          : { day: d.text, status: 'completed', result: series[d.index - seriesStart], error: null },
       );
+      // computed_at is the run's as-of time: a day's row computed after the day ended is complete.
       await run(
         em,
         `insert into experiment_metric_result
            (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
-         select ?, ?, ?, r.day, r.status, r.result, r.error, now()
+         select ?, ?, ?, r.day, r.status, r.result, r.error, ?
            from jsonb_to_recordset(?::jsonb) as r(day date, status text, result jsonb, error text)
          on conflict (experiment_id, metric_uuid, fingerprint, day) do update
            set status = excluded.status, result = excluded.result, error_message = excluded.error_message,
-               computed_at = now(), updated_at = now()`,
-        [x.id, metric.uuid, metric.fingerprint, JSON.stringify(dayResults)],
+               computed_at = excluded.computed_at, updated_at = now()`,
+        [x.id, metric.uuid, metric.fingerprint, now, JSON.stringify(dayResults)],
       );
       results += dayResults.length;
     }
   }
-  deps.logger.info({ experiments: experiments.length, results }, 'experiment results computed');
-  return { experiments: experiments.length, results };
+  deps.logger.info({ experiments: experiments.length, results, incremental, full }, 'experiment results computed');
+  return { experiments: experiments.length, results, incremental, full };
 }

@@ -1,0 +1,241 @@
+// The daily results run is incremental: it starts from the stored counts of the last complete day and
+// adds what the persons active since then changed, so the event rows its statements read (EXPLAIN
+// ANALYZE of the very statements, replayed) stay about the same whether the experiment has run 4 days
+// or 16, while a full recompute's grow with the days. Its results are a full recompute's, also after a
+// person exposed earlier comes back, after a late event for an earlier day and after a deletion
+// (both make the run recompute in full, and say why).
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
+import type { Job } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Config } from '../../shared/config.ts';
+import {
+  computeCountsSince,
+  computeExperimentCounts,
+  computeExperimentSeries,
+  experimentForResults,
+} from '../../shared/experiments/results.ts';
+import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { sql } from '../db.ts';
+import { eventRowsRead, exposure, insertEvents, type Row } from '../event-scans.ts';
+import { CHECKOUT_METRICS } from '../fixtures.ts';
+import { call, createAccount, ownDatabase, startApi, startTestWorker, uniqueRedisPrefix } from '../helpers.ts';
+import type { TestApi } from '../helpers.ts';
+
+const prefix = uniqueRedisPrefix();
+// A database of its own: the plans, and so the rows read, depend on this file's events only.
+const url = await ownDatabase('results_incremental');
+const ownData = (config: Config) => {
+  config.databaseUrl = url;
+  config.databaseDirectUrl = url;
+};
+let api: TestApi;
+let worker: Awaited<ReturnType<typeof startTestWorker>>;
+
+beforeAll(async () => {
+  api = await startApi((config) => {
+    config.redisPrefix = prefix;
+    ownData(config);
+  });
+  worker = await startTestWorker(prefix, ownData);
+});
+afterAll(async () => {
+  await worker.close();
+  await api.close();
+});
+
+const DAY = 86400_000;
+const today = Math.floor(Date.now() / DAY) * DAY;
+const at = (offset: number, hours: number) => new Date(today + offset * DAY + hours * 3600_000);
+/** Today: within the last minute, never before midnight. */
+const todayAt = (i: number) => new Date(Math.max(today + 1000 + i, Date.now() - 60_000 + i));
+const job = (experimentId: number) => ({ data: { experimentId } }) as Job<{ experimentId?: number }>;
+type Experiment = Awaited<ReturnType<typeof experimentOf>>;
+
+async function experimentOf(id: number) {
+  const [row] = await sql(
+    api.orm,
+    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
+    [id],
+  );
+  return { row, experiment: experimentForResults(row) };
+}
+
+/**
+ * An experiment that ran `days` days before today: each day 12 new persons are exposed, cart and buy,
+ * and buy again the next day. Its results are computed (the backfill); then today's events arrive:
+ * 12 new persons, yesterday's buying again, and two persons of the first day exposed again and buying.
+ */
+async function runningExperiment(flag: string, days: number) {
+  const account = await createAccount(api.orm);
+  const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
+    key: account.apiKey,
+    body: { name: flag, feature_flag_key: flag, start_date: at(-days, 0).toISOString(), metrics: CHECKOUT_METRICS },
+  });
+  expect(res.status).toBe(201);
+  const person = (d: number, i: number) => `${flag}-${d}-${i}`;
+  const variant = (i: number) => (i % 2 ? 'test' : 'control');
+  const past: Row[] = [];
+  for (let d = 0; d < days; d++) {
+    for (let i = 0; i < 12; i++) {
+      const p = person(d, i);
+      past.push(exposure(flag, p, variant(i), at(-days + d, 1)));
+      past.push({ person: p, distinctId: p, event: 'cart', at: at(-days + d, 2) });
+      for (let later = d; later <= Math.min(d + 1, days - 1); later++) {
+        past.push({
+          person: p,
+          distinctId: p,
+          event: 'purchase',
+          at: at(-days + later, 3),
+          properties: { amount: 1 + (i % 5) },
+        });
+      }
+    }
+  }
+  await insertEvents(api.orm, account.projectId, past);
+  await sql(api.orm, `analyze event, person, person_distinct_id`);
+  const backfill = await computeExperimentResults(job(res.body.id), worker.deps);
+  expect(backfill.full).toBe(1);
+
+  // Today's events, after the backfill.
+  const fresh: Row[] = [];
+  for (let i = 0; i < 12; i++) {
+    const p = person(days, i);
+    fresh.push(exposure(flag, p, variant(i), todayAt(i * 10 + 1)));
+    fresh.push({ person: p, distinctId: p, event: 'cart', at: todayAt(i * 10 + 2) });
+    fresh.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(i * 10 + 3), properties: { amount: 2 } });
+    const y = person(days - 1, i);
+    fresh.push({ person: y, distinctId: y, event: 'purchase', at: todayAt(i * 10 + 4), properties: { amount: 3 } });
+  }
+  const newPersons = fresh.filter((r) => r.person.startsWith(`${flag}-${days}-`));
+  await insertEvents(api.orm, account.projectId, newPersons);
+  // Yesterday's and the first day's persons exist already: their events only.
+  const returning: Row[] = [];
+  for (const i of [0, 1]) {
+    const p = person(0, i);
+    returning.push(exposure(flag, p, variant(i), todayAt(200 + i)));
+    returning.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(210 + i), properties: { amount: 4 } });
+  }
+  await insertEventRowsOnly(account.projectId, [...fresh.filter((r) => !newPersons.includes(r)), ...returning]);
+  return {
+    id: res.body.id as number,
+    projectId: account.projectId,
+    events: past.length + fresh.length + returning.length,
+  };
+}
+
+/** Events of persons that exist already. */
+async function insertEventRowsOnly(projectId: number, rows: Row[]) {
+  const events = rows.map((r) => ({
+    event: r.event,
+    distinct_id: r.distinctId,
+    properties: r.properties ?? {},
+    timestamp: r.at.toISOString(),
+  }));
+  await sql(
+    api.orm,
+    `insert into event (uuid, project_id, event, distinct_id, properties, timestamp)
+     select gen_random_uuid(), ?, e.event, e.distinct_id, e.properties, e.timestamp
+       from jsonb_to_recordset(?::jsonb) as e(event text, distinct_id text, properties jsonb, timestamp timestamptz)`,
+    [projectId, JSON.stringify(events)],
+  );
+}
+
+/** Every stored day equals a full recompute as of `now` (the results as stored: through JSON). */
+async function expectFullRecompute(id: number, now: Date) {
+  const { row, experiment } = await experimentOf(id);
+  const full = await computeExperimentSeries(
+    api.orm.em.fork() as EntityManager,
+    experiment,
+    row.metrics,
+    new Date(now.getTime() + 1),
+  );
+  const stored = await sql(
+    api.orm,
+    `select metric_uuid, day::text as day, status, result from experiment_metric_result where experiment_id = ? order by day`,
+    [id],
+  );
+  const firstDay = Math.floor(experiment.startDate.getTime() / DAY) * DAY;
+  expect(stored.length).toBe(row.metrics.length * Math.round((today - firstDay) / DAY + 1));
+  for (const [i, metric] of row.metrics.entries()) {
+    const series = full[i];
+    if (series instanceof Error) throw series;
+    const mine = stored.filter((r) => r.metric_uuid === metric.uuid);
+    expect(mine.map((r) => r.status)).toEqual(mine.map(() => 'completed'));
+    expect(mine.map((r) => r.result)).toEqual(JSON.parse(JSON.stringify(series)));
+  }
+}
+
+async function dailyRun(id: number, now: Date) {
+  return eventRowsRead(url, (orm: MikroORM) => computeExperimentResults(job(id), { ...worker.deps, orm }, now));
+}
+
+async function fullRecomputeRows(id: number, now: Date) {
+  const { row, experiment }: Experiment = await experimentOf(id);
+  return eventRowsRead(url, (orm: MikroORM) =>
+    computeExperimentSeries(orm.em.fork() as EntityManager, experiment, row.metrics, new Date(now.getTime() + 1)),
+  );
+}
+
+describe('incremental daily results', () => {
+  it("reads about one day's events, however long the experiment has run, and equals a full recompute", async () => {
+    const measured = [];
+    for (const days of [4, 16]) {
+      const { id, events } = await runningExperiment(`inc${days}`, days);
+      await sql(api.orm, `analyze event, person, person_distinct_id`);
+      const now = new Date();
+      const daily = await dailyRun(id, now);
+      expect(daily.value).toMatchObject({ experiments: 1, incremental: 1, full: 0 });
+      await expectFullRecompute(id, now);
+      const full = await fullRecomputeRows(id, now);
+      measured.push({ days, events, daily: daily.rows, full: full.rows });
+    }
+    const [short, long] = measured;
+    console.info('daily run cost (event rows read)', measured);
+    // A recompute grows with the days (about 17/5 of the events); the daily run does not.
+    expect(long.full / short.full).toBeGreaterThan(2.5);
+    expect(long.daily / short.daily).toBeLessThan(1.5);
+    expect(long.daily * 2.5).toBeLessThan(long.full);
+  }, 180_000);
+
+  it('recomputes in full after a late event for an earlier day or a deletion, and stays exact', async () => {
+    const { id, projectId } = await runningExperiment('late', 5);
+    let now = new Date();
+    expect((await computeExperimentResults(job(id), worker.deps, now)).incremental).toBe(1);
+    await expectFullRecompute(id, now);
+
+    // The persons active since read by one scan of the range (as when many are) instead of by id: the same counts.
+    const { row, experiment } = await experimentOf(id);
+    const until = new Date(now.getTime() + 1);
+    const em = api.orm.em.fork() as EntityManager;
+    const scanned = await computeCountsSince(em, experiment, row.metrics, until, 5, { touchedByIdLimit: 0 });
+    expect(scanned.recomputed).toBeNull();
+    const full = await computeExperimentCounts(em, experiment, row.metrics, until);
+    expect(scanned.series.map((s) => (s as unknown[]).at(-1))).toEqual(full.map((s) => (s as unknown[]).at(-1)));
+
+    // A purchase three days ago, arriving now: the stored days since then were missing it.
+    await insertEventRowsOnly(projectId, [
+      { person: 'late-1-3', distinctId: 'late-1-3', event: 'purchase', at: at(-3, 5), properties: { amount: 5 } },
+    ]);
+    now = new Date();
+    const late = await computeExperimentResults(job(id), worker.deps, now);
+    expect(late).toMatchObject({ incremental: 0, full: 1 });
+    await expectFullRecompute(id, now);
+
+    // Then an incremental run again (nothing new: the same results).
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
+
+    // A person deleted (their events gone, the deletion finished after the stored days were computed).
+    await sql(api.orm, `delete from event where project_id = ? and distinct_id = 'late-0-4'`, [projectId]);
+    await sql(
+      api.orm,
+      `insert into async_deletion (project_id, deletion_type, key, mode, status, started_at, finished_at)
+       values (?, 'person', 'late-0-4', 'events', 'completed', now(), now())`,
+      [projectId],
+    );
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 0, full: 1 });
+    await expectFullRecompute(id, now);
+  }, 180_000);
+});
