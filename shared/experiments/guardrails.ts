@@ -400,7 +400,7 @@ export async function resetCircuitBreaker(
   return em.transactional(async (tx) => {
     const x = await lockedExperiment(tx, experimentId);
     if (x?.guardrail_status?.state !== 'tripped') return false;
-    const previous = x.guardrail_status.previous_flag_filters;
+    const previous = record(x.guardrail_status.previous_flag_filters);
     await updateFlagFilters(tx, x.feature_flag_id, previous, false);
     const statsConfig = {
       ...(x.stats_config ?? {}),
