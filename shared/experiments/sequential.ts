@@ -19,7 +19,7 @@
 // The always-valid p-value is 1/E, E = exp(Nρ²·z²/(2(Nρ² + 1)))/sqrt(Nρ² + 1) the mixture
 // martingale at z = θ̂/sqrt(V): p < α exactly when the sequence at level α excludes 0.
 
-import { type MetricKind, moments, type VariantStats } from './stats.ts';
+import { type MetricKind, moments, type VariantStats } from './moments.ts';
 
 export const SEQUENTIAL_DEFAULT_TUNING = 5000;
 export const SEQUENTIAL_METHOD = 'asymptotic_confidence_sequence' as const;
