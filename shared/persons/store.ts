@@ -4,6 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { cohortFilterResolver } from '../cohorts/membership.ts';
+import type { EventStore } from '../events/event-store.ts';
 import { pagedQuery, type PageResult } from '../db/paged.ts';
 import { containsPattern, isUuid, pgArray, rows, run } from '../db/sql.ts';
 import { personUuidFor } from '../ingestion/person-uuid.ts';
@@ -97,6 +98,8 @@ export async function personListFilter(
   em: EntityManager,
   projectId: number,
   query: PersonListQuery,
+  /** Where behavioral cohort filters are evaluated (needed only when the filters have one). */
+  events?: EventStore,
 ): Promise<SqlFragment> {
   const parts: SqlFragment[] = [{ sql: 'p.project_id = ?', params: [projectId] }];
   if (query.distinct_id !== undefined)
@@ -123,7 +126,7 @@ export async function personListFilter(
     parts.push({ sql: `p.id in (${branches.join(' union ')})`, params });
   }
   if (query.properties !== undefined) {
-    const special = await cohortFilterResolver(em, projectId, query.properties);
+    const special = await cohortFilterResolver(em, events, projectId, query.properties);
     // Which keys have a date index is asked only when a date filter is there to use one.
     const dateFilter = filterItems(query.properties).some((item) => String(item.operator).startsWith('is_date_'));
     const dateKeys = dateFilter ? await dateIndexedKeys(em) : new Set<string>();
