@@ -6,7 +6,7 @@
 // mapping is gone from both. Persons themselves stay in PostgreSQL: ClickHouse answers with person
 // ids, PostgreSQL pages them (newest person first).
 import type { ClickHouseClient } from '@clickhouse/client';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
 import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
 import { pgArray } from '../db/sql.ts';
@@ -55,7 +55,8 @@ const MICROS_PER_DAY = 86_400_000_000;
 export function createClickHouseEventStore(
   client: ClickHouseClient,
   database: string,
-  orm: MikroORM,
+  /** Where persons are (the analytics read them); a command that only ships passes `{ em }`. */
+  orm: { em: EntityManager },
 ): ClickHouseEventStore {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
   const db = database;
