@@ -338,6 +338,19 @@ export function createClickHouseEventStore(
       return found.map((r): PersonEventCount => ({ personId: r.p, distinctId: r.d, n: Number(r.n) }));
     },
 
+    async recentEventsCarryFlagValues(projectId, events) {
+      if (events.length === 0) return false;
+      const [row] = await select<{ has: number }>(
+        `SELECT count() > 0 AS has FROM (
+           SELECT properties FROM ${db}.events
+            WHERE project_id = {project:Int64} AND event IN {names:Array(String)}
+              AND timestamp > now64(6) - INTERVAL 7 DAY LIMIT 20)
+          WHERE arrayExists(k -> startsWith(k, '$feature/'), JSONExtractKeys(properties))`,
+        { project: projectId, names: events },
+      );
+      return Boolean(Number(row.has));
+    },
+
     async countEventsBefore(projectId, before) {
       const [row] = await select<{ n: string }>(
         `SELECT uniqExact(uuid) AS n FROM ${db}.events

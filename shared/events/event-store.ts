@@ -111,6 +111,11 @@ export interface EventStore {
    * before the deletes), by person uuid and distinct id, in no order.
    */
   personEventCounts(projectId: number, group: EventDeletionGroup): Promise<PersonEventCount[]>;
+  /**
+   * PostHog's check that a flag is implemented: whether some of the latest week's events of these names
+   * (a sample of 20) carry `$feature/…` properties, the flag values SDKs send.
+   */
+  recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
   /** The project's events with a timestamp before `before` (what retention would remove). */
   countEventsBefore(projectId: number, before: Date): Promise<number>;
   /** The project's events (of one name, if given), for verification. */

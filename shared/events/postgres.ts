@@ -10,7 +10,7 @@ import {
 } from './analytics.ts';
 import { propertyFiltersSql } from '../persons/property-filters.ts';
 import type { DeletionHooks, EventDeletionGroup, EventStore, PersonEventCount } from './event-store.ts';
-import { firstMonthlyPartitionStart, storeEvents } from './store.ts';
+import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } from './store.ts';
 
 export interface PostgresEventStoreOptions {
   /** Rows a delete statement aims at (DELETION_CHUNK_SIZE). */
@@ -89,6 +89,7 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
           where ${GROUP_EVENTS} group by 1, 2`,
         groupEventParams(projectId, group),
       ),
+    recentEventsCarryFlagValues: (projectId, events) => recentEventsCarryFlagValues(fork(), projectId, events),
     async countEventsBefore(projectId, before) {
       const [row] = await rows<{ n: number }>(
         fork(),

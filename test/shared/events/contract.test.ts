@@ -408,3 +408,29 @@ describe('event store contract: behavioural cohorts and counts', () => {
     expect(await ch.countEventsBefore(projectId, at(0))).toBe(1);
   });
 });
+
+describe('event store contract: flag values on recent events', () => {
+  it('says the same whether the last week’s events of some names carry $feature/ properties', async () => {
+    const ago = (days: number) => new Date(Date.now() - days * D);
+    const named = (name: string, t: Date, properties: Record<string, unknown>) => ({
+      ...event(otherProjectId, name, 'a', null, t),
+      properties,
+    });
+    await insertBoth([
+      named('flagged', ago(1), { '$feature/new-checkout': 'test', $browser: 'Firefox' }),
+      named('plain', ago(1), { feature: 'x', $feature_flag: 'new-checkout' }),
+      named('stale', ago(8), { '$feature/new-checkout': 'control' }),
+    ]);
+    for (const store of [pg, ch]) {
+      const carry = (events: string[]) => store.recentEventsCarryFlagValues(otherProjectId, events);
+      expect([
+        await carry(['flagged']),
+        await carry(['plain', 'flagged']),
+        await carry(['plain']),
+        await carry(['stale']),
+        await carry(['none']),
+      ]).toEqual([true, true, false, false, false]);
+      expect(await store.recentEventsCarryFlagValues(projectId, ['flagged'])).toBe(false); // another project's
+    }
+  });
+});
