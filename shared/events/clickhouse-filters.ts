@@ -3,8 +3,11 @@
 // builder: its FilterErrors are the answer for a malformed filter on either engine); this file only
 // says the same conditions in ClickHouse. A property's text is PostgreSQL's `->>`: a string's value,
 // any other JSON's own text, NULL when the key is missing or null; each operator treats NULL as
-// PostgreSQL's statement does (no match, or a match for the negated ones). Regular expressions are
-// re2 here and POSIX there: the same for ordinary patterns; one JavaScript refuses matches nothing.
+// PostgreSQL's statement does (no match, or a match for the negated ones). Where the engines read a
+// value their own way the answers can differ at the edges: regular expressions are re2 here and POSIX
+// there (the same for ordinary patterns; one JavaScript refuses matches nothing), numbers are
+// Float64 here and numeric there (digits past the 15th, text such as '0x10'), and dates are read by
+// parseDateTime64BestEffort here and timestamptz's input there (the same for ISO 8601).
 import { propertyFiltersSql, type PropertyFilterItem } from '../persons/property-filters.ts';
 import { parseStorableDate } from '../time.ts';
 

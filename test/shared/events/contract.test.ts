@@ -346,6 +346,9 @@ describe('event store contract: behavioural cohorts and counts', () => {
     expect(await samePerformers([], 2)).toEqual([A.id, D1.id]);
     expect(await samePerformers([], 3)).toEqual([A.id]);
     expect(await samePerformers([], 1, at(-20 * D))).toEqual([A.id, C.id, D1.id, E.id, F.id]);
+    // Since before ClickHouse's DateTime64 range (an explicit_datetime of 1800), or past it.
+    expect(await samePerformers([], 1, new Date('1800-01-01T00:00:00Z'))).toEqual([A.id, C.id, D1.id, E.id, F.id]);
+    expect(await samePerformers([], 1, new Date('2500-01-01T00:00:00Z'))).toEqual([]);
     expect(await samePerformers([], 1, at(0), [A.id, E.id, F.id])).toEqual([A.id, E.id]);
     const plan = (operator: string, value?: unknown) => [{ key: 'plan', operator, value, type: 'event' }];
     const amount = (operator: string, value?: unknown) => [{ key: 'amount', operator, value, type: 'event' }];
@@ -406,6 +409,11 @@ describe('event store contract: behavioural cohorts and counts', () => {
     expect(await counts(ch)).toEqual([0, 1, 2, 3]);
     expect(await pg.countEventsBefore(projectId, at(0))).toBe(1); // F's early purchase
     expect(await ch.countEventsBefore(projectId, at(0))).toBe(1);
+    expect(await counts(pg)).toEqual(await counts(ch));
+    for (const store of [pg, ch]) {
+      expect(await store.countEventsBefore(otherProjectId, new Date('1800-01-01T00:00:00Z'))).toBe(0);
+      expect(await store.countEventsBefore(otherProjectId, new Date('2500-01-01T00:00:00Z'))).toBe(3);
+    }
   });
 });
 
