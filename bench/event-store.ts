@@ -51,7 +51,8 @@ const {
   `select min(id)::text as lo, max(id)::text as hi from person where project_id = $1`,
   [projectId],
 );
-const arrived = new Date(Date.now() - 3_600_000);
+// Arrivals a millisecond apart per person and event, ending before now (as capture spreads them).
+const arrived = new Date(Date.now() - 3_600_000 - PERSONS * PER_PERSON);
 const CHUNK = Math.max(1, Math.floor(200_000 / PER_PERSON)); // persons per statement
 const storeMs = await timed(async () => {
   for (let lo = Number(range.lo); lo <= Number(range.hi); lo += CHUNK) {
@@ -62,11 +63,11 @@ const storeMs = await timed(async () => {
               'bench-' || p.id, p.uuid,
               jsonb_build_object('k', k, 'plan', case when p.id % 3 = 0 then 'pro' else 'free' end),
               to_timestamp($2::float8 / 1000) + ((p.id::bigint * 15485863 + k::bigint * 86400007) % (30::bigint * 86400000)) * interval '1 millisecond',
-              $3
+              $3::timestamptz + ((p.id::bigint - $7) * $4 + k) * interval '1 millisecond'
          from person p cross join generate_series(0, $4 - 1) k
         cross join lateral (select (p.id::bigint * 7919 + k::bigint * 104729) % 1000 as r) x
         where p.project_id = $1 and p.id >= $5 and p.id < $6`,
-      [projectId, T0, arrived, PER_PERSON, lo, lo + CHUNK],
+      [projectId, T0, arrived, PER_PERSON, lo, lo + CHUNK, range.lo],
     );
     progress(
       `stored events of ${Math.min(PERSONS, lo - Number(range.lo) + CHUNK)} of ${PERSONS} persons in PostgreSQL`,
