@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { recordDeletionRequests } from '../shared/deletions/store.ts';
 import { receiptSigner, recordEventsBefore, writeDeletionReceipts } from '../shared/deletions/receipts.ts';
 import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
+import { createPostgresEventStore } from '../shared/events/postgres.ts';
 import { logger } from '../shared/logger.ts';
 import { benchSetup, loadFor, postOk, startApiProcess } from './harness.ts';
 import { config } from '../shared/config.ts';
@@ -95,7 +96,8 @@ async function eventDeletion() {
       createdById: null,
     })),
   );
-  const deps = { orm, logger, config, connection: {} as any, queues: {} as any };
+  const events = createPostgresEventStore(orm, { deleteChunk: config.deletion.chunkSize });
+  const deps = { orm, logger, config, events, connection: {} as any, queues: {} as any };
   const runJob = (id: string) =>
     deletePersonData({ data: { deletionId: id }, updateProgress: async () => undefined } as any, deps as any);
   // The receipts' share: their counts before are taken here, timed apart (the job's own call then finds
@@ -103,7 +105,7 @@ async function eventDeletion() {
   // its cost somewhat); their verification and signing are timed again after the job, in a rolled-back
   // transaction.
   const signer = await receiptSigner(em as any, config.deletion.receiptPrivateKey);
-  const receiptsBefore = await timed(() => recordEventsBefore(em as any, ids));
+  const receiptsBefore = await timed(() => recordEventsBefore(em as any, events, ids));
   // The first request's job claims the whole batch; the other jobs, which a worker runs beside it, then
   // find their requests taken (or done) and return at once. Timed apart so each figure says what it is.
   const chunked = await whileReading(() => runJob(ids[0]));

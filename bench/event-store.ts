@@ -1,36 +1,41 @@
-// The event store's two engines on the same data: the persons funnel (a conversion and a drop-off)
-// answered by PostgreSQL and by ClickHouse (chDB, the same engine as a server, in this process),
-// and how fast the shipper copies PostgreSQL's events to ClickHouse. Both funnels must agree; the
-// figures are medians of repeated runs in this process, and their ratio.
-import { randomUUID } from 'node:crypto';
+// The event store's engines on the same data, analysis by analysis: the PostgreSQL store, the
+// ClickHouse store (chDB, the same engine as a server, in this process; persons paged by PostgreSQL
+// as the API does), the best single ClickHouse statement for the same count (the person stamped on
+// each event, no mirror join, no paging: a floor for the engine), and DuckDB (in this process, the
+// same rows loaded with each event's person) with the same rule in plain SQL. Every answer's count
+// must agree; the figures are medians of BENCH_RUNS runs, and the ratio is PostgreSQL store ÷
+// ClickHouse store. Also how fast the backfill (the shipper's walk) copies PostgreSQL's events.
+//
+// BENCH_PERSONS (default 20,000) persons, BENCH_EVENTS (default 10 per person) events over 30 days.
+// The issue's size is BENCH_PERSONS=200000 BENCH_EVENTS=10000000.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
+import { DuckDBInstance, timestampValue } from '@duckdb/node-api';
 import { createChdbConnection } from 'chdb/connection';
-import type { EntityManager } from '@mikro-orm/postgresql';
 import { benchSetup } from './harness.ts';
 import { percentile, progress, timed } from './stats.ts';
 import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
 import { createPostgresEventStore } from '../shared/events/postgres.ts';
-import { shipEvents } from '../shared/events/shipper.ts';
-import { storeEvents, type EventRow } from '../shared/events/store.ts';
-import type { FunnelParams } from '../shared/events/event-store.ts';
+import { backfillEvents } from '../shared/events/shipper.ts';
+import type { EventStore, FunnelParams, PerformedEventQuery } from '../shared/events/event-store.ts';
 
 const PERSONS = Number(process.env.BENCH_PERSONS ?? 20_000);
-const EVENTS_PER_PERSON = 10;
+const PER_PERSON = Math.max(1, Math.round(Number(process.env.BENCH_EVENTS ?? PERSONS * 10) / PERSONS));
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
 const STEPS = ['signup', 'activate', 'pay'];
 const T0 = Date.parse('2026-02-01T00:00:00Z');
+const DAY_MS = 86_400_000;
+const WINDOW_DAYS = 14;
 
 const { orm, account, pool } = await benchSetup();
 const projectId = account.projectId;
-const em = () => orm.em.fork() as EntityManager;
 console.log(
-  `event store: ${PERSONS} persons × ${EVENTS_PER_PERSON} events, funnel of ${STEPS.length} steps, ${RUNS} runs`,
+  `event store: ${PERSONS} persons × ${PER_PERSON} events = ${PERSONS * PER_PERSON} events, ${RUNS} runs per figure`,
 );
 
-// Persons with one distinct id each; events over 30 days, step events with falling frequency.
+// ---- data: persons with one distinct id each; events over 30 days, step events with falling frequency ----
 await pool.query(
   `insert into person (uuid, project_id, created_at) select gen_random_uuid(), $1, now() from generate_series(1, $2)`,
   [projectId, PERSONS],
@@ -40,73 +45,197 @@ await pool.query(
    select $1, id, 'bench-' || id from person where project_id = $1`,
   [projectId],
 );
-const { rows: persons } = await pool.query<{ id: string; uuid: string }>(
-  `select id::text, uuid::text from person where project_id = $1`,
+const {
+  rows: [range],
+} = await pool.query<{ lo: string; hi: string }>(
+  `select min(id)::text as lo, max(id)::text as hi from person where project_id = $1`,
   [projectId],
 );
-const arrived = new Date(Date.now() - 3_600_000);
-let stored = 0;
-for (let i = 0; i < persons.length; i += 500) {
-  const batch: EventRow[] = [];
-  for (const p of persons.slice(i, i + 500))
-    for (let k = 0; k < EVENTS_PER_PERSON; k++) {
-      const r = (Number(p.id) * 7919 + k * 104729) % 1000;
-      const event = k === 0 ? 'signup' : r < 300 ? 'activate' : r < 400 ? 'pay' : 'pageview';
-      batch.push({
-        uuid: randomUUID(),
-        projectId,
-        event,
-        distinctId: `bench-${p.id}`,
-        personId: p.uuid,
-        properties: { k },
-        timestamp: new Date(T0 + ((Number(p.id) * 15_485_863 + k * 86_400_007) % (30 * 86_400_000))),
-      });
-    }
-  await storeEvents(em(), batch, arrived);
-  stored += batch.length;
-  progress(`stored ${stored} events in PostgreSQL`);
-}
-console.log();
+// Arrivals a millisecond apart per person and event, ending before now (as capture spreads them).
+const arrived = new Date(Date.now() - 3_600_000 - PERSONS * PER_PERSON);
+const CHUNK = Math.max(1, Math.floor(200_000 / PER_PERSON)); // persons per statement
+const storeMs = await timed(async () => {
+  for (let lo = Number(range.lo); lo <= Number(range.hi); lo += CHUNK) {
+    await pool.query(
+      `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
+       select gen_random_uuid(), $1,
+              case when k = 0 then 'signup' when r < 300 then 'activate' when r < 400 then 'pay' else 'pageview' end,
+              'bench-' || p.id, p.uuid,
+              jsonb_build_object('k', k, 'plan', case when p.id % 3 = 0 then 'pro' else 'free' end),
+              to_timestamp($2::float8 / 1000) + ((p.id::bigint * 15485863 + k::bigint * 86400007) % (30::bigint * 86400000)) * interval '1 millisecond',
+              $3::timestamptz + ((p.id::bigint - $7) * $4 + k) * interval '1 millisecond'
+         from person p cross join generate_series(0, $4 - 1) k
+        cross join lateral (select (p.id::bigint * 7919 + k::bigint * 104729) % 1000 as r) x
+        where p.project_id = $1 and p.id >= $5 and p.id < $6`,
+      [projectId, T0, arrived, PER_PERSON, lo, lo + CHUNK, range.lo],
+    );
+    progress(
+      `stored events of ${Math.min(PERSONS, lo - Number(range.lo) + CHUNK)} of ${PERSONS} persons in PostgreSQL`,
+    );
+  }
+  await pool.query(`analyze event`);
+});
+console.log(`\nPostgreSQL: stored in ${(storeMs / 1000).toFixed(1)} s`);
 
+// ---- ClickHouse: the backfill (the shipper's walk) copies them ----
 const connection = createChdbConnection({ path: mkdtempSync(join(tmpdir(), 'bench-chdb-')) });
 const client = createClient({ connection: connection as unknown as ClickHouseClientConfigOptions['connection'] });
 const ch = createClickHouseEventStore(client, 'bench', orm);
 await ch.migrate();
 const pg = createPostgresEventStore(orm, { deleteChunk: 100_000 });
-// Only this run's events: the mark starts at this run's first arrival.
+// Only this run's events: the main mark starts at this run's arrival.
 await pool.query(`delete from event_shipment`);
 await pool.query(
   `insert into event_shipment (target, created_at, uuid) values ('clickhouse', $1::timestamptz - interval '1 second', '00000000-0000-0000-0000-000000000000')`,
   [arrived],
 );
-let shipped = 0;
-const shipMs = await timed(async () => {
-  for (;;) {
-    const r = await shipEvents(orm, ch, { batchSize: 20_000, settleSeconds: 0, maxBatches: 1 });
-    shipped += r.events;
-    progress(`shipped ${shipped} events to ClickHouse`);
-    if (r.events === 0) break;
-  }
+const shipped = await backfillEvents(orm, ch, {
+  batchSize: 20_000,
+  settleSeconds: 0,
+  onProgress: (p) => progress(`shipped ${p.events} of ${p.total} events to ClickHouse`),
 });
 console.log(
-  `\nshipping: ${shipped} events in ${(shipMs / 1000).toFixed(1)} s = ${Math.round(shipped / (shipMs / 1000))} events/s`,
+  `\nbackfill to ClickHouse: ${shipped.events} events in ${(shipped.elapsedMs / 1000).toFixed(1)} s = ${Math.round(shipped.events / (shipped.elapsedMs / 1000))} events/s`,
 );
+await client.command({ query: `OPTIMIZE TABLE bench.events FINAL` });
 
-const funnel: FunnelParams = { steps: STEPS, from: new Date(T0), to: new Date(T0 + 31 * 86_400_000), windowDays: 14 };
-for (const step of [3, -2]) {
-  const page = { limit: 100, offset: 0 };
-  const answers = await Promise.all([pg, ch].map((s) => s.funnelPersonIds(projectId, funnel, step, page)));
-  if (JSON.stringify(answers[0]) !== JSON.stringify(answers[1]))
-    throw new Error(`funnel step ${step}: the engines disagree`);
-  const ms: Record<string, number[]> = { postgres: [], clickhouse: [] };
-  for (let run = 0; run < RUNS; run++)
-    for (const store of [pg, ch])
-      ms[store.engine].push(await timed(() => store.funnelPersonIds(projectId, funnel, step, page)));
-  const [p, c] = [percentile(ms.postgres, 50), percentile(ms.clickhouse, 50)];
-  console.log(
-    `funnel step ${step} (${answers[0].count} persons): postgres p50 ${p.toFixed(0)} ms, clickhouse p50 ${c.toFixed(0)} ms, ratio ${(p / c).toFixed(2)}`,
-  );
+// ---- DuckDB: the same rows, each with its person ----
+const duck = await (await DuckDBInstance.create(':memory:')).connect();
+await duck.run(`create table ev (person bigint, event varchar, ts timestamp, plan varchar)`);
+const duckMs = await timed(async () => {
+  const appender = await duck.createAppender('ev');
+  let loaded = 0;
+  for (let lo = Number(range.lo); lo <= Number(range.hi); lo += CHUNK) {
+    const { rows } = await pool.query<{ person: string; event: string; us: string; plan: string }>(
+      `select d.person_id::text as person, e.event, (extract(epoch from e.timestamp) * 1000000)::bigint::text as us,
+              e.properties->>'plan' as plan
+         from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+        where e.project_id = $1 and d.person_id >= $2 and d.person_id < $3`,
+      [projectId, lo, lo + CHUNK],
+    );
+    for (const r of rows) {
+      appender.appendBigInt(BigInt(r.person));
+      appender.appendVarchar(r.event);
+      appender.appendTimestamp(timestampValue(BigInt(r.us)));
+      appender.appendVarchar(r.plan);
+      appender.endRow();
+    }
+    appender.flushSync();
+    loaded += rows.length;
+    progress(`loaded ${loaded} events into DuckDB`);
+  }
+  appender.closeSync();
+});
+console.log(`\nDuckDB: loaded in ${(duckMs / 1000).toFixed(1)} s`);
+
+const duckCount = async (sql: string) => Number((await duck.runAndReadAll(sql)).getRows()[0][0]);
+const chCount = async (query: string) => {
+  const result = await client.query({ query, format: 'JSONEachRow' });
+  return Number((await result.json<{ n: string }>())[0].n);
+};
+
+// ---- the analyses ----
+const funnel: FunnelParams = {
+  steps: STEPS,
+  from: new Date(T0),
+  to: new Date(T0 + 31 * DAY_MS),
+  windowDays: WINDOW_DAYS,
+};
+const page = { limit: 100, offset: 0 };
+const windowMicros = WINDOW_DAYS * DAY_MS * 1000;
+const chLevels = `SELECT person_id, windowFunnel(${windowMicros})(toUInt64(toUnixTimestamp64Micro(timestamp)),
+         event = 'signup', event = 'activate', event = 'pay') AS level
+    FROM bench.events WHERE project_id = ${projectId} AND event IN ('signup', 'activate', 'pay')
+     AND timestamp >= fromUnixTimestamp64Milli(${T0}) AND timestamp < fromUnixTimestamp64Milli(${T0 + 31 * DAY_MS})
+   GROUP BY person_id`;
+// PostHog's rule in plain SQL: every signup starts an attempt; the first activate after it within the
+// window, then the first pay after that still within the signup's window; a person's furthest attempt.
+const duckLevels = `with s as (select person, ts from ev where event = 'signup'
+                                 and ts >= epoch_ms(${T0}) and ts < epoch_ms(${T0 + 31 * DAY_MS})),
+     a as (select s.person, s.ts as t0, min(e.ts) as t1 from s join ev e
+             on e.person = s.person and e.event = 'activate' and e.ts >= s.ts
+            and e.ts <= s.ts + interval ${WINDOW_DAYS} day and e.ts < epoch_ms(${T0 + 31 * DAY_MS})
+           group by all),
+     p as (select distinct a.person from a join ev e
+             on e.person = a.person and e.event = 'pay' and e.ts >= a.t1
+            and e.ts <= a.t0 + interval ${WINDOW_DAYS} day and e.ts < epoch_ms(${T0 + 31 * DAY_MS}))
+select (select count(distinct person) from a) as reached2, (select count(*) from p) as reached3`;
+const behavioural: PerformedEventQuery = {
+  event: 'pay',
+  since: new Date(T0 + 10 * DAY_MS),
+  times: 2,
+  eventFilters: [{ key: 'plan', operator: 'exact', value: 'pro', type: 'event' }],
+};
+
+interface Analysis {
+  name: string;
+  store: (s: EventStore) => Promise<number>;
+  chBest: () => Promise<number>;
+  duck: () => Promise<number>;
 }
+const analyses: Analysis[] = [
+  {
+    name: 'funnel: persons reaching step 3 (and a page of them)',
+    store: async (s) => (await s.funnelPersonIds(projectId, funnel, 3, page)).count,
+    chBest: () => chCount(`SELECT count() AS n FROM (${chLevels}) WHERE level >= 3`),
+    duck: async () => Number((await duck.runAndReadAll(duckLevels)).getRows()[0][1]),
+  },
+  {
+    name: 'funnel: drop-off between steps 1 and 2',
+    store: async (s) => (await s.funnelPersonIds(projectId, funnel, -2, page)).count,
+    chBest: () => chCount(`SELECT count() AS n FROM (${chLevels}) WHERE level = 1`),
+    duck: async () => {
+      const [reached2] = (await duck.runAndReadAll(duckLevels)).getRows()[0];
+      const started = await duckCount(
+        `select count(distinct person) from ev where event = 'signup' and ts >= epoch_ms(${T0}) and ts < epoch_ms(${T0 + 31 * DAY_MS})`,
+      );
+      return started - Number(reached2);
+    },
+  },
+  {
+    name: 'behavioural cohort: 2+ pays with plan=pro since day 10',
+    store: async (s) => (await s.performedEventPersonIds(projectId, behavioural)).length,
+    chBest: () =>
+      chCount(`SELECT count() AS n FROM (SELECT person_id FROM bench.events
+                WHERE project_id = ${projectId} AND event = 'pay' AND timestamp >= fromUnixTimestamp64Milli(${T0 + 10 * DAY_MS})
+                  AND JSONExtractString(properties, 'plan') = 'pro' GROUP BY person_id HAVING count() >= 2)`),
+    duck: () =>
+      duckCount(`select count(*) from (select person from ev where event = 'pay' and ts >= epoch_ms(${T0 + 10 * DAY_MS})
+                   and plan = 'pro' group by person having count(*) >= 2)`),
+  },
+];
+
+const rows: string[][] = [];
+for (const a of analyses) {
+  const answers = [await a.store(pg), await a.store(ch), await a.chBest(), await a.duck()];
+  if (new Set(answers).size !== 1) throw new Error(`${a.name}: the engines disagree (${answers.join(', ')})`);
+  const ms: number[][] = [[], [], [], []];
+  for (let run = 0; run < RUNS; run++) {
+    ms[0].push(await timed(() => a.store(pg)));
+    ms[1].push(await timed(() => a.store(ch)));
+    ms[2].push(await timed(() => a.chBest()));
+    ms[3].push(await timed(() => a.duck()));
+    progress(`${a.name}: run ${run + 1} of ${RUNS}`);
+  }
+  const p50 = ms.map((m) => percentile(m, 50));
+  rows.push([
+    `${a.name} [${answers[0]} persons]`,
+    ...p50.map((v) => `${v.toFixed(0)} ms`),
+    `${(p50[0] / p50[1]).toFixed(1)}×`,
+  ]);
+}
+console.log(`\n\n${PERSONS} persons, ${PERSONS * PER_PERSON} events (p50 of ${RUNS} runs)`);
+const header = [
+  'analysis',
+  'PostgreSQL store',
+  'ClickHouse store',
+  'ClickHouse best single statement',
+  'DuckDB',
+  'ratio',
+];
+const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+for (const r of [header, widths.map((w) => '-'.repeat(w)), ...rows])
+  console.log(`| ${r.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`);
 
 await pool.query(`delete from event where project_id = $1`, [projectId]);
 await pool.query(`delete from event_shipment`);

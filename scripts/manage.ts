@@ -43,6 +43,9 @@ import {
   personPropertyIndexes,
 } from '../shared/persons/property-indexes.ts';
 import { storableText } from '../shared/persons/property-filters.ts';
+import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
+import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
+import { backfillEvents } from '../shared/events/shipper.ts';
 
 /** A person property key as the filters take it: non-empty text PostgreSQL can store. */
 function propertyKey(value: unknown): string {
@@ -128,6 +131,58 @@ async function connectRedis(): Promise<RedisConnection> {
   }
   redis.on('error', () => undefined);
   return redis;
+}
+
+/**
+ * Copies an existing install's events to ClickHouse through the shipper's walk (shared/events/shipper.ts
+ * backfillEvents): progress on stderr, the mark kept in PostgreSQL, so a run stopped anywhere resumes
+ * and a run again copies nothing.
+ */
+async function backfillCommand(em: EntityManager, v: Values) {
+  if (config.events.engine !== 'clickhouse')
+    throw new OperatorError(
+      'EVENT_STORE is postgres: run this with EVENT_STORE=clickhouse and CLICKHOUSE_URL (those the API and worker will use)',
+    );
+  const projectId = v.project === undefined ? undefined : projectIds(v.project)[0];
+  if (projectId !== undefined && !(await rows(em, `select 1 from project where id = ?`, [projectId])).length)
+    throw new AccountError(`No project ${projectId}`);
+  const batchSize = v['batch-size'] === undefined ? config.events.shipBatchSize : Number(v['batch-size']);
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 1_000_000)
+    throw new AccountError(`Invalid batch size: ${String(v['batch-size'])} (1 to 1000000)`);
+  const url = config.events.clickhouseUrl;
+  // The client's own error log is off: a failure is the command's one line.
+  const client = createClient({ url, log: { level: ClickHouseLogLevel.OFF } });
+  const store = createClickHouseEventStore(client, config.events.clickhouseDatabase, { em });
+  try {
+    try {
+      await store.migrate();
+    } catch (error) {
+      throw new OperatorError(`cannot reach ClickHouse at ${where(url)} (${reason(error)})`);
+    }
+    const scope = projectId === undefined ? 'all projects' : `project ${projectId}`;
+    const result = await backfillEvents({ em }, store, {
+      batchSize,
+      settleSeconds: config.events.shipSettleSeconds,
+      projectId,
+      onBusy: () => process.stderr.write('events backfill: the worker is shipping; waiting for the mark\n'),
+      onProgress: (p) => {
+        const share = p.total > 0 ? ` (${Math.min(100, Math.floor((100 * p.events) / p.total))}%)` : '';
+        const rate = p.elapsedMs > 0 ? `, ${Math.round((p.events * 1000) / p.elapsedMs)} events/s` : '';
+        process.stderr.write(`events backfill, ${scope}: ${p.events} of ${p.total} events${share}${rate}\n`);
+      },
+    });
+    return {
+      project: projectId ?? 'all',
+      shipped: result.events,
+      batches: result.batches,
+      distinct_ids: result.distinctIds,
+      // Younger than EVENT_SHIP_SETTLE_SECONDS: the worker's shipper (or the next backfill) takes them.
+      left: result.left,
+      seconds: Math.round(result.elapsedMs / 100) / 10,
+    };
+  } finally {
+    await store.close();
+  }
 }
 
 /** Job counts per state of every queue, and how long its oldest waiting job has waited. */
@@ -506,6 +561,12 @@ const commands: Record<string, Command> = {
     usage: '',
     options: {},
     run: (em) => personPropertyIndexes(em),
+  },
+  'events backfill': {
+    usage:
+      '[--project ID] [--batch-size N]   (EVENT_STORE=clickhouse: copies the events PostgreSQL holds to ClickHouse; resumable)',
+    options: { ...text('project'), ...text('batch-size') },
+    run: (em, v) => backfillCommand(em, v),
   },
   'queue status': {
     usage: '',

@@ -2,7 +2,6 @@ import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import * as store from '../../shared/experiments/store.ts';
-import { recentEventsCarryFlagValues } from '../../shared/events/store.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import {
@@ -147,7 +146,7 @@ const requiresFlagImplementation = defineRoute({
       ctx.body = { result: true };
       return;
     }
-    ctx.body = { result: !(await recentEventsCarryFlagValues(ctx.state.em, ctx.state.project.id, events)) };
+    ctx.body = { result: !(await ctx.deps.events.recentEventsCarryFlagValues(ctx.state.project.id, events)) };
   },
 });
 

@@ -186,7 +186,7 @@ async function personCohorts(ctx: ApiContext<Validated<typeof cohortsQuery>>) {
   if (typeof personId !== 'string' || personId === '')
     throw validationError('This field is required.', 'person_id', 'required');
   const person = await findPerson(ctx.state.em, ctx.state.project.id, personId);
-  const results = await cohortsOfPerson(ctx.state.em, ctx.state.project.id, person.id);
+  const results = await cohortsOfPerson(ctx.state.em, ctx.deps.events, ctx.state.project.id, person.id);
   ctx.body = { results };
 }
 

@@ -188,7 +188,14 @@ export async function answerDeletionRequest(
     );
   if (options.dryRun) {
     const persons = await findPersons(ctx.state.em);
-    ctx.body = await previewPersonDeletions(ctx.state.em, ctx.deps.config, projectId, persons, options);
+    ctx.body = await previewPersonDeletions(
+      ctx.state.em,
+      ctx.deps.events,
+      ctx.deps.config,
+      projectId,
+      persons,
+      options,
+    );
     return;
   }
   const result = await answerOnce(ctx.state.em, projectId, key, async (tx) => {

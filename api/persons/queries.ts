@@ -3,6 +3,7 @@
 // the analysis endpoints (funnel, lifecycle) that return persons.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isUuid } from '../../shared/db/sql.ts';
+import type { EventStore } from '../../shared/events/event-store.ts';
 import { FilterError, type SqlFragment } from '../../shared/persons/property-filters.ts';
 import * as store from '../../shared/persons/store.ts';
 import { notFound, validationError } from '../http/errors.ts';
@@ -42,6 +43,7 @@ export async function personListFilter(
   em: EntityManager,
   projectId: number,
   query: PersonListQuery,
+  events?: EventStore,
 ): Promise<SqlFragment> {
   let properties: unknown;
   if (query.properties !== undefined && query.properties !== '') {
@@ -52,7 +54,7 @@ export async function personListFilter(
     }
   }
   try {
-    return await store.personListFilter(em, projectId, { ...query, properties });
+    return await store.personListFilter(em, projectId, { ...query, properties }, events);
   } catch (error) {
     if (error instanceof FilterError) throw validationError(error.message, 'properties');
     throw error;

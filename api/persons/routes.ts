@@ -120,7 +120,7 @@ export const personRoutes = [
       },
     },
     handler: async (ctx) => {
-      const filter = await personListFilter(ctx.state.em, ctx.state.project.id, ctx.state.query);
+      const filter = await personListFilter(ctx.state.em, ctx.state.project.id, ctx.state.query, ctx.deps.events);
       if (ctx.state.query.format === 'csv') {
         ctx.type = 'text/csv';
         ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');

@@ -94,7 +94,7 @@ export const retentionRoutes = [
         next_run_at: at.toISOString(),
         event_retention_days: project.event_retention_days,
         recording_retention_days: project.recording_retention_days,
-        ...countsOf(await previewRetention(em, project.id, at)),
+        ...countsOf(await previewRetention(em, ctx.deps.events, project.id, at)),
       };
     },
   }),

@@ -1,8 +1,11 @@
 // Cohort membership as SQL over `person p`: static cohorts through cohort_person, dynamic cohorts by
 // evaluating their filters — person properties, nested cohorts, and PostHog's behavioral
 // "performed_event" filters (used by experiment exposure cohorts). Used by person lists (cohort
-// filters) and the persons `cohorts` endpoint.
+// filters) and the persons `cohorts` endpoint. Behavioral filters read events, so the event store
+// answers them first (whichever engine holds the events), with the ids of the persons who match;
+// the SQL then tests `p.id` against those ids.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { EventStore, PerformedEventQuery } from '../events/event-store.ts';
 import {
   FilterError,
   filterItems,
@@ -13,7 +16,7 @@ import {
   type SqlFragment,
 } from '../persons/property-filters.ts';
 import { isStorableInstant } from '../time.ts';
-import { rows } from '../db/sql.ts';
+import { pgArray, rows } from '../db/sql.ts';
 
 interface CohortRow {
   id: number;
@@ -32,9 +35,46 @@ function referencedCohorts(filters: unknown): Set<number> {
   return new Set(ids.filter(Number.isInteger));
 }
 
+/**
+ * The persons of each behavioral item, keyed by the item (the filter tree's own object), or the
+ * FilterError of a malformed one (thrown when the item is used, as any other malformed filter is).
+ */
+export type BehavioralMembers = Map<object, string[] | FilterError>;
+
+/** Asks the event store for the persons of every behavioral item in `trees` (only those `among`, if given). */
+export async function behavioralMembers(
+  events: EventStore | undefined,
+  projectId: number,
+  trees: unknown[],
+  among?: readonly string[],
+): Promise<BehavioralMembers> {
+  const members: BehavioralMembers = new Map();
+  const now = new Date();
+  for (const tree of trees)
+    for (const item of filterItems(tree)) {
+      if (item.type !== 'behavioral' || members.has(item)) continue;
+      if (events === undefined) throw new Error('a behavioral filter needs the event store');
+      try {
+        members.set(
+          item,
+          await events.performedEventPersonIds(
+            projectId,
+            behavioralQuery(item as PropertyFilterItem as BehavioralItem, now),
+            among,
+          ),
+        );
+      } catch (error) {
+        if (!(error instanceof FilterError)) throw error;
+        members.set(item, error);
+      }
+    }
+  return members;
+}
+
 /** Loads every cohort `filters` refers to (transitively) and returns a resolver for cohort and behavioral items. */
 export async function cohortFilterResolver(
   em: EntityManager,
+  events: EventStore | undefined,
   projectId: number,
   filters: unknown,
 ): Promise<SpecialFilter> {
@@ -49,18 +89,28 @@ export async function cohortFilterResolver(
     for (const row of found) cohorts.set(row.id, row);
     pending = found.flatMap((r) => [...referencedCohorts(r.filters?.properties)]).filter((id) => !cohorts.has(id));
   }
-  return buildResolver(projectId, cohorts, 0);
+  const behavioral = await behavioralMembers(events, projectId, [
+    filters,
+    ...[...cohorts.values()].map((c) => c.filters?.properties),
+  ]);
+  return buildResolver(cohorts, behavioral, 0);
 }
 
-function buildResolver(projectId: number, cohorts: Map<number, CohortRow>, depth: number): SpecialFilter {
+function buildResolver(cohorts: Map<number, CohortRow>, behavioral: BehavioralMembers, depth: number): SpecialFilter {
   const resolve: SpecialFilter = (item) => {
     if (item.type === 'cohort' || item.type === 'precalculated-cohort' || item.type === 'static-cohort') {
       const cohort = cohorts.get(Number(item.value));
       if (!cohort) throw new FilterError(`Cohort ${asText(item.value)} does not exist in this project.`);
-      const members = cohortMembersSql(projectId, cohort, cohorts, depth + 1);
+      const members = cohortMembersSql(cohort, cohorts, behavioral, depth + 1);
       return item.operator === 'not_in' ? { sql: `not (${members.sql})`, params: members.params } : members;
     }
-    if (item.type === 'behavioral') return behavioralSql(projectId, item as BehavioralItem);
+    if (item.type === 'behavioral') {
+      const members = behavioral.get(item);
+      if (members === undefined) throw new Error('a behavioral filter the event store was not asked about');
+      if (members instanceof FilterError) throw members;
+      const sql = `p.id = any(?::bigint[])`;
+      return { sql: (item as BehavioralItem).negation ? `not (${sql})` : sql, params: [pgArray(members)] };
+    }
     return undefined;
   };
   return resolve;
@@ -68,11 +118,11 @@ function buildResolver(projectId: number, cohorts: Map<number, CohortRow>, depth
 
 const asText = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v));
 
-/** SQL true when person `p` is in `cohort`. */
+/** SQL true when person `p` is in `cohort` (its behavioral items' persons from behavioralMembers). */
 export function cohortMembersSql(
-  projectId: number,
   cohort: CohortRow,
   cohorts: Map<number, CohortRow>,
+  behavioral: BehavioralMembers,
   depth = 0,
 ): SqlFragment {
   if (depth > MAX_NESTING) throw new FilterError('Cohorts are nested too deeply.');
@@ -83,7 +133,7 @@ export function cohortMembersSql(
     };
   const tree = cohort.filters?.properties;
   if (!tree) return { sql: 'false', params: [] };
-  return propertyFiltersSql(tree, 'p.properties', buildResolver(projectId, cohorts, depth));
+  return propertyFiltersSql(tree, 'p.properties', buildResolver(cohorts, behavioral, depth));
 }
 
 interface BehavioralItem extends PropertyFilterItem {
@@ -98,20 +148,20 @@ interface BehavioralItem extends PropertyFilterItem {
 }
 
 /** "performed_event" (at least once) and "performed_event_multiple" (operator_value times) since a date. */
-function behavioralSql(projectId: number, item: BehavioralItem): SqlFragment {
+function behavioralQuery(item: BehavioralItem, now: Date): PerformedEventQuery {
   if (item.value !== 'performed_event' && item.value !== 'performed_event_multiple')
     throw new FilterError(`Unsupported behavioral cohort filter "${asText(item.value)}".`);
   if (typeof item.key !== 'string' || !storableText(item.key))
     throw new FilterError('A behavioral filter needs the event name as key.');
-  let since: string;
+  let since: Date;
   if (item.explicit_datetime && !Number.isNaN(Date.parse(item.explicit_datetime))) {
     // PostgreSQL holds years 1–9999 here; an explicit date outside them is a malformed filter (400).
     if (!isStorableInstant(Date.parse(item.explicit_datetime)))
       throw new FilterError('"explicit_datetime" must fall within years 1 to 9999.');
-    since = new Date(item.explicit_datetime).toISOString();
+    since = new Date(item.explicit_datetime);
   } else if (Number.isFinite(Number(item.time_value)) && INTERVALS[item.time_interval ?? 'day']) {
     const unit = INTERVALS[item.time_interval ?? 'day'];
-    const at = new Date();
+    const at = new Date(now);
     const n = Number(item.time_value);
     if (unit === 'hours') at.setUTCHours(at.getUTCHours() - n);
     else if (unit === 'days') at.setUTCDate(at.getUTCDate() - n);
@@ -119,17 +169,19 @@ function behavioralSql(projectId: number, item: BehavioralItem): SqlFragment {
     else if (unit === 'months') at.setUTCMonth(at.getUTCMonth() - n);
     else at.setUTCFullYear(at.getUTCFullYear() - n);
     if (!isStorableInstant(at.getTime())) throw new FilterError('"time_value" reaches outside years 1 to 9999.');
-    since = at.toISOString();
+    since = at;
   } else {
-    since = new Date(0).toISOString();
+    since = new Date(0);
   }
-  const eventFilter = propertyFiltersSql(item.event_filters ?? [], 'e.properties');
   const times = item.value === 'performed_event_multiple' ? Math.max(1, Number(item.operator_value) || 1) : 1;
-  // Infinity would reach the SQL text as a bare word.
   if (!Number.isFinite(times)) throw new FilterError('"operator_value" must be a number.');
-  const sql = `(select count(*) from event e
-      where e.project_id = ? and e.event = ? and e.timestamp >= ?::timestamptz and ${eventFilter.sql}
-        and e.distinct_id in (select d.distinct_id from person_distinct_id d where d.person_id = p.id)) >= ?`;
-  const fragment = { sql, params: [projectId, item.key, since, ...eventFilter.params, times] };
-  return item.negation ? { sql: `not (${fragment.sql})`, params: fragment.params } : fragment;
+  // The event filters are checked here, whichever engine then says them.
+  propertyFiltersSql(item.event_filters ?? [], 'e.properties');
+  // A count is whole: at least 2.5 times is at least 3 (and no count reaches past 2^53).
+  return {
+    event: item.key,
+    since,
+    times: Math.min(Math.ceil(times), Number.MAX_SAFE_INTEGER),
+    eventFilters: item.event_filters ?? [],
+  };
 }

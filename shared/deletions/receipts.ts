@@ -14,6 +14,7 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import type { KeyObject } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
+import type { EventStore } from '../events/event-store.ts';
 
 export const RECEIPT_ALGORITHM = 'Ed25519';
 
@@ -242,7 +243,7 @@ export async function recordRequestBasis(
  * after a partial deletion keeps the first count. Committed before the deletes start. One grouped scan
  * per cutoff (the deletes' own index conditions) rather than a count per request: a third faster.
  */
-export async function recordEventsBefore(em: EntityManager, batch: string[]): Promise<void> {
+export async function recordEventsBefore(em: EntityManager, events: EventStore, batch: string[]): Promise<void> {
   const requests = await rows<{
     id: string;
     project_id: number;
@@ -259,20 +260,13 @@ export async function recordEventsBefore(em: EntityManager, batch: string[]): Pr
   const counts: { id: string; n: number }[] = [];
   for (const group of groups.values()) {
     const { project_id: projectId, cutoff } = group[0];
-    const found = await rows<{ p: string | null; d: string; n: number }>(
-      em,
-      `select person_id::text as p, distinct_id as d, count(*)::int as n from event
-        where project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[]))
-          and timestamp <= ?::timestamptz and created_at <= ?::timestamptz
-        group by 1, 2`,
-      [
-        projectId,
-        pgArray(group.map((r) => r.key)),
-        pgArray(group.flatMap((r) => r.distinct_ids ?? [])),
+    const found = (
+      await events.personEventCounts(projectId, {
         cutoff,
-        cutoff,
-      ],
-    );
+        personIds: group.map((r) => r.key),
+        distinctIds: group.flatMap((r) => r.distinct_ids ?? []),
+      })
+    ).map((c) => ({ p: c.personId, d: c.distinctId, n: c.n }));
     // Each (person, distinct id) count goes to every request whose uuid or distinct ids it matches, once.
     const byKey = Map.groupBy(group, (r) => r.key.toLowerCase());
     const byDistinctId = new Map<string, typeof group>();

@@ -6,6 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
 import { recordActivity, type Actor } from '../activity-log.ts';
 import type { Config } from '../config.ts';
+import type { EventStore } from '../events/event-store.ts';
 import { canonicalJson } from '../experiments/fingerprint.ts';
 import { deletePersonRows, type PersonWithIds } from '../persons/store.ts';
 import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../queues.ts';
@@ -211,6 +212,7 @@ export interface DeletionDryRun {
 /** What deleting `persons` with `options` would delete now, and when; reads only. */
 export async function previewPersonDeletions(
   em: EntityManager,
+  events: EventStore,
   config: Pick<Config, 'deletion' | 'schedules'>,
   projectId: number,
   persons: PersonWithIds[],
@@ -218,7 +220,7 @@ export async function previewPersonDeletions(
 ): Promise<DeletionDryRun> {
   const target = { personIds: persons.map((p) => p.uuid), distinctIds: persons.flatMap((p) => p.distinct_ids) };
   const found = persons.length > 0;
-  const data = await countPersonData(em, projectId, target, {
+  const data = await countPersonData(em, events, projectId, target, {
     events: options.deleteEvents && found,
     recordings: options.deleteRecordings && found,
   });

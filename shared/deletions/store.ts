@@ -6,7 +6,7 @@ import { pgArray, rows, run } from '../db/sql.ts';
 import { AsyncDeletion, type AsyncDeletionRow } from '../entities/index.ts';
 import { isoTimestamp } from '../time.ts';
 import type { DeletionMode, DeletionType } from './schedule.ts';
-import { GROUP_EVENTS as PERSON_EVENTS_MATCH, groupEventParams as personEventsParams } from '../events/postgres.ts';
+import type { EventStore } from '../events/event-store.ts';
 
 /**
  * pending → running → completed (delete_verified_at set) | failed (tried again at next_attempt_at);
@@ -566,13 +566,13 @@ export async function purgeExpiredIdempotencyKeys(em: EntityManager): Promise<nu
 
 // ---- Dry runs: what a request would delete now ----------------------------------------------------
 
-// The events a request covers are the event store's own predicate (GROUP_EVENTS of
-// shared/events/postgres.ts), so a dry run counts exactly what the deletion deletes.
-export { PERSON_EVENTS_MATCH, personEventsParams };
+// The events a request covers are counted by the event store with its deletion's own predicate, so a
+// dry run counts exactly what the deletion deletes.
 
 /** The events and recordings (sessions) of these persons and distinct ids that exist now. */
 export async function countPersonData(
   em: EntityManager,
+  eventStore: EventStore,
   projectId: number,
   target: { personIds: string[]; distinctIds: string[] },
   what: { events: boolean; recordings: boolean },
@@ -580,9 +580,7 @@ export async function countPersonData(
   const [{ now }] = await rows<{ now: string }>(em, `select now()::text as now`);
   const count = async (sql: string, params: unknown[]) => (await rows<{ n: number }>(em, sql, params))[0].n;
   const events = what.events
-    ? await count(`select count(*)::int as n from event where ${PERSON_EVENTS_MATCH}`, [
-        ...personEventsParams(projectId, { ...target, cutoff: now }),
-      ])
+    ? (await eventStore.personEventCounts(projectId, { ...target, cutoff: now })).reduce((n, c) => n + c.n, 0)
     : 0;
   const recordings = what.recordings
     ? await count(

@@ -5,7 +5,8 @@
 // while persons stay in PostgreSQL. A person's events are found through its current distinct ids, so
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { cohortMembersSql } from '../cohorts/membership.ts';
+import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
+import type { EventStore } from './event-store.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
 import { pgArray, rows, run } from '../db/sql.ts';
 
@@ -272,22 +273,34 @@ export interface CohortRef {
 }
 
 /**
- * The project's cohorts the person is in, by id, every cohort checked in one statement. A cohort
- * whose filters cannot be evaluated is not reported as containing the person.
+ * The project's cohorts the person is in, by id, every cohort checked in one statement (behavioral
+ * filters asked of the event store first, for this person alone). A cohort whose filters cannot be
+ * evaluated is not reported as containing the person.
  */
-export async function personCohorts(em: EntityManager, projectId: number, personId: string): Promise<CohortRef[]> {
+export async function personCohorts(
+  em: EntityManager,
+  events: EventStore,
+  projectId: number,
+  personId: string,
+): Promise<CohortRef[]> {
   const cohorts = await rows<CohortRef & { is_static: boolean; filters: { properties?: unknown } | null }>(
     em,
     `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
     [projectId],
   );
   const byId = new Map(cohorts.map((c) => [c.id, c]));
+  const behavioral = await behavioralMembers(
+    events,
+    projectId,
+    cohorts.map((c) => c.filters?.properties),
+    [personId],
+  );
   const checks: string[] = [];
   const params: unknown[] = [];
   for (const cohort of cohorts) {
     let members: SqlFragment;
     try {
-      members = cohortMembersSql(projectId, cohort, byId);
+      members = cohortMembersSql(cohort, byId, behavioral);
     } catch (error) {
       if (error instanceof FilterError) continue;
       throw error;

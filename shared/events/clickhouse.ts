@@ -6,12 +6,13 @@
 // mapping is gone from both. Persons themselves stay in PostgreSQL: ClickHouse answers with person
 // ids, PostgreSQL pages them (newest person first).
 import type { ClickHouseClient } from '@clickhouse/client';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
 import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
 import { pgArray } from '../db/sql.ts';
+import { clickHouseFilterSql } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
-import type { EventDeletionGroup, EventRow, EventStore, FunnelParams } from './event-store.ts';
+import type { EventDeletionGroup, EventRow, EventStore, FunnelParams, PersonEventCount } from './event-store.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
 export interface ClickHouseEventRow {
@@ -54,7 +55,8 @@ const MICROS_PER_DAY = 86_400_000_000;
 export function createClickHouseEventStore(
   client: ClickHouseClient,
   database: string,
-  orm: MikroORM,
+  /** Where persons are (the analytics read them); a command that only ships passes `{ em }`. */
+  orm: { em: EntityManager },
 ): ClickHouseEventStore {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
   const db = database;
@@ -301,6 +303,60 @@ export function createClickHouseEventStore(
         ...where.params,
         project: projectId,
       });
+      return Number(row.n);
+    },
+
+    async performedEventPersonIds(projectId, query, among) {
+      const params: Record<string, unknown> = {
+        project: projectId,
+        event: query.event,
+        since: query.since.toISOString(),
+        times: query.times,
+        among: among ?? [],
+      };
+      const filter = clickHouseFilterSql(query.eventFilters, 'e.properties', params);
+      const found = await select<{ pid: string }>(
+        `SELECT toString(d.person_id) AS pid
+           FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
+          WHERE e.project_id = {project:Int64} AND e.event = {event:String}
+            AND e.timestamp >= parseDateTime64BestEffort({since:String}, 6, 'UTC') AND ${filter}
+            ${among === undefined ? '' : 'AND toString(d.person_id) IN {among:Array(String)}'}
+          GROUP BY d.person_id HAVING uniqExact(e.uuid) >= {times:UInt64}`,
+        params,
+      );
+      return found.map((r) => r.pid).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
+    },
+
+    async personEventCounts(projectId, group) {
+      if (group.personIds.length === 0 && group.distinctIds.length === 0) return [];
+      const where = batchPredicate([group]);
+      const found = await select<{ p: string | null; d: string; n: string }>(
+        `SELECT toString(person_id) AS p, distinct_id AS d, uniqExact(uuid) AS n FROM ${db}.events
+          WHERE ${where.sql} GROUP BY person_id, distinct_id`,
+        { ...where.params, project: projectId },
+      );
+      return found.map((r): PersonEventCount => ({ personId: r.p, distinctId: r.d, n: Number(r.n) }));
+    },
+
+    async recentEventsCarryFlagValues(projectId, events) {
+      if (events.length === 0) return false;
+      const [row] = await select<{ has: number }>(
+        `SELECT count() > 0 AS has FROM (
+           SELECT properties FROM ${db}.events
+            WHERE project_id = {project:Int64} AND event IN {names:Array(String)}
+              AND timestamp > now64(6) - INTERVAL 7 DAY LIMIT 20)
+          WHERE arrayExists(k -> startsWith(k, '$feature/'), JSONExtractKeys(properties))`,
+        { project: projectId, names: events },
+      );
+      return Boolean(Number(row.has));
+    },
+
+    async countEventsBefore(projectId, before) {
+      const [row] = await select<{ n: string }>(
+        `SELECT uniqExact(uuid) AS n FROM ${db}.events
+          WHERE project_id = {project:Int64} AND timestamp < parseDateTime64BestEffort({before:String}, 6, 'UTC')`,
+        { project: projectId, before: before.toISOString() },
+      );
       return Number(row.n);
     },
 

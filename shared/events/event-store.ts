@@ -44,6 +44,25 @@ export interface DeletionHooks {
   done(window: DeletionWindow): Promise<void>;
 }
 
+/**
+ * PostHog's behavioural cohort filter ("performed_event", "performed_event_multiple"): persons with at
+ * least `times` events named `event` at or after `since` whose properties match `eventFilters`.
+ */
+export interface PerformedEventQuery {
+  event: string;
+  since: Date;
+  times: number;
+  /** A property filter tree over the events' properties (property-filters.ts checks it; [] for none). */
+  eventFilters: unknown;
+}
+
+/** A deletion group's events of one (person uuid, distinct id) pair. */
+export interface PersonEventCount {
+  personId: string | null;
+  distinctId: string;
+  n: number;
+}
+
 export interface EventStore {
   readonly engine: EventStoreEngine;
   /** Stores a batch of events; a uuid already stored is ignored, so a retried batch is harmless. */
@@ -81,6 +100,24 @@ export interface EventStore {
   countPersonEvents(projectId: number, groups: EventDeletionGroup[], limit?: number): Promise<number>;
   /** The statement countPersonEvents runs, with named parameters: what a deletion receipt cites. */
   readonly survivorsStatement: string;
+  /**
+   * The persons (ids, ascending) who match a behavioural cohort filter: a person's events are those
+   * of its current distinct ids. `among` (person ids) narrows the answer to those persons.
+   * Throws FilterError for a malformed filter.
+   */
+  performedEventPersonIds(projectId: number, query: PerformedEventQuery, among?: readonly string[]): Promise<string[]>;
+  /**
+   * A deletion group's events as they are now (what a dry run would delete, what a receipt counts
+   * before the deletes), by person uuid and distinct id, in no order.
+   */
+  personEventCounts(projectId: number, group: EventDeletionGroup): Promise<PersonEventCount[]>;
+  /**
+   * PostHog's check that a flag is implemented: whether some of the latest week's events of these names
+   * (a sample of 20) carry `$feature/…` properties, the flag values SDKs send.
+   */
+  recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
+  /** The project's events with a timestamp before `before` (what retention would remove). */
+  countEventsBefore(projectId: number, before: Date): Promise<number>;
   /** The project's events (of one name, if given), for verification. */
   countEvents(projectId: number, event?: string): Promise<number>;
   close(): Promise<void>;

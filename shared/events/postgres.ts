@@ -8,8 +8,9 @@ import {
   lifecyclePersonIds,
   propertiesTimelineEvents,
 } from './analytics.ts';
-import type { DeletionHooks, EventDeletionGroup, EventStore } from './event-store.ts';
-import { firstMonthlyPartitionStart, storeEvents } from './store.ts';
+import { propertyFiltersSql } from '../persons/property-filters.ts';
+import type { DeletionHooks, EventDeletionGroup, EventStore, PersonEventCount } from './event-store.ts';
+import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } from './store.ts';
 
 export interface PostgresEventStoreOptions {
   /** Rows a delete statement aims at (DELETION_CHUNK_SIZE). */
@@ -59,6 +60,43 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
         survivors += row.n;
       }
       return survivors;
+    },
+    async performedEventPersonIds(projectId, query, among) {
+      const filter = propertyFiltersSql(query.eventFilters ?? [], 'e.properties');
+      const found = await rows<{ id: string }>(
+        fork(),
+        `select d.person_id::text as id from event e
+           join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+          where e.project_id = ? and e.event = ? and e.timestamp >= ?::timestamptz and ${filter.sql}
+            ${among === undefined ? '' : 'and d.person_id = any(?::bigint[])'}
+          group by d.person_id having count(*) >= ? order by d.person_id`,
+        [
+          projectId,
+          query.event,
+          query.since.toISOString(),
+          ...filter.params,
+          ...(among === undefined ? [] : [pgArray(among)]),
+          query.times,
+        ],
+      );
+      return found.map((r) => r.id);
+    },
+    // One grouped scan with the deletes' own index conditions, rather than a count per person.
+    personEventCounts: (projectId, group) =>
+      rows<PersonEventCount>(
+        fork(),
+        `select person_id::text as "personId", distinct_id as "distinctId", count(*)::int as n from event
+          where ${GROUP_EVENTS} group by 1, 2`,
+        groupEventParams(projectId, group),
+      ),
+    recentEventsCarryFlagValues: (projectId, events) => recentEventsCarryFlagValues(fork(), projectId, events),
+    async countEventsBefore(projectId, before) {
+      const [row] = await rows<{ n: number }>(
+        fork(),
+        `select count(*)::float8 as n from event where project_id = ? and timestamp < ?`,
+        [projectId, before],
+      );
+      return Number(row.n);
     },
     async countEvents(projectId, event) {
       const [row] = await rows<{ n: number }>(

@@ -15,6 +15,12 @@
 // current mapping of those distinct ids (or their deletion) to the mirror and deletes the rows: a
 // change committed late is simply taken by the next run. The first run mirrors every project whole.
 // One shipper at a time (each step holds the shipment's row), so the mirror's versions only grow.
+//
+// A backfill of one project (`npm run manage -- events backfill --project N`, for an install switching
+// to ClickHouse) is the same walk with a mark of its own (target `clickhouse:project:N`) over that
+// project's rows; each of its steps also holds the main shipment's row, so it never runs beside the
+// worker's shipper. The main shipper later sends those rows again: `events` folds them on merge and
+// every read counts by uuid, so a project backfilled early costs only the second copy's bytes.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pgArray, rows, run } from '../db/sql.ts';
 import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
@@ -30,7 +36,13 @@ export interface ShipOptions {
   settleSeconds: number;
   /** Batches at most in one run (the rest is the next run's). */
   maxBatches?: number;
+  /** Only this project's events, under a mark of its own (a backfill). */
+  projectId?: number;
 }
+
+/** The mark a shipment keeps: the main one, or a project backfill's. */
+export const shipmentTarget = (projectId?: number) =>
+  projectId === undefined ? SHIPMENT_TARGET : `${SHIPMENT_TARGET}:project:${projectId}`;
 
 export interface ShipResult {
   /** Another shipper held the lock: this run did nothing. */
@@ -49,21 +61,29 @@ export async function shipEvents(
 ): Promise<ShipResult> {
   const em = orm.em.fork();
   const result: ShipResult = { skipped: false, events: 0, batches: 0, distinctIds: 0, lagSeconds: 0 };
-  await run(
-    em,
-    `insert into event_shipment (target, created_at, uuid) values (?, '-infinity', ?::uuid) on conflict do nothing`,
-    [SHIPMENT_TARGET, ZERO_UUID],
-  );
+  const target = shipmentTarget(options.projectId);
+  for (const t of new Set([SHIPMENT_TARGET, target]))
+    await run(
+      em,
+      `insert into event_shipment (target, created_at, uuid) values (?, '-infinity', ?::uuid) on conflict do nothing`,
+      [t, ZERO_UUID],
+    );
   // Each step is a transaction holding the shipment's row: one shipper at a time, and its mark and
-  // outbox deletions commit only after ClickHouse took the rows.
+  // outbox deletions commit only after ClickHouse took the rows. A backfill holds the main row first.
   const locked = (step: (tx: EntityManager, mark: Mark) => Promise<void>) =>
     em.transactional(async (tx) => {
+      if (target !== SHIPMENT_TARGET) {
+        const [main] = await rows(tx, `select 1 from event_shipment where target = ? for update skip locked`, [
+          SHIPMENT_TARGET,
+        ]);
+        if (!main) return false;
+      }
       const [mark] = await rows<Mark>(
         tx,
         `select created_at::text as created_at, uuid::text as uuid, pending_created_at::text as pending_created_at,
                 pending_uuid::text as pending_uuid, distinct_ids_mirrored
            from event_shipment where target = ? for update skip locked`,
-        [SHIPMENT_TARGET],
+        [target],
       );
       if (!mark) return false;
       await step(tx, mark);
@@ -73,9 +93,12 @@ export async function shipEvents(
     if (mark.distinct_ids_mirrored) return;
     // The first run: the triggers record changes from the shipment's creation on; what existed
     // before is mirrored whole.
-    const projects = await rows<{ id: number }>(tx, `select distinct project_id as id from person_distinct_id`);
+    const projects =
+      options.projectId === undefined
+        ? await rows<{ id: number }>(tx, `select distinct project_id as id from person_distinct_id`)
+        : [{ id: options.projectId }];
     for (const p of projects) result.distinctIds += await mirrorProjectDistinctIds(tx, store, p.id);
-    await run(tx, `update event_shipment set distinct_ids_mirrored = true where target = ?`, [SHIPMENT_TARGET]);
+    await run(tx, `update event_shipment set distinct_ids_mirrored = true where target = ?`, [target]);
   });
   if (!ran) return { ...result, skipped: true };
   // Persons first, so the events shipped next find their distinct ids mirrored.
@@ -88,7 +111,7 @@ export async function shipEvents(
   for (let more = true; more && result.batches < (options.maxBatches ?? 100); ) {
     let batch: Batch | null = null;
     await locked(async (tx, mark) => {
-      batch = await nextBatch(tx, mark, options);
+      batch = await nextBatch(tx, target, mark, options);
     });
     if (batch === null) break;
     const { rows: values, end, token, resent } = batch as Batch;
@@ -99,7 +122,7 @@ export async function shipEvents(
         `update event_shipment set created_at = pending_created_at, uuid = pending_uuid, pending_created_at = null,
                 pending_uuid = null, shipped = shipped + ?, updated_at = now()
           where target = ? and pending_created_at = ?::timestamptz and pending_uuid = ?::uuid`,
-        [values.length, SHIPMENT_TARGET, end.created_at, end.uuid],
+        [values.length, target, end.created_at, end.uuid],
       );
     });
     result.events += values.length;
@@ -173,7 +196,7 @@ interface Batch {
  * The batch after the mark: the pending one if a run died while shipping it (the same rows again),
  * otherwise the next settled rows, whose end is recorded as pending before they are sent.
  */
-async function nextBatch(tx: EntityManager, mark: Mark, options: ShipOptions): Promise<Batch | null> {
+async function nextBatch(tx: EntityManager, target: string, mark: Mark, options: ShipOptions): Promise<Batch | null> {
   const pending = mark.pending_created_at !== null && mark.pending_uuid !== null;
   // Timestamps as text with their microseconds (a JavaScript Date keeps milliseconds).
   const found = await rows<ClickHouseEventRow & { mark: string }>(
@@ -184,12 +207,13 @@ async function nextBatch(tx: EntityManager, mark: Mark, options: ShipOptions): P
             to_char(e.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') as created_at,
             e.created_at::text as mark
        from event e
-      where (e.created_at, e.uuid) > (?::timestamptz, ?::uuid)
+      where (e.created_at, e.uuid) > (?::timestamptz, ?::uuid) ${options.projectId === undefined ? '' : 'and e.project_id = ?'}
         and ${pending ? '(e.created_at, e.uuid) <= (?::timestamptz, ?::uuid)' : 'e.created_at < clock_timestamp() - make_interval(secs => ?)'}
       order by e.created_at, e.uuid limit ?`,
     [
       mark.created_at,
       mark.uuid,
+      ...(options.projectId === undefined ? [] : [options.projectId]),
       ...(pending ? [mark.pending_created_at, mark.pending_uuid] : [options.settleSeconds]),
       options.batchSize,
     ],
@@ -197,7 +221,7 @@ async function nextBatch(tx: EntityManager, mark: Mark, options: ShipOptions): P
   if (found.length === 0) {
     if (pending)
       await run(tx, `update event_shipment set pending_created_at = null, pending_uuid = null where target = ?`, [
-        SHIPMENT_TARGET,
+        target,
       ]);
     return null;
   }
@@ -208,7 +232,7 @@ async function nextBatch(tx: EntityManager, mark: Mark, options: ShipOptions): P
     await run(
       tx,
       `update event_shipment set pending_created_at = ?::timestamptz, pending_uuid = ?::uuid where target = ?`,
-      [end.created_at, end.uuid, SHIPMENT_TARGET],
+      [end.created_at, end.uuid, target],
     );
   return {
     rows: found.map(({ mark: _mark, ...row }) => row),
@@ -216,4 +240,73 @@ async function nextBatch(tx: EntityManager, mark: Mark, options: ShipOptions): P
     token: `ship:${first.mark}/${first.uuid}:${last.mark}/${last.uuid}:${found.length}`,
     resent: pending,
   };
+}
+
+/** Events past a shipment's mark: the main one, or a project backfill's (that project's events). */
+export async function unshippedEvents(em: EntityManager, projectId?: number): Promise<number> {
+  const target = shipmentTarget(projectId);
+  const [row] = await rows<{ n: number }>(
+    em,
+    `select count(*)::float8 as n from event e
+      where (e.created_at, e.uuid) > (coalesce((select created_at from event_shipment where target = ?), '-infinity'),
+                                      coalesce((select uuid from event_shipment where target = ?), ?::uuid))
+        ${projectId === undefined ? '' : 'and e.project_id = ?'}`,
+    [target, target, ZERO_UUID, ...(projectId === undefined ? [] : [projectId])],
+  );
+  return Number(row.n);
+}
+
+export interface BackfillProgress {
+  /** Events shipped by this backfill so far, and in how many batches. */
+  events: number;
+  batches: number;
+  distinctIds: number;
+  /** Events past the mark when the backfill started. */
+  total: number;
+  elapsedMs: number;
+}
+
+export interface BackfillOptions {
+  batchSize: number;
+  settleSeconds: number;
+  /** One project's events under a mark of its own; all projects (the main shipment) if absent. */
+  projectId?: number;
+  /** After each run of a few batches. */
+  onProgress?: (progress: BackfillProgress) => void;
+  /** When the worker's shipper holds the mark: the backfill waits a second and tries again. */
+  onBusy?: () => void;
+}
+
+/**
+ * Copies the events already stored in PostgreSQL to ClickHouse, for an install switching to
+ * EVENT_STORE=clickhouse: the shipper's own walk (its batches, dedup tokens and mark) run until it
+ * reaches the settled end, so a backfill stopped anywhere resumes where its mark is, and one run again
+ * sends nothing. Returns what it shipped, and how many events are left (too young to settle: the worker's
+ * shipper, or the next backfill, takes them).
+ */
+export async function backfillEvents(
+  orm: { em: EntityManager },
+  store: ClickHouseEventStore,
+  options: BackfillOptions,
+): Promise<BackfillProgress & { left: number }> {
+  const started = Date.now();
+  const total = await unshippedEvents(orm.em.fork(), options.projectId);
+  const progress: BackfillProgress = { events: 0, batches: 0, distinctIds: 0, total, elapsedMs: 0 };
+  const maxBatches = 5;
+  for (;;) {
+    const run = await shipEvents(orm, store, { ...options, maxBatches });
+    if (run.skipped) {
+      options.onBusy?.();
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      continue;
+    }
+    progress.events += run.events;
+    progress.batches += run.batches;
+    progress.distinctIds += run.distinctIds;
+    progress.elapsedMs = Date.now() - started;
+    options.onProgress?.({ ...progress });
+    // A run that stopped before its batch limit reached the settled end.
+    if (run.batches < maxBatches) break;
+  }
+  return { ...progress, left: await unshippedEvents(orm.em.fork(), options.projectId) };
 }

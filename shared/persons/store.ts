@@ -9,6 +9,7 @@ import { cohortFilterResolver } from '../cohorts/membership.ts';
 import { type DB, db, prepared } from '../db/kysely.ts';
 import type { PageResult } from '../db/paged.ts';
 import { containsPattern, isUuid } from '../db/sql.ts';
+import type { EventStore } from '../events/event-store.ts';
 import { personUuidFor } from '../ingestion/person-uuid.ts';
 import { filterItems, filterSql, fragmentOf, propertyFiltersSql, type SqlFragment } from './property-filters.ts';
 import { dateIndexedKeys } from './property-indexes.ts';
@@ -120,6 +121,8 @@ export async function personListFilter(
   em: EntityManager,
   projectId: number,
   query: PersonListQuery,
+  /** Where behavioral cohort filters are evaluated (needed only when the filters have one). */
+  events?: EventStore,
 ): Promise<SqlFragment> {
   const parts: SqlFragment[] = [{ sql: 'p.project_id = ?', params: [projectId] }];
   const personIdIn = (ids: Compilable<{ id: string }>): SqlFragment => {
@@ -150,7 +153,7 @@ export async function personListFilter(
     parts.push(personIdIn(branches));
   }
   if (query.properties !== undefined) {
-    const special = await cohortFilterResolver(em, projectId, query.properties);
+    const special = await cohortFilterResolver(em, events, projectId, query.properties);
     // Which keys have a date index is asked only when a date filter is there to use one.
     const dateFilter = filterItems(query.properties).some((item) => String(item.operator).startsWith('is_date_'));
     const dateKeys = dateFilter ? await dateIndexedKeys(em) : new Set<string>();

@@ -3,6 +3,7 @@
 // line by range in chunks (events, then recordings with their snapshots), and records per project
 // what it removed (retention_run). The preview computes the same plan and counts without removing.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { EventStore } from '../events/event-store.ts';
 import { eventPartitions, type MonthPartition } from '../events/store.ts';
 import { linesAt, mayDropPartition, type ProjectLines, type RetentionCounts, retentionCutoff } from './rules.ts';
 import {
@@ -41,7 +42,12 @@ export async function planRetention(em: EntityManager, at: Date): Promise<Retent
 }
 
 /** What the run at `at` removes from `projectId`, with its settings as they are now. */
-export async function previewRetention(em: EntityManager, projectId: number, at: Date): Promise<RetentionCounts> {
+export async function previewRetention(
+  em: EntityManager,
+  events: EventStore,
+  projectId: number,
+  at: Date,
+): Promise<RetentionCounts> {
   const plan = await planRetention(em, at);
   const [settings] = await projectRetentions(em, projectId);
   const eventCutoff = retentionCutoff(settings?.eventRetentionDays ?? null, at);
@@ -56,7 +62,7 @@ export async function previewRetention(em: EntityManager, projectId: number, at:
     snapshots: 0,
   };
   if (eventCutoff) {
-    counts.events = await countEventsBefore(em, projectId, eventCutoff);
+    counts.events = await countEventsBefore(events, projectId, eventCutoff);
     for (const drop of plan.drops.filter((d) => d.projects.includes(projectId))) {
       counts.partitionsDropped.push(drop.partition.name);
       counts.eventsInDroppedPartitions += await countProjectEventsIn(em, drop.partition.name, projectId);

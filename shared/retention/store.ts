@@ -4,6 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { pagedQuery, type Page } from '../db/paged.ts';
 import { pgArray, rows, run } from '../db/sql.ts';
+import type { EventStore } from '../events/event-store.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
 
 const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
@@ -68,14 +69,9 @@ export async function eventsPerProjectIn(em: EntityManager, partition: string): 
   return new Map(found.map((r) => [r.project_id, Number(r.n)]));
 }
 
-/** A project's events older than `cutoff`, over every partition. */
-export async function countEventsBefore(em: EntityManager, projectId: number, cutoff: Date): Promise<number> {
-  const [row] = await rows<{ n: number }>(
-    em,
-    `select count(*)::float8 as n from event where project_id = ? and timestamp < ?`,
-    [projectId, cutoff],
-  );
-  return Number(row.n);
+/** A project's events older than `cutoff`, over every partition (the event store counts them). */
+export function countEventsBefore(events: EventStore, projectId: number, cutoff: Date): Promise<number> {
+  return events.countEventsBefore(projectId, cutoff);
 }
 
 /** A project's recordings that ended before `cutoff`, and their snapshots. */

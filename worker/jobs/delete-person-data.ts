@@ -108,7 +108,7 @@ export async function deletePersonData(
     // Each store's verification, for the requests' receipts.
     let verified: Record<string, StoreVerification>;
     if (row.deletionType === 'person_events') {
-      await recordEventsBefore(em, batch);
+      await recordEventsBefore(em, deps.events, batch);
       const groups = await eventDeletionGroups(em, batch);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
       // transaction where the engine has one. (A RETURNING clause to count per request doubled the

@@ -313,3 +313,132 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     expect(await both.countPersonEvents(projectId, [group])).toBe(1);
   });
 });
+
+describe('event store contract: behavioural cohorts and counts', () => {
+  const purchase = (distinctId: string, uuid: string | null, t: Date, properties: Record<string, unknown>) => ({
+    ...event(projectId, 'purchase', distinctId, uuid, t),
+    properties,
+  });
+
+  /** The persons of a behavioural filter, from both stores: the same. */
+  async function samePerformers(eventFilters: unknown, times = 1, since = at(0), among?: string[]): Promise<string[]> {
+    const query = { event: 'purchase', since, times, eventFilters };
+    const fromPg = await pg.performedEventPersonIds(projectId, query, among);
+    expect(await ch.performedEventPersonIds(projectId, query, among)).toEqual(fromPg);
+    return fromPg;
+  }
+
+  it('finds the same persons for performed_event filters: counts, since, merged persons, event properties', async () => {
+    await insertBoth([
+      purchase('a', A.uuid, at(D), { plan: 'pro', amount: 30, at: '2026-03-01T10:00:00Z' }),
+      purchase('a', A.uuid, at(2 * D), { plan: 'free', amount: '5' }),
+      purchase('a', A.uuid, at(3 * D), { plan: 'Pro Max', amount: 100.5 }),
+      purchase('c-anon', null, at(D), { plan: 'pro', amount: 10, tags: ['x'], nested: { a: 1 } }), // C's by alias
+      purchase('d2', D2.uuid, at(D), { plan: 'pro', amount: 20 }), // D1's since the merge
+      purchase('d1', D1.uuid, at(2 * D), { plan: null }),
+      purchase('e', E.uuid, at(5 * D), { amount: 'n/a' }),
+      purchase('f', F.uuid, at(-10 * D), { plan: 'pro' }), // before `since`
+      purchase('nobody', null, at(D), { plan: 'pro' }), // no person
+      { ...event(otherProjectId, 'purchase', 'a', null, at(D)), properties: { plan: 'pro' } },
+    ]);
+    await mirrorProjectDistinctIds(em(), ch, projectId);
+    expect(await samePerformers([])).toEqual([A.id, C.id, D1.id, E.id]);
+    expect(await samePerformers([], 2)).toEqual([A.id, D1.id]);
+    expect(await samePerformers([], 3)).toEqual([A.id]);
+    expect(await samePerformers([], 1, at(-20 * D))).toEqual([A.id, C.id, D1.id, E.id, F.id]);
+    // Since before ClickHouse's DateTime64 range (an explicit_datetime of 1800), or past it.
+    expect(await samePerformers([], 1, new Date('1800-01-01T00:00:00Z'))).toEqual([A.id, C.id, D1.id, E.id, F.id]);
+    expect(await samePerformers([], 1, new Date('2500-01-01T00:00:00Z'))).toEqual([]);
+    expect(await samePerformers([], 1, at(0), [A.id, E.id, F.id])).toEqual([A.id, E.id]);
+    const plan = (operator: string, value?: unknown) => [{ key: 'plan', operator, value, type: 'event' }];
+    const amount = (operator: string, value?: unknown) => [{ key: 'amount', operator, value, type: 'event' }];
+    expect(await samePerformers(plan('exact', 'pro'))).toEqual([A.id, C.id, D1.id]);
+    expect(await samePerformers(plan('exact', ['free', 'pro']))).toEqual([A.id, C.id, D1.id]);
+    expect(await samePerformers(plan('exact', 'pro'), 2)).toEqual([]);
+    expect(await samePerformers(plan('is_not', 'pro'))).toEqual([A.id, D1.id, E.id]); // null and missing: not pro
+    expect(await samePerformers(plan('icontains', 'PRO'))).toEqual([A.id, C.id, D1.id]);
+    expect(await samePerformers(plan('icontains', ['max', 'free']))).toEqual([A.id]);
+    expect(await samePerformers(plan('not_icontains', 'pro'))).toEqual([A.id, D1.id, E.id]);
+    expect(await samePerformers(plan('regex', '^P'))).toEqual([A.id]);
+    expect(await samePerformers(plan('not_regex', '^p'))).toEqual([A.id, D1.id, E.id]);
+    expect(await samePerformers(plan('regex', '('))).toEqual([]); // an invalid pattern matches nothing
+    expect(await samePerformers(plan('is_set'))).toEqual([A.id, C.id, D1.id]); // a null value is set
+    expect(await samePerformers(plan('is_not_set'))).toEqual([E.id]);
+    expect(await samePerformers(amount('gt', 15))).toEqual([A.id, D1.id]);
+    expect(await samePerformers(amount('lte', 10))).toEqual([A.id, C.id]); // '5' read as a number
+    expect(await samePerformers(amount('between', [5, 10]))).toEqual([A.id, C.id]);
+    expect(await samePerformers(amount('not_between', [0, 50]))).toEqual([A.id, D1.id, E.id]);
+    expect(await samePerformers(amount('exact', 5))).toEqual([A.id]); // the string '5'
+    expect(await samePerformers(amount('exact', '100.5'))).toEqual([A.id]);
+    expect(await samePerformers(amount('exact', 10))).toEqual([C.id]);
+    expect(
+      await samePerformers([{ key: 'at', operator: 'is_date_before', value: '2026-03-02', type: 'event' }]),
+    ).toEqual([A.id]);
+    expect(
+      await samePerformers({
+        type: 'OR',
+        values: [
+          { key: 'plan', operator: 'exact', value: 'free' },
+          { key: 'amount', operator: 'lt', value: 15 },
+        ],
+      }),
+    ).toEqual([A.id, C.id]);
+    // A malformed filter is the same error from both.
+    const bad = { event: 'purchase', since: at(0), times: 1, eventFilters: plan('bogus', 1) };
+    await expect(pg.performedEventPersonIds(projectId, bad)).rejects.toThrow('Unknown property filter operator');
+    await expect(ch.performedEventPersonIds(projectId, bad)).rejects.toThrow('Unknown property filter operator');
+  });
+
+  it('counts a deletion group’s events by person and distinct id, and the events before a time, the same', async () => {
+    const cutoff = (await rows<{ now: string }>(em(), `select now()::text as now`))[0].now;
+    const group = { cutoff, personIds: [A.uuid, C.uuid], distinctIds: ['a', 'c-anon', 'c1'] };
+    const key = (c: { personId: string | null; distinctId: string; n: number }) =>
+      `${c.personId ?? '-'} ${c.distinctId} ${c.n}`;
+    const fromPg = (await pg.personEventCounts(projectId, group)).map(key).sort();
+    expect((await ch.personEventCounts(projectId, group)).map(key).sort()).toEqual(fromPg);
+    expect(fromPg).toEqual(
+      [`${A.uuid} a 7`, `${C.uuid} c1 1`, '- c-anon 2'].sort(), // A: 3 funnel steps, a pageview, 3 purchases
+    );
+    expect(await ch.personEventCounts(projectId, { cutoff, personIds: [], distinctIds: [] })).toEqual([]);
+    // With EVENT_STORE=clickhouse the counts are the source's (PostgreSQL).
+    expect((await withPostgresSource(pg, ch).personEventCounts(projectId, group)).map(key).sort()).toEqual(fromPg);
+    // (The other project: this one's ClickHouse copy holds the survivor the test before inserted.)
+    const counts = async (store: EventStore) =>
+      Promise.all([at(0), at(H), at(H + 1), at(100 * D)].map((t) => store.countEventsBefore(otherProjectId, t)));
+    expect(await counts(pg)).toEqual([0, 1, 2, 3]);
+    expect(await counts(ch)).toEqual([0, 1, 2, 3]);
+    expect(await pg.countEventsBefore(projectId, at(0))).toBe(1); // F's early purchase
+    expect(await ch.countEventsBefore(projectId, at(0))).toBe(1);
+    expect(await counts(pg)).toEqual(await counts(ch));
+    for (const store of [pg, ch]) {
+      expect(await store.countEventsBefore(otherProjectId, new Date('1800-01-01T00:00:00Z'))).toBe(0);
+      expect(await store.countEventsBefore(otherProjectId, new Date('2500-01-01T00:00:00Z'))).toBe(3);
+    }
+  });
+});
+
+describe('event store contract: flag values on recent events', () => {
+  it('says the same whether the last week’s events of some names carry $feature/ properties', async () => {
+    const ago = (days: number) => new Date(Date.now() - days * D);
+    const named = (name: string, t: Date, properties: Record<string, unknown>) => ({
+      ...event(otherProjectId, name, 'a', null, t),
+      properties,
+    });
+    await insertBoth([
+      named('flagged', ago(1), { '$feature/new-checkout': 'test', $browser: 'Firefox' }),
+      named('plain', ago(1), { feature: 'x', $feature_flag: 'new-checkout' }),
+      named('stale', ago(8), { '$feature/new-checkout': 'control' }),
+    ]);
+    for (const store of [pg, ch]) {
+      const carry = (events: string[]) => store.recentEventsCarryFlagValues(otherProjectId, events);
+      expect([
+        await carry(['flagged']),
+        await carry(['plain', 'flagged']),
+        await carry(['plain']),
+        await carry(['stale']),
+        await carry(['none']),
+      ]).toEqual([true, true, false, false, false]);
+      expect(await store.recentEventsCarryFlagValues(projectId, ['flagged'])).toBe(false); // another project's
+    }
+  });
+});

@@ -65,11 +65,27 @@ async function physicalRows() {
   return Number((await result.json<{ n: string }>())[0].n);
 }
 
+/** The funnel's persons, the same from both stores (and so are behavioural cohorts' persons). */
 async function sameFunnel() {
   const answers = async (store: EventStore) =>
     Promise.all([1, 2, -2].map((step) => store.funnelPersonIds(projectId, funnel, step, { limit: 100, offset: 0 })));
   const fromPg = await answers(pg);
   expect(await answers(ch)).toEqual(fromPg);
+  const since = funnel.from;
+  const performers = async (store: EventStore) =>
+    Promise.all([
+      store.performedEventPersonIds(projectId, { event: 'pay', since, times: 1, eventFilters: [] }),
+      store.performedEventPersonIds(projectId, { event: 'signup', since, times: 2, eventFilters: [] }),
+      // The properties as PostgreSQL's jsonb wrote them, read by ClickHouse's filters (the young,
+      // unshipped pay is A's at 3000).
+      ...[
+        { key: 'n', operator: 'exact', value: '2000' },
+        { key: 'n', operator: 'lt', value: 1500 },
+      ].map((filter) =>
+        store.performedEventPersonIds(projectId, { event: 'pay', since, times: 1, eventFilters: [filter] }),
+      ),
+    ]);
+  expect(await performers(ch)).toEqual(await performers(pg));
   return fromPg.map((a) => a.personIds);
 }
 
