@@ -398,11 +398,11 @@ export async function claimCompanions(
 export async function eventDeletionTargets(
   em: EntityManager,
   batch: string[],
-): Promise<Pick<AsyncDeletionRow, 'key' | 'distinctIds' | 'cutoff'>[]> {
+): Promise<Pick<AsyncDeletionRow, 'id' | 'key' | 'distinctIds' | 'cutoff'>[]> {
   return em.find(
     AsyncDeletion,
     { id: { $in: batch } },
-    { fields: ['key', 'distinctIds', 'cutoff'], orderBy: { cutoff: 'asc', id: 'asc' } },
+    { fields: ['id', 'key', 'distinctIds', 'cutoff'], orderBy: { cutoff: 'asc', id: 'asc' } },
   );
 }
 
