@@ -492,6 +492,15 @@ export async function deletionReceipt(
   return found ? receiptView(found) : null;
 }
 
+/** A request's receipt whatever its project (the operators' page, behind the operator credential). */
+export async function deletionReceiptOfRequest(
+  em: EntityManager,
+  requestId: string,
+): Promise<DeletionReceiptView | null> {
+  const [found] = await rows(em, `select ${RECEIPT_COLUMNS} from deletion_receipt where request_id = ?`, [requestId]);
+  return found ? receiptView(found) : null;
+}
+
 /** A page of a project's receipts, newest first (optionally one person's), and how many match. */
 export async function listDeletionReceipts(
   em: EntityManager,
