@@ -234,7 +234,7 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
     );
     if (sessions.length === 0) return 0;
     const ids = pgArray(sessions.map((s) => s.session_id));
-    const snapshots = await rows<any>(
+    const snapshots = await rows<Record<string, unknown>>(
       tx,
       `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[]) returning 1`,
       [t.projectId, ids],
@@ -258,6 +258,6 @@ const RECORDING_SURVIVORS_STATEMENT = namedStatement(RECORDING_SURVIVORS, [
 ]);
 
 async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
-  const [row] = await rows<any>(em, RECORDING_SURVIVORS, recordingMatchParams(t));
+  const [row] = await rows<{ n: number }>(em, RECORDING_SURVIVORS, recordingMatchParams(t));
   return row.n;
 }
