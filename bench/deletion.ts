@@ -1,29 +1,49 @@
 // Two parts (BENCH_ONLY=events,persons; both by default):
-// events — deleting the events of 1000 persons from a large event table (BENCH_EVENTS, default
-//   10,000,000): the worker's chunked, verified deletion beside one raw DELETE … WHERE person_id =
-//   ANY(…) on a copy of the same data, and the p99 of person reads while the chunked deletion runs;
+// events — deleting the events of 1000 persons at a time (one bulk_delete's batch) from a large event
+//   table (BENCH_EVENTS, default 10,000,000, over 20,000 persons): BENCH_ROUNDS rounds (default 2), each
+//   a pair of runs on fresh victims, one with receipts and one without, in alternating order (with
+//   first in odd rounds), so the machine's drift between runs falls on both sides alike, after an
+//   untimed warm-up run. Each run is
+//   the worker's chunked, verified deletion (the first job claims the batch), beside one raw DELETE …
+//   WHERE person_id = ANY(…) of the same persons' rows on a copy of the data, each with the p99 of person
+//   reads running meanwhile. Printed per run, then side by side: receipts' share of the run time (target
+//   < 10%) and worker against raw (target ≥ 0.5×, with receipts), reads p99 (target < 50 ms);
 // persons — POST /flags (a flag on a person property: the person is read) right after 10,000 of
 //   BENCH_DELETION_PERSONS (200,000) persons were deleted through bulk_delete while a reader's snapshot
 //   was open, with autovacuum off on the tables, against the same before the delete and after the
 //   statistics job's vacuum.
 import { randomUUID } from 'node:crypto';
+import type { Job } from 'bullmq';
 import { recordDeletionRequests } from '../shared/deletions/store.ts';
-import { receiptSigner, recordEventsBefore, writeDeletionReceipts } from '../shared/deletions/receipts.ts';
 import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
-import { createPostgresEventStore } from '../shared/events/postgres.ts';
+import type { WorkerDeps } from '../worker/deps.ts';
+import type { JobData } from '../shared/jobs.ts';
 import { logger } from '../shared/logger.ts';
 import { benchSetup, loadFor, postOk, startApiProcess } from './harness.ts';
 import { config } from '../shared/config.ts';
+import { createEventStore } from '../shared/events/create.ts';
 import { refreshStatistics } from '../worker/jobs/refresh-statistics.ts';
 import { call, createAccount } from '../test/helpers.ts';
 import { percentile, progress, timed } from './stats.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const PERSONS = 20_000;
 const VICTIMS = 1000;
 
 const { orm, account, pool } = await benchSetup();
 const only = process.env.BENCH_ONLY?.split(',') ?? null;
+
+// What the worker's jobs get, minus the queues and Redis (no webhooks are configured in the bench).
+const workerDeps = () =>
+  ({
+    orm,
+    logger,
+    config,
+    events: createEventStore(config, orm),
+    connection: {},
+    queues: { webhooks: { addBulk: async () => [] } },
+  }) as unknown as WorkerDeps;
 
 async function eventDeletion() {
   const pid = account.projectId;
@@ -53,10 +73,10 @@ async function eventDeletion() {
   await pool.query('vacuum analyze event_bench_copy');
   await pool.query('checkpoint');
 
-  const victims = persons.slice(0, VICTIMS);
-  const rawRows = (EVENTS / PERSONS) * VICTIMS;
+  const rowsPerRun = (EVENTS / PERSONS) * VICTIMS;
+  const deps = workerDeps();
 
-  // Person reads (an indexed lookup, as GET /persons/:id does) run back to back during both deletions,
+  // Person reads (an indexed lookup, as GET /persons/:id does) run back to back during each deletion,
   // so the raw DELETE and the worker share the machine with the same load and their ratio is fair.
   async function whileReading(fn: () => Promise<unknown>): Promise<{ ms: number; reads: number[] }> {
     const reads: number[] = [];
@@ -78,90 +98,109 @@ async function eventDeletion() {
     return { ms, reads };
   }
 
-  const raw = await whileReading(() =>
-    pool.query(`delete from event_bench_copy where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims]),
-  );
+  interface Run {
+    receipts: boolean;
+    raw: { ms: number; reads: number[] };
+    worker: { ms: number; reads: number[] };
+    others: number;
+    left: number;
+    completed: number;
+    signed: number;
+  }
 
-  // The worker starts as the raw DELETE did: no dirty pages of the other's run left to write out.
-  await pool.query('checkpoint');
-  const em = orm.em.fork();
-  const ids = await recordDeletionRequests(
-    em as any,
-    victims.map((key, i) => ({
-      projectId: pid,
-      type: 'person_events' as const,
-      mode: 'immediate' as const,
-      key,
-      distinctIds: [`d-${i}`],
-      createdById: null,
-    })),
-  );
-  const events = createPostgresEventStore(orm, { deleteChunk: config.deletion.chunkSize });
-  const deps = { orm, logger, config, events, connection: {} as any, queues: {} as any };
-  const runJob = (id: string) =>
-    deletePersonData({ data: { deletionId: id }, updateProgress: async () => undefined } as any, deps as any);
-  // The receipts' share: their counts before are taken here, timed apart (the job's own call then finds
-  // them taken; the count reads the heap pages the deletes then find cached, so the figure overstates
-  // its cost somewhat); their verification and signing are timed again after the job, in a rolled-back
-  // transaction.
-  const signer = await receiptSigner(em as any, config.deletion.receiptPrivateKey);
-  const receiptsBefore = await timed(() => recordEventsBefore(em as any, events, ids));
-  // The first request's job claims the whole batch; the other jobs, which a worker runs beside it, then
-  // find their requests taken (or done) and return at once. Timed apart so each figure says what it is.
-  const chunked = await whileReading(() => runJob(ids[0]));
-  const rollback = new Error('rollback');
-  let receiptsAfter = 0;
-  await em
-    .fork()
-    .transactional(async (tx) => {
-      await tx
-        .getConnection()
-        .execute(
-          'delete from deletion_receipt where request_id = any(?::bigint[])',
-          [`{${ids.join(',')}}`],
-          'run',
-          tx.getTransactionContext(),
-        );
-      const verified = { events: { after: 0, statement: 'select 0' } };
-      receiptsAfter = await timed(() => writeDeletionReceipts(tx as any, ids, verified, signer));
-      throw rollback;
-    })
-    .catch((error) => {
-      if (error !== rollback) throw error;
+  async function oneRun(first: number, receipts: boolean): Promise<Run> {
+    const victims = persons.slice(first, first + VICTIMS);
+    const raw = await whileReading(() =>
+      pool.query(`delete from event_bench_copy where project_id = $1 and person_id = any($2::uuid[])`, [pid, victims]),
+    );
+    // The worker starts as the raw DELETE did: no dirty pages of the other's run left to write out.
+    await pool.query('checkpoint');
+    const ids = await recordDeletionRequests(
+      orm.em.fork(),
+      victims.map((key, i) => ({
+        projectId: pid,
+        type: 'person_events' as const,
+        mode: 'immediate' as const,
+        key,
+        distinctIds: [`d-${first + i}`],
+        createdById: null,
+      })),
+    );
+    const job = (id: string) =>
+      ({ id, data: { deletionId: id }, updateProgress: async () => undefined }) as unknown as Job<JobData['deletion']>;
+    // The first request's job claims the whole batch; the other jobs, which a worker runs beside it,
+    // then find their requests done and return at once. Timed apart so each figure says what it is.
+    const worker = await whileReading(() => deletePersonData(job(ids[0]), deps, { receipts }));
+    const others = await timed(async () => {
+      for (const id of ids.slice(1)) await deletePersonData(job(id), deps, { receipts });
     });
-  const withoutReceipts = chunked.ms - receiptsAfter;
-  const others = await timed(async () => {
-    for (const id of ids.slice(1)) await runJob(id);
-  });
-  const [{ n: left }] = (
-    await pool.query(`select count(*)::int as n from event where project_id = $1 and person_id = any($2::uuid[])`, [
-      pid,
-      victims,
-    ])
-  ).rows;
-  const [{ n: done }] = (
-    await pool.query(
-      `select count(*)::int as n from async_deletion where id = any($1::bigint[]) and status = 'completed'`,
-      [ids],
-    )
-  ).rows;
+    const count = async (statement: string, params: unknown[]) =>
+      ((await pool.query(statement, params)).rows[0] as { n: number }).n;
+    return {
+      receipts,
+      raw,
+      worker,
+      others,
+      left: await count(`select count(*)::int as n from event where project_id = $1 and person_id = any($2::uuid[])`, [
+        pid,
+        victims,
+      ]),
+      completed: await count(
+        `select count(*)::int as n from async_deletion where id = any($1::bigint[]) and status = 'completed'`,
+        [ids],
+      ),
+      signed: await count(`select count(*)::int as n from deletion_receipt where request_id = any($1::bigint[])`, [
+        ids,
+      ]),
+    };
+  }
 
   const readFigures = (reads: number[]) =>
-    `person reads p50 ${percentile(reads, 50).toFixed(2)} ms, p99 ${percentile(reads, 99).toFixed(2)} ms (${reads.length})`;
+    `reads p50 ${percentile(reads, 50).toFixed(2)} ms, p99 ${percentile(reads, 99).toFixed(2)} ms (${reads.length})`;
+  // A first run pays for what is cold (pages, plans, the signing key): untimed, on persons of its own.
+  const warm = await oneRun(0, true);
+  console.log(`  warm-up run: ${(warm.worker.ms / 1000).toFixed(2)} s, left ${warm.left}, receipts ${warm.signed}`);
+  const runs: Run[] = [];
+  for (let round = 0; round < ROUNDS && (2 * round + 3) * VICTIMS <= PERSONS; round++) {
+    const order = round % 2 === 0 ? [true, false] : [false, true];
+    for (const [k, receipts] of order.entries()) {
+      const r = await oneRun((2 * round + k + 1) * VICTIMS, receipts);
+      runs.push(r);
+      console.log(
+        `  round ${round + 1} ${receipts ? 'with receipts   ' : 'without receipts'}: worker ${rowsPerRun} rows in ${(r.worker.ms / 1000).toFixed(2)} s` +
+          ` (raw DELETE ${(r.raw.ms / 1000).toFixed(2)} s, ratio ${(r.raw.ms / r.worker.ms).toFixed(2)}); left ${r.left}, completed ${r.completed}, receipts ${r.signed};` +
+          ` other jobs ${(r.others / (VICTIMS - 1)).toFixed(2)} ms each; worker ${readFigures(r.worker.reads)}; raw ${readFigures(r.raw.reads)}`,
+      );
+    }
+  }
+  const side = (receipts: boolean) => {
+    const mine = runs.filter((r) => r.receipts === receipts);
+    const sum = (f: (r: Run) => number) => mine.reduce((total, r) => total + f(r), 0);
+    return {
+      worker: sum((r) => r.worker.ms) / mine.length,
+      raw: sum((r) => r.raw.ms) / mine.length,
+      reads: mine.flatMap((r) => r.worker.reads),
+    };
+  };
+  const withR = side(true);
+  const without = side(false);
+  console.log(`  mean of ${runs.length / 2} run(s) each, ${rowsPerRun} rows of ${VICTIMS} persons per run:`);
+  console.log(`                      with receipts   without receipts`);
   console.log(
-    `  raw DELETE on the copy: ${rawRows} rows in ${(raw.ms / 1000).toFixed(2)} s = ${Math.round(rawRows / (raw.ms / 1000))} rows/s; ${readFigures(raw.reads)}`,
+    `    worker            ${(withR.worker / 1000).toFixed(2).padStart(10)} s   ${(without.worker / 1000).toFixed(2).padStart(10)} s`,
   );
   console.log(
-    `  worker (the first job claims the batch; adaptive time windows, verified): ${rawRows} rows in ${(chunked.ms / 1000).toFixed(2)} s = ${Math.round(rawRows / (chunked.ms / 1000))} rows/s; left: ${left}; requests completed: ${done}`,
+    `    raw DELETE        ${(withR.raw / 1000).toFixed(2).padStart(10)} s   ${(without.raw / 1000).toFixed(2).padStart(10)} s`,
   );
   console.log(
-    `  receipts: counts before ${receiptsBefore.toFixed(0)} ms + verification and signing of ${ids.length} receipts ${receiptsAfter.toFixed(0)} ms = ${(((receiptsBefore + receiptsAfter) / withoutReceipts) * 100).toFixed(1)}% of the deletion without them (${withoutReceipts.toFixed(0)} ms; target < 10%)`,
+    `    raw / worker      ${(withR.raw / withR.worker).toFixed(2).padStart(10)}     ${(without.raw / without.worker).toFixed(2).padStart(10)}   (target >= 0.5 with receipts)`,
   );
   console.log(
-    `  the other ${ids.length - 1} jobs (step aside): ${others.toFixed(0)} ms in all, ${(others / (ids.length - 1)).toFixed(2)} ms each`,
+    `    reads p99         ${percentile(withR.reads, 99).toFixed(2).padStart(10)} ms  ${percentile(without.reads, 99).toFixed(2).padStart(10)} ms  (target < 50 ms)`,
   );
   console.log(
-    `  ratio: ${(raw.ms / chunked.ms).toFixed(2)} (target >= 0.5); during the worker's deletion: ${readFigures(chunked.reads)} (target p99 < 50 ms)`,
+    `  receipts add ${(((withR.worker - without.worker) / without.worker) * 100).toFixed(1)}% to the worker's run time (target < 10%); ` +
+      `against each side's raw DELETE: ${((withR.worker / withR.raw / (without.worker / without.raw) - 1) * 100).toFixed(1)}%`,
   );
 
   await pool.query(`drop table event_bench_copy`);
@@ -261,10 +300,10 @@ async function personDeletion() {
     const dead = async () =>
       (await pool.query(`select n_dead_tup::int as n from pg_stat_user_tables where relname = 'person'`)).rows[0].n;
     while ((await dead()) < DELETED && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-    const deps = { orm, logger, config, connection: {} as any, queues: {} as any };
+    const deps = workerDeps();
     let vacuumed: string[] = [];
     const vacuumMs = await timed(async () => {
-      vacuumed = (await refreshStatistics(null, deps as any)).vacuumed;
+      vacuumed = (await refreshStatistics(null, deps)).vacuumed;
     });
     const afterVacuum = await measure('after the vacuum');
     progress('');

@@ -89,6 +89,7 @@ export const SETTINGS_SCHEMA = {
     WEBHOOK_MAX_RESPONSE_BYTES: int(64 * 1024, 0),
     WEBHOOK_ATTEMPTS: int(12, 1),
     WEBHOOK_BACKOFF_MS: int(10_000, 0),
+    WEBHOOK_ALLOW_PRIVATE_URLS: bool(false),
     /** Which engine answers event analytics: postgres (the `event` table) or clickhouse (capture still writes PostgreSQL). */
     EVENT_STORE: { type: 'string', enum: ['postgres', 'clickhouse'], default: 'postgres' },
     CLICKHOUSE_URL: { type: 'string', format: 'http-url', default: 'http://127.0.0.1:8123' },
@@ -363,6 +364,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       attempts: s.WEBHOOK_ATTEMPTS,
       /** The first retry's delay; each next one doubles it. */
       backoffMs: s.WEBHOOK_BACKOFF_MS,
+      /** Whether a webhook may post to a loopback, private, link-local or unspecified address (refused by default). */
+      allowPrivateUrls: s.WEBHOOK_ALLOW_PRIVATE_URLS,
     },
     /**
      * Basic-auth credentials of the operator pages (/admin/queues, /admin/deletions): ADMIN_PASSWORD

@@ -14,7 +14,7 @@ import type { AppDeps } from '../deps.ts';
 import { sameSecret } from '../http/auth.ts';
 import { methodNotAllowed, notFound, permissionDenied } from '../http/errors.ts';
 import { guardCredentialCheck } from '../http/throttle.ts';
-import { DELETIONS_PAGE_PATH, deletionsPage } from './deletions-page.ts';
+import { DELETION_RECEIPTS_PATH, DELETIONS_PAGE_PATH, deletionReceiptJson, deletionsPage } from './deletions-page.ts';
 
 export const ADMIN_BASE_PATH = '/admin/queues';
 const PROOF_COOKIE = 'ops_proof';
@@ -112,7 +112,10 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
   };
 
   return async (ctx, next) => {
-    const deletions = ctx.path === DELETIONS_PAGE_PATH;
+    const receipt = ctx.path.startsWith(`${DELETION_RECEIPTS_PATH}/`)
+      ? ctx.path.slice(DELETION_RECEIPTS_PATH.length + 1)
+      : null;
+    const deletions = ctx.path === DELETIONS_PAGE_PATH || receipt !== null;
     if (!deletions && ctx.path !== ADMIN_BASE_PATH && !ctx.path.startsWith(`${ADMIN_BASE_PATH}/`)) return next();
     const given = basicCredential(ctx.get('authorization'));
     const role = given === null ? null : roleOf(given);
@@ -135,6 +138,7 @@ export function queueDashboard(deps: AppDeps): Middleware | null {
     const reading = ctx.method === 'GET' || ctx.method === 'HEAD';
     if (deletions) {
       if (!reading) throw methodNotAllowed(ctx.method, ['GET', 'HEAD']);
+      if (receipt !== null) return deletionReceiptJson(ctx, deps, receipt);
       return deletionsPage(ctx, deps, ADMIN_BASE_PATH);
     }
     if (!reading && role === 'read')

@@ -1,18 +1,25 @@
-// The operators' read-only view of deletion requests not done yet. Requests wait in PostgreSQL for
-// their window (up to a week) before any queue job exists, so the queue dashboard cannot show them.
+// The operators' read-only view of deletion requests: those not done yet by default (requests wait in
+// PostgreSQL for their window, up to a week, before any queue job exists, so the queue dashboard cannot
+// show them), or those of one status (?status=cancelled, completed…); each verified request links to its
+// signed receipt (JSON, at /admin/deletions/receipts/<id>) and names the key that signed it.
 // Served beside the dashboard, behind the same credentials (admin.ts); plain HTML, no script.
 import type { Context } from 'koa';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
+import { deletionReceiptOfRequest } from '../../shared/deletions/receipts.ts';
 import {
   deletionCountsByStatus,
-  listOpenDeletionRequests,
-  type OpenDeletionView,
+  listOperatorDeletionRequests,
+  OPERATOR_DELETION_FILTERS,
+  type OperatorDeletionFilter,
+  type OperatorDeletionView,
 } from '../../shared/deletions/store.ts';
 import { defaultSchedules, nextRun, recordedSchedules } from '../../shared/schedules.ts';
 import type { AppDeps } from '../deps.ts';
-import { validationError } from '../http/errors.ts';
+import { notFound, validationError } from '../http/errors.ts';
 
 export const DELETIONS_PAGE_PATH = '/admin/deletions';
+/** A verified request's signed receipt as JSON: `${DELETION_RECEIPTS_PATH}/<request id>`. */
+export const DELETION_RECEIPTS_PATH = `${DELETIONS_PAGE_PATH}/receipts`;
 const PAGE_ROWS = 500;
 
 /** Nothing but this page's own inline styles. */
@@ -53,7 +60,9 @@ const time = (iso: string | null, now: Date) =>
     : '';
 
 /** When the request runs (or ran), in words, from its status, mode and the window's cron. */
-function whenItRuns(r: OpenDeletionView, crons: Record<ScheduledDeletionMode, string>, now: Date): string {
+function whenItRuns(r: OperatorDeletionView, crons: Record<ScheduledDeletionMode, string>, now: Date): string {
+  if (r.status === 'cancelled') return `cancelled ${time(r.cancelled_at, now)}`;
+  if (r.status === 'completed') return `verified ${time(r.delete_verified_at, now)}`;
   if (r.status === 'failed') return `retry ${time(r.next_attempt_at, now)}`;
   if (r.status === 'running') return `running since ${time(r.started_at, now)}`;
   if (r.mode === 'immediate') return 'as soon as a worker takes it';
@@ -81,9 +90,16 @@ const COLUMNS = [
   'failures',
   'last error',
   'next attempt',
+  'receipt',
 ];
 
-function row(r: OpenDeletionView, crons: Record<ScheduledDeletionMode, string>, now: Date): string {
+/** A verified request's receipt: the JSON link and the id of the key that signed it. */
+const receiptCell = (r: OperatorDeletionView) =>
+  r.receipt_key_id
+    ? `<a href="${DELETION_RECEIPTS_PATH}/${escapeHtml(r.id)}" class="receipt">receipt (JSON)</a> <small>key <code class="key-id">${escapeHtml(r.receipt_key_id)}</code></small>`
+    : '';
+
+function row(r: OperatorDeletionView, crons: Record<ScheduledDeletionMode, string>, now: Date): string {
   const cells = [
     escapeHtml(r.id),
     escapeHtml(r.project_id),
@@ -97,28 +113,69 @@ function row(r: OpenDeletionView, crons: Record<ScheduledDeletionMode, string>, 
     escapeHtml(r.failures),
     r.last_error ? `<pre>${escapeHtml(r.last_error)}</pre>` : '',
     time(r.next_attempt_at, now),
+    receiptCell(r),
   ];
   const tds = cells.map((c) => `<td>${c}</td>`).join('');
   return `<tr data-id="${escapeHtml(r.id)}" data-status="${escapeHtml(r.status)}">${tds}</tr>`;
 }
 
-/** The page for `GET /admin/deletions[?project=ID]`. */
-export async function deletionsPage(ctx: Context, deps: AppDeps, dashboardPath: string): Promise<void> {
+const TITLES: Record<OperatorDeletionFilter, string> = {
+  open: 'Deletion requests not done',
+  pending: 'Pending deletion requests',
+  running: 'Running deletion requests',
+  failed: 'Failed deletion requests',
+  cancelled: 'Cancelled deletion requests',
+  completed: 'Completed (verified) deletion requests',
+};
+
+/** `?project=ID`: null when absent; a 400 when malformed. */
+function projectFilter(ctx: Context): number | null {
   const project = ctx.query.project;
   if (project !== undefined && (typeof project !== 'string' || !/^\d{1,9}$/.test(project)))
     throw validationError('project must be a project id', 'project');
-  const projectId = project === undefined ? null : Number(project);
+  return project === undefined ? null : Number(project);
+}
+
+/** `?status=`: open (the default: pending, running, failed), or one of pending, running, failed, cancelled, completed. */
+function statusFilter(ctx: Context): OperatorDeletionFilter {
+  const status = ctx.query.status ?? 'open';
+  if (typeof status !== 'string' || !(OPERATOR_DELETION_FILTERS as readonly string[]).includes(status))
+    throw validationError(`status must be one of ${OPERATOR_DELETION_FILTERS.join(', ')}`, 'status');
+  return status as OperatorDeletionFilter;
+}
+
+/** `GET /admin/deletions/receipts/<request id>`: the request's signed receipt, as the API serves it. */
+export async function deletionReceiptJson(ctx: Context, deps: AppDeps, requestId: string): Promise<void> {
+  const receipt = /^\d{1,18}$/.test(requestId) ? await deletionReceiptOfRequest(deps.orm.em.fork(), requestId) : null;
+  if (!receipt) throw notFound();
+  ctx.status = 200;
+  ctx.set('Cache-Control', 'no-store');
+  ctx.body = receipt;
+}
+
+/** The page for `GET /admin/deletions[?project=ID][&status=…]`. */
+export async function deletionsPage(ctx: Context, deps: AppDeps, dashboardPath: string): Promise<void> {
+  const projectId = projectFilter(ctx);
+  const status = statusFilter(ctx);
   const now = new Date();
   const em = deps.orm.em.fork();
-  const { total, results } = await listOpenDeletionRequests(em, { projectId, limit: PAGE_ROWS });
+  const { total, results } = await listOperatorDeletionRequests(em, { projectId, status, limit: PAGE_ROWS });
   const counts = await deletionCountsByStatus(em);
   // The windows the workers follow (recorded in PostgreSQL; seeded from the settings if no worker has).
   const crons = deletionCrons((await recordedSchedules(em, defaultSchedules(deps.config))).schedules);
-  const byStatus = ['pending', 'running', 'failed']
-    .map((status) => `${status} <b>${counts.find((c) => c.status === status)?.n ?? 0}</b>`)
+  const byStatus = ['pending', 'running', 'failed', 'cancelled', 'completed']
+    .map((s) => `${s} <b>${counts.find((c) => c.status === s)?.n ?? 0}</b>`)
     .join(' · ');
-  const shown =
-    total > results.length ? `the first ${results.length} of ${total} (failed first, then oldest)` : `${total}`;
+  const order = status === 'cancelled' || status === 'completed' ? 'newest first' : 'failed first, then oldest';
+  const shown = total > results.length ? `the first ${results.length} of ${total} (${order})` : `${total}`;
+  const link = (s: OperatorDeletionFilter) => {
+    const query = new URLSearchParams({
+      ...(projectId === null ? {} : { project: String(projectId) }),
+      ...(s === 'open' ? {} : { status: s }),
+    });
+    const href = `${DELETIONS_PAGE_PATH}${query.size ? `?${query}` : ''}`;
+    return s === status ? `<b>${s}</b>` : `<a href="${escapeHtml(href)}" data-status="${s}">${s}</a>`;
+  };
   ctx.status = 200;
   ctx.type = 'text/html; charset=utf-8';
   ctx.set('Content-Security-Policy', OPERATOR_PAGE_CSP);
@@ -134,15 +191,17 @@ th{background:#f4f4f6;position:sticky;top:0}code,pre{font-family:ui-monospace,mo
 time{white-space:nowrap}small{color:#666}
 pre{margin:0;white-space:pre-wrap;max-width:28rem;max-height:6rem;overflow:auto;color:#a11}
 .status{padding:0 .4em;border-radius:3px}.failed{background:#fbe3e3;color:#a11}.pending{background:#fff4d6}
-.running{background:#e3effb}nav a{margin-right:1rem}
+.running{background:#e3effb}.cancelled{background:#eee;color:#555}.completed{background:#e2f5e6}
+nav a,nav b{margin-right:1rem}nav.filters{margin-top:.5rem}
 </style></head><body>
 <nav><a href="${escapeHtml(dashboardPath)}">Queue dashboard</a><a href="${DELETIONS_PAGE_PATH}">All projects</a></nav>
-<h1>Deletion requests not done${projectId === null ? '' : ` — project ${projectId}`}</h1>
+<nav class="filters">Show: ${OPERATOR_DELETION_FILTERS.map(link).join(' ')}</nav>
+<h1>${TITLES[status]}${projectId === null ? '' : ` — project ${projectId}`}</h1>
 <p>In PostgreSQL, every project: ${byStatus}. Shown: ${shown}${projectId === null ? '' : ' of this project'}.
 Times are UTC. Read-only: retry a failed request with <code>npm run manage -- deletion retry --id ID</code>,
 release a window's requests now with <code>npm run manage -- deletion run-window --mode weekly|off_peak</code>.</p>
 <table><thead><tr>${COLUMNS.map((c) => `<th>${c}</th>`).join('')}</tr></thead>
 <tbody>${results.map((r) => row(r, crons, now)).join('\n')}</tbody></table>
-${results.length ? '' : '<p>None: every request is done.</p>'}
+${results.length ? '' : `<p>None${status === 'open' ? ': every request is done' : ''}.</p>`}
 </body></html>`;
 }

@@ -121,7 +121,7 @@ async function checked<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof WebhookInputError) throw validationError(error.message, error.attr, 'invalid');
+    if (error instanceof WebhookInputError) throw validationError(error.message, error.attr, error.code);
     throw error;
   }
 }
@@ -156,7 +156,13 @@ export const webhookRoutes = [
     responses: { 201: { description: 'Created, with its secret', schema: webhookSchema } },
     handler: async function createProjectWebhook(ctx) {
       const webhook = await checked(() =>
-        createWebhook(ctx.state.em, ctx.state.project.id, ctx.state.auth.userId, ctx.state.body ?? {}),
+        createWebhook(
+          ctx.state.em,
+          ctx.state.project.id,
+          ctx.state.auth.userId,
+          ctx.state.body ?? {},
+          ctx.deps.config.webhooks,
+        ),
       );
       ctx.status = 201;
       ctx.body = serialize(webhook, true);
@@ -186,7 +192,9 @@ export const webhookRoutes = [
     handler: async function updateProjectWebhook(ctx) {
       const existing = await find(ctx);
       const body = ctx.state.body ?? {};
-      const webhook = await checked(() => updateWebhook(ctx.state.em, ctx.state.project.id, existing.id, body));
+      const webhook = await checked(() =>
+        updateWebhook(ctx.state.em, ctx.state.project.id, existing.id, body, ctx.deps.config.webhooks),
+      );
       if (!webhook) throw notFound();
       ctx.body = serialize(webhook, body.secret !== undefined);
     },

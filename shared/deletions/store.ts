@@ -177,35 +177,58 @@ export async function listDeletionRequests(
   return { count, results: found.map(view) };
 }
 
-export interface OpenDeletionView extends DeletionRequestView {
+/** What the operators' page lists: the requests not done yet (`open`), or those of one status. */
+export const OPERATOR_DELETION_FILTERS = ['open', 'pending', 'running', 'failed', 'cancelled', 'completed'] as const;
+export type OperatorDeletionFilter = (typeof OPERATOR_DELETION_FILTERS)[number];
+
+export interface OperatorDeletionView extends DeletionRequestView {
   /** When its window released it to the workers (null: not yet, or an immediate request). */
   released_at: string | null;
+  /** The id of the key that signed its receipt (null: no receipt, e.g. not verified yet). */
+  receipt_key_id: string | null;
 }
 
 /**
- * The requests not done yet (pending, running, failed), of one project or of all, failed first,
- * then oldest first, for the operators' page; `total` counts them all.
+ * A page of requests for the operators' page, of one project or of all; `total` counts them all. Not
+ * done yet (`open`, the default: pending, running, failed) and each of those: failed first, then oldest
+ * first; cancelled and completed: newest first.
  */
-export async function listOpenDeletionRequests(
+export async function listOperatorDeletionRequests(
   em: EntityManager,
-  filter: { projectId: number | null; limit: number },
-): Promise<{ total: number; results: OpenDeletionView[] }> {
+  filter: { projectId: number | null; status: OperatorDeletionFilter; limit: number },
+): Promise<{ total: number; results: OperatorDeletionView[] }> {
+  const open =
+    filter.status === 'open' ||
+    filter.status === 'pending' ||
+    filter.status === 'running' ||
+    filter.status === 'failed';
   // delete_verified_at is null: the partial index of the requests not done.
-  const open = `delete_verified_at is null and status in ('pending', 'running', 'failed')
-    and (?::int is null or project_id = ?)`;
-  const params = [filter.projectId, filter.projectId];
+  const where = `${open ? 'delete_verified_at is null and ' : ''}status = any(?::text[]) and (?::int is null or project_id = ?)`;
+  const statuses = filter.status === 'open' ? ['pending', 'running', 'failed'] : [filter.status];
+  const params = [pgArray(statuses), filter.projectId, filter.projectId];
   const [{ total }] = await rows<{ total: number }>(
     em,
-    `select count(*)::int as total from async_deletion where ${open}`,
+    `select count(*)::int as total from async_deletion where ${where}`,
     params,
   );
-  const found = await rows<Record<string, any>>(
+  const order = open
+    ? `status = 'failed' desc, created_at, id`
+    : `coalesce(delete_verified_at, finished_at, created_at) desc, id desc`;
+  const found = await rows<Record<string, unknown>>(
     em,
-    `select ${VIEW_COLUMNS}, released_at from async_deletion where ${open}
-      order by status = 'failed' desc, created_at, id limit ?`,
+    `select ${VIEW_COLUMNS}, released_at,
+            (select r.key_id from deletion_receipt r where r.request_id = async_deletion.id) as receipt_key_id
+       from async_deletion where ${where} order by ${order} limit ?`,
     [...params, filter.limit],
   );
-  return { total, results: found.map((row) => ({ ...view(row), released_at: isoTimestamp(row.released_at) })) };
+  return {
+    total,
+    results: found.map((row) => ({
+      ...view(row),
+      released_at: isoTimestamp(row.released_at as Date | string | null),
+      receipt_key_id: (row.receipt_key_id as string | null) ?? null,
+    })),
+  };
 }
 
 /** Requests by status, for the metrics. */
@@ -398,11 +421,11 @@ export async function claimCompanions(
 export async function eventDeletionTargets(
   em: EntityManager,
   batch: string[],
-): Promise<Pick<AsyncDeletionRow, 'key' | 'distinctIds' | 'cutoff'>[]> {
+): Promise<Pick<AsyncDeletionRow, 'id' | 'key' | 'distinctIds' | 'cutoff'>[]> {
   return em.find(
     AsyncDeletion,
     { id: { $in: batch } },
-    { fields: ['key', 'distinctIds', 'cutoff'], orderBy: { cutoff: 'asc', id: 'asc' } },
+    { fields: ['id', 'key', 'distinctIds', 'cutoff'], orderBy: { cutoff: 'asc', id: 'asc' } },
   );
 }
 

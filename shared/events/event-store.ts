@@ -25,6 +25,13 @@ export interface EventDeletionGroup {
   distinctIds: string[];
 }
 
+/** Rows one delete statement removed that were recorded under one person uuid and distinct id. */
+export interface DeletedKeyCount {
+  personId: string | null;
+  distinctId: string;
+  n: number;
+}
+
 /** What a deletion reports after each statement. */
 export interface DeletionWindow {
   /** Rows the statement deleted. */
@@ -40,6 +47,11 @@ export interface DeletionHooks {
    * the count commits with the delete; after the statement with `tx` null otherwise.
    */
   record(deleted: number, tx: EntityManager | null): Promise<void>;
+  /**
+   * When given, a statement's rows by the (person uuid, distinct id) they were recorded under, in its
+   * transaction like `record`: what a deletion receipt counts as found before (PostgreSQL only).
+   */
+  recordKeys?(counts: DeletedKeyCount[], tx: EntityManager, group: EventDeletionGroup): Promise<void>;
   /** After each statement (committed), outside any transaction: progress, lease renewal. */
   done(window: DeletionWindow): Promise<void>;
 }

@@ -184,11 +184,25 @@ async function deleteGroupEvents(
       // so the request's completion (delete_verified_at, committed synchronously) is never durable
       // without these deletes; a window lost with its rows_deleted is redone by the retry.
       await run(tx, `set local synchronous_commit = off`, []);
-      const deleted = await run(
-        tx,
-        `delete from event where ${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`,
-        [...groupEventParams(projectId, g), from, to],
-      );
+      const window = `${GROUP_EVENTS} and timestamp >= to_timestamp(?::float8 / 1000) and timestamp < to_timestamp(?::float8 / 1000)`;
+      const params = [...groupEventParams(projectId, g), from, to];
+      let deleted: number;
+      if (hooks.recordKeys) {
+        // The deleted rows counted by key in the statement itself (a receipt's count before, at the
+        // cost of an aggregate over the rows the delete touches anyway).
+        const counts = await rows<{ p: string | null; d: string; n: number }>(
+          tx,
+          `with d as (delete from event where ${window} returning person_id, distinct_id)
+           select person_id::text as p, distinct_id as d, count(*)::int as n from d group by 1, 2`,
+          params,
+        );
+        deleted = counts.reduce((sum, c) => sum + c.n, 0);
+        await hooks.recordKeys(
+          counts.map((c) => ({ personId: c.p, distinctId: c.d, n: c.n })),
+          tx,
+          g,
+        );
+      } else deleted = await run(tx, `delete from event where ${window}`, params);
       await hooks.record(deleted, tx);
       return deleted;
     });

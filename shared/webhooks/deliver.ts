@@ -1,9 +1,15 @@
 // The job body of one webhook delivery: a signed POST to the customer's URL, every attempt recorded on
 // the delivery row. The URL is the customer's, so nothing about the answer is trusted: the whole attempt
 // (connect, answer, reading it) has a time limit, at most `maxResponseBytes` of the answer are read, and
-// a redirect is not followed. A 2xx status delivers (its body need not finish within the limit). A failed attempt throws, so BullMQ retries the job
+// a redirect is not followed, and a host inside our network is refused (addresses.ts: the delivery fails
+// at once, without retries). A 2xx status delivers (its body need not finish within the limit). A failed attempt throws, so BullMQ retries the job
 // with its exponential backoff; the last one marks the delivery failed.
+import type { IncomingMessage } from 'node:http';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { hostOf, PrivateAddressError, type ResolvedAddress, resolveWebhookHost } from './addresses.ts';
 import { deliveryBody, signWebhook } from './service.ts';
 import { deliveryToSend, failDelivery, recordAttempt, type AttemptRecord } from './store.ts';
 
@@ -12,6 +18,8 @@ export interface DeliverySettings {
   maxResponseBytes: number;
   /** The first retry's delay (BullMQ's exponential backoff), for the delivery's next_attempt_at. */
   backoffMs: number;
+  /** WEBHOOK_ALLOW_PRIVATE_URLS: whether a delivery may go to a loopback, private, link-local or unspecified address. */
+  allowPrivateUrls: boolean;
 }
 
 /** A failed attempt, recorded; thrown so that the queue retries it. */
@@ -30,7 +38,7 @@ export async function deliverWebhook(
   id: string,
   attempt: { number: number; last: boolean },
   settings: DeliverySettings,
-): Promise<{ skipped: string } | { statusCode: number; ms: number }> {
+): Promise<{ skipped: string } | { refused: string } | { statusCode: number; ms: number }> {
   const delivery = await deliveryToSend(em, id);
   if (!delivery) return { skipped: 'the webhook was deleted' };
   if (delivery.status !== 'pending') return { skipped: `already ${delivery.status}` };
@@ -40,7 +48,7 @@ export async function deliverWebhook(
   }
   const body = deliveryBody(delivery);
   const timestamp = String(Math.floor(Date.now() / 1000));
-  const result = await post(
+  const { record: result, refused } = await post(
     delivery.url,
     body,
     {
@@ -54,23 +62,35 @@ export async function deliverWebhook(
   );
   const ok =
     result.error === null && result.status_code !== null && result.status_code >= 200 && result.status_code < 300;
-  const status = ok ? 'delivered' : attempt.last ? 'failed' : 'pending';
+  // A refused destination fails the delivery at once: retrying would only be refused again.
+  const status = ok ? 'delivered' : attempt.last || refused ? 'failed' : 'pending';
   // BullMQ's exponential backoff waits up to delay * 2^(attempt - 1) (less with its jitter).
   const nextAttemptAt =
     status === 'pending' ? new Date(Date.now() + settings.backoffMs * 2 ** (attempt.number - 1)) : null;
   const recorded = await recordAttempt(em, id, result, { status, nextAttemptAt });
   if (!recorded) return { skipped: 'finished by another attempt' };
+  if (refused) return { refused: result.error! };
   if (!ok) throw new DeliveryAttemptFailed(`webhook delivery ${id}: ${result.error ?? `HTTP ${result.status_code}`}`);
   return { statusCode: result.status_code!, ms: result.duration_ms };
 }
 
-/** One POST within the limits; never throws: a failure is in the record. */
+/** A POST's outcome: an attempt record, and whether the destination was refused (not worth retrying). */
+interface PostOutcome {
+  record: AttemptRecord;
+  refused: boolean;
+}
+
+/**
+ * One POST within the limits; never throws: a failure is in the record. The host is resolved and every
+ * address checked first (PrivateAddressError: refused), then the connection goes to the checked address
+ * (TLS still verifies the certificate for the host name), so a second resolution cannot send it elsewhere.
+ */
 async function post(
   url: string,
   body: string,
   headers: Record<string, string>,
   settings: DeliverySettings,
-): Promise<AttemptRecord> {
+): Promise<PostOutcome> {
   const at = new Date();
   const started = performance.now();
   const record = (status_code: number | null, error: string | null, response: string | null): AttemptRecord => ({
@@ -84,36 +104,69 @@ async function post(
   const timer = setTimeout(() => controller.abort(), settings.timeoutMs);
   let statusCode: number | null = null;
   try {
-    const response = await fetch(url, { method: 'POST', body, headers, redirect: 'manual', signal: controller.signal });
-    statusCode = response.status;
+    const target = new URL(url);
+    const [address] = await resolveWebhookHost(hostOf(target), settings.allowPrivateUrls);
+    if (!address) return { record: record(null, 'the host has no address', null), refused: false };
+    const response = await send(target, address, body, headers, controller.signal);
+    statusCode = response.statusCode ?? null;
     // The status decides; an answer still streaming at the time limit only loses its excerpt.
     const text = await readCapped(response, settings.maxResponseBytes).catch(() => '');
-    const error = statusCode >= 200 && statusCode < 300 ? null : `HTTP ${statusCode}`;
-    return record(statusCode, error, text.slice(0, RESPONSE_EXCERPT) || null);
+    const ok = statusCode !== null && statusCode >= 200 && statusCode < 300;
+    return {
+      record: record(statusCode, ok ? null : `HTTP ${statusCode}`, text.slice(0, RESPONSE_EXCERPT) || null),
+      refused: false,
+    };
   } catch (error) {
-    if (controller.signal.aborted) return record(statusCode, `timed out after ${settings.timeoutMs} ms`, null);
-    const cause = (error as Error & { cause?: { code?: string; message?: string } }).cause;
-    return record(statusCode, cause?.code ?? cause?.message ?? (error as Error).message, null);
+    if (error instanceof PrivateAddressError) return { record: record(null, error.message, null), refused: true };
+    if (controller.signal.aborted)
+      return { record: record(statusCode, `timed out after ${settings.timeoutMs} ms`, null), refused: false };
+    const e = error as Error & { code?: string };
+    return { record: record(statusCode, e.code ?? e.message, null), refused: false };
   } finally {
     clearTimeout(timer);
   }
 }
 
+/** The request itself, connected to `address` whatever the host name resolves to now; redirects are not followed. */
+function send(
+  url: URL,
+  address: ResolvedAddress,
+  body: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+): Promise<IncomingMessage> {
+  const pinned: LookupFunction = (_host, options, callback) => {
+    if (options.all) callback(null, [address]);
+    else callback(null, address.address, address.family);
+  };
+  return new Promise((resolve, reject) => {
+    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(
+      url,
+      {
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        lookup: pinned,
+        signal,
+      },
+      resolve,
+    );
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
 /** Reads at most `maxBytes` of the answer and drops the rest unread (the connection is closed). */
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
-  const reader = response.body?.getReader();
-  if (!reader) return '';
-  const chunks: Uint8Array[] = [];
+async function readCapped(response: IncomingMessage, maxBytes: number): Promise<string> {
+  const chunks: Buffer[] = [];
   let size = 0;
   try {
-    while (size < maxBytes) {
-      const { done, value } = await reader.read();
-      if (done) return Buffer.concat(chunks).toString('utf8');
-      chunks.push(value.subarray(0, maxBytes - size));
-      size += Math.min(value.length, maxBytes - size);
+    for await (const chunk of response as AsyncIterable<Buffer>) {
+      chunks.push(chunk.subarray(0, maxBytes - size));
+      size += Math.min(chunk.length, maxBytes - size);
+      if (size >= maxBytes) break;
     }
   } finally {
-    await reader.cancel().catch(() => undefined);
+    response.destroy();
   }
   return Buffer.concat(chunks).toString('utf8');
 }

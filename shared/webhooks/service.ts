@@ -5,6 +5,7 @@
 // shared/queues.ts); the worker's reconciler picks up any it could not.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { checkWebhookHost, PrivateAddressError } from './addresses.ts';
 import * as store from './store.ts';
 
 /** Every event a webhook can subscribe to. Add a feature's events here (experiments' guardrails next). */
@@ -25,9 +26,27 @@ export const WEBHOOK_SECRET_MAX_LENGTH = 200;
 /** Bad input for a webhook: the message and the field, for a 400. */
 export class WebhookInputError extends Error {
   readonly attr: string;
-  constructor(message: string, attr: string) {
+  /** PostHog's error code: `invalid` for a malformed value, `invalid_input` for a URL refused by policy. */
+  readonly code: 'invalid' | 'invalid_input';
+  constructor(message: string, attr: string, code: 'invalid' | 'invalid_input' = 'invalid') {
     super(message);
     this.attr = attr;
+    this.code = code;
+  }
+}
+
+/** What the operator allows (config.webhooks). */
+export interface WebhookPolicy {
+  allowPrivateUrls: boolean;
+}
+
+/** The URL's host must not resolve to an address inside our network, unless the operator allows it. */
+async function checkWebhookDestination(url: string, policy: WebhookPolicy): Promise<void> {
+  try {
+    await checkWebhookHost(url, policy.allowPrivateUrls);
+  } catch (error) {
+    if (error instanceof PrivateAddressError) throw new WebhookInputError(error.message, 'url', 'invalid_input');
+    throw error;
   }
 }
 
@@ -84,10 +103,12 @@ export async function createWebhook(
   projectId: number,
   createdById: number | null,
   input: WebhookInput,
+  policy: WebhookPolicy,
 ): Promise<store.StoredWebhook> {
   if (input.url === undefined) throw new WebhookInputError('This field is required.', 'url');
   checkWebhookUrl(input.url);
   if (input.secret !== undefined) checkSecret(input.secret);
+  await checkWebhookDestination(input.url, policy);
   return store.insertWebhook(em, projectId, createdById, {
     url: input.url,
     secret: input.secret ?? generateWebhookSecret(),
@@ -102,9 +123,11 @@ export async function updateWebhook(
   projectId: number,
   id: number,
   input: WebhookInput,
+  policy: WebhookPolicy,
 ): Promise<store.StoredWebhook | null> {
   if (input.url !== undefined) checkWebhookUrl(input.url);
   if (input.secret !== undefined) checkSecret(input.secret);
+  if (input.url !== undefined) await checkWebhookDestination(input.url, policy);
   return store.updateWebhook(em, projectId, id, {
     url: input.url,
     secret: input.secret,

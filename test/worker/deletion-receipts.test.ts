@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from '../db.ts';
+import { failEventDeletesOf, sql } from '../db.ts';
+import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { capture } from '../fixtures.ts';
 import {
   call,
@@ -292,6 +293,50 @@ describe('a batch (bulk_delete): each receipt counts its own request', () => {
       expect(receipt.receipt.stores.events).toMatchObject({ before: direct.get(p.uuid), after: 0 });
       expect(receipt.receipt.stores.persons).toMatchObject({ before: 1, after: 0 });
     }
+  });
+});
+
+describe('a deletion retried after a partial failure', () => {
+  it('events before still equal a direct count taken before the first attempt: each delete counted its own rows', async () => {
+    await capture(api.baseUrl, account.projectToken, [{ event: 'e', distinct_id: 'rr-victim' }]);
+    const person = (await get(`${P()}/?distinct_id=rr-victim`)).body.results[0];
+    // Old events (deleted by the first window) and recent ones under another distinct id of the person
+    // (their window fails the first time).
+    await sql(
+      api.orm,
+      `insert into event (uuid, project_id, event, distinct_id, person_id, properties, timestamp, created_at)
+       select gen_random_uuid(), ?, 'old', 'rr-victim', ?::uuid, '{}'::jsonb, '2001-01-01'::timestamptz + g * interval '1 hour', '2001-02-01'
+         from generate_series(1, 4) g
+       union all
+       select gen_random_uuid(), ?, 'recent', 'rr-other', ?::uuid, '{}'::jsonb, now() - interval '1 hour', now() - interval '1 hour'
+         from generate_series(1, 3) g`,
+      [account.projectId, person.uuid, account.projectId, person.uuid],
+    );
+    const res = await call(api.baseUrl, 'POST', `${P()}/${person.uuid}/delete_events/`, { key: account.apiKey });
+    expect(res.status).toBe(200);
+    const requestId = String(res.body.deletion_requests[0].id);
+    const direct = await count(
+      `select count(*)::int as n from event where project_id = ? and (person_id = ? or distinct_id = 'rr-victim')`,
+      [account.projectId, person.uuid],
+    );
+    expect(direct).toBe(8);
+    const job = { id: 'direct', data: { deletionId: requestId }, updateProgress: async () => undefined } as any;
+    const restore = await failEventDeletesOf(api.orm, 'rr-other');
+    try {
+      await expect(deletePersonData(job, worker.deps)).rejects.toThrow('injected fault');
+    } finally {
+      await restore();
+    }
+    // Partly done: the old events are gone (and counted), the recent ones not.
+    const left = await count(`select count(*)::int as n from event where project_id = ? and person_id = ?`, [
+      account.projectId,
+      person.uuid,
+    ]);
+    expect(left).toBeGreaterThan(0);
+    expect(left).toBeLessThan(direct);
+    expect(await deletePersonData(job, worker.deps)).toMatchObject({ requests: 1 });
+    const [receipt] = (await get(`${P()}/deletion_receipts/?person_uuid=${person.uuid}`)).body.results;
+    expect(receipt.receipt.stores.events).toMatchObject({ before: direct, after: 0 });
   });
 });
 

@@ -36,10 +36,13 @@ beforeAll(async () => {
   api = await startApi(
     (config) => {
       config.redisPrefix = prefix;
+      config.webhooks.allowPrivateUrls = true; // the receiver is on 127.0.0.1
     },
     { flagCache: true },
   );
-  worker = await startTestWorker(prefix);
+  worker = await startTestWorker(prefix, (config) => {
+    config.webhooks.allowPrivateUrls = true;
+  });
   account = await createAccount(api.orm);
 });
 afterAll(async () => {

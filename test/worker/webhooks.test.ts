@@ -8,7 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
 import { claimDeletion, completeDeletions, dropLeases, recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
+import { deliverWebhook } from '../../shared/webhooks/deliver.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
+import { insertWebhook } from '../../shared/webhooks/store.ts';
 import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
@@ -37,6 +39,7 @@ const settings = (config: Config) => {
   config.webhooks.backoffMs = 50;
   config.webhooks.timeoutMs = TIMEOUT_MS;
   config.webhooks.maxResponseBytes = 64 * 1024;
+  config.webhooks.allowPrivateUrls = true; // the receivers are on 127.0.0.1
 };
 let api: TestApi;
 let worker: Awaited<ReturnType<typeof startTestWorker>>;
@@ -352,6 +355,79 @@ describe("the customer's URL is not trusted", () => {
     } finally {
       await receiver.close();
       await target.close();
+    }
+  });
+});
+
+describe('a delivery to a private address is refused by default (WEBHOOK_ALLOW_PRIVATE_URLS unset)', () => {
+  it('a name resolving to 127.0.0.1, and 127.0.0.1, 10.x, 169.254.169.254 and [::1]: failed at once, nothing sent', async () => {
+    const receiver = await startReceiver((c, res) => {
+      c.answered = 200;
+      res.writeHead(200).end();
+    });
+    const port = new URL(receiver.url).port;
+    const other = await createAccount(api.orm);
+    const defaults = { ...worker.deps.config.webhooks, allowPrivateUrls: false };
+    try {
+      for (const [url, address] of [
+        [`http://localhost:${port}/hook`, '127.0.0.1'], // created while allowed, or when the name resolved elsewhere
+        [`http://127.0.0.1:${port}/hook`, '127.0.0.1'],
+        ['http://10.20.30.40/hook', '10.20.30.40'],
+        ['http://169.254.169.254/latest/meta-data/', '169.254.169.254'],
+        [`http://[::1]:${port}/hook`, '::1'],
+      ]) {
+        const em = api.orm.em.fork() as EntityManager;
+        // Stored as it was accepted (the check at creation is tested over the API).
+        const webhook = await insertWebhook(em, other.projectId, null, {
+          url,
+          secret: 'a-secret-of-the-test-0123',
+          eventTypes: ['deletion.queued'],
+          enabled: true,
+        });
+        const [id] = await em.transactional((tx) =>
+          queueWebhookEvent(tx as EntityManager, other.projectId, 'deletion.queued', { n: 1 }),
+        );
+        // The job body with the default settings: not the last attempt, yet the delivery fails for good.
+        const result = await deliverWebhook(
+          api.orm.em.fork() as EntityManager,
+          id,
+          { number: 1, last: false },
+          defaults,
+        );
+        expect(result, url).toMatchObject({ refused: expect.stringContaining(address) });
+        const [delivery] = (await deliveriesOf(webhook.id, other.apiKey, other.projectId)).results;
+        expect(delivery, url).toMatchObject({
+          status: 'failed',
+          attempts: 1,
+          last_status_code: null,
+          next_attempt_at: null,
+        });
+        expect(delivery.last_error).toContain(address);
+        await em.getConnection().execute('delete from webhook where id = ?', [webhook.id]);
+      }
+      expect(receiver.calls).toHaveLength(0);
+      // The same receiver, allowed: delivered (the refusal above was the rule, not the receiver).
+      const em = api.orm.em.fork() as EntityManager;
+      const allowed = await insertWebhook(em, other.projectId, null, {
+        url: `http://localhost:${port}/hook`,
+        secret: 'a-secret-of-the-test-0123',
+        eventTypes: ['deletion.queued'],
+        enabled: true,
+      });
+      const [id] = await em.transactional((tx) =>
+        queueWebhookEvent(tx as EntityManager, other.projectId, 'deletion.queued', { n: 2 }),
+      );
+      const sent = await deliverWebhook(
+        api.orm.em.fork() as EntityManager,
+        id,
+        { number: 1, last: false },
+        { ...defaults, allowPrivateUrls: true },
+      );
+      expect(sent).toMatchObject({ statusCode: 200 });
+      expect(receiver.calls).toHaveLength(1);
+      expect((await deliveriesOf(allowed.id, other.apiKey, other.projectId)).results[0].status).toBe('delivered');
+    } finally {
+      await receiver.close();
     }
   });
 });

@@ -27,8 +27,9 @@ import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
 import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import {
+  eventCounter,
+  type EventCountTarget,
   receiptSigner,
-  recordEventsBefore,
   recordRecordingsBefore,
   writeDeletionReceipts,
   type StoreVerification,
@@ -47,6 +48,8 @@ export class DeletionBusyError extends Error {}
 export async function deletePersonData(
   job: Job<JobData['deletion']>,
   deps: WorkerDeps,
+  // Without receipts only for bench/deletion.ts's comparison: the worker always writes them.
+  options: { receipts: boolean } = { receipts: true },
 ): Promise<{ deleted: number; requests?: number; skipped?: string }> {
   const id = job.data?.deletionId;
   if (typeof id !== 'string' || !/^\d+$/.test(id))
@@ -108,13 +111,14 @@ export async function deletePersonData(
     // Each store's verification, for the requests' receipts.
     let verified: Record<string, StoreVerification>;
     if (row.deletionType === 'person_events') {
-      await recordEventsBefore(em, deps.events, batch);
       const groups = await eventDeletionGroups(em, batch);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
-      // transaction where the engine has one. (A RETURNING clause to count per request doubled the
-      // cost of the delete; the API does not show per-request counts.)
-      await deps.events.deletePersonEvents(row.projectId, groups, {
+      // transaction where the engine has one; each request's own count (its receipt's events before)
+      // comes from the same statements, by person and distinct id.
+      const counters = new Map([...groups].map(([group, requests]) => [group, eventCounter(requests)]));
+      await deps.events.deletePersonEvents(row.projectId, [...groups.keys()], {
         record: (n, tx) => addRowsDeleted(tx ?? em, id, n),
+        recordKeys: options.receipts ? (counts, tx, group) => counters.get(group)!(tx, counts) : undefined,
         done: async ({ deleted: n, fromMs, toMs }) => {
           if (n > 0) {
             deletedSpan.from = Math.min(deletedSpan.from, fromMs);
@@ -123,7 +127,7 @@ export async function deletePersonData(
           await chunkDone(n);
         },
       });
-      survivors = await deps.events.countPersonEvents(row.projectId, groups, 1000);
+      survivors = await deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000);
       verified = { events: { after: survivors, statement: deps.events.survivorsStatement } };
     } else {
       const target = targetOf(row);
@@ -139,10 +143,10 @@ export async function deletePersonData(
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
-    const signer = await receiptSigner(em, deps.config.deletion.receiptPrivateKey);
+    const signer = options.receipts ? await receiptSigner(em, deps.config.deletion.receiptPrivateKey) : null;
     const completed = await em.transactional(async (tx) => {
       await completeDeletions(tx, batch);
-      await writeDeletionReceipts(tx, batch, verified, signer);
+      if (signer) await writeDeletionReceipts(tx, batch, verified, signer);
       return queueDeletionEvents(tx, row.projectId, 'completed', batch);
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
@@ -177,20 +181,27 @@ export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Er
   await enqueueWebhookDeliveries(deps.queues.webhooks, failed);
 }
 
-/** Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted together. */
-async function eventDeletionGroups(em: EntityManager, batch: string[]): Promise<EventDeletionGroup[]> {
+/**
+ * Requests of a batch made at the same moment (one bulk_delete) share a cutoff and are deleted
+ * together: each group with its requests.
+ */
+async function eventDeletionGroups(
+  em: EntityManager,
+  batch: string[],
+): Promise<Map<EventDeletionGroup, EventCountTarget[]>> {
   const rows = await eventDeletionTargets(em, batch);
-  const groups = new Map<string, EventDeletionGroup>();
+  const byCutoff = new Map<string, { group: EventDeletionGroup; requests: EventCountTarget[] }>();
   for (const r of rows) {
-    let group = groups.get(r.cutoff);
-    if (!group) {
-      group = { cutoff: r.cutoff, personIds: [], distinctIds: [] };
-      groups.set(r.cutoff, group);
+    let found = byCutoff.get(r.cutoff);
+    if (!found) {
+      found = { group: { cutoff: r.cutoff, personIds: [], distinctIds: [] }, requests: [] };
+      byCutoff.set(r.cutoff, found);
     }
-    group.personIds.push(r.key);
-    group.distinctIds.push(...(r.distinctIds ?? []));
+    found.group.personIds.push(r.key);
+    found.group.distinctIds.push(...(r.distinctIds ?? []));
+    found.requests.push({ id: r.id, key: r.key, distinctIds: r.distinctIds ?? null });
   }
-  return [...groups.values()];
+  return new Map([...byCutoff.values()].map((f) => [f.group, f.requests]));
 }
 
 interface RecordingTarget {
@@ -223,7 +234,7 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
     );
     if (sessions.length === 0) return 0;
     const ids = pgArray(sessions.map((s) => s.session_id));
-    const snapshots = await rows<any>(
+    const snapshots = await rows<Record<string, unknown>>(
       tx,
       `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[]) returning 1`,
       [t.projectId, ids],
@@ -247,6 +258,6 @@ const RECORDING_SURVIVORS_STATEMENT = namedStatement(RECORDING_SURVIVORS, [
 ]);
 
 async function countRecordingSurvivors(em: EntityManager, t: RecordingTarget): Promise<number> {
-  const [row] = await rows<any>(em, RECORDING_SURVIVORS, recordingMatchParams(t));
+  const [row] = await rows<{ n: number }>(em, RECORDING_SURVIVORS, recordingMatchParams(t));
   return row.n;
 }

@@ -1,7 +1,7 @@
 // A project's webhooks over the API: the secret shown once, http(s) URLs only, PostHog's 400 body for bad
 // input, other projects' webhooks 404, scopes. Delivery itself is tested in test/worker/webhooks.test.ts.
 import { describe, expect, it } from 'vitest';
-import { apiWithAccount, call, createAccount, createKey } from '../../helpers.ts';
+import { apiWithAccount, call, createAccount, createKey, startApi } from '../../helpers.ts';
 
 const { api, account } = await apiWithAccount();
 const P = `/api/projects/${account.projectId}/webhooks`;
@@ -45,10 +45,46 @@ describe('webhooks', () => {
   });
 
   it('a given secret is kept; every event type unless given', async () => {
-    const created = await as('POST', `${P}/`, { url: 'http://127.0.0.1:9/hook', secret: 'a-secret-of-my-own' });
+    const created = await as('POST', `${P}/`, { url: 'http://hooks.example.com:9/hook', secret: 'a-secret-of-my-own' });
     expect(created.status, created.text).toBe(201);
     expect(created.body.secret).toBe('a-secret-of-my-own');
     expect(created.body.event_types).toHaveLength(6); // every type, experiment.guardrail_tripped included
+  });
+
+  it.each([
+    ['http://127.0.0.1:8080/hook', '127.0.0.1'],
+    ['http://10.1.2.3/hook', '10.1.2.3'],
+    ['http://169.254.169.254/latest/meta-data/', '169.254.169.254'],
+    ['http://[::1]:8080/hook', '::1'],
+    ['https://[::ffff:127.0.0.1]/hook', '::ffff:7f00:1'],
+    ['http://0.0.0.0/', '0.0.0.0'],
+    ['http://192.168.1.1/', '192.168.1.1'],
+    ['http://[fd00::1]/', 'fd00::1'],
+    ['http://[fe80::1]/', 'fe80::1'],
+    ['http://localhost:8080/hook', '127.0.0.1'], // a name that resolves to loopback
+  ])('a URL to a private address (%s) is refused by default: 400 with PostHog’s body', async (url, address) => {
+    const res = await as('POST', `${P}/`, { url });
+    expect(res.status, res.text).toBe(400);
+    expect(res.body).toMatchObject({ type: 'validation_error', code: 'invalid_input', attr: 'url' });
+    expect(res.body.detail).toContain(address);
+    const created = await as('POST', `${P}/`, { url: 'https://ok.example.com/' });
+    const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
+    expect(patched.status).toBe(400);
+    expect(patched.body).toMatchObject({ type: 'validation_error', code: 'invalid_input', attr: 'url' });
+  });
+
+  it('WEBHOOK_ALLOW_PRIVATE_URLS=true lets an operator post inside the network', async () => {
+    const open = await startApi((config) => {
+      config.webhooks.allowPrivateUrls = true;
+    });
+    try {
+      for (const url of ['http://127.0.0.1:8080/hook', 'http://localhost/hook', 'http://[::1]/', 'http://10.0.0.5/']) {
+        const res = await call(open.baseUrl, 'POST', `${P}/`, { key: account.apiKey, body: { url } });
+        expect(res.status, res.text).toBe(201);
+      }
+    } finally {
+      await open.close();
+    }
   });
 
   it.each([
