@@ -223,6 +223,30 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
   };
 }
 
+/**
+ * A test file's API and in-process worker under a Redis prefix of their own, and `accounts` accounts
+ * (one by default), at the file's top level (`const { api, worker, accounts: [account] } = await
+ * apiAndWorker()`); both close after the file's tests. `configure` applies to both configurations.
+ */
+export async function apiAndWorker(
+  options: { configure?: (config: Config) => void; flagCache?: boolean; accounts?: number } = {},
+) {
+  const prefix = uniqueRedisPrefix();
+  const api = await startApi(
+    (config) => {
+      config.redisPrefix = prefix;
+      options.configure?.(config);
+    },
+    { flagCache: options.flagCache },
+  );
+  afterAll(() => api.close());
+  const worker = await startTestWorker(prefix, options.configure);
+  afterAll(() => worker.close()); // hooks run in reverse: the worker closes before the API
+  const accounts: TestAccount[] = [];
+  for (let i = 0; i < (options.accounts ?? 1); i++) accounts.push(await createAccount(api.orm));
+  return { prefix, api, worker, accounts };
+}
+
 /** A test file's in-process worker under its own Redis prefix, and one account; closed after the file's tests. */
 export async function workerWithAccount(overrides?: (config: Config) => void) {
   const worker = await startTestWorker(uniqueRedisPrefix(), overrides);

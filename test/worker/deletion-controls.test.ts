@@ -2,42 +2,18 @@
 // retrying the creating request safely with an Idempotency-Key, and a dry run that answers what would
 // be deleted. Real API, real in-process BullMQ worker, real PostgreSQL and Redis.
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
-import {
-  call,
-  createAccount,
-  createKey,
-  eventually,
-  manageJson,
-  settledJob,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../helpers.ts';
+import { call, createKey, eventually, manageJson, settledJob, apiAndWorker } from '../helpers.ts';
 import { deletionJobId } from '../../shared/queues.ts';
 
-const prefix = uniqueRedisPrefix();
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-let other: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-  });
-  worker = await startTestWorker(prefix);
-  account = await createAccount(api.orm);
-  other = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker?.close();
-  await api?.close();
-});
+const {
+  prefix,
+  api,
+  worker,
+  accounts: [account, other],
+} = await apiAndWorker({ accounts: 2 });
 
 const P = (projectId = account.projectId) => `/api/projects/${projectId}/persons`;
 const personByDistinctId = async (id: string) =>

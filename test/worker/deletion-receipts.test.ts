@@ -12,42 +12,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { capture } from '../fixtures.ts';
-import {
-  call,
-  createAccount,
-  eventually,
-  manageJson,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../helpers.ts';
+import { call, eventually, manageJson, apiAndWorker } from '../helpers.ts';
 import { loadConfig } from '../../shared/config.ts';
 import { canonicalJson, receiptKeys, receiptSigner, verifyReceiptSignature } from '../../shared/deletions/receipts.ts';
 
 const exec = promisify(execFile);
-const prefix = uniqueRedisPrefix();
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-let other: TestAccount;
-let dir: string;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-  });
-  worker = await startTestWorker(prefix);
-  account = await createAccount(api.orm);
-  other = await createAccount(api.orm);
-  dir = await mkdtemp(join(tmpdir(), 'receipts-'));
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-  await rm(dir, { recursive: true, force: true });
-});
+const {
+  prefix,
+  api,
+  worker,
+  accounts: [account, other],
+} = await apiAndWorker({ accounts: 2 });
+const dir = await mkdtemp(join(tmpdir(), 'receipts-'));
+afterAll(() => rm(dir, { recursive: true, force: true }));
 
 const P = () => `/api/projects/${account.projectId}/persons`;
 const get = (path: string, key = account.apiKey) => call(api.baseUrl, 'GET', path, { key });

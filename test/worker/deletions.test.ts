@@ -1,6 +1,6 @@
 // Deletion requests processed by a real BullMQ worker on the real Redis and PostgreSQL.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { syncSchedulers } from '../../worker/runtime.ts';
 import { defaultSchedules } from '../../shared/schedules.ts';
@@ -9,37 +9,15 @@ import { sql } from '../db.ts';
 import { pgArray } from '../../shared/db/sql.ts';
 import { deletionJobId } from '../../shared/queues.ts';
 import { capture } from '../fixtures.ts';
-import {
-  call,
-  createAccount,
-  eventually,
-  settledJob,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../helpers.ts';
+import { call, eventually, settledJob, startApi, apiAndWorker } from '../helpers.ts';
 import { freePort } from '../services.ts';
 
-const prefix = uniqueRedisPrefix();
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-let other: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-  });
-  worker = await startTestWorker(prefix);
-  account = await createAccount(api.orm);
-  other = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const {
+  prefix,
+  api,
+  worker,
+  accounts: [account, other],
+} = await apiAndWorker({ accounts: 2 });
 
 const P = () => `/api/projects/${account.projectId}/persons`;
 const personByDistinctId = async (id: string) =>

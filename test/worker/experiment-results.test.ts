@@ -1,38 +1,18 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
 import type { Job } from 'bullmq';
 import type { JobData } from '../../shared/jobs.ts';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { alwaysValidPValue, confidenceSequenceHalfWidth, sequentialRho2 } from '../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../shared/experiments/stats.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { CHECKOUT_METRICS, capture, type SeedEvent } from '../fixtures.ts';
-import {
-  call,
-  createAccount,
-  eventually,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../helpers.ts';
+import { call, eventually, apiAndWorker } from '../helpers.ts';
 
-const prefix = uniqueRedisPrefix();
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-  });
-  worker = await startTestWorker(prefix);
-  account = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const {
+  api,
+  worker,
+  accounts: [account],
+} = await apiAndWorker();
 
 const P = () => `/api/projects/${account.projectId}/experiments`;
 

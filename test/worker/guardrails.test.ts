@@ -6,7 +6,7 @@ import type { Job } from 'bullmq';
 import type { MetricStats } from '../../shared/experiments/stats.ts';
 import type { JobData } from '../../shared/jobs.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { currentCounts } from '../../shared/experiments/guardrails.ts';
 import { computeExperimentCounts, experimentForResults } from '../../shared/experiments/results.ts';
 import { enqueue } from '../../shared/jobs.ts';
@@ -15,39 +15,18 @@ import { defaultSchedules } from '../../shared/schedules.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
 import { capture, type SeedEvent } from '../fixtures.ts';
-import {
-  call,
-  createAccount,
-  eventually,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../helpers.ts';
+import { call, eventually, apiAndWorker } from '../helpers.ts';
 import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 
-const prefix = uniqueRedisPrefix();
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi(
-    (config) => {
-      config.redisPrefix = prefix;
-      config.webhooks.allowPrivateUrls = true; // the receiver is on 127.0.0.1
-    },
-    { flagCache: true },
-  );
-  worker = await startTestWorker(prefix, (config) => {
-    config.webhooks.allowPrivateUrls = true;
-  });
-  account = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
+const {
+  api,
+  worker,
+  accounts: [account],
+} = await apiAndWorker({
+  configure: (config) => {
+    config.webhooks.allowPrivateUrls = true; // the receiver is on 127.0.0.1
+  },
+  flagCache: true,
 });
 
 const P = () => `/api/projects/${account.projectId}/experiments`;
