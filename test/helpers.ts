@@ -226,21 +226,29 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
 /**
  * A test file's API and in-process worker under a Redis prefix of their own, and `accounts` accounts
  * (one by default), at the file's top level (`const { api, worker, accounts: [account] } = await
- * apiAndWorker()`); both close after the file's tests. `configure` applies to both configurations.
+ * apiAndWorker()`); both close after the file's tests. `configure` applies to both configurations;
+ * `database` (an ownDatabase() URL) points both at it.
  */
 export async function apiAndWorker(
-  options: { configure?: (config: Config) => void; flagCache?: boolean; accounts?: number } = {},
+  options: { configure?: (config: Config) => void; flagCache?: boolean; accounts?: number; database?: string } = {},
 ) {
   const prefix = uniqueRedisPrefix();
+  const configure = (config: Config) => {
+    if (options.database) {
+      config.databaseUrl = options.database;
+      config.databaseDirectUrl = options.database;
+    }
+    options.configure?.(config);
+  };
   const api = await startApi(
     (config) => {
       config.redisPrefix = prefix;
-      options.configure?.(config);
+      configure(config);
     },
     { flagCache: options.flagCache },
   );
   afterAll(() => api.close());
-  const worker = await startTestWorker(prefix, options.configure);
+  const worker = await startTestWorker(prefix, configure);
   afterAll(() => worker.close()); // hooks run in reverse: the worker closes before the API
   const accounts: TestAccount[] = [];
   for (let i = 0; i < (options.accounts ?? 1); i++) accounts.push(await createAccount(api.orm));

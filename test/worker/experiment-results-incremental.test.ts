@@ -6,8 +6,7 @@
 // (both make the run recompute in full, and say why).
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Job } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Config } from '../../shared/config.ts';
+import { describe, expect, it } from 'vitest';
 import {
   computeCountsSince,
   computeExperimentCounts,
@@ -18,30 +17,11 @@ import { computeExperimentResults } from '../../worker/jobs/experiment-results.t
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEvents, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';
-import { call, createAccount, ownDatabase, startApi, startTestWorker, uniqueRedisPrefix } from '../helpers.ts';
-import type { TestApi } from '../helpers.ts';
+import { call, createAccount, ownDatabase, apiAndWorker } from '../helpers.ts';
 
-const prefix = uniqueRedisPrefix();
 // A database of its own: the plans, and so the rows read, depend on this file's events only.
 const url = await ownDatabase('results_incremental');
-const ownData = (config: Config) => {
-  config.databaseUrl = url;
-  config.databaseDirectUrl = url;
-};
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-    ownData(config);
-  });
-  worker = await startTestWorker(prefix, ownData);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const { api, worker } = await apiAndWorker({ database: url, accounts: 0 });
 
 const DAY = 86400_000;
 const today = Math.floor(Date.now() / DAY) * DAY;

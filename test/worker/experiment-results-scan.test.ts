@@ -4,37 +4,18 @@
 // cumulative results equal a hand-written as-of computation for every day, on data with the hard cases.
 import type { Job } from 'bullmq';
 import type { JobData } from '../../shared/jobs.ts';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEvents as insertEventRows, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';
-import type { Config } from '../../shared/config.ts';
-import { call, createAccount, ownDatabase, startApi, startTestWorker, uniqueRedisPrefix } from '../helpers.ts';
-import type { TestAccount, TestApi } from '../helpers.ts';
+import { call, createAccount, ownDatabase, apiAndWorker } from '../helpers.ts';
+import type { TestAccount } from '../helpers.ts';
 
-const prefix = uniqueRedisPrefix();
 // A database of its own: the plans, and so the rows scanned, then depend on this file's events only,
 // not on what other files have put in the shared event table when `analyze event` runs.
 const url = await ownDatabase('results_scan');
-const ownData = (config: Config) => {
-  config.databaseUrl = url;
-  config.databaseDirectUrl = url;
-};
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-    ownData(config);
-  });
-  worker = await startTestWorker(prefix, ownData);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const { api, worker } = await apiAndWorker({ database: url, accounts: 0 });
 
 const DAY = 86400_000;
 const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());

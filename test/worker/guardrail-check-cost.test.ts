@@ -6,38 +6,18 @@ import type { Job } from 'bullmq';
 import type { MetricStats } from '../../shared/experiments/stats.ts';
 import type { JobData } from '../../shared/jobs.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Config } from '../../shared/config.ts';
+import { describe, expect, it } from 'vitest';
 import { currentCounts } from '../../shared/experiments/guardrails.ts';
 import { computeExperimentCounts, experimentForResults } from '../../shared/experiments/results.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEvents, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';
-import { call, createAccount, ownDatabase, startApi, startTestWorker, uniqueRedisPrefix } from '../helpers.ts';
-import type { TestApi } from '../helpers.ts';
+import { call, createAccount, ownDatabase, apiAndWorker } from '../helpers.ts';
 
-const prefix = uniqueRedisPrefix();
 // A database of its own: the plans, and so the rows read, depend on this file's events only.
 const url = await ownDatabase('guardrail_cost');
-const ownData = (config: Config) => {
-  config.databaseUrl = url;
-  config.databaseDirectUrl = url;
-};
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
-    config.redisPrefix = prefix;
-    ownData(config);
-  });
-  worker = await startTestWorker(prefix, ownData);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const { api, worker } = await apiAndWorker({ database: url, accounts: 0 });
 
 const DAY = 86400_000;
 const now = new Date();
