@@ -377,7 +377,7 @@ export async function keyWithProject(
   withProject: boolean,
   projectId: number | null,
 ): Promise<KeyWithProject | undefined> {
-  const [found] = await keyWithProjectStatements.get(withProject)!(db(em), secureValue, projectId);
+  const [found] = await keyWithProjectStatements.get(withProject)!(em, secureValue, projectId);
   return found;
 }
 

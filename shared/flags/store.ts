@@ -25,7 +25,7 @@ const activeFlagsStatement = prepared((kysely: Kysely<DB>, projectId: number) =>
 );
 
 /** A project's active flags, in id order: one statement (the definitions /flags evaluates). */
-export const activeFlags = (em: EntityManager, projectId: number) => activeFlagsStatement(db(em), projectId);
+export const activeFlags = (em: EntityManager, projectId: number) => activeFlagsStatement(em, projectId);
 
 /** An active flag as stored (see activeFlags). */
 export type StoredFlag = Awaited<ReturnType<typeof activeFlags>>[number];
@@ -41,7 +41,7 @@ const personByDistinctId = prepared((kysely: Kysely<DB>, projectId: number, dist
 
 /** The person holding `distinctId` (id and stored properties), or null. */
 export async function personForFlags(em: EntityManager, projectId: number, distinctId: string) {
-  const [person] = await personByDistinctId(db(em), projectId, distinctId);
+  const [person] = await personByDistinctId(em, projectId, distinctId);
   return person ?? null;
 }
 

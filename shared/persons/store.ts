@@ -58,8 +58,7 @@ export async function findPerson(
   projectId: number,
   ref: { id: string } | { uuid: string },
 ): Promise<PersonWithIds | null> {
-  const [found] =
-    'id' in ref ? await personById(db(em), projectId, ref.id) : await personByUuid(db(em), projectId, ref.uuid);
+  const [found] = 'id' in ref ? await personById(em, projectId, ref.id) : await personByUuid(em, projectId, ref.uuid);
   return found ?? null;
 }
 
