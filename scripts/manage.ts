@@ -34,7 +34,8 @@ import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
 import { defaultSchedules, nextRun, recordedSchedules, setSchedule } from '../shared/schedules.ts';
 import { JOBS } from '../shared/jobs.ts';
-import { rows } from '../shared/db/sql.ts';
+import { sql } from 'kysely';
+import { db } from '../shared/db/kysely.ts';
 import {
   dropPersonPropertyIndexes,
   indexPersonProperty,
@@ -83,8 +84,17 @@ const where = (url: string) => {
   }
 };
 /** The reason of a connection error; Node's AggregateError (IPv4 and IPv6 tried) has no message of its own. */
-const reason = (error: any): string =>
-  error?.message || error?.code || error?.errors?.map(reason).join(', ') || String(error);
+const reason = (error: unknown): string => {
+  if (typeof error === 'object' && error !== null) {
+    if ('message' in error && error.message) return String(error.message);
+    if ('code' in error && error.code) return String(error.code);
+    if ('errors' in error && Array.isArray(error.errors)) {
+      const all = error.errors.map(reason).join(', ');
+      if (all) return all;
+    }
+  }
+  return String(error);
+};
 
 /**
  * Checks the database without changing it: it must exist, and unless the command only reads the
@@ -96,8 +106,8 @@ async function migrationState(databaseUrl: string): Promise<MigrationState[]> {
   const name = decodeURIComponent(new URL(databaseUrl).pathname.slice(1));
   try {
     await client.connect();
-  } catch (error: any) {
-    if (error?.code === '3D000')
+  } catch (error) {
+    if (typeof error === 'object' && error !== null && 'code' in error && error.code === '3D000')
       throw new OperatorError(
         `database "${name}" does not exist at ${where(databaseUrl)}; check DATABASE_URL, or create and migrate it with \`npm run migrate\``,
       );
@@ -144,7 +154,10 @@ async function backfillCommand(em: EntityManager, v: Values) {
       'EVENT_STORE is postgres: run this with EVENT_STORE=clickhouse and CLICKHOUSE_URL (those the API and worker will use)',
     );
   const projectId = v.project === undefined ? undefined : projectIds(v.project)[0];
-  if (projectId !== undefined && !(await rows(em, `select 1 from project where id = ?`, [projectId])).length)
+  if (
+    projectId !== undefined &&
+    !(await db(em).selectFrom('project').select('id').where('id', '=', projectId).executeTakeFirst())
+  )
     throw new AccountError(`No project ${projectId}`);
   const batchSize = v['batch-size'] === undefined ? config.events.shipBatchSize : Number(v['batch-size']);
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 1_000_000)
@@ -228,7 +241,7 @@ async function queueStatus() {
 
 const text = (o: string) => ({ [o]: { type: 'string' as const } });
 /** Rows with their time columns as ISO strings (the ORM's raw queries give PostgreSQL's text form). */
-const withTimes = (rows: any[], columns: string[]) =>
+const withTimes = <K extends string, T extends Record<K, Date | string | null>>(rows: T[], columns: K[]) =>
   rows.map((row) => ({ ...row, ...Object.fromEntries(columns.map((c) => [c, isoTimestamp(row[c])])) }));
 const list = (value: unknown) =>
   typeof value === 'string'
@@ -243,8 +256,12 @@ const projectIds = (value: unknown) =>
     return Number(v);
   });
 
-async function userByEmail(em: EntityManager, email: string): Promise<{ id: number; email: string }> {
-  const [user] = await rows<any>(em, `select id, email from app_user where lower(email) = lower(?)`, [email]);
+async function userByEmail(em: EntityManager, email: string) {
+  const user = await db(em)
+    .selectFrom('app_user')
+    .select(['id', 'email'])
+    .where((eb) => eb(eb.fn('lower', ['email']), '=', eb.fn('lower', [eb.val(email)])))
+    .executeTakeFirst();
   if (!user) throw new AccountError(`No user with the email ${email}`);
   return user;
 }
@@ -302,12 +319,26 @@ const commands: Record<string, Command> = {
     options: {},
     run: async (em) =>
       withTimes(
-        await rows(
-          em,
-          `select o.id, o.name, (select count(*)::int from organization_membership m where m.organization_id = o.id) as members,
-                (select count(*)::int from project p where p.organization_id = o.id) as projects, o.created_at
-           from organization o order by o.created_at, o.id`,
-        ),
+        await db(em)
+          .selectFrom('organization as o')
+          .select((eb) => [
+            'o.id',
+            'o.name',
+            eb
+              .selectFrom('organization_membership as m')
+              .select((m) => m.cast<number>(m.fn.countAll(), 'integer').as('n'))
+              .whereRef('m.organization_id', '=', 'o.id')
+              .as('members'),
+            eb
+              .selectFrom('project as p')
+              .select((p) => p.cast<number>(p.fn.countAll(), 'integer').as('n'))
+              .whereRef('p.organization_id', '=', 'o.id')
+              .as('projects'),
+            'o.created_at',
+          ])
+          .orderBy('o.created_at')
+          .orderBy('o.id')
+          .execute(),
         ['created_at'],
       ),
   },
@@ -333,12 +364,18 @@ const commands: Record<string, Command> = {
   'project list': {
     usage: '[--org ORG_ID]',
     options: text('org'),
-    run: (em, v) =>
-      rows(
-        em,
-        `select id, organization_id as organization, name, timezone, api_token from project where (?::text is null or organization_id::text = ?) order by id`,
-        [v.org ?? null, v.org ?? null],
-      ),
+    run: (em, v) => {
+      const projects = db(em)
+        .selectFrom('project')
+        .select(['id', 'organization_id as organization', 'name', 'timezone', 'api_token'])
+        .orderBy('id');
+      // As text: an organization id that is no uuid matches nothing.
+      return (
+        v.org === undefined
+          ? projects
+          : projects.where((eb) => eb(eb.cast<string>('organization_id', 'text'), '=', String(v.org)))
+      ).execute();
+    },
   },
   'project rotate-token': {
     usage: '--project PROJECT_ID',
@@ -355,11 +392,13 @@ const commands: Record<string, Command> = {
     required: ['email', 'org'],
     run: async (em, v) => {
       const level = membershipLevel(String(v.level ?? 'member'));
-      const [first] = await rows<any>(
-        em,
-        `select id from project where organization_id::text = ? order by id limit 1`,
-        [String(v.org)],
-      );
+      const first = await db(em)
+        .selectFrom('project')
+        .select('id')
+        .where((eb) => eb(eb.cast<string>('organization_id', 'text'), '=', String(v.org)))
+        .orderBy('id')
+        .limit(1)
+        .executeTakeFirst();
       const user = await createUser(em, {
         email: String(v.email),
         organizationId: String(v.org),
@@ -375,12 +414,25 @@ const commands: Record<string, Command> = {
     usage: '',
     options: {},
     run: (em) =>
-      rows(
-        em,
-        `select u.id, u.email, u.is_active as active, (select count(*)::int from personal_api_key k where k.user_id = u.id) as keys,
-                array(select m.organization_id::text from organization_membership m where m.user_id = u.id order by m.organization_id) as organizations
-           from app_user u order by u.id`,
-      ),
+      db(em)
+        .selectFrom('app_user as u')
+        .select((eb) => [
+          'u.id',
+          'u.email',
+          'u.is_active as active',
+          eb
+            .selectFrom('personal_api_key as k')
+            .select((k) => k.cast<number>(k.fn.countAll(), 'integer').as('n'))
+            .whereRef('k.user_id', '=', 'u.id')
+            .as('keys'),
+          sql<string[]>`array${eb
+            .selectFrom('organization_membership as m')
+            .select((m) => m.cast<string>('m.organization_id', 'text').as('id'))
+            .whereRef('m.user_id', '=', 'u.id')
+            .orderBy('m.organization_id')}`.as('organizations'),
+        ])
+        .orderBy('u.id')
+        .execute(),
   },
   'user deactivate': userActiveCommand(false),
   'user activate': userActiveCommand(true),
@@ -409,15 +461,28 @@ const commands: Record<string, Command> = {
     options: text('user'),
     run: async (em, v) => {
       const userId = v.user ? (await userByEmail(em, String(v.user))).id : null;
-      const keys = await rows(
-        em,
-        `select k.id, u.email as user, k.label, k.mask_value, coalesce(k.scopes, array['*']) as scopes,
-                coalesce(k.scoped_teams, '{}') as projects, coalesce(k.scoped_organizations, '{}') as organizations,
-                k.created_at, k.last_used_at, k.last_rolled_at
-           from personal_api_key k join app_user u on u.id = k.user_id where (?::int is null or k.user_id = ?) order by k.created_at, k.id`,
-        [userId, userId],
-      );
-      return withTimes(keys, ['created_at', 'last_used_at', 'last_rolled_at']);
+      const keys = db(em)
+        .selectFrom('personal_api_key as k')
+        .innerJoin('app_user as u', 'u.id', 'k.user_id')
+        .select((eb) => [
+          'k.id',
+          'u.email as user',
+          'k.label',
+          'k.mask_value',
+          eb.fn.coalesce('k.scopes', eb.val(['*'])).as('scopes'),
+          eb.fn.coalesce('k.scoped_teams', eb.val<number[]>([])).as('projects'),
+          eb.fn.coalesce('k.scoped_organizations', eb.val<string[]>([])).as('organizations'),
+          'k.created_at',
+          'k.last_used_at',
+          'k.last_rolled_at',
+        ])
+        .orderBy('k.created_at')
+        .orderBy('k.id');
+      return withTimes(await (userId === null ? keys : keys.where('k.user_id', '=', userId)).execute(), [
+        'created_at',
+        'last_used_at',
+        'last_rolled_at',
+      ]);
     },
   },
   'key roll': {

@@ -22,6 +22,7 @@
 // worker's shipper. The main shipper later sends those rows again: `events` folds them on merge and
 // every read counts by uuid, so a project backfilled early costs only the second copy's bytes.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { db } from '../db/kysely.ts';
 import { pgArray, rows, run } from '../db/sql.ts';
 import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
 import { mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
@@ -95,7 +96,7 @@ export async function shipEvents(
     // before is mirrored whole.
     const projects =
       options.projectId === undefined
-        ? await rows<{ id: number }>(tx, `select distinct project_id as id from person_distinct_id`)
+        ? await db(tx).selectFrom('person_distinct_id').select('project_id as id').distinct().execute()
         : [{ id: options.projectId }];
     for (const p of projects) result.distinctIds += await mirrorProjectDistinctIds(tx, store, p.id);
     await run(tx, `update event_shipment set distinct_ids_mirrored = true where target = ?`, [target]);

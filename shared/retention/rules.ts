@@ -1,5 +1,7 @@
 // Retention rules: where a project's line falls for a run, and which monthly event partitions a run
 // may drop whole. Pure functions; the queries are in store.ts, the run in run.ts.
+import type { Selectable } from 'kysely';
+import type { DB } from '../db/kysely.ts';
 
 export const DAY_MS = 86_400_000;
 
@@ -16,10 +18,13 @@ export function retentionCutoff(days: number | null, at: Date): Date | null {
   return new Date(dayStart - days * DAY_MS);
 }
 
+type ProjectRow = Selectable<DB['project']>;
+
+/** A project's retention settings: its entity's columns (store.ts projectRetentions reads them). */
 export interface ProjectRetention {
-  projectId: number;
-  eventRetentionDays: number | null;
-  recordingRetentionDays: number | null;
+  projectId: ProjectRow['id'];
+  eventRetentionDays: ProjectRow['event_retention_days'];
+  recordingRetentionDays: ProjectRow['recording_retention_days'];
 }
 
 export interface ProjectLines {

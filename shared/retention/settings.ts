@@ -1,8 +1,9 @@
 // A project's settings changed through PATCH /api/projects/:id/ (its name and retention days), with an
 // activity-log entry per change in the same transaction.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from 'kysely';
 import { recordActivity, type Actor, type ActivityChange } from '../activity-log.ts';
-import { rows } from '../db/sql.ts';
+import { db } from '../db/kysely.ts';
 
 /** Settings a PATCH may change: API field → column. */
 const COLUMNS = {
@@ -22,19 +23,27 @@ export async function updateProjectSettings(
   const fields = (Object.keys(COLUMNS) as (keyof typeof COLUMNS)[]).filter((f) => settings[f] !== undefined);
   if (fields.length === 0) return [];
   return em.transactional(async (tx) => {
-    const t = tx;
-    const [before] = await rows<Record<string, unknown>>(
-      t,
-      `select ${fields.map((f) => COLUMNS[f]).join(', ')} from project where id = ? for update`,
-      [actor.projectId],
-    );
+    const before = await db(tx)
+      .selectFrom('project')
+      .select(Object.values(COLUMNS))
+      .where('id', '=', actor.projectId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
     const changed = fields.filter((f) => before[COLUMNS[f]] !== settings[f]);
     if (changed.length === 0) return [];
-    await rows(
-      t,
-      `update project set ${changed.map((f) => `${COLUMNS[f]} = ?`).join(', ')}, updated_at = now() where id = ?`,
-      [...changed.map((f) => settings[f]), actor.projectId],
-    );
+    const value = <K extends keyof typeof COLUMNS>(f: K) => (changed.includes(f) ? settings[f] : undefined);
+    // Fields left undefined are not set.
+    const { name } = await db(tx)
+      .updateTable('project')
+      .set({
+        name: value('name'),
+        event_retention_days: value('event_retention_days'),
+        recording_retention_days: value('recording_retention_days'),
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', actor.projectId)
+      .returning('name')
+      .executeTakeFirstOrThrow();
     const changes: ActivityChange[] = changed.map((f) => ({
       type: 'Project',
       action: 'changed',
@@ -42,8 +51,7 @@ export async function updateProjectSettings(
       before: before[COLUMNS[f]],
       after: settings[f],
     }));
-    const [{ name }] = await rows<{ name: string }>(t, `select name from project where id = ?`, [actor.projectId]);
-    await recordActivity(t, {
+    await recordActivity(tx, {
       ...actor,
       scope: 'Project',
       itemId: String(actor.projectId),

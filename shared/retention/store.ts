@@ -1,9 +1,12 @@
 // Retention queries: projects' settings, the event table's monthly partitions, counts of what a run
 // removes, the removals themselves (a partition drop, or deletes by range in chunks) and the runs'
-// records. The rules that choose between them are in rules.ts.
+// records. The rules that choose between them are in rules.ts. Statements on tables with an entity go
+// through db(em); those on the event table's partitions (no entity), the catalog and DDL stay raw.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pagedQuery, type Page } from '../db/paged.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { type Selectable, sql } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
+import { type Page, pagedSelect } from '../db/paged.ts';
+import { rows, run } from '../db/sql.ts';
 import type { EventStore } from '../events/event-store.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
 
@@ -23,15 +26,22 @@ async function onPartition<T>(statement: () => Promise<T>, gone: T): Promise<T> 
 }
 
 /** Every project with a retention setting, or the one asked for (whether set or not). */
-export async function projectRetentions(em: EntityManager, projectId?: number): Promise<ProjectRetention[]> {
-  const found = await rows<{ id: number; event: number | null; recording: number | null }>(
-    em,
-    `select id, event_retention_days as event, recording_retention_days as recording from project
-      where ${projectId === undefined ? 'event_retention_days is not null or recording_retention_days is not null' : 'id = ?'}
-      order by id`,
-    projectId === undefined ? [] : [projectId],
-  );
-  return found.map((r) => ({ projectId: r.id, eventRetentionDays: r.event, recordingRetentionDays: r.recording }));
+export function projectRetentions(em: EntityManager, projectId?: number): Promise<ProjectRetention[]> {
+  const query = db(em)
+    .selectFrom('project')
+    .select([
+      'id as projectId',
+      'event_retention_days as eventRetentionDays',
+      'recording_retention_days as recordingRetentionDays',
+    ])
+    .orderBy('id');
+  return (
+    projectId === undefined
+      ? query.where((eb) =>
+          eb.or([eb('event_retention_days', 'is not', null), eb('recording_retention_days', 'is not', null)]),
+        )
+      : query.where('id', '=', projectId)
+  ).execute();
 }
 
 /**
@@ -80,14 +90,33 @@ export async function countRecordingsBefore(
   projectId: number,
   cutoff: Date,
 ): Promise<{ recordings: number; snapshots: number }> {
-  const [row] = await rows<{ recordings: number; snapshots: number }>(
-    em,
-    `select (select count(*) from session_recording where project_id = ? and end_time < ?)::float8 as recordings,
-            (select count(*) from session_recording_snapshot s join session_recording r
-                 on r.project_id = s.project_id and r.session_id = s.session_id
-              where r.project_id = ? and r.end_time < ?)::float8 as snapshots`,
-    [projectId, cutoff, projectId, cutoff],
-  );
+  const row = await db(em)
+    .selectNoFrom((eb) => [
+      eb
+        .cast<number>(
+          eb
+            .selectFrom('session_recording')
+            .select((s) => s.fn.countAll().as('n'))
+            .where('project_id', '=', projectId)
+            .where('end_time', '<', cutoff),
+          'float8',
+        )
+        .as('recordings'),
+      eb
+        .cast<number>(
+          eb
+            .selectFrom('session_recording_snapshot as s')
+            .innerJoin('session_recording as r', (join) =>
+              join.onRef('r.project_id', '=', 's.project_id').onRef('r.session_id', '=', 's.session_id'),
+            )
+            .select((s) => s.fn.countAll().as('n'))
+            .where('r.project_id', '=', projectId)
+            .where('r.end_time', '<', cutoff),
+          'float8',
+        )
+        .as('snapshots'),
+    ])
+    .executeTakeFirstOrThrow();
   return { recordings: Number(row.recordings), snapshots: Number(row.snapshots) };
 }
 
@@ -170,24 +199,29 @@ export async function deleteRecordingsChunk(
   chunk: number,
 ): Promise<{ recordings: number; snapshots: number }> {
   return em.transactional(async (tx) => {
-    const sessions = await rows<{ session_id: string }>(
-      tx,
-      `select session_id from session_recording where project_id = ? and end_time < ? order by id limit ? for update skip locked`,
-      [projectId, cutoff, chunk],
-    );
+    const sessions = await db(tx)
+      .selectFrom('session_recording')
+      .select('session_id')
+      .where('project_id', '=', projectId)
+      .where('end_time', '<', cutoff)
+      .orderBy('id')
+      .limit(chunk)
+      .forUpdate()
+      .skipLocked()
+      .execute();
     if (sessions.length === 0) return { recordings: 0, snapshots: 0 };
-    const ids = pgArray(sessions.map((s) => s.session_id));
-    const snapshots = await run(
-      tx,
-      `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[])`,
-      [projectId, ids],
-    );
-    const recordings = await run(
-      tx,
-      `delete from session_recording where project_id = ? and session_id = any(?::text[])`,
-      [projectId, ids],
-    );
-    return { recordings, snapshots };
+    const ids = sql<string>`any(${sessions.map((s) => s.session_id)}::text[])`;
+    const snapshots = await db(tx)
+      .deleteFrom('session_recording_snapshot')
+      .where('project_id', '=', projectId)
+      .where('session_id', '=', ids)
+      .executeTakeFirst();
+    const recordings = await db(tx)
+      .deleteFrom('session_recording')
+      .where('project_id', '=', projectId)
+      .where('session_id', '=', ids)
+      .executeTakeFirst();
+    return { recordings: Number(recordings.numDeletedRows), snapshots: Number(snapshots.numDeletedRows) };
   });
 }
 
@@ -199,51 +233,37 @@ export interface RetentionRunRecord extends RetentionCounts {
 }
 
 export async function insertRetentionRun(em: EntityManager, r: RetentionRunRecord): Promise<void> {
-  await run(
-    em,
-    `insert into retention_run (project_id, job_id, started_at, finished_at, event_cutoff, recording_cutoff, events_deleted,
-       events_in_dropped_partitions, partitions_dropped, recordings_deleted, snapshots_deleted)
-     values (?, ?, ?, ?, ?, ?, ?, ?, ?::text[], ?, ?)`,
-    [
-      r.projectId,
-      r.jobId,
-      r.startedAt,
-      r.finishedAt,
-      r.eventCutoff,
-      r.recordingCutoff,
-      r.events,
-      r.eventsInDroppedPartitions,
-      pgArray(r.partitionsDropped),
-      r.recordings,
-      r.snapshots,
-    ],
-  );
+  await db(em)
+    .insertInto('retention_run')
+    .values({
+      project_id: r.projectId,
+      job_id: r.jobId,
+      started_at: r.startedAt,
+      finished_at: r.finishedAt,
+      event_cutoff: r.eventCutoff,
+      recording_cutoff: r.recordingCutoff,
+      events_deleted: String(r.events),
+      events_in_dropped_partitions: String(r.eventsInDroppedPartitions),
+      partitions_dropped: r.partitionsDropped,
+      recordings_deleted: String(r.recordings),
+      snapshots_deleted: String(r.snapshots),
+    })
+    .execute();
 }
 
 /** A retention_run row as read (bigint counts as strings). */
-export interface RetentionRunRow {
-  id: string;
-  job_id: string | null;
-  started_at: Date;
-  finished_at: Date;
-  event_cutoff: Date | null;
-  recording_cutoff: Date | null;
-  events_deleted: string;
-  events_in_dropped_partitions: string;
-  partitions_dropped: string[];
-  recordings_deleted: string;
-  snapshots_deleted: string;
-}
+export type RetentionRunRow = Selectable<DB['retention_run']>;
 
 /** A page of a project's retention runs, newest first. */
 export function retentionRunPage(em: EntityManager, projectId: number, page: Page) {
-  return pagedQuery<RetentionRunRow>(
+  return pagedSelect(
     em,
-    {
-      select: 'r.*',
-      from: { sql: 'retention_run r where r.project_id = ?', params: [projectId] },
-      order: 'order by r.started_at desc, r.id desc',
-    },
+    db(em)
+      .selectFrom('retention_run as r')
+      .selectAll('r')
+      .where('r.project_id', '=', projectId)
+      .orderBy('r.started_at', 'desc')
+      .orderBy('r.id', 'desc'),
     page,
   );
 }
