@@ -8,6 +8,7 @@ import { Cohort, CohortPerson } from './cohort.ts';
 import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
 import { DeletionSuppression } from './deletion-suppression.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
+import { EventShipment, PersonDistinctIdChange } from './event-shipment.ts';
 import {
   Experiment,
   ExperimentHoldout,
@@ -38,6 +39,7 @@ export {
   DeletionReceiptKey,
   EventDefinition,
   EventDefinitionUsage,
+  EventShipment,
   Experiment,
   ExperimentHoldout,
   ExperimentMetricResult,
@@ -52,6 +54,7 @@ export {
   Person,
   PersonalApiKey,
   PersonDistinctId,
+  PersonDistinctIdChange,
   Project,
   RetentionRun,
   SessionRecording,
@@ -87,8 +90,10 @@ export const entities = [
   // event definitions
   EventDefinition,
   EventDefinitionUsage,
-  // ingestion
+  // ingestion, and shipping events to ClickHouse
   IngestionWarning,
+  EventShipment,
+  PersonDistinctIdChange,
   // webhooks and their delivery log
   Webhook,
   WebhookDelivery,

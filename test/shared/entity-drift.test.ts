@@ -16,9 +16,8 @@ import { ownDatabase } from '../helpers.ts';
 /**
  * The partitioned `event` table has no entity: it stays behind the event store (shared/events/), whose
  * engines (PostgreSQL, ClickHouse) each keep their own schema. MikroORM skips its partitions itself.
- * Nor have the shipper's mark and distinct-id outbox (0051), the event store's own bookkeeping.
  */
-const EVENT_STORE_TABLES = ['event', 'event_shipment', 'person_distinct_id_change'];
+const EVENT_STORE_TABLES = ['event'];
 const UNMAPPED_TABLES = EVENT_STORE_TABLES.map((table) => `drop table if exists "${table}" cascade;`);
 
 /**
