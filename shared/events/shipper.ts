@@ -22,8 +22,9 @@
 // worker's shipper. The main shipper later sends those rows again: `events` folds them on merge and
 // every read counts by uuid, so a project backfilled early costs only the second copy's bytes.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { rows, run } from '../db/sql.ts';
 import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
 import { mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
 
@@ -64,28 +65,39 @@ export async function shipEvents(
   const result: ShipResult = { skipped: false, events: 0, batches: 0, distinctIds: 0, lagSeconds: 0 };
   const target = shipmentTarget(options.projectId);
   for (const t of new Set([SHIPMENT_TARGET, target]))
-    await run(
-      em,
-      `insert into event_shipment (target, created_at, uuid) values (?, '-infinity', ?::uuid) on conflict do nothing`,
-      [t, ZERO_UUID],
-    );
+    await db(em)
+      .insertInto('event_shipment')
+      .values({ target: t, created_at: sql<Date>`'-infinity'`, uuid: ZERO_UUID })
+      .onConflict((c) => c.doNothing())
+      .execute();
   // Each step is a transaction holding the shipment's row: one shipper at a time, and its mark and
   // outbox deletions commit only after ClickHouse took the rows. A backfill holds the main row first.
   const locked = (step: (tx: EntityManager, mark: Mark) => Promise<void>) =>
     em.transactional(async (tx) => {
       if (target !== SHIPMENT_TARGET) {
-        const [main] = await rows(tx, `select 1 from event_shipment where target = ? for update skip locked`, [
-          SHIPMENT_TARGET,
-        ]);
+        const main = await db(tx)
+          .selectFrom('event_shipment')
+          .select('target')
+          .where('target', '=', SHIPMENT_TARGET)
+          .forUpdate()
+          .skipLocked()
+          .executeTakeFirst();
         if (!main) return false;
       }
-      const [mark] = await rows<Mark>(
-        tx,
-        `select created_at::text as created_at, uuid::text as uuid, pending_created_at::text as pending_created_at,
-                pending_uuid::text as pending_uuid, distinct_ids_mirrored
-           from event_shipment where target = ? for update skip locked`,
-        [target],
-      );
+      // Timestamps as PostgreSQL's text: a mark keeps its microseconds (and '-infinity'), which a Date would not.
+      const mark: Mark | undefined = await db(tx)
+        .selectFrom('event_shipment')
+        .select([
+          sql<string>`created_at::text`.as('created_at'),
+          'uuid',
+          sql<string | null>`pending_created_at::text`.as('pending_created_at'),
+          'pending_uuid',
+          'distinct_ids_mirrored',
+        ])
+        .where('target', '=', target)
+        .forUpdate()
+        .skipLocked()
+        .executeTakeFirst();
       if (!mark) return false;
       await step(tx, mark);
       return true;
@@ -99,7 +111,11 @@ export async function shipEvents(
         ? await db(tx).selectFrom('person_distinct_id').select('project_id as id').distinct().execute()
         : [{ id: options.projectId }];
     for (const p of projects) result.distinctIds += await mirrorProjectDistinctIds(tx, store, p.id);
-    await run(tx, `update event_shipment set distinct_ids_mirrored = true where target = ?`, [target]);
+    await db(tx)
+      .updateTable('event_shipment')
+      .set({ distinct_ids_mirrored: true })
+      .where('target', '=', target)
+      .execute();
   });
   if (!ran) return { ...result, skipped: true };
   // Persons first, so the events shipped next find their distinct ids mirrored.
@@ -118,13 +134,21 @@ export async function shipEvents(
     const { rows: values, end, token, resent } = batch as Batch;
     await store.insertRows(values, token);
     await locked(async (tx) => {
-      await run(
-        tx,
-        `update event_shipment set created_at = pending_created_at, uuid = pending_uuid, pending_created_at = null,
-                pending_uuid = null, shipped = shipped + ?, updated_at = now()
-          where target = ? and pending_created_at = ?::timestamptz and pending_uuid = ?::uuid`,
-        [values.length, target, end.created_at, end.uuid],
-      );
+      await db(tx)
+        .updateTable('event_shipment')
+        .set({
+          // The row matched pending_created_at and pending_uuid below, so neither is null here.
+          created_at: sql<Date>`pending_created_at`,
+          uuid: sql<string>`pending_uuid`,
+          pending_created_at: null,
+          pending_uuid: null,
+          shipped: sql<string>`shipped + ${values.length}`,
+          updated_at: sql<Date>`now()`,
+        })
+        .where('target', '=', target)
+        .where('pending_created_at', '=', sql<Date>`${end.created_at}::timestamptz`)
+        .where('pending_uuid', '=', end.uuid)
+        .execute();
     });
     result.events += values.length;
     result.batches++;
@@ -162,14 +186,15 @@ async function shipDistinctIdChanges(
   store: ClickHouseEventStore,
   limit: number,
 ): Promise<{ mirrored: number; full: boolean }> {
-  const changes = await rows<{ seq: string; project_id: number; distinct_id: string; person_id: string | null }>(
-    tx,
-    `select c.seq::text as seq, c.project_id, c.distinct_id, d.person_id::text as person_id
-       from person_distinct_id_change c
-       left join person_distinct_id d on d.project_id = c.project_id and d.distinct_id = c.distinct_id
-      order by c.seq limit ?`,
-    [limit],
-  );
+  const changes = await db(tx)
+    .selectFrom('person_distinct_id_change as c')
+    .leftJoin('person_distinct_id as d', (join) =>
+      join.onRef('d.project_id', '=', 'c.project_id').onRef('d.distinct_id', '=', 'c.distinct_id'),
+    )
+    .select(['c.seq', 'c.project_id', 'c.distinct_id', 'd.person_id'])
+    .orderBy('c.seq')
+    .limit(limit)
+    .execute();
   if (changes.length === 0) return { mirrored: 0, full: false };
   const latest = new Map<string, DistinctIdMapping>();
   for (const c of changes)
@@ -179,9 +204,10 @@ async function shipDistinctIdChanges(
       personId: c.person_id,
     });
   await store.mirrorDistinctIds([...latest.values()]);
-  await run(tx, `delete from person_distinct_id_change where seq = any(?::bigint[])`, [
-    pgArray(changes.map((c) => c.seq)),
-  ]);
+  await db(tx)
+    .deleteFrom('person_distinct_id_change')
+    .where('seq', '=', sql<string>`any(${changes.map((c) => c.seq)}::bigint[])`)
+    .execute();
   return { mirrored: latest.size, full: changes.length === limit };
 }
 
