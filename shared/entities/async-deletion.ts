@@ -26,7 +26,7 @@ export const AsyncDeletion = defineEntity({
   name: 'AsyncDeletion',
   tableName: 'async_deletion',
   properties: {
-    id: p.bigint('string').primary(),
+    id: p.bigint('string').primary().autoincrement(),
     projectId: p.integer(),
     deletionType: p.string().length(40),
     key: p.string().length(400),

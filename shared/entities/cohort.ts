@@ -8,7 +8,7 @@ export const Cohort = defineEntity({
   name: 'Cohort',
   tableName: 'cohort',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     name: p.string().length(400).nullable(),
     description: p.string().length(1000).default(''),

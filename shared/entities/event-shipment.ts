@@ -27,7 +27,7 @@ export const PersonDistinctIdChange = defineEntity({
   name: 'PersonDistinctIdChange',
   tableName: 'person_distinct_id_change',
   properties: {
-    seq: p.bigint('string').primary(),
+    seq: p.bigint('string').primary().autoincrement(),
     projectId: p.integer(),
     distinctId: p.string().length(400),
   },

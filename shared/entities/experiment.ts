@@ -9,7 +9,7 @@ export const ExperimentHoldout = defineEntity({
   name: 'ExperimentHoldout',
   tableName: 'experiment_holdout',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     name: p.string().length(400),
     description: p.string().length(400).nullable(),
@@ -25,7 +25,7 @@ export const ExperimentSavedMetric = defineEntity({
   name: 'ExperimentSavedMetric',
   tableName: 'experiment_saved_metric',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     name: p.string().length(400),
     description: p.string().length(400).nullable(),
@@ -42,7 +42,7 @@ export const Experiment = defineEntity({
   name: 'Experiment',
   tableName: 'experiment',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     name: p.string().length(400),
     description: p.text().nullable(),
@@ -87,7 +87,7 @@ export const ExperimentToSavedMetric = defineEntity({
   name: 'ExperimentToSavedMetric',
   tableName: 'experiment_to_saved_metric',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     experimentId: () => p.manyToOne(Experiment).mapToPk().fieldName('experiment_id').deleteRule('cascade'),
     savedMetricId: () =>
       p.manyToOne(ExperimentSavedMetric).mapToPk().fieldName('saved_metric_id').deleteRule('cascade'),
@@ -102,7 +102,7 @@ export const ExperimentMetricResult = defineEntity({
   name: 'ExperimentMetricResult',
   tableName: 'experiment_metric_result',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     experimentId: () => p.manyToOne(Experiment).mapToPk().fieldName('experiment_id').deleteRule('cascade'),
     metricUuid: p.string().length(200),
     fingerprint: p.string().length(64),

@@ -8,7 +8,7 @@ export const FeatureFlag = defineEntity({
   name: 'FeatureFlag',
   tableName: 'feature_flag',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     key: p.string().length(400),
     name: p.text().default(''),
@@ -35,7 +35,7 @@ export const FeatureFlagHashKeyOverride = defineEntity({
   name: 'FeatureFlagHashKeyOverride',
   tableName: 'feature_flag_hash_key_override',
   properties: {
-    id: p.bigint('string').primary(),
+    id: p.bigint('string').primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     personId: () => p.manyToOne(Person).mapToPk().fieldName('person_id').deleteRule('cascade'),
     featureFlagKey: p.string().length(400),

@@ -23,7 +23,7 @@ export const OrganizationMembership = defineEntity({
   name: 'OrganizationMembership',
   tableName: 'organization_membership',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     organizationId: () => p.manyToOne(Organization).mapToPk().fieldName('organization_id').deleteRule('cascade'),
     userId: () => p.manyToOne(User).mapToPk().fieldName('user_id').deleteRule('cascade'),
     /** PostHog's levels: 1 member, 8 admin, 15 owner. */

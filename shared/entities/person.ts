@@ -9,7 +9,7 @@ export const Person = defineEntity({
   name: 'Person',
   tableName: 'person',
   properties: {
-    id: p.bigint('string').primary(),
+    id: p.bigint('string').primary().autoincrement(),
     uuid: p.uuid(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     properties: p.json<Record<string, unknown>>().defaultRaw(`'{}'`),
@@ -50,7 +50,7 @@ export const PersonDistinctId = defineEntity({
   name: 'PersonDistinctId',
   tableName: 'person_distinct_id',
   properties: {
-    id: p.bigint('string').primary(),
+    id: p.bigint('string').primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     personId: () => p.manyToOne(Person).mapToPk().fieldName('person_id').deleteRule('cascade'),
     distinctId: p.string().length(400),

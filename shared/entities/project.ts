@@ -6,7 +6,7 @@ export const Project = defineEntity({
   name: 'Project',
   tableName: 'project',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     uuid: p.uuid(),
     organizationId: () => p.manyToOne(Organization).mapToPk().fieldName('organization_id').deleteRule('cascade'),
     name: p.string().length(200),

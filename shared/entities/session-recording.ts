@@ -6,7 +6,7 @@ export const SessionRecording = defineEntity({
   name: 'SessionRecording',
   tableName: 'session_recording',
   properties: {
-    id: p.bigint('string').primary(),
+    id: p.bigint('string').primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     sessionId: p.string().length(200),
     distinctId: p.string().length(400),
@@ -28,7 +28,7 @@ export const SessionRecordingSnapshot = defineEntity({
   name: 'SessionRecordingSnapshot',
   tableName: 'session_recording_snapshot',
   properties: {
-    id: p.bigint('string').primary(),
+    id: p.bigint('string').primary().autoincrement(),
     projectId: p.integer(),
     sessionId: p.string().length(200),
     timestamp: p.datetime(),

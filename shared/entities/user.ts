@@ -6,7 +6,7 @@ export const User = defineEntity({
   name: 'User',
   tableName: 'app_user',
   properties: {
-    id: p.integer().primary(),
+    id: p.integer().primary().autoincrement(),
     uuid: p.uuid(),
     distinctId: p.string().length(200),
     firstName: p.string().length(150).default(''),

@@ -1,12 +1,12 @@
 // Experiment holdouts and saved metrics: two project-scoped tables with the same life cycle
 // (creator, created/updated times), read with their creator and written through their entities.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type InsertObject, type Selectable, sql } from 'kysely';
+import { type Selectable, sql } from 'kysely';
 import { ExperimentHoldout, ExperimentSavedMetric } from '../entities/index.ts';
 import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
 import { userBasicOf } from '../db/user-basic.ts';
-import { jsonb, withoutId } from './store.ts';
+import { jsonb } from './store.ts';
 
 const selectHoldouts = (em: EntityManager) =>
   db(em)
@@ -137,15 +137,13 @@ export async function insertSavedMetric(
 ): Promise<number> {
   const row = await db(tx)
     .insertInto('experiment_saved_metric')
-    .values(
-      withoutId<InsertObject<DB, 'experiment_saved_metric'>>({
-        ...savedMetricColumns(fields),
-        name: fields.name,
-        query: jsonb(fields.query),
-        project_id: projectId,
-        created_by_id: userId,
-      }),
-    )
+    .values({
+      ...savedMetricColumns(fields),
+      name: fields.name,
+      query: jsonb(fields.query),
+      project_id: projectId,
+      created_by_id: userId,
+    })
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;

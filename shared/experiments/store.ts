@@ -240,9 +240,6 @@ export async function liveFlag(tx: EntityManager, projectId: number, key: string
 
 export type FlagRef = NonNullable<Awaited<ReturnType<typeof liveFlag>>>;
 
-/** A new row without its id, which the database makes (InferKyselyDB types an integer primary key as required). */
-export const withoutId = <T>(row: Omit<T, 'id'>) => row as T;
-
 /**
  * Creates the experiment's flag, or nothing when a live flag with this key appeared meanwhile
  * (a concurrent request): then that flag is the one, not a unique-violation 500.
@@ -261,17 +258,15 @@ export async function insertFlagUnlessTaken(
 ): Promise<FlagRef | null> {
   const created = await db(tx)
     .insertInto('feature_flag')
-    .values(
-      withoutId<InsertObject<DB, 'feature_flag'>>({
-        project_id: flag.projectId,
-        key: flag.key,
-        name: flag.name,
-        filters: jsonb(flag.filters),
-        active: flag.active,
-        ensure_experience_continuity: flag.continuity,
-        created_by_id: userId,
-      }),
-    )
+    .values({
+      project_id: flag.projectId,
+      key: flag.key,
+      name: flag.name,
+      filters: jsonb(flag.filters),
+      active: flag.active,
+      ensure_experience_continuity: flag.continuity,
+      created_by_id: userId,
+    })
     .onConflict((oc) =>
       oc
         .columns(['project_id', 'key'])
@@ -340,7 +335,8 @@ const json = <T>(value: T | undefined) => (value === undefined ? undefined : jso
 export async function insertExperiment(tx: EntityManager, columns: ExperimentColumns): Promise<number> {
   const row = await db(tx)
     .insertInto('experiment')
-    .values(withoutId<InsertObject<DB, 'experiment'>>(encode(columns) as Omit<InsertObject<DB, 'experiment'>, 'id'>))
+    // encode() maps every column it is given; an insert is given the required ones (ExperimentColumns).
+    .values(encode(columns) as InsertObject<DB, 'experiment'>)
     .returning('id')
     .executeTakeFirstOrThrow();
   return row.id;

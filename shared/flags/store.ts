@@ -1,7 +1,7 @@
 // Feature flags as SDK evaluation reads them: a project's active definitions, the person a request
 // names, and the hash keys that keep a person's variants when they identify (experience continuity).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { InsertObject, Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import { type DB, db, prepared } from '../db/kysely.ts';
 import type { FlagFilters } from './evaluate.ts';
 
@@ -54,16 +54,12 @@ export async function recordHashKeys(
   hashKey: string,
 ) {
   if (flagKeys.length === 0) return;
-  // Without id, which the database makes (InferKyselyDB types a bigint primary key as required).
-  const overrides = flagKeys.map(
-    (key) =>
-      ({
-        project_id: projectId,
-        person_id: personId,
-        feature_flag_key: key,
-        hash_key: hashKey,
-      }) as InsertObject<DB, 'feature_flag_hash_key_override'>,
-  );
+  const overrides = flagKeys.map((key) => ({
+    project_id: projectId,
+    person_id: personId,
+    feature_flag_key: key,
+    hash_key: hashKey,
+  }));
   await db(em)
     .insertInto('feature_flag_hash_key_override')
     .values(overrides)

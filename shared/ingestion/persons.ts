@@ -5,7 +5,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import { type DB, db, prepared } from '../db/kysely.ts';
-import { DEFAULT_ID } from '../persons/store.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from './person-uuid.ts';
@@ -269,7 +268,7 @@ const deletePerson = prepared((db: Kysely<DB>, id: string) => db.deleteFrom('per
 const addDistinctId = prepared((db: Kysely<DB>, projectId: number, personId: string, distinctId: string) =>
   db
     .insertInto('person_distinct_id')
-    .values({ id: DEFAULT_ID, project_id: projectId, person_id: personId, distinct_id: distinctId })
+    .values({ project_id: projectId, person_id: personId, distinct_id: distinctId })
     .onConflict((oc) => oc.columns(['project_id', 'distinct_id']).doNothing()),
 );
 

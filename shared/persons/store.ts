@@ -344,9 +344,6 @@ export async function personsAfter(
   return { persons: found, last: tail ? { createdAt: tail.key_at, id: tail.id } : null };
 }
 
-/** `default` for a generated id (the entities type it as required, so Kysely would ask for a value). */
-export const DEFAULT_ID = sql<string>`default`;
-
 /**
  * Moves each distinct id to a new person of its own, under the person's lock: the deterministic
  * uuid of that distinct id, unless a person already holds it (then a random one).
@@ -358,7 +355,6 @@ export async function splitDistinctIds(tx: EntityManager, projectId: number, per
     const created = await db(tx)
       .insertInto('person')
       .values((eb) => ({
-        id: DEFAULT_ID,
         uuid: eb
           .case()
           .when(

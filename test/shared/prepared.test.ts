@@ -20,13 +20,12 @@ beforeAll(async () => {
   for (const distinctId of awkward) {
     const [person] = await db(em)
       .insertInto('person')
-      .values({ id: sql<string>`default`, uuid: crypto.randomUUID(), project_id: account.projectId })
+      .values({ uuid: crypto.randomUUID(), project_id: account.projectId })
       .returning('id')
       .execute();
     await db(em)
       .insertInto('person_distinct_id')
       .values({
-        id: sql<string>`default`,
         project_id: account.projectId,
         person_id: person.id,
         distinct_id: distinctId,
