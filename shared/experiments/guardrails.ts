@@ -14,8 +14,8 @@
 // event for an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordActivity } from '../activity-log.ts';
+import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
-import { rows, run } from '../db/sql.ts';
 import {
   computeCountsSince,
   type ExperimentForResults,
@@ -23,6 +23,7 @@ import {
   type ExperimentRow,
   metricShape,
   metricsOf,
+  startedExperiments,
 } from './results.ts';
 import { alwaysValidInterval, relativeEffectEstimate, sequentialRho2 } from './sequential.ts';
 import { type MetricKind, type MetricStats, normalQuantile, type VariantStats } from './stats.ts';
@@ -300,11 +301,7 @@ export async function recordGuardrailCheck(
     const harmful = result.checks.find((c) => c.status === 'harmful');
     if (!harmful || !circuitBreakerEnabled(x.stats_config)) {
       const state = harmful ? 'harmful' : 'ok';
-      await run(
-        tx,
-        `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
-        [JSON.stringify({ state, last_check: check }), x.id],
-      );
+      await mergeGuardrailStatus(tx, x.id, { state, last_check: check });
       return null;
     }
     const baseline = x.stats_config?.baseline_variant_key;
@@ -322,11 +319,7 @@ export async function recordGuardrailCheck(
     const filters = controlOnlyFilters(x.filters, baselineKey);
     await updateFlagFilters(tx, x.feature_flag_id, filters, false);
     const status = { state: 'tripped', last_check: check, trip, previous_flag_filters: x.filters };
-    await run(
-      tx,
-      `update experiment set guardrail_status = coalesce(guardrail_status, '{}') || ?::jsonb where id = ?`,
-      [JSON.stringify(status), x.id],
-    );
+    await mergeGuardrailStatus(tx, x.id, status);
     return notifyGuardrailTripped(tx, x.project_id, {
       experiment: { id: x.id, name: x.name },
       feature_flag: { id: x.feature_flag_id, before: x.filters, after: filters },
@@ -412,11 +405,15 @@ export async function resetCircuitBreaker(
       last_check: x.guardrail_status.last_check ?? null,
       last_trip: x.guardrail_status.trip,
     };
-    await run(
-      tx,
-      `update experiment set guardrail_status = ?::jsonb, stats_config = ?::jsonb, updated_at = now() where id = ?`,
-      [JSON.stringify(status), JSON.stringify(statsConfig), x.id],
-    );
+    await db(tx)
+      .updateTable('experiment')
+      .set({
+        guardrail_status: sql<Record<string, unknown>>`${JSON.stringify(status)}::jsonb`,
+        stats_config: sql<Record<string, unknown>>`${JSON.stringify(statsConfig)}::jsonb`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', x.id)
+      .execute();
     await recordActivity(tx, {
       ...actor,
       scope: 'Experiment',
@@ -433,14 +430,24 @@ export async function resetCircuitBreaker(
 
 /** The running experiments with guardrails whose breaker has not tripped (one, with `only`). */
 export function experimentsToGuard(em: EntityManager, only?: number) {
-  return rows<ExperimentRow>(
-    em,
-    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
-      where not x.deleted and x.start_date is not null and x.start_date <= now()
-        and (x.end_date is null or x.end_date > now())
-        and jsonb_typeof(x.stats_config->'guardrails') = 'array' and jsonb_array_length(x.stats_config->'guardrails') > 0
-        and (x.guardrail_status->>'state') is distinct from 'tripped' ${only ? 'and x.id = ?' : ''}
-      order by x.id`,
-    only ? [only] : [],
-  );
+  const running = startedExperiments(em)
+    .where((eb) => eb.or([eb('x.end_date', 'is', null), eb('x.end_date', '>', sql<Date>`now()`)]))
+    .where(
+      sql<boolean>`jsonb_typeof(x.stats_config->'guardrails') = 'array' and jsonb_array_length(x.stats_config->'guardrails') > 0`,
+    )
+    .where(sql<boolean>`(x.guardrail_status->>'state') is distinct from 'tripped'`)
+    .orderBy('x.id');
+  return (only ? running.where('x.id', '=', only) : running).execute();
 }
+
+/** Merges `fields` into the experiment's guardrail_status (created when there is none). */
+const mergeGuardrailStatus = (tx: EntityManager, experimentId: number, fields: Record<string, unknown>) =>
+  db(tx)
+    .updateTable('experiment')
+    .set({
+      guardrail_status: sql<
+        Record<string, unknown>
+      >`coalesce(guardrail_status, '{}') || ${JSON.stringify(fields)}::jsonb`,
+    })
+    .where('id', '=', experimentId)
+    .execute();

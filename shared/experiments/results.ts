@@ -77,6 +77,21 @@ export interface ExperimentRow {
   parameters?: unknown;
 }
 
+/**
+ * Experiments that have started (not deleted), each with its flag's key and filters: what the results
+ * job and the guardrail check read (narrow it with where()).
+ */
+export const startedExperiments = (em: EntityManager) =>
+  db(em)
+    .selectFrom('experiment as x')
+    .innerJoin('feature_flag as f', 'f.id', 'x.feature_flag_id')
+    .selectAll('x')
+    .select(['f.key as flag_key', 'f.filters as flag_filters'])
+    .where('x.deleted', '=', false)
+    .where('x.start_date', 'is not', null)
+    .where('x.start_date', '<=', sql<Date>`now()`)
+    .$narrowType<{ start_date: Date }>();
+
 const record = (x: unknown): Record<string, unknown> =>
   x && typeof x === 'object' ? (x as Record<string, unknown>) : {};
 

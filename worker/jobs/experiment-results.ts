@@ -10,11 +10,10 @@
 import type { Job } from 'bullmq';
 import { sql } from 'kysely';
 import { db } from '../../shared/db/kysely.ts';
-import { rows, run } from '../../shared/db/sql.ts';
 import {
   computeSeriesSince,
   type ExperimentMetric,
-  type ExperimentRow,
+  startedExperiments,
   experimentForResults,
   type MetricResult,
   metricsOf,
@@ -36,12 +35,13 @@ export async function computeExperimentResults(
 ): Promise<{ experiments: number; results: number; incremental: number; full: number }> {
   const em = deps.orm.em.fork();
   const only = job.data?.experimentId;
-  const experiments = await rows<ExperimentRow & { end_date: string | Date | null }>(
-    em,
-    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id
-      where not x.deleted and x.start_date is not null and x.start_date <= now() ${only ? 'and x.id = ?' : "and (x.end_date is null or x.end_date > now() - interval '1 day')"}`,
-    only ? [only] : [],
-  );
+  const started = startedExperiments(em);
+  const experiments = await (only
+    ? started.where('x.id', '=', only)
+    : started.where((eb) =>
+        eb.or([eb('x.end_date', 'is', null), eb('x.end_date', '>', sql<Date>`now() - interval '1 day'`)]),
+      )
+  ).execute();
   let results = 0;
   let incremental = 0;
   let full = 0;
@@ -121,17 +121,30 @@ export async function computeExperimentResults(
           : { day: d.text, status: 'completed', result: series[d.index - seriesStart], error: null },
       );
       // computed_at is the run's as-of time: a day's row computed after the day ended is complete.
-      await run(
-        em,
-        `insert into experiment_metric_result
-           (experiment_id, metric_uuid, fingerprint, day, status, result, error_message, computed_at)
-         select ?, ?, ?, r.day, r.status, r.result, r.error, ?
-           from jsonb_to_recordset(?::jsonb) as r(day date, status text, result jsonb, error text)
-         on conflict (experiment_id, metric_uuid, fingerprint, day) do update
-           set status = excluded.status, result = excluded.result, error_message = excluded.error_message,
-               computed_at = excluded.computed_at, updated_at = now()`,
-        [x.id, metric.uuid, metric.fingerprint, now, JSON.stringify(dayResults)],
-      );
+      await db(em)
+        .insertInto('experiment_metric_result')
+        .values(
+          dayResults.map((r) => ({
+            experiment_id: x.id,
+            metric_uuid: metric.uuid,
+            fingerprint: metric.fingerprint,
+            day: sql<string>`${r.day}::date`,
+            status: r.status,
+            result: sql<Record<string, unknown> | null>`${r.result === null ? null : JSON.stringify(r.result)}::jsonb`,
+            error_message: r.error,
+            computed_at: now,
+          })),
+        )
+        .onConflict((oc) =>
+          oc.columns(['experiment_id', 'metric_uuid', 'fingerprint', 'day']).doUpdateSet((eb) => ({
+            status: eb.ref('excluded.status'),
+            result: eb.ref('excluded.result'),
+            error_message: eb.ref('excluded.error_message'),
+            computed_at: eb.ref('excluded.computed_at'),
+            updated_at: sql<Date>`now()`,
+          })),
+        )
+        .execute();
       results += dayResults.length;
     }
   }
