@@ -16,13 +16,19 @@ import {
   type SqlFragment,
 } from '../persons/property-filters.ts';
 import { isStorableInstant } from '../time.ts';
-import { pgArray, rows } from '../db/sql.ts';
+import { db } from '../db/kysely.ts';
+import { pgArray } from '../db/sql.ts';
 
-interface CohortRow {
-  id: number;
-  is_static: boolean;
-  filters: { properties?: unknown } | null;
-}
+/** A cohort as membership reads it. */
+const cohortsIn = (em: EntityManager, projectId: number, ids: number[]) =>
+  db(em)
+    .selectFrom('cohort')
+    .select(['id', 'is_static', 'filters'])
+    .where('project_id', '=', projectId)
+    .where('deleted', '=', false)
+    .where('id', 'in', ids)
+    .execute();
+type CohortRow = Awaited<ReturnType<typeof cohortsIn>>[number];
 
 const INTERVALS: Record<string, string> = { day: 'days', week: 'weeks', month: 'months', year: 'years', hour: 'hours' };
 const MAX_NESTING = 5;
@@ -81,11 +87,7 @@ export async function cohortFilterResolver(
   const cohorts = new Map<number, CohortRow>();
   let pending = [...referencedCohorts(filters)];
   for (let depth = 0; pending.length && depth < MAX_NESTING; depth++) {
-    const found = await rows<CohortRow>(
-      em,
-      `select id, is_static, filters from cohort where project_id = ? and not deleted and id in (?)`,
-      [projectId, pending],
-    );
+    const found = await cohortsIn(em, projectId, pending);
     for (const row of found) cohorts.set(row.id, row);
     pending = found.flatMap((r) => [...referencedCohorts(r.filters?.properties)]).filter((id) => !cohorts.has(id));
   }
