@@ -7,7 +7,9 @@ import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../../shared/jobs.ts';
-import { pgArray, rows, run } from '../../shared/db/sql.ts';
+import { sql } from 'kysely';
+import { db } from '../../shared/db/kysely.ts';
+import { pgArray, rows } from '../../shared/db/sql.ts';
 import type { EventDeletionGroup } from '../../shared/events/event-store.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums, eventPartitionsBetween } from './vacuum-tables.ts';
@@ -227,22 +229,36 @@ const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid,
 /** Recordings: a chunk of sessions, snapshots first, progress in the same transaction. */
 async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, deletionId: string): Promise<number> {
   return em.transactional(async (tx) => {
-    const sessions = await rows<{ session_id: string }>(
-      tx,
-      `select session_id from session_recording where ${RECORDING_MATCH} order by id limit ? for update skip locked`,
-      [...recordingMatchParams(t), Math.max(1, Math.floor(DELETE_CHUNK / 50))],
-    );
+    // The match is the receipt's verification statement's (RECORDING_MATCH), said as a typed query.
+    const sessions = await db(tx)
+      .selectFrom('session_recording')
+      .select('session_id')
+      .where('project_id', '=', t.projectId)
+      .where((eb) =>
+        eb.or([
+          eb('person_id', '=', sql<string>`${t.personUuid}::uuid`),
+          eb('distinct_id', '=', sql<string>`any(${t.distinctIds}::text[])`),
+        ]),
+      )
+      .where('created_at', '<=', sql<Date>`${t.cutoff}::timestamptz`)
+      .orderBy('id')
+      .limit(Math.max(1, Math.floor(DELETE_CHUNK / 50)))
+      .forUpdate()
+      .skipLocked()
+      .execute();
     if (sessions.length === 0) return 0;
-    const ids = pgArray(sessions.map((s) => s.session_id));
-    const snapshots = await rows<Record<string, unknown>>(
-      tx,
-      `delete from session_recording_snapshot where project_id = ? and session_id = any(?::text[]) returning 1`,
-      [t.projectId, ids],
-    );
-    await run(tx, `delete from session_recording where project_id = ? and session_id = any(?::text[])`, [
-      t.projectId,
-      ids,
-    ]);
+    const ids = sessions.map((s) => s.session_id);
+    const snapshots = await db(tx)
+      .deleteFrom('session_recording_snapshot')
+      .where('project_id', '=', t.projectId)
+      .where('session_id', '=', sql<string>`any(${ids}::text[])`)
+      .returning(sql<number>`1`.as('one'))
+      .execute();
+    await db(tx)
+      .deleteFrom('session_recording')
+      .where('project_id', '=', t.projectId)
+      .where('session_id', '=', sql<string>`any(${ids}::text[])`)
+      .execute();
     const n = sessions.length + snapshots.length;
     await addRowsDeleted(tx, deletionId, n);
     return n;
