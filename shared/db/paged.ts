@@ -3,21 +3,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql, type SelectQueryBuilder } from 'kysely';
 import { db, type DB } from './kysely.ts';
-import { rows } from './sql.ts';
-
-export interface Fragment {
-  sql: string;
-  params: readonly unknown[];
-}
-
-export interface PagedQuery {
-  /** The select list, e.g. `p.*`. */
-  select: string;
-  /** `<table> <alias> where …` with its parameters (no order or limit). */
-  from: Fragment;
-  /** `order by …`, with a unique tie-break so pages never overlap. */
-  order: string;
-}
 
 export interface Page {
   limit: number;
@@ -33,40 +18,20 @@ export interface PageResult<T> {
 }
 
 /**
- * A page of `query` and how many rows match. `read` runs the page statement (default rows(); the
- * persons store wraps it to attach distinct ids). With `exactUpTo`, a match the planner expects to be
- * larger is not counted (at a million rows a count costs 100x the page): the estimate is returned,
- * never below the rows known to exist.
+ * The page of a typed query (db(em), ordered with a unique tie-break) and how many rows it matches. The
+ * page is read one row past it (`read` may wrap the limited query, e.g. to attach what each row owns).
+ * With `exactUpTo`, a match the planner expects to be larger is not counted (at a million rows a count
+ * costs 100x the page): the estimate is returned, never below the rows known to exist.
  */
-export async function pagedQuery<T>(
-  em: EntityManager,
-  query: PagedQuery,
-  page: Page,
-  options: { exactUpTo?: number; read?: (sql: string, params: unknown[]) => Promise<T[]> } = {},
-): Promise<PageResult<T>> {
-  const read = options.read ?? ((sql, params) => rows<T>(em, sql, params));
-  const found = await read(`select ${query.select} from ${query.from.sql} ${query.order} limit ? offset ?`, [
-    ...query.from.params,
-    page.limit + 1,
-    page.offset,
-  ]);
-  return pageOf(found, page, () => countMatches(em, query.from, options.exactUpTo));
-}
-
-/**
- * pagedQuery() for a typed query (db(em), ordered with a unique tie-break): the page of `query` and how
- * many rows it matches, counted as pagedQuery() counts them.
- */
-export async function pagedSelect<QDB extends DB, TB extends keyof QDB, O>(
+export async function pagedSelect<QDB extends DB, TB extends keyof QDB, O, R = O>(
   em: EntityManager,
   query: SelectQueryBuilder<QDB, TB, O>,
   page: Page,
-  options: { exactUpTo?: number } = {},
-): Promise<PageResult<O>> {
-  const found = await query
-    .limit(page.limit + 1)
-    .offset(page.offset)
-    .execute();
+  options: { exactUpTo?: number; read?: (pageQuery: SelectQueryBuilder<QDB, TB, O>) => Promise<R[]> } = {},
+): Promise<PageResult<R>> {
+  const limited = query.limit(page.limit + 1).offset(page.offset);
+  // Without `read`, R is O (its default): the rows are the query's own.
+  const found = options.read ? await options.read(limited) : ((await limited.execute()) as unknown as R[]);
   const matches = query.clearSelect().clearOrderBy().select(sql.lit(1).as('one'));
   const count = (limit?: number) =>
     db(em)
@@ -97,29 +62,6 @@ async function pageOf<T>(
   const known = page.offset + results.length + (hasMore ? 1 : 0);
   const { count, estimated } = await countAll();
   return { rows: results, hasMore, count: Math.max(count, estimated ? known : 0), estimated };
-}
-
-/** How many rows `from` matches: exact, or with `exactUpTo` exact only up to that many, else estimated. */
-export function countMatches(
-  em: EntityManager,
-  from: Fragment,
-  exactUpTo?: number,
-): Promise<{ count: number; estimated: boolean }> {
-  const count = async (limit?: number) => {
-    const [{ n }] =
-      limit === undefined
-        ? await rows<{ n: number }>(em, `select count(*)::int as n from ${from.sql}`, from.params)
-        : await rows<{ n: number }>(em, `select count(*)::int as n from (select 1 from ${from.sql} limit ?) s`, [
-            ...from.params,
-            limit,
-          ]);
-    return n;
-  };
-  const plannedRows = async () => {
-    const [plan] = await rows<Plan>(em, `explain (format json) select 1 from ${from.sql}`, from.params);
-    return plan;
-  };
-  return counted(count, plannedRows, exactUpTo);
 }
 
 /**

@@ -7,7 +7,7 @@ import { type Compilable, type Kysely, type Selectable, sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { cohortFilterResolver } from '../cohorts/membership.ts';
 import { type DB, db, prepared } from '../db/kysely.ts';
-import type { PageResult } from '../db/paged.ts';
+import { type PageResult, pagedSelect } from '../db/paged.ts';
 import { containsPattern, isUuid } from '../db/sql.ts';
 import type { EventStore } from '../events/event-store.ts';
 import { personUuidFor } from '../ingestion/person-uuid.ts';
@@ -175,50 +175,10 @@ export async function listPersons(
   page: { limit: number; offset: number },
   includeTotal: boolean,
 ): Promise<PageResult<PersonWithIds>> {
-  const matching = persons(em).where(filterSql(filter));
-  const found = await withDistinctIds(
-    em,
-    newestFirst(matching)
-      .limit(page.limit + 1)
-      .offset(page.offset),
-    true,
-  ).execute();
-  const hasMore = found.length > page.limit;
-  const results = found.slice(0, page.limit);
-  // The last page (or an empty first page) tells the count for free.
-  if (!hasMore && (results.length > 0 || page.offset === 0))
-    return { rows: results, hasMore, count: page.offset + results.length, estimated: false };
-  const known = page.offset + results.length + (hasMore ? 1 : 0);
-  const { count, estimated } = await countPersons(em, matching, includeTotal ? undefined : EXACT_COUNT_LIMIT);
-  return { rows: results, hasMore, count: Math.max(count, estimated ? known : 0), estimated };
-}
-
-/**
- * How many persons `matching` selects: exact, or with `exactUpTo` exact only up to that many, else the
- * planner's estimate (at a million persons a count costs 100x the page).
- */
-async function countPersons(
-  em: EntityManager,
-  matching: Persons,
-  exactUpTo?: number,
-): Promise<{ count: number; estimated: boolean }> {
-  const count = sql<number>`count(*)::int`.as('n');
-  const one = matching.clearSelect().select(sql<number>`1`.as('one'));
-  if (exactUpTo === undefined) {
-    const { n } = await matching.clearSelect().select(count).executeTakeFirstOrThrow();
-    return { count: n, estimated: false };
-  }
-  type Plan = { 'QUERY PLAN'?: { Plan?: { 'Plan Rows'?: number } }[] };
-  const [plan] = await one.explain<Plan>('json');
-  const expected = Math.round(Number(plan?.['QUERY PLAN']?.[0]?.Plan?.['Plan Rows'] ?? 0));
-  if (expected <= exactUpTo) {
-    const { n } = await db(em)
-      .selectFrom(one.limit(exactUpTo + 1).as('s'))
-      .select(count)
-      .executeTakeFirstOrThrow();
-    if (n <= exactUpTo) return { count: n, estimated: false };
-  }
-  return { count: Math.max(expected, exactUpTo + 1), estimated: true };
+  return pagedSelect(em, newestFirst(persons(em).where(filterSql(filter))), page, {
+    exactUpTo: includeTotal ? undefined : EXACT_COUNT_LIMIT,
+    read: (pageQuery) => withDistinctIds(em, pageQuery, true).execute(),
+  });
 }
 
 /** Deletes the persons (their distinct ids cascade); returns the ids deleted. */
