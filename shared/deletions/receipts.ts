@@ -17,7 +17,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Expression, sql } from 'kysely';
 import { db } from '../db/kysely.ts';
 import { pagedSelect } from '../db/paged.ts';
-import { run, runBound } from '../db/sql.ts';
+import { run } from '../db/sql.ts';
 import type { DeletedKeyCount } from '../events/event-store.ts';
 
 export const RECEIPT_ALGORITHM = 'Ed25519';
@@ -335,16 +335,17 @@ export function eventCounter(requests: EventCountTarget[]) {
       for (const r of matched) total.set(r.id, (total.get(r.id) ?? 0) + c.n);
     }
     if (!total.size) return;
-    await runBound(
-      em,
-      `update async_deletion a
-          set receipt_basis = jsonb_set(coalesce(a.receipt_basis, '{}'), '{before}',
-                coalesce(a.receipt_basis->'before', '{}') || jsonb_build_object('events',
-                  coalesce((a.receipt_basis->'before'->>'events')::bigint, 0) + c.n))
-         from jsonb_to_recordset($1::jsonb) as c(id bigint, n bigint)
-        where a.id = c.id`,
-      [JSON.stringify([...total].map(([id, n]) => ({ id, n })))],
-    );
+    const payload = JSON.stringify([...total].map(([id, n]) => ({ id, n })));
+    await db(em)
+      .updateTable('async_deletion')
+      .from(sql<{ id: string; n: string }>`jsonb_to_recordset(${payload}::jsonb)`.as<'c'>(sql`c(id bigint, n bigint)`))
+      .set({
+        receipt_basis: sql`jsonb_set(coalesce(async_deletion.receipt_basis, '{}'), '{before}',
+          coalesce(async_deletion.receipt_basis->'before', '{}') || jsonb_build_object('events',
+            coalesce((async_deletion.receipt_basis->'before'->>'events')::bigint, 0) + c.n))`,
+      })
+      .whereRef('async_deletion.id', '=', 'c.id')
+      .execute();
   };
 }
 
@@ -422,17 +423,30 @@ export async function writeDeletionReceipts(
     }),
   );
   if (!receipts.length) return;
-  // One bound parameter (the receipts as a JSON array) in the caller's transaction: formatting a
-  // megabyte of JSON into the statement's text cost MikroORM's formatter 100–300 ms per 1000 receipts,
-  // and a multi-row VALUES of 5000 parameters about as much again to plan.
-  await runBound(
-    em,
-    `insert into deletion_receipt (request_id, project_id, body, signature, key_id)
-     select request_id, project_id, body, signature, key_id
-       from jsonb_to_recordset($1::jsonb) as r(request_id bigint, project_id int, body jsonb, signature text, key_id text)
-     on conflict (request_id) do nothing`,
-    [JSON.stringify(receipts)],
-  );
+  // One parameter (the receipts as a JSON array), bound beside the text as Kysely sends every value, in
+  // the caller's transaction: formatting a megabyte of JSON into the statement's text cost MikroORM's
+  // formatter 100–300 ms per 1000 receipts, and a multi-row VALUES of 5000 parameters about as much
+  // again to plan.
+  await db(em)
+    .insertInto('deletion_receipt')
+    .columns(['request_id', 'project_id', 'body', 'signature', 'key_id'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          sql<{
+            request_id: string;
+            project_id: number;
+            body: Record<string, unknown>;
+            signature: string;
+            key_id: string;
+          }>`jsonb_to_recordset(${JSON.stringify(receipts)}::jsonb)`.as<'r'>(
+            sql`r(request_id bigint, project_id int, body jsonb, signature text, key_id text)`,
+          ),
+        )
+        .select(['r.request_id', 'r.project_id', 'r.body', 'r.signature', 'r.key_id']),
+    )
+    .onConflict((oc) => oc.column('request_id').doNothing())
+    .execute();
 }
 
 /** The batch's requests with what their receipts need: their row, and their other stores counted after. */
@@ -595,7 +609,7 @@ export interface DeletionReceiptView {
 }
 
 /** Receipts, with the columns a DeletionReceiptView shows. */
-const receipts = (em: EntityManager) =>
+const receiptRows = (em: EntityManager) =>
   db(em)
     .selectFrom('deletion_receipt')
     .select((eb) => [
@@ -607,7 +621,7 @@ const receipts = (em: EntityManager) =>
       isoOf(eb.ref('created_at')).$notNull().as('created_at'),
     ]);
 
-function receiptView(row: Awaited<ReturnType<ReturnType<typeof receipts>['execute']>>[number]): DeletionReceiptView {
+function receiptView(row: Awaited<ReturnType<ReturnType<typeof receiptRows>['execute']>>[number]): DeletionReceiptView {
   return {
     request_id: row.request_id,
     project_id: row.project_id,
@@ -626,7 +640,7 @@ export async function deletionReceipt(
   projectId: number,
   requestId: string,
 ): Promise<DeletionReceiptView | null> {
-  const found = await receipts(em)
+  const found = await receiptRows(em)
     .where('project_id', '=', projectId)
     .where('request_id', '=', requestId)
     .executeTakeFirst();
@@ -638,7 +652,7 @@ export async function deletionReceiptOfRequest(
   em: EntityManager,
   requestId: string,
 ): Promise<DeletionReceiptView | null> {
-  const found = await receipts(em).where('request_id', '=', requestId).executeTakeFirst();
+  const found = await receiptRows(em).where('request_id', '=', requestId).executeTakeFirst();
   return found ? receiptView(found) : null;
 }
 
@@ -648,7 +662,7 @@ export async function listDeletionReceipts(
   filter: { projectId: number; personUuid?: string | null },
   page: { limit: number; offset: number },
 ): Promise<{ count: number; results: DeletionReceiptView[] }> {
-  let query = receipts(em).where('project_id', '=', filter.projectId);
+  let query = receiptRows(em).where('project_id', '=', filter.projectId);
   const uuid = filter.personUuid?.toLowerCase();
   if (uuid !== undefined) query = query.where((eb) => eb(sql<string>`${eb.ref('body')}->>'person_uuid'`, '=', uuid));
   // By the selected columns, as before: created_at as text, request_id as text.
