@@ -14,7 +14,10 @@
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, rows, run, runBound } from '../db/sql.ts';
+import { type Expression, sql } from 'kysely';
+import { db } from '../db/kysely.ts';
+import { pagedSelect } from '../db/paged.ts';
+import { run } from '../db/sql.ts';
 import type { DeletedKeyCount } from '../events/event-store.ts';
 
 export const RECEIPT_ALGORITHM = 'Ed25519';
@@ -78,29 +81,39 @@ export function receiptSigner(em: EntityManager, configuredPem: string): Promise
 async function loadSigner(em: EntityManager, configuredPem: string): Promise<ReceiptSigner> {
   if (configuredPem) {
     const signer = signerFor(createPrivateKey(configuredPem));
-    await run(
-      em,
-      `insert into deletion_receipt_key (id, public_key) values (?, ?) on conflict (id) do update set retired_at = null`,
-      [signer.keyId, signer.publicKeyPem],
-    );
+    await db(em)
+      .insertInto('deletion_receipt_key')
+      .values({ id: signer.keyId, public_key: signer.publicKeyPem })
+      .onConflict((oc) => oc.column('id').doUpdateSet({ retired_at: null }))
+      .execute();
     return signer;
   }
   return em.transactional(async (tx) => {
     const txEm = tx;
-    await rows(txEm, `select pg_advisory_xact_lock(hashtext('deletion_receipt_key'))`);
-    const [found] = await rows<{ private_key: string }>(
-      txEm,
-      `select private_key from deletion_receipt_key where private_key is not null and retired_at is null
-        order by created_at desc limit 1`,
-    );
-    if (found) return signerFor(createPrivateKey(found.private_key));
+    await db(txEm)
+      .selectNoFrom((eb) =>
+        eb.fn('pg_advisory_xact_lock', [eb.fn('hashtext', [sql.lit('deletion_receipt_key')])]).as('locked'),
+      )
+      .execute();
+    const found = await db(txEm)
+      .selectFrom('deletion_receipt_key')
+      .select('private_key')
+      .where('private_key', 'is not', null)
+      .where('retired_at', 'is', null)
+      .orderBy('created_at', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    if (found?.private_key) return signerFor(createPrivateKey(found.private_key));
     const { privateKey } = generateKeyPairSync('ed25519');
     const signer = signerFor(privateKey);
-    await run(txEm, `insert into deletion_receipt_key (id, public_key, private_key) values (?, ?, ?)`, [
-      signer.keyId,
-      signer.publicKeyPem,
-      privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-    ]);
+    await db(txEm)
+      .insertInto('deletion_receipt_key')
+      .values({
+        id: signer.keyId,
+        public_key: signer.publicKeyPem,
+        private_key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+      })
+      .execute();
     return signer;
   });
 }
@@ -120,18 +133,32 @@ export interface ReceiptKeyView {
 
 /** Every key that signs or signed receipts, newest first. */
 export async function receiptKeys(em: EntityManager): Promise<ReceiptKeyView[]> {
-  return rows<ReceiptKeyView>(
-    em,
-    `select id as key_id, ? as algorithm, public_key, ${iso('created_at')} as created_at, ${iso('retired_at')} as retired_at
-       from deletion_receipt_key order by created_at desc, id`,
-    [RECEIPT_ALGORITHM],
-  );
+  // Ordered by the selected created_at (its text), as before.
+  const keys = await db(em)
+    .selectFrom('deletion_receipt_key')
+    .select((eb) => [
+      'id as key_id',
+      'public_key',
+      isoOf(eb.ref('created_at')).$notNull().as('created_at'),
+      isoOf(eb.ref('retired_at')).as('retired_at'),
+    ])
+    .orderBy('created_at', 'desc')
+    .orderBy('deletion_receipt_key.id')
+    .execute();
+  return keys.map((key) => ({
+    key_id: key.key_id,
+    algorithm: RECEIPT_ALGORITHM,
+    public_key: key.public_key,
+    created_at: key.created_at,
+    retired_at: key.retired_at,
+  }));
 }
 
 // ---- Counts before -------------------------------------------------------------------------------
 
 /** A timestamptz as ISO-8601 UTC with microseconds (PostgreSQL's full precision, the cutoff's too). */
-const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+const isoOf = (column: Expression<unknown>) =>
+  sql<string | null>`to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 export interface PersonStoreCounts {
   personIds: string[];
@@ -147,15 +174,42 @@ export async function personStoresBefore(
   projectId: number,
   personIds: string[],
 ): Promise<Map<string, PersonStoreCounts>> {
-  const found = await rows<{ uuid: string; id: string; d: number; c: number; o: number }>(
-    em,
-    `select p.uuid::text as uuid, p.id::text as id,
-            (select count(*) from person_distinct_id d where d.person_id = p.id)::int as d,
-            (select count(*) from cohort_person c where c.person_id = p.id)::int as c,
-            (select count(*) from feature_flag_hash_key_override o where o.person_id = p.id)::int as o
-       from person p where p.project_id = ? and p.id = any(?::bigint[])`,
-    [projectId, pgArray(personIds)],
-  );
+  const found = await db(em)
+    .selectFrom('person as p')
+    .select((eb) => [
+      eb.cast<string>('p.uuid', 'text').as('uuid'),
+      eb.cast<string>('p.id', 'text').as('id'),
+      eb
+        .cast<number>(
+          eb
+            .selectFrom('person_distinct_id as d')
+            .select((c) => c.fn.countAll().as('n'))
+            .whereRef('d.person_id', '=', 'p.id'),
+          'integer',
+        )
+        .as('d'),
+      eb
+        .cast<number>(
+          eb
+            .selectFrom('cohort_person as c')
+            .select((c) => c.fn.countAll().as('n'))
+            .whereRef('c.person_id', '=', 'p.id'),
+          'integer',
+        )
+        .as('c'),
+      eb
+        .cast<number>(
+          eb
+            .selectFrom('feature_flag_hash_key_override as o')
+            .select((c) => c.fn.countAll().as('n'))
+            .whereRef('o.person_id', '=', 'p.id'),
+          'integer',
+        )
+        .as('o'),
+    ])
+    .where('p.project_id', '=', projectId)
+    .where((eb) => eb('p.id', '=', eb.fn.any(eb.val(personIds))))
+    .execute();
   const byUuid = new Map<string, PersonStoreCounts>();
   for (const r of found) {
     const seen = byUuid.get(r.uuid) ?? {
@@ -200,18 +254,27 @@ export async function recordRequestBasis(
   personStores: Map<string, PersonStoreCounts>,
 ): Promise<void> {
   if (requestIds.length === 0) return;
-  const [who] = await rows<{ email: string | null; label: string | null }>(
-    em,
-    `select (select email from app_user where id = ?) as email, (select label from personal_api_key where id = ?) as label`,
-    [requester.userId, requester.keyId],
-  );
-  const requests = await rows<{ id: string; key: string; receipt_basis: ReceiptBasis | null }>(
-    em,
-    `select id::text, key, receipt_basis from async_deletion where id = any(?::bigint[])`,
-    [pgArray(requestIds)],
-  );
+  const who = await db(em)
+    .selectNoFrom((eb) => [
+      eb
+        .selectFrom('app_user')
+        .select('email')
+        .where((s) => s('id', '=', s.cast<number>(s.val(requester.userId), 'integer')))
+        .as('email'),
+      eb
+        .selectFrom('personal_api_key')
+        .select('label')
+        .where((s) => s('id', '=', s.cast<string>(s.val(requester.keyId), 'text')))
+        .as('label'),
+    ])
+    .executeTakeFirstOrThrow();
+  const requests = await db(em)
+    .selectFrom('async_deletion')
+    .select((eb) => [eb.cast<string>('id', 'text').as('id'), 'key', 'receipt_basis'])
+    .where((eb) => eb('id', '=', eb.fn.any(eb.val(requestIds))))
+    .execute();
   const updates = requests.map((r) => {
-    const basis: ReceiptBasis = r.receipt_basis ?? {};
+    const basis: ReceiptBasis = (r.receipt_basis as ReceiptBasis | null) ?? {};
     basis.requested_by ??= {
       user_id: requester.userId,
       email: who.email,
@@ -230,12 +293,17 @@ export async function recordRequestBasis(
     }
     return { id: r.id, basis };
   });
-  await run(
-    em,
-    `update async_deletion a set receipt_basis = u.basis
-       from jsonb_to_recordset(?::jsonb) as u(id bigint, basis jsonb) where a.id = u.id`,
-    [JSON.stringify(updates)],
-  );
+  await db(em)
+    .updateTable('async_deletion')
+    .from(
+      sql<{
+        id: string;
+        basis: Record<string, unknown>;
+      }>`jsonb_to_recordset(${JSON.stringify(updates)}::jsonb)`.as<'u'>(sql`u(id bigint, basis jsonb)`),
+    )
+    .set((eb) => ({ receipt_basis: eb.ref('u.basis') }))
+    .whereRef('async_deletion.id', '=', 'u.id')
+    .execute();
 }
 
 /** One request of a deletion group: what its events were matched by. */
@@ -267,16 +335,17 @@ export function eventCounter(requests: EventCountTarget[]) {
       for (const r of matched) total.set(r.id, (total.get(r.id) ?? 0) + c.n);
     }
     if (!total.size) return;
-    await runBound(
-      em,
-      `update async_deletion a
-          set receipt_basis = jsonb_set(coalesce(a.receipt_basis, '{}'), '{before}',
-                coalesce(a.receipt_basis->'before', '{}') || jsonb_build_object('events',
-                  coalesce((a.receipt_basis->'before'->>'events')::bigint, 0) + c.n))
-         from jsonb_to_recordset($1::jsonb) as c(id bigint, n bigint)
-        where a.id = c.id`,
-      [JSON.stringify([...total].map(([id, n]) => ({ id, n })))],
-    );
+    const payload = JSON.stringify([...total].map(([id, n]) => ({ id, n })));
+    await db(em)
+      .updateTable('async_deletion')
+      .from(sql<{ id: string; n: string }>`jsonb_to_recordset(${payload}::jsonb)`.as<'c'>(sql`c(id bigint, n bigint)`))
+      .set({
+        receipt_basis: sql`jsonb_set(coalesce(async_deletion.receipt_basis, '{}'), '{before}',
+          coalesce(async_deletion.receipt_basis->'before', '{}') || jsonb_build_object('events',
+            coalesce((async_deletion.receipt_basis->'before'->>'events')::bigint, 0) + c.n))`,
+      })
+      .whereRef('async_deletion.id', '=', 'c.id')
+      .execute();
   };
 }
 
@@ -286,11 +355,11 @@ export async function recordRecordingsBefore(
   id: string,
   match: { sql: string; params: unknown[] },
 ): Promise<void> {
-  const [basis] = await rows<{ counted: boolean }>(
-    em,
-    `select receipt_basis->'before'->'recordings' is not null as counted from async_deletion where id = ?`,
-    [id],
-  );
+  const basis = await db(em)
+    .selectFrom('async_deletion')
+    .select((eb) => sql<boolean>`${eb.ref('receipt_basis')}->'before'->'recordings' is not null`.as('counted'))
+    .where('id', '=', id)
+    .executeTakeFirst();
   if (!basis || basis.counted) return;
   await run(
     em,
@@ -339,35 +408,14 @@ export async function writeDeletionReceipts(
   verified: Record<string, StoreVerification>,
   signer: ReceiptSigner,
 ): Promise<void> {
-  const requests = await rows<Record<string, any>>(
-    em,
-    `select a.id::text as id, a.project_id, a.key, a.distinct_ids, a.deletion_type, a.mode, a.created_by_id,
-            ${iso('a.cutoff')} as cutoff, ${iso('a.created_at')} as accepted_at, ${iso('a.started_at')} as started_at,
-            ${iso('a.delete_verified_at')} as verified_at, coalesce(a.receipt_basis, '{}') as basis,
-            -- Only requests that deleted a person have person stores, only recordings requests snapshots.
-            case when cardinality(x.ids) > 0 then (select count(*) from person p
-              where p.project_id = a.project_id and p.id = any(x.ids))::int else 0 end as persons,
-            case when cardinality(x.ids) > 0 then (select count(*) from person_distinct_id d
-              where d.project_id = a.project_id and d.person_id = any(x.ids))::int else 0 end as distinct_ids_after,
-            case when cardinality(x.ids) > 0 then (select count(*) from cohort_person c
-              where c.person_id = any(x.ids))::int else 0 end as cohort_memberships,
-            case when cardinality(x.ids) > 0 then (select count(*) from feature_flag_hash_key_override o
-              where o.project_id = a.project_id and o.person_id = any(x.ids))::int else 0 end as flag_hash_key_overrides,
-            case when cardinality(x.sessions) > 0 then (select count(*) from session_recording_snapshot n
-              where n.project_id = a.project_id and n.session_id = any(x.sessions))::int else 0 end as recording_snapshots
-       from async_deletion a
-       cross join lateral (select array(select jsonb_array_elements_text(a.receipt_basis->'person_ids'))::bigint[] as ids,
-                                  array(select jsonb_array_elements_text(a.receipt_basis->'session_ids')) as sessions) x
-      where a.id = any(?::bigint[]) order by a.id`,
-    [pgArray(batch)],
-  );
+  const requests = await receiptRequests(em, batch);
   const receipts = await Promise.all(
     requests.map(async (r) => {
       const body = receiptBody(r, verified, signer);
       const signature = await signAsync(canonicalJson(body), signer.privateKey);
       return {
         request_id: r.id,
-        project_id: r.project_id as number,
+        project_id: r.project_id,
         body,
         signature,
         key_id: signer.keyId,
@@ -375,18 +423,115 @@ export async function writeDeletionReceipts(
     }),
   );
   if (!receipts.length) return;
-  // One bound parameter (the receipts as a JSON array) in the caller's transaction: formatting a
-  // megabyte of JSON into the statement's text cost MikroORM's formatter 100–300 ms per 1000 receipts,
-  // and a multi-row VALUES of 5000 parameters about as much again to plan.
-  await runBound(
-    em,
-    `insert into deletion_receipt (request_id, project_id, body, signature, key_id)
-     select request_id, project_id, body, signature, key_id
-       from jsonb_to_recordset($1::jsonb) as r(request_id bigint, project_id int, body jsonb, signature text, key_id text)
-     on conflict (request_id) do nothing`,
-    [JSON.stringify(receipts)],
+  // One parameter (the receipts as a JSON array), bound beside the text as Kysely sends every value, in
+  // the caller's transaction: formatting a megabyte of JSON into the statement's text cost MikroORM's
+  // formatter 100–300 ms per 1000 receipts, and a multi-row VALUES of 5000 parameters about as much
+  // again to plan.
+  await db(em)
+    .insertInto('deletion_receipt')
+    .columns(['request_id', 'project_id', 'body', 'signature', 'key_id'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          sql<{
+            request_id: string;
+            project_id: number;
+            body: Record<string, unknown>;
+            signature: string;
+            key_id: string;
+          }>`jsonb_to_recordset(${JSON.stringify(receipts)}::jsonb)`.as<'r'>(
+            sql`r(request_id bigint, project_id int, body jsonb, signature text, key_id text)`,
+          ),
+        )
+        .select(['r.request_id', 'r.project_id', 'r.body', 'r.signature', 'r.key_id']),
+    )
+    .onConflict((oc) => oc.column('request_id').doNothing())
+    .execute();
+}
+
+/** The batch's requests with what their receipts need: their row, and their other stores counted after. */
+function receiptRequests(em: EntityManager, batch: string[]) {
+  return (
+    db(em)
+      .selectFrom('async_deletion as a')
+      // Its person row ids and session ids, from its receipt basis.
+      .innerJoinLateral(
+        sql<{ ids: string[]; sessions: string[] }>`(select
+        array(select jsonb_array_elements_text(a.receipt_basis->'person_ids'))::bigint[] as ids,
+        array(select jsonb_array_elements_text(a.receipt_basis->'session_ids')) as sessions)`.as('x'),
+        (join) => join.onTrue(),
+      )
+      .select((eb) => {
+        // Only requests that deleted a person have person stores, only recordings requests snapshots.
+        const countIf = (among: 'x.ids' | 'x.sessions', count: Expression<unknown>) =>
+          eb
+            .case()
+            .when(eb.fn('cardinality', [among]), '>', 0)
+            .then(eb.cast<number>(count, 'integer'))
+            .else(sql.lit(0))
+            .end();
+        const inIds = (column: Expression<unknown>) => sql<boolean>`${column} = any(x.ids)`;
+        return [
+          eb.cast<string>('a.id', 'text').as('id'),
+          'a.project_id',
+          'a.key',
+          'a.distinct_ids',
+          'a.deletion_type',
+          'a.mode',
+          'a.created_by_id',
+          isoOf(eb.ref('a.cutoff')).as('cutoff'),
+          isoOf(eb.ref('a.created_at')).as('accepted_at'),
+          isoOf(eb.ref('a.started_at')).as('started_at'),
+          isoOf(eb.ref('a.delete_verified_at')).as('verified_at'),
+          eb.fn.coalesce('a.receipt_basis', sql<Record<string, unknown>>`'{}'`).as('basis'),
+          countIf(
+            'x.ids',
+            eb
+              .selectFrom('person as p')
+              .select((c) => c.fn.countAll().as('n'))
+              .whereRef('p.project_id', '=', 'a.project_id')
+              .where((c) => inIds(c.ref('p.id'))),
+          ).as('persons'),
+          countIf(
+            'x.ids',
+            eb
+              .selectFrom('person_distinct_id as d')
+              .select((c) => c.fn.countAll().as('n'))
+              .whereRef('d.project_id', '=', 'a.project_id')
+              .where((c) => inIds(c.ref('d.person_id'))),
+          ).as('distinct_ids_after'),
+          countIf(
+            'x.ids',
+            eb
+              .selectFrom('cohort_person as c')
+              .select((c) => c.fn.countAll().as('n'))
+              .where((c) => inIds(c.ref('c.person_id'))),
+          ).as('cohort_memberships'),
+          countIf(
+            'x.ids',
+            eb
+              .selectFrom('feature_flag_hash_key_override as o')
+              .select((c) => c.fn.countAll().as('n'))
+              .whereRef('o.project_id', '=', 'a.project_id')
+              .where((c) => inIds(c.ref('o.person_id'))),
+          ).as('flag_hash_key_overrides'),
+          countIf(
+            'x.sessions',
+            eb
+              .selectFrom('session_recording_snapshot as n')
+              .select((c) => c.fn.countAll().as('n'))
+              .whereRef('n.project_id', '=', 'a.project_id')
+              .where((c) => sql<boolean>`${c.ref('n.session_id')} = any(x.sessions)`),
+          ).as('recording_snapshots'),
+        ];
+      })
+      .where((eb) => eb('a.id', '=', eb.fn.any(eb.val(batch))))
+      .orderBy('a.id')
+      .execute()
   );
 }
+
+type ReceiptRequest = Awaited<ReturnType<typeof receiptRequests>>[number];
 
 /** Ed25519 on libuv's thread pool: a batch's 1000 signatures do not hold the event loop, and use every core. */
 const signAsync = (content: string, key: KeyObject) =>
@@ -396,13 +541,13 @@ const signAsync = (content: string, key: KeyObject) =>
     ),
   );
 
-function receiptBody(r: Record<string, any>, verified: Record<string, StoreVerification>, signer: ReceiptSigner) {
+function receiptBody(r: ReceiptRequest, verified: Record<string, StoreVerification>, signer: ReceiptSigner) {
   const basis = r.basis as ReceiptBasis;
   const before = basis.before ?? {};
   const stores: Record<string, { before: number | null; after: number; verified_by: string }> = {};
   if (basis.person_ids) {
     stores.persons = { before: before.persons ?? null, after: r.persons, verified_by: PERSON_STORE_AFTER.persons };
-    for (const name of ['distinct_ids', 'cohort_memberships', 'flag_hash_key_overrides'])
+    for (const name of ['distinct_ids', 'cohort_memberships', 'flag_hash_key_overrides'] as const)
       stores[name] = {
         before: before[name] ?? null,
         after: name === 'distinct_ids' ? r.distinct_ids_after : r[name],
@@ -463,13 +608,24 @@ export interface DeletionReceiptView {
   receipt: Record<string, unknown>;
 }
 
-const RECEIPT_COLUMNS = `request_id::text, project_id, body, signature, key_id, ${iso('created_at')} as created_at`;
+/** Receipts, with the columns a DeletionReceiptView shows. */
+const receiptRows = (em: EntityManager) =>
+  db(em)
+    .selectFrom('deletion_receipt')
+    .select((eb) => [
+      eb.cast<string>('request_id', 'text').as('request_id'),
+      'project_id',
+      'body',
+      'signature',
+      'key_id',
+      isoOf(eb.ref('created_at')).$notNull().as('created_at'),
+    ]);
 
-function receiptView(row: Record<string, any>): DeletionReceiptView {
+function receiptView(row: Awaited<ReturnType<ReturnType<typeof receiptRows>['execute']>>[number]): DeletionReceiptView {
   return {
     request_id: row.request_id,
     project_id: row.project_id,
-    person_uuid: row.body.person_uuid,
+    person_uuid: row.body.person_uuid as string,
     created_at: row.created_at,
     algorithm: RECEIPT_ALGORITHM,
     key_id: row.key_id,
@@ -484,11 +640,10 @@ export async function deletionReceipt(
   projectId: number,
   requestId: string,
 ): Promise<DeletionReceiptView | null> {
-  const [found] = await rows(
-    em,
-    `select ${RECEIPT_COLUMNS} from deletion_receipt where project_id = ? and request_id = ?`,
-    [projectId, requestId],
-  );
+  const found = await receiptRows(em)
+    .where('project_id', '=', projectId)
+    .where('request_id', '=', requestId)
+    .executeTakeFirst();
   return found ? receiptView(found) : null;
 }
 
@@ -497,7 +652,7 @@ export async function deletionReceiptOfRequest(
   em: EntityManager,
   requestId: string,
 ): Promise<DeletionReceiptView | null> {
-  const [found] = await rows(em, `select ${RECEIPT_COLUMNS} from deletion_receipt where request_id = ?`, [requestId]);
+  const found = await receiptRows(em).where('request_id', '=', requestId).executeTakeFirst();
   return found ? receiptView(found) : null;
 }
 
@@ -507,19 +662,10 @@ export async function listDeletionReceipts(
   filter: { projectId: number; personUuid?: string | null },
   page: { limit: number; offset: number },
 ): Promise<{ count: number; results: DeletionReceiptView[] }> {
-  const where = `project_id = ? and (?::text is null or body->>'person_uuid' = ?)`;
-  const uuid = filter.personUuid?.toLowerCase() ?? null;
-  const params = [filter.projectId, uuid, uuid];
-  const [{ count }] = await rows<{ count: number }>(
-    em,
-    `select count(*)::int as count from deletion_receipt where ${where}`,
-    params,
-  );
-  const found = await rows(
-    em,
-    `select ${RECEIPT_COLUMNS} from deletion_receipt where ${where}
-      order by created_at desc, request_id desc limit ? offset ?`,
-    [...params, page.limit, page.offset],
-  );
-  return { count, results: found.map(receiptView) };
+  let query = receiptRows(em).where('project_id', '=', filter.projectId);
+  const uuid = filter.personUuid?.toLowerCase();
+  if (uuid !== undefined) query = query.where((eb) => eb(sql<string>`${eb.ref('body')}->>'person_uuid'`, '=', uuid));
+  // By the selected columns, as before: created_at as text, request_id as text.
+  const found = await pagedSelect(em, query.orderBy('created_at', 'desc').orderBy('request_id', 'desc'), page);
+  return { count: found.count, results: found.rows.map(receiptView) };
 }

@@ -2,7 +2,9 @@
 // requests in the same transaction as the person change; the worker releases, claims, deletes,
 // completes or fails them. A request's row is the source of truth; queue jobs carry only its id.
 import { raw, type EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { type Expression, type ExpressionBuilder, type Selection, sql } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
+import { pagedSelect } from '../db/paged.ts';
 import { AsyncDeletion, type AsyncDeletionRow } from '../entities/index.ts';
 import { isoTimestamp } from '../time.ts';
 import type { DeletionMode, DeletionType } from './schedule.ts';
@@ -50,18 +52,46 @@ export async function recordDeletionRequests(em: EntityManager, requests: Deleti
       created_by_id: r.createdById,
     })),
   );
-  const ids = await rows<{ id: string }>(
-    em,
-    `insert into async_deletion as a (project_id, deletion_type, mode, key, distinct_ids, created_by_id)
-     select r.project_id, r.deletion_type, r.mode, r.key, array(select jsonb_array_elements_text(r.distinct_ids)), r.created_by_id
-       from jsonb_to_recordset(?::jsonb)
-         as r(project_id int, deletion_type text, mode text, key text, distinct_ids jsonb, created_by_id int)
-     on conflict (project_id, deletion_type, key, mode) where status = 'pending' do update
-       set cutoff = greatest(a.cutoff, excluded.cutoff),
-           distinct_ids = array(select distinct unnest(coalesce(a.distinct_ids, '{}') || excluded.distinct_ids))
-     returning id::text`,
-    [payload],
-  );
+  const ids = await db(em)
+    .insertInto('async_deletion')
+    .columns(['project_id', 'deletion_type', 'mode', 'key', 'distinct_ids', 'created_by_id'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          sql<{
+            project_id: number;
+            deletion_type: string;
+            mode: string;
+            key: string;
+            distinct_ids: string[];
+            created_by_id: number | null;
+          }>`jsonb_to_recordset(${payload}::jsonb)`.as<'r'>(
+            sql`r(project_id int, deletion_type text, mode text, key text, distinct_ids jsonb, created_by_id int)`,
+          ),
+        )
+        .select([
+          'r.project_id',
+          'r.deletion_type',
+          'r.mode',
+          'r.key',
+          sql<string[]>`array(select jsonb_array_elements_text(r.distinct_ids))`.as('distinct_ids'),
+          'r.created_by_id',
+        ]),
+    )
+    // The arbiter is the partial unique index of pending rows: its predicate said as a literal, as the index says it.
+    .onConflict((oc) =>
+      oc
+        .columns(['project_id', 'deletion_type', 'key', 'mode'])
+        .where('status', '=', sql.lit('pending'))
+        .doUpdateSet((eb) => ({
+          cutoff: eb.fn('greatest', ['async_deletion.cutoff', 'excluded.cutoff']),
+          distinct_ids: sql<
+            string[]
+          >`array(select distinct unnest(coalesce(async_deletion.distinct_ids, '{}') || excluded.distinct_ids))`,
+        })),
+    )
+    .returning((eb) => eb.cast<string>('id', 'text').as('id'))
+    .execute();
   return ids.map((r) => r.id);
 }
 
@@ -93,12 +123,53 @@ export interface DeletionRequestView {
   suppressed_events: number;
 }
 
-const VIEW_COLUMNS = `id::text, project_id, key, deletion_type, mode, status, created_at, cutoff, attempts, failures,
-  last_error, next_attempt_at, started_at, delete_verified_at,
-  case when status = 'cancelled' then finished_at end as cancelled_at,
-  (select case when count(*) = 0 then null when bool_or(s.lifted_at is null) then 'active' else 'lifted' end
-          || ',' || coalesce(sum(s.dropped_count), 0)
-     from deletion_suppression s where s.request_id = async_deletion.id) as suppression`;
+type AsyncDeletionExpressions = ExpressionBuilder<DB, 'async_deletion'>;
+
+// A bare `id` in an ORDER BY below is the selected `id::text` (a name there means the select list's
+// column first), as in the statements these replaced: ids of one created_at are ordered as text.
+
+/** The columns of a DeletionRequestView, read from async_deletion (a select, or an update's returning). */
+const viewColumns = (eb: AsyncDeletionExpressions) =>
+  [
+    eb.cast<string>('async_deletion.id', 'text').as('id'),
+    'async_deletion.project_id',
+    'async_deletion.key',
+    'async_deletion.deletion_type',
+    'async_deletion.mode',
+    'async_deletion.status',
+    'async_deletion.created_at',
+    'async_deletion.cutoff',
+    'async_deletion.attempts',
+    'async_deletion.failures',
+    'async_deletion.last_error',
+    'async_deletion.next_attempt_at',
+    'async_deletion.started_at',
+    'async_deletion.delete_verified_at',
+    eb
+      .case()
+      .when('async_deletion.status', '=', 'cancelled')
+      .then(eb.ref('async_deletion.finished_at'))
+      .end()
+      .as('cancelled_at'),
+    // '<active|lifted>,<dropped>', or null without suppressions: one subquery for both.
+    eb
+      .selectFrom('deletion_suppression as s')
+      .whereRef('s.request_id', '=', 'async_deletion.id')
+      .select((s) =>
+        sql<string | null>`${s
+          .case()
+          .when(s.fn.countAll(), '=', 0)
+          .then(sql<string | null>`null`)
+          .when(s.fn<boolean>('bool_or', [s('s.lifted_at', 'is', null)]))
+          .then(sql.lit('active'))
+          .else(sql.lit('lifted'))
+          .end()} || ',' || ${s.fn.coalesce(s.fn.sum('s.dropped_count'), sql.lit(0))}`.as('suppression'),
+      )
+      .$castTo<string | null>()
+      .as('suppression'),
+  ] as const;
+
+type ViewRow = Selection<DB, 'async_deletion', ReturnType<typeof viewColumns>[number]>;
 
 /** The `suppression` column: '<active|lifted>,<dropped>' or null. */
 function suppressionOf(column: string | null): Pick<DeletionRequestView, 'suppression' | 'suppressed_events'> {
@@ -107,14 +178,14 @@ function suppressionOf(column: string | null): Pick<DeletionRequestView, 'suppre
   return { suppression: state as 'active' | 'lifted', suppressed_events: Number(dropped) };
 }
 
-function view(row: any): DeletionRequestView {
+function view(row: ViewRow): DeletionRequestView {
   return {
     id: String(row.id),
     project_id: row.project_id,
     person_uuid: row.key,
     deletion_type: row.deletion_type,
     mode: row.mode,
-    status: row.status,
+    status: row.status as DeletionStatus,
     created_at: isoTimestamp(row.created_at),
     cutoff: isoTimestamp(row.cutoff),
     attempts: row.attempts,
@@ -130,9 +201,13 @@ function view(row: any): DeletionRequestView {
 
 export async function deletionRequestsByIds(em: EntityManager, ids: string[]): Promise<DeletionRequestView[]> {
   if (ids.length === 0) return [];
-  return (
-    await rows(em, `select ${VIEW_COLUMNS} from async_deletion where id = any(?::bigint[]) order by id`, [pgArray(ids)])
-  ).map(view);
+  const found = await db(em)
+    .selectFrom('async_deletion')
+    .select(viewColumns)
+    .where((eb) => eb('async_deletion.id', '=', eb.fn.any(eb.val(ids))))
+    .orderBy('id')
+    .execute();
+  return found.map(view);
 }
 
 export interface DeletionListFilter {
@@ -149,32 +224,13 @@ export async function listDeletionRequests(
   filter: DeletionListFilter,
   page: { limit: number; offset: number },
 ): Promise<{ count: number; results: DeletionRequestView[] }> {
-  const where = ['true'];
-  const params: unknown[] = [];
-  if (filter.projectId !== null) {
-    where.push('project_id = ?');
-    params.push(filter.projectId);
-  }
-  if (filter.status === 'pending') where.push(`status in ('pending', 'running')`);
-  else if (filter.status && filter.status !== 'all') {
-    where.push('status = ?');
-    params.push(filter.status);
-  }
-  if (filter.personUuid) {
-    where.push('key = ?');
-    params.push(filter.personUuid.toLowerCase());
-  }
-  const [{ count }] = await rows<{ count: number }>(
-    em,
-    `select count(*)::int as count from async_deletion where ${where.join(' and ')}`,
-    params,
-  );
-  const found = await rows(
-    em,
-    `select ${VIEW_COLUMNS} from async_deletion where ${where.join(' and ')} order by created_at desc, id desc limit ? offset ?`,
-    [...params, page.limit, page.offset],
-  );
-  return { count, results: found.map(view) };
+  let query = db(em).selectFrom('async_deletion').select(viewColumns);
+  if (filter.projectId !== null) query = query.where('async_deletion.project_id', '=', filter.projectId);
+  if (filter.status === 'pending') query = query.where('async_deletion.status', 'in', ['pending', 'running']);
+  else if (filter.status && filter.status !== 'all') query = query.where('async_deletion.status', '=', filter.status);
+  if (filter.personUuid) query = query.where('async_deletion.key', '=', filter.personUuid.toLowerCase());
+  const found = await pagedSelect(em, query.orderBy('created_at', 'desc').orderBy('id', 'desc'), page);
+  return { count: found.count, results: found.rows.map(view) };
 }
 
 /** What the operators' page lists: the requests not done yet (`open`), or those of one status. */
@@ -202,39 +258,63 @@ export async function listOperatorDeletionRequests(
     filter.status === 'pending' ||
     filter.status === 'running' ||
     filter.status === 'failed';
-  // delete_verified_at is null: the partial index of the requests not done.
-  const where = `${open ? 'delete_verified_at is null and ' : ''}status = any(?::text[]) and (?::int is null or project_id = ?)`;
   const statuses = filter.status === 'open' ? ['pending', 'running', 'failed'] : [filter.status];
-  const params = [pgArray(statuses), filter.projectId, filter.projectId];
-  const [{ total }] = await rows<{ total: number }>(
-    em,
-    `select count(*)::int as total from async_deletion where ${where}`,
-    params,
-  );
-  const order = open
-    ? `status = 'failed' desc, created_at, id`
-    : `coalesce(delete_verified_at, finished_at, created_at) desc, id desc`;
-  const found = await rows<Record<string, unknown>>(
-    em,
-    `select ${VIEW_COLUMNS}, released_at,
-            (select r.key_id from deletion_receipt r where r.request_id = async_deletion.id) as receipt_key_id
-       from async_deletion where ${where} order by ${order} limit ?`,
-    [...params, filter.limit],
-  );
+  let query = db(em)
+    .selectFrom('async_deletion')
+    .select(viewColumns)
+    .select((eb) => [
+      'async_deletion.released_at',
+      eb
+        .selectFrom('deletion_receipt as r')
+        .select('r.key_id')
+        .whereRef('r.request_id', '=', 'async_deletion.id')
+        .as('receipt_key_id'),
+    ])
+    .where((eb) => eb('async_deletion.status', '=', eb.fn.any(eb.val(statuses))));
+  // delete_verified_at is null: the partial index of the requests not done.
+  if (open) query = query.where('async_deletion.delete_verified_at', 'is', null);
+  if (filter.projectId !== null) query = query.where('async_deletion.project_id', '=', filter.projectId);
+  const ordered = open
+    ? query
+        .orderBy((eb) => eb('async_deletion.status', '=', sql.lit('failed')), 'desc')
+        .orderBy('created_at')
+        .orderBy('id')
+    : query
+        .orderBy(
+          (eb) =>
+            eb.fn.coalesce(
+              'async_deletion.delete_verified_at',
+              'async_deletion.finished_at',
+              'async_deletion.created_at',
+            ),
+          'desc',
+        )
+        .orderBy('id', 'desc');
+  const found = await pagedSelect(em, ordered, { limit: filter.limit, offset: 0 });
   return {
-    total,
-    results: found.map((row) => ({
+    total: found.count,
+    results: found.rows.map((row) => ({
       ...view(row),
-      released_at: isoTimestamp(row.released_at as Date | string | null),
-      receipt_key_id: (row.receipt_key_id as string | null) ?? null,
+      released_at: isoTimestamp(row.released_at),
+      receipt_key_id: row.receipt_key_id ?? null,
     })),
   };
 }
 
 /** Requests by status, for the metrics. */
 export async function deletionCountsByStatus(em: EntityManager): Promise<{ status: string; n: number }[]> {
-  return rows(em, `select status, count(*)::int as n from async_deletion group by status`);
+  return db(em)
+    .selectFrom('async_deletion')
+    .select((eb) => ['status', eb.cast<number>(eb.fn.countAll(), 'integer').as('n')])
+    .groupBy('status')
+    .execute();
 }
+
+/** The request `id`, in project `projectId` (null: any project). */
+const inProject = (eb: AsyncDeletionExpressions, projectId: number | null, id: string) =>
+  projectId === null
+    ? eb('async_deletion.id', '=', id)
+    : eb.and([eb('async_deletion.id', '=', id), eb('async_deletion.project_id', '=', projectId)]);
 
 /**
  * An operator's retry of a failed request: due at once. Answers the request, or why not
@@ -245,19 +325,20 @@ export async function retryFailedDeletion(
   projectId: number | null,
   id: string,
 ): Promise<DeletionRequestView | 'not_found' | 'not_failed'> {
-  const [updated] = await rows(
-    em,
-    `update async_deletion set next_attempt_at = now()
-      where id = ? and (?::int is null or project_id = ?) and status = 'failed' and delete_verified_at is null
-      returning ${VIEW_COLUMNS}`,
-    [id, projectId, projectId],
-  );
+  const updated = await db(em)
+    .updateTable('async_deletion')
+    .set({ next_attempt_at: sql`now()` })
+    .where((eb) => inProject(eb, projectId, id))
+    .where('async_deletion.status', '=', 'failed')
+    .where('async_deletion.delete_verified_at', 'is', null)
+    .returning(viewColumns)
+    .executeTakeFirst();
   if (updated) return view(updated);
-  const [exists] = await rows(em, `select 1 from async_deletion where id = ? and (?::int is null or project_id = ?)`, [
-    id,
-    projectId,
-    projectId,
-  ]);
+  const exists = await db(em)
+    .selectFrom('async_deletion')
+    .select(sql.lit(1).as('one'))
+    .where((eb) => inProject(eb, projectId, id))
+    .executeTakeFirst();
   return exists ? 'not_failed' : 'not_found';
 }
 
@@ -272,21 +353,20 @@ export async function cancelPendingDeletion(
   projectId: number | null,
   id: string,
 ): Promise<{ cancelled: boolean; request: DeletionRequestView } | undefined> {
-  const inProject = `id = ? and (?::int is null or project_id = ?)`;
-  const [updated] = await rows(
-    em,
-    `update async_deletion set status = 'cancelled', finished_at = now(), lease_until = null, next_attempt_at = null
-      where ${inProject} and status = 'pending'
-      returning ${VIEW_COLUMNS}`,
-    [id, projectId, projectId],
-  );
+  const updated = await db(em)
+    .updateTable('async_deletion')
+    .set({ status: 'cancelled', finished_at: sql`now()`, lease_until: null, next_attempt_at: null })
+    .where((eb) => inProject(eb, projectId, id))
+    .where('async_deletion.status', '=', 'pending')
+    .returning(viewColumns)
+    .executeTakeFirst();
   if (updated) return { cancelled: true, request: view(updated) };
   // A statement of its own: it sees a claim that committed while the update waited for the row.
-  const [current] = await rows(em, `select ${VIEW_COLUMNS} from async_deletion where ${inProject}`, [
-    id,
-    projectId,
-    projectId,
-  ]);
+  const current = await db(em)
+    .selectFrom('async_deletion')
+    .select(viewColumns)
+    .where((eb) => inProject(eb, projectId, id))
+    .executeTakeFirst();
   return current ? { cancelled: false, request: view(current) } : undefined;
 }
 
@@ -298,13 +378,14 @@ export async function releaseDeletions(
   mode: DeletionMode,
   createdBefore: Date | null,
 ): Promise<string[]> {
-  const released = await rows<{ id: string }>(
-    em,
-    `update async_deletion set released_at = now()
-      where mode = ? and released_at is null and status = 'pending' and (?::timestamptz is null or created_at < ?::timestamptz)
-      returning id::text`,
-    [mode, createdBefore?.toISOString() ?? null, createdBefore?.toISOString() ?? null],
-  );
+  let query = db(em)
+    .updateTable('async_deletion')
+    .set({ released_at: sql`now()` })
+    .where('mode', '=', mode)
+    .where('released_at', 'is', null)
+    .where('status', '=', 'pending');
+  if (createdBefore) query = query.where('created_at', '<', sql<Date>`${createdBefore.toISOString()}::timestamptz`);
+  const released = await query.returning((eb) => eb.cast<string>('id', 'text').as('id')).execute();
   return released.map((r) => r.id);
 }
 
@@ -313,12 +394,36 @@ export async function releaseDeletions(
  * still holds its lease (a lead renews its batch's leases together, but between two renewals a
  * companion's may lapse first).
  */
-const ORPHANED = `(status = 'running' and lease_until < now()
-  and not exists (select 1 from async_deletion lead
-                   where lead.id = async_deletion.claimed_by and lead.id <> async_deletion.id
-                     and lead.status = 'running' and lead.lease_until >= now()))`;
+const orphaned = (eb: AsyncDeletionExpressions) =>
+  eb.and([
+    eb('async_deletion.status', '=', 'running'),
+    eb('async_deletion.lease_until', '<', sql<Date>`now()`),
+    eb.not(
+      eb.exists(
+        eb
+          .selectFrom('async_deletion as lead')
+          .select(sql.lit(1).as('one'))
+          .whereRef('lead.id', '=', 'async_deletion.claimed_by')
+          .whereRef('lead.id', '<>', 'async_deletion.id')
+          .where('lead.status', '=', 'running')
+          .where('lead.lease_until', '>=', sql<Date>`now()`),
+      ),
+    ),
+  ]);
 /** A request a worker may take: not done, and pending or orphaned. */
-const CLAIMABLE = `delete_verified_at is null and (status = 'pending' or ${ORPHANED})`;
+const claimable = (eb: AsyncDeletionExpressions) =>
+  eb.and([
+    eb('async_deletion.delete_verified_at', 'is', null),
+    eb.or([eb('async_deletion.status', '=', 'pending'), orphaned(eb)]),
+  ]);
+/** A failed request not done: its job (a claim) is its retry. */
+const failedNotDone = (eb: AsyncDeletionExpressions) =>
+  eb.and([eb('async_deletion.status', '=', 'failed'), eb('async_deletion.delete_verified_at', 'is', null)]);
+/** Released by its window, or immediate. */
+const released = (eb: AsyncDeletionExpressions) =>
+  eb.or([eb('async_deletion.mode', '=', 'immediate'), eb('async_deletion.released_at', 'is not', null)]);
+/** `now() + leaseSeconds`, the end of a lease. */
+const leaseEnd = (leaseSeconds: number) => sql<Date>`now() + make_interval(secs => ${leaseSeconds})`;
 
 /**
  * Requests that should have a live job: released (or immediate) and claimable, or failed and due
@@ -330,15 +435,17 @@ export async function dueDeletionIds(
   among: string[] | null = null,
   limit = 10_000,
 ): Promise<string[]> {
-  const due = await rows<{ id: string }>(
-    em,
-    `select id::text from async_deletion
-      where (((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
-             or (status = 'failed' and delete_verified_at is null and next_attempt_at <= now()))
-        and (?::bigint[] is null or id = any(?::bigint[]))
-      order by id limit ?`,
-    [among && pgArray(among), among && pgArray(among), limit],
-  );
+  let query = db(em)
+    .selectFrom('async_deletion')
+    .select((eb) => eb.cast<string>('async_deletion.id', 'text').as('id'))
+    .where((eb) =>
+      eb.or([
+        eb.and([released(eb), claimable(eb)]),
+        eb.and([failedNotDone(eb), eb('async_deletion.next_attempt_at', '<=', sql<Date>`now()`)]),
+      ]),
+    );
+  if (among) query = query.where((eb) => eb('async_deletion.id', '=', eb.fn.any(eb.val(among))));
+  const due = await query.orderBy('id').limit(limit).execute();
   return due.map((r) => r.id);
 }
 
@@ -360,30 +467,51 @@ export async function claimDeletion(
   id: string,
   leaseSeconds: number,
 ): Promise<ClaimedDeletion | undefined> {
-  const [result] = await rows<Record<string, unknown> & { claimed: boolean; previous_status: string }>(
-    em,
-    `with previous as (select id as previous_id, status as previous_status from async_deletion where id = ? for update),
-     claimed as (
-       update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
-              lease_until = now() + make_interval(secs => ?), claimed_by = id
-         from previous
-        where id = previous_id and (${CLAIMABLE} or (status = 'failed' and delete_verified_at is null))
-        returning async_deletion.*, true as claimed, previous_status)
-     select * from claimed
-     union all
-     select *, false, status from async_deletion where id = ? and not exists (select 1 from claimed)`,
-    [id, leaseSeconds, id],
-  );
+  const result = await db(em)
+    .with('previous', (q) =>
+      q
+        .selectFrom('async_deletion')
+        .select(['id as previous_id', 'status as previous_status'])
+        .where('id', '=', id)
+        .forUpdate(),
+    )
+    .with('claimed', (q) =>
+      q
+        .updateTable('async_deletion')
+        .from('previous')
+        .set((eb) => ({
+          status: 'running',
+          started_at: eb.fn.coalesce('async_deletion.started_at', sql<Date>`now()`),
+          attempts: eb('async_deletion.attempts', '+', 1),
+          lease_until: leaseEnd(leaseSeconds),
+          claimed_by: eb.ref('async_deletion.id'),
+        }))
+        .whereRef('async_deletion.id', '=', 'previous.previous_id')
+        .where((eb) => eb.or([claimable(eb), failedNotDone(eb)]))
+        .returningAll('async_deletion')
+        .returning([sql<boolean>`true`.as('claimed'), 'previous.previous_status']),
+    )
+    .selectFrom('claimed')
+    .selectAll()
+    .unionAll((eb) =>
+      eb
+        .selectFrom('async_deletion')
+        .selectAll()
+        .select([sql<boolean>`false`.as('claimed'), 'async_deletion.status as previous_status'])
+        .where('async_deletion.id', '=', id)
+        .where(({ not, exists, selectFrom }) => not(exists(selectFrom('claimed').select(sql.lit(1).as('one'))))),
+    )
+    .executeTakeFirst();
   if (!result) return undefined;
   const { claimed, previous_status, ...row } = result;
   // The update matched nothing while the row still looked pending: a cancel (or another claim) that
   // committed while this statement waited for the row. A statement of its own sees what it is now.
   if (!claimed && row.status === 'pending') {
-    const [now] = await rows<{ status: string; claimed_by: unknown }>(
-      em,
-      `select status, claimed_by from async_deletion where id = ?`,
-      [id],
-    );
+    const now = await db(em)
+      .selectFrom('async_deletion')
+      .select(['status', 'claimed_by'])
+      .where('id', '=', id)
+      .executeTakeFirst();
     Object.assign(row, now);
   }
   return { request: em.map(AsyncDeletion, row), claimed, previousStatus: previous_status };
@@ -400,20 +528,42 @@ export async function claimCompanions(
   limit: number,
 ): Promise<{ id: string; previousStatus: string }[]> {
   if (limit <= 0) return [];
-  const claimed = await rows<{ id: string; previous_status: string }>(
-    em,
-    `update async_deletion set status = 'running', started_at = coalesce(started_at, now()), attempts = attempts + 1,
-            lease_until = now() + make_interval(secs => ?), claimed_by = ?
-       from (select id as companion_id, status as previous_status from async_deletion
-              where project_id = ? and deletion_type = 'person_events' and id <> ?
-                and (mode = 'immediate' or released_at is not null)
-                -- its own batch of an earlier attempt too, which no one else may take while it lives
-                and (${CLAIMABLE} or (claimed_by = ? and status = 'running' and delete_verified_at is null))
-              order by id limit ? for update skip locked) companions
-      where id = companion_id
-      returning id::text, previous_status`,
-    [leaseSeconds, lead.id, lead.projectId, lead.id, lead.id, limit],
-  );
+  const companions = db(em)
+    .selectFrom('async_deletion')
+    .select(['async_deletion.id as companion_id', 'async_deletion.status as previous_status'])
+    .where('async_deletion.project_id', '=', lead.projectId)
+    .where('async_deletion.deletion_type', '=', 'person_events')
+    .where('async_deletion.id', '<>', lead.id)
+    .where(released)
+    .where((eb) =>
+      eb.or([
+        claimable(eb),
+        // its own batch of an earlier attempt too, which no one else may take while it lives
+        eb.and([
+          eb('async_deletion.claimed_by', '=', lead.id),
+          eb('async_deletion.status', '=', 'running'),
+          eb('async_deletion.delete_verified_at', 'is', null),
+        ]),
+      ]),
+    )
+    .orderBy('async_deletion.id')
+    .limit(limit)
+    .forUpdate()
+    .skipLocked()
+    .as('companions');
+  const claimed = await db(em)
+    .updateTable('async_deletion')
+    .from(companions)
+    .set((eb) => ({
+      status: 'running',
+      started_at: eb.fn.coalesce('async_deletion.started_at', sql<Date>`now()`),
+      attempts: eb('async_deletion.attempts', '+', 1),
+      lease_until: leaseEnd(leaseSeconds),
+      claimed_by: lead.id,
+    }))
+    .whereRef('async_deletion.id', '=', 'companions.companion_id')
+    .returning((eb) => [eb.cast<string>('async_deletion.id', 'text').as('id'), 'companions.previous_status'])
+    .execute();
   return claimed.map((r) => ({ id: r.id, previousStatus: r.previous_status }));
 }
 
@@ -430,16 +580,22 @@ export async function eventDeletionTargets(
 }
 
 export async function renewLeases(em: EntityManager, batch: string[], leaseSeconds: number): Promise<void> {
-  await run(
-    em,
-    `update async_deletion set lease_until = now() + make_interval(secs => ?) where id = any(?::bigint[]) and delete_verified_at is null`,
-    [leaseSeconds, pgArray(batch)],
-  );
+  await db(em)
+    .updateTable('async_deletion')
+    .set({ lease_until: leaseEnd(leaseSeconds) })
+    .where((eb) => eb('id', '=', eb.fn.any(eb.val(batch))))
+    .where('delete_verified_at', 'is', null)
+    .execute();
 }
 
 /** Counts deleted rows on the request that did the work, in the delete's own transaction. */
 export async function addRowsDeleted(em: EntityManager, id: string, n: number): Promise<void> {
-  if (n > 0) await run(em, `update async_deletion set rows_deleted = rows_deleted + ? where id = ?`, [n, id]);
+  if (n > 0)
+    await db(em)
+      .updateTable('async_deletion')
+      .set((eb) => ({ rows_deleted: eb('rows_deleted', '+', String(n)) }))
+      .where('id', '=', id)
+      .execute();
 }
 
 /** Verified: nothing the requests cover is left. */
@@ -460,11 +616,12 @@ export async function completeDeletions(em: EntityManager, batch: string[]): Pro
 
 /** After an error: the retry (or, for a batch, any worker) may claim the rows at once rather than after the lease. */
 export async function dropLeases(em: EntityManager, batch: string[]): Promise<void> {
-  await run(
-    em,
-    `update async_deletion set lease_until = now() where id = any(?::bigint[]) and delete_verified_at is null`,
-    [pgArray(batch)],
-  );
+  await db(em)
+    .updateTable('async_deletion')
+    .set({ lease_until: sql`now()` })
+    .where((eb) => eb('id', '=', eb.fn.any(eb.val(batch))))
+    .where('delete_verified_at', 'is', null)
+    .execute();
 }
 
 /**
@@ -508,18 +665,43 @@ export interface DeletionAges {
 }
 
 export async function deletionAges(em: EntityManager): Promise<DeletionAges> {
-  const [ages] = await rows<{ open: number | null; due: number | null }>(
-    em,
-    `select extract(epoch from now() - min(created_at)
-                    filter (where status in ('pending', 'running', 'failed')))::float8 as open,
-            extract(epoch from now() - min(case when status = 'failed' then next_attempt_at
-                                                when status = 'running' then lease_until
-                                                when mode = 'immediate' then created_at
-                                                else released_at end)
-                    filter (where ((mode = 'immediate' or released_at is not null) and ${CLAIMABLE})
-                               or (status = 'failed' and next_attempt_at <= now())))::float8 as due
-       from async_deletion where delete_verified_at is null`,
-  );
+  const secondsSince = (instant: Expression<Date | null>) =>
+    sql<number | null>`extract(epoch from now() - ${instant})::float8`;
+  const ages = await db(em)
+    .selectFrom('async_deletion')
+    .select((eb) => [
+      secondsSince(
+        eb.fn
+          .min('async_deletion.created_at')
+          .filterWhere('async_deletion.status', 'in', ['pending', 'running', 'failed']),
+      ).as('open'),
+      secondsSince(
+        eb.fn
+          .min(
+            eb
+              .case()
+              .when('async_deletion.status', '=', 'failed')
+              .then(eb.ref('async_deletion.next_attempt_at'))
+              .when('async_deletion.status', '=', 'running')
+              .then(eb.ref('async_deletion.lease_until'))
+              .when('async_deletion.mode', '=', 'immediate')
+              .then(eb.ref('async_deletion.created_at'))
+              .else(eb.ref('async_deletion.released_at'))
+              .end(),
+          )
+          .filterWhere((f) =>
+            f.or([
+              f.and([released(f), claimable(f)]),
+              f.and([
+                f('async_deletion.status', '=', 'failed'),
+                f('async_deletion.next_attempt_at', '<=', sql<Date>`now()`),
+              ]),
+            ]),
+          ),
+      ).as('due'),
+    ])
+    .where('async_deletion.delete_verified_at', 'is', null)
+    .executeTakeFirstOrThrow();
   const seconds = (value: number | null) => (value === null ? null : Number(value));
   return { oldestOpenSeconds: seconds(ages.open), oldestDueSeconds: seconds(ages.due) };
 }
@@ -543,24 +725,37 @@ export async function takeIdempotencyKey(
   fingerprint: string,
   hours: number,
 ): Promise<(StoredAnswer & { fingerprint: string }) | null> {
-  const [taken] = await rows(
-    em,
-    `insert into deletion_idempotency_key as k (project_id, key, fingerprint, expires_at)
-     values (?, ?, ?, now() + make_interval(hours => ?))
-     on conflict (project_id, key) do update
-       set fingerprint = excluded.fingerprint, response_status = null, response_body = null, created_at = now(),
-           expires_at = excluded.expires_at
-       where k.expires_at <= now()
-     returning 1`,
-    [projectId, key, fingerprint, hours],
-  );
+  const taken = await db(em)
+    .insertInto('deletion_idempotency_key')
+    .values({
+      project_id: projectId,
+      key,
+      fingerprint,
+      expires_at: sql<Date>`now() + make_interval(hours => ${hours})`,
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['project_id', 'key'])
+        .doUpdateSet((eb) => ({
+          fingerprint: eb.ref('excluded.fingerprint'),
+          response_status: null,
+          response_body: null,
+          created_at: sql<Date>`now()`,
+          expires_at: eb.ref('excluded.expires_at'),
+        }))
+        .where('deletion_idempotency_key.expires_at', '<=', sql<Date>`now()`),
+    )
+    .returning(sql.lit(1).as('one'))
+    .executeTakeFirst();
   if (taken) return null;
-  const [earlier] = await rows<{ fingerprint: string; response_status: number; response_body: unknown }>(
-    em,
-    `select fingerprint, response_status, response_body from deletion_idempotency_key where project_id = ? and key = ?`,
-    [projectId, key],
-  );
-  return { fingerprint: earlier.fingerprint, status: earlier.response_status, body: earlier.response_body };
+  const earlier = await db(em)
+    .selectFrom('deletion_idempotency_key')
+    .select(['fingerprint', 'response_status', 'response_body'])
+    .where('project_id', '=', projectId)
+    .where('key', '=', key)
+    .executeTakeFirstOrThrow();
+  // The transaction that took the key answered before it committed: its status is set.
+  return { fingerprint: earlier.fingerprint, status: earlier.response_status as number, body: earlier.response_body };
 }
 
 /** The answer to the request that took the key, in its transaction. */
@@ -570,21 +765,22 @@ export async function storeIdempotentAnswer(
   key: string,
   answer: StoredAnswer,
 ): Promise<void> {
-  await run(
-    em,
-    `update deletion_idempotency_key set response_status = ?, response_body = ?::jsonb where project_id = ? and key = ?`,
-    [
-      answer.status,
-      answer.body === null || answer.body === undefined ? null : JSON.stringify(answer.body),
-      projectId,
-      key,
-    ],
-  );
+  const body = answer.body === null || answer.body === undefined ? null : JSON.stringify(answer.body);
+  await db(em)
+    .updateTable('deletion_idempotency_key')
+    .set({ response_status: answer.status, response_body: sql`${body}::jsonb` })
+    .where('project_id', '=', projectId)
+    .where('key', '=', key)
+    .execute();
 }
 
 /** Deletes the expired keys; returns how many. */
 export async function purgeExpiredIdempotencyKeys(em: EntityManager): Promise<number> {
-  return run(em, `delete from deletion_idempotency_key where expires_at <= now()`);
+  const deleted = await db(em)
+    .deleteFrom('deletion_idempotency_key')
+    .where('expires_at', '<=', sql<Date>`now()`)
+    .executeTakeFirst();
+  return Number(deleted.numDeletedRows);
 }
 
 // ---- Dry runs: what a request would delete now ----------------------------------------------------
@@ -600,17 +796,27 @@ export async function countPersonData(
   target: { personIds: string[]; distinctIds: string[] },
   what: { events: boolean; recordings: boolean },
 ): Promise<{ events: number; recordings: number }> {
-  const [{ now }] = await rows<{ now: string }>(em, `select now()::text as now`);
-  const count = async (sql: string, params: unknown[]) => (await rows<{ n: number }>(em, sql, params))[0].n;
+  const { now } = await db(em)
+    .selectNoFrom((eb) => eb.cast<string>(sql`now()`, 'text').as('now'))
+    .executeTakeFirstOrThrow();
   const events = what.events
     ? (await eventStore.personEventCounts(projectId, { ...target, cutoff: now })).reduce((n, c) => n + c.n, 0)
     : 0;
   const recordings = what.recordings
-    ? await count(
-        `select count(*)::int as n from session_recording
-          where project_id = ? and (person_id = any(?::uuid[]) or distinct_id = any(?::text[])) and created_at <= ?::timestamptz`,
-        [projectId, pgArray(target.personIds), pgArray(target.distinctIds), now],
-      )
+    ? (
+        await db(em)
+          .selectFrom('session_recording')
+          .select((eb) => eb.cast<number>(eb.fn.countAll(), 'integer').as('n'))
+          .where('project_id', '=', projectId)
+          .where((eb) =>
+            eb.or([
+              eb('person_id', '=', eb.fn.any(eb.val(target.personIds))),
+              eb('distinct_id', '=', eb.fn.any(eb.val(target.distinctIds))),
+            ]),
+          )
+          .where('created_at', '<=', sql<Date>`${now}::timestamptz`)
+          .executeTakeFirstOrThrow()
+      ).n
     : 0;
   return { events, recordings };
 }

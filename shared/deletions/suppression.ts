@@ -3,7 +3,8 @@
 // makes a new person, which stays our default. The rows are deletion_suppression (migration 0049);
 // capture reads them through a `SuppressionLookup` (the API process's cache, or PostgreSQL directly).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { type Kysely, sql } from 'kysely';
+import { type DB, db, prepared } from '../db/kysely.ts';
 import { mergePartner, type IngestEvent } from '../ingestion/persons.ts';
 import type { IngestionWarningInput } from '../ingestion/warnings.ts';
 
@@ -26,14 +27,19 @@ export async function activeSuppressions(
   distinctIds: string[],
 ): Promise<SuppressedIds> {
   if (distinctIds.length === 0) return new Map();
-  const found = await rows<{ distinct_id: string; id: string }>(
-    em,
-    `select distinct_id, id::text from deletion_suppression
-      where project_id = ? and lifted_at is null and distinct_id = any(?::text[])`,
-    [projectId, pgArray(distinctIds)],
-  );
+  const found = await activeAmong(db(em), projectId, distinctIds);
   return new Map(found.map((r) => [r.distinct_id, r.id]));
 }
+
+// Capture's statement (every batch), built once.
+const activeAmong = prepared((kysely: Kysely<DB>, projectId: number, distinctIds: string[]) =>
+  kysely
+    .selectFrom('deletion_suppression')
+    .select((eb) => ['distinct_id', eb.cast<string>('id', 'text').as('id')])
+    .where('project_id', '=', projectId)
+    .where('lifted_at', 'is', null)
+    .where((eb) => eb('distinct_id', '=', eb.fn.any(eb.val(distinctIds)))),
+);
 
 /**
  * A project's active suppressions, up to `limit` (null: more than that; the caller then looks up
@@ -44,11 +50,13 @@ export async function projectSuppressions(
   projectId: number,
   limit: number,
 ): Promise<SuppressedIds | null> {
-  const found = await rows<{ distinct_id: string; id: string }>(
-    em,
-    `select distinct_id, id::text from deletion_suppression where project_id = ? and lifted_at is null limit ?`,
-    [projectId, limit + 1],
-  );
+  const found = await db(em)
+    .selectFrom('deletion_suppression')
+    .select((eb) => ['distinct_id', eb.cast<string>('id', 'text').as('id')])
+    .where('project_id', '=', projectId)
+    .where('lifted_at', 'is', null)
+    .limit(limit + 1)
+    .execute();
   if (found.length > limit) return null;
   return new Map(found.map((r) => [r.distinct_id, r.id]));
 }
@@ -126,12 +134,17 @@ export async function dropSuppressed(
 /** Adds a request's dropped events to their suppression rows, in one statement. */
 export async function countDropped(em: EntityManager, dropped: Map<string, number>): Promise<void> {
   if (dropped.size === 0) return;
-  await run(
-    em,
-    `update deletion_suppression s set dropped_count = s.dropped_count + d.n
-       from unnest(?::bigint[], ?::bigint[]) as d(id, n) where s.id = d.id`,
-    [pgArray([...dropped.keys()]), pgArray([...dropped.values()])],
-  );
+  await db(em)
+    .updateTable('deletion_suppression')
+    .from(
+      sql<{
+        id: string;
+        n: string;
+      }>`unnest(${[...dropped.keys()]}::bigint[], ${[...dropped.values()]}::bigint[])`.as<'d'>(sql`d(id, n)`),
+    )
+    .set((eb) => ({ dropped_count: eb('deletion_suppression.dropped_count', '+', eb.ref('d.n')) }))
+    .whereRef('deletion_suppression.id', '=', 'd.id')
+    .execute();
 }
 
 /**
@@ -146,14 +159,22 @@ export async function recordSuppressions(
   const pairs = targets.flatMap((t) => t.distinctIds.map((d) => [t.requestId, d] as const));
   const made = new Map<string, string[]>();
   if (pairs.length === 0) return made;
-  const inserted = await rows<{ request_id: string; distinct_id: string }>(
-    em,
-    `insert into deletion_suppression (project_id, distinct_id, request_id)
-     select ?, d.distinct_id, d.request_id from unnest(?::bigint[], ?::text[]) as d(request_id, distinct_id)
-     on conflict (project_id, distinct_id) where lifted_at is null do nothing
-     returning request_id::text, distinct_id`,
-    [projectId, pgArray(pairs.map((p) => p[0])), pgArray(pairs.map((p) => p[1]))],
-  );
+  const inserted = await db(em)
+    .insertInto('deletion_suppression')
+    .columns(['project_id', 'distinct_id', 'request_id'])
+    .expression((eb) =>
+      eb
+        .selectFrom(
+          sql<{ request_id: string; distinct_id: string }>`unnest(${pairs.map((p) => p[0])}::bigint[], ${pairs.map(
+            (p) => p[1],
+          )}::text[])`.as<'d'>(sql`d(request_id, distinct_id)`),
+        )
+        .select([eb.val(projectId).as('project_id'), 'd.distinct_id', 'd.request_id']),
+    )
+    // The arbiter is the partial unique index of active rows.
+    .onConflict((oc) => oc.columns(['project_id', 'distinct_id']).where('lifted_at', 'is', null).doNothing())
+    .returning((eb) => [eb.cast<string>('request_id', 'text').as('request_id'), 'distinct_id'])
+    .execute();
   for (const r of inserted) made.set(r.request_id, [...(made.get(r.request_id) ?? []), r.distinct_id]);
   return made;
 }
@@ -163,12 +184,19 @@ export async function liftSuppressions(
   em: EntityManager,
   requestId: string,
 ): Promise<{ lifted: string[]; hadAny: boolean }> {
-  const lifted = await rows<{ distinct_id: string }>(
-    em,
-    `update deletion_suppression set lifted_at = now() where request_id = ? and lifted_at is null returning distinct_id`,
-    [requestId],
-  );
+  const lifted = await db(em)
+    .updateTable('deletion_suppression')
+    .set({ lifted_at: sql`now()` })
+    .where('request_id', '=', requestId)
+    .where('lifted_at', 'is', null)
+    .returning('distinct_id')
+    .execute();
   if (lifted.length > 0) return { lifted: lifted.map((r) => r.distinct_id), hadAny: true };
-  const [any] = await rows(em, `select 1 from deletion_suppression where request_id = ? limit 1`, [requestId]);
+  const any = await db(em)
+    .selectFrom('deletion_suppression')
+    .select(sql.lit(1).as('one'))
+    .where('request_id', '=', requestId)
+    .limit(1)
+    .executeTakeFirst();
   return { lifted: [], hadAny: any !== undefined };
 }

@@ -1,7 +1,8 @@
 // The webhook events of deletion requests: deletion.queued, .running, .completed, .failed and .cancelled,
 // one per request and transition, queued in the transaction of the transition (shared/webhooks/).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { pgArray, rows } from '../db/sql.ts';
+import { sql } from 'kysely';
+import { db } from '../db/kysely.ts';
 import { queueWebhookEvents } from '../webhooks/service.ts';
 import { deletionRequestsByIds } from './store.ts';
 
@@ -35,13 +36,19 @@ export async function queueDeletionEvents(
 ): Promise<string[]> {
   if (ids.length === 0) return [];
   return queueWebhookEvents(em, projectId, `deletion.${transition}`, async () => {
-    const moved = await rows<{ id: string; batch_lead_id: string | null; batch_rows_deleted: string | null }>(
-      em,
-      `select a.id::text, a.claimed_by::text as batch_lead_id, lead.rows_deleted::text as batch_rows_deleted
-         from async_deletion a left join async_deletion lead on lead.id = a.claimed_by
-        where a.id = any(?::bigint[]) and a.project_id = ? and a.status = ? and (? <> 'queued' or a.created_at = now())`,
-      [pgArray(ids), projectId, STATUS_AFTER[transition], transition],
-    );
+    let query = db(em)
+      .selectFrom('async_deletion as a')
+      .leftJoin('async_deletion as lead', 'lead.id', 'a.claimed_by')
+      .select((eb) => [
+        eb.cast<string>('a.id', 'text').as('id'),
+        eb.cast<string | null>('a.claimed_by', 'text').as('batch_lead_id'),
+        eb.cast<string | null>('lead.rows_deleted', 'text').as('batch_rows_deleted'),
+      ])
+      .where((eb) => eb('a.id', '=', eb.fn.any(eb.val(ids))))
+      .where('a.project_id', '=', projectId)
+      .where('a.status', '=', STATUS_AFTER[transition]);
+    if (transition === 'queued') query = query.where('a.created_at', '=', sql<Date>`now()`);
+    const moved = await query.execute();
     const views = await deletionRequestsByIds(
       em,
       moved.map((r) => r.id),

@@ -259,7 +259,7 @@ describe('a cancel and a claim that meet at the row lock', () => {
     );
     const queue = worker.deps.queues.deletions;
     const job = await queue.add('delete', { deletionId: id }, { jobId: deletionJobId(id) });
-    await waitingOn('claimed as (');
+    await waitingOn('"claimed" as (');
     await commit();
     const settled = await settledJob(queue, job);
     expect(settled.returnvalue).toEqual({ deleted: 0, skipped: 'cancelled' });
@@ -275,7 +275,7 @@ describe('a cancel and a claim that meet at the row lock', () => {
       id,
     );
     const cancelling = post(`${P()}/deletion_status/${id}/cancel/`);
-    await waitingOn(`set status = 'cancelled'`);
+    await waitingOn('set "status" = $1, "finished_at" = now(), "lease_until"');
     await commit();
     const res = await cancelling;
     expect(res.status).toBe(409);
