@@ -19,8 +19,12 @@ import { isStorableInstant } from '../time.ts';
 import { db } from '../db/kysely.ts';
 import { pgArray } from '../db/sql.ts';
 
-/** A cohort as membership reads it. */
-const cohortsIn = (em: EntityManager, projectId: number, ids: number[]) =>
+/** The cohorts of these ids (an id past the integer column's range names none: no query for it). */
+const cohortsIn = async (em: EntityManager, projectId: number, ids: number[]) => {
+  const valid = ids.filter((id) => Number.isSafeInteger(id) && id >= -2147483648 && id <= 2147483647);
+  return valid.length ? cohortsOf(em, projectId, valid) : [];
+};
+const cohortsOf = (em: EntityManager, projectId: number, ids: number[]) =>
   db(em)
     .selectFrom('cohort')
     .select(['id', 'is_static', 'filters'])
@@ -28,7 +32,7 @@ const cohortsIn = (em: EntityManager, projectId: number, ids: number[]) =>
     .where('deleted', '=', false)
     .where('id', 'in', ids)
     .execute();
-type CohortRow = Awaited<ReturnType<typeof cohortsIn>>[number];
+type CohortRow = Awaited<ReturnType<typeof cohortsOf>>[number];
 
 const INTERVALS: Record<string, string> = { day: 'days', week: 'weeks', month: 'months', year: 'years', hour: 'hours' };
 const MAX_NESTING = 5;
