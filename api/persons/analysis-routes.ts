@@ -5,7 +5,7 @@ import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
-import { actorOf, type ApiContext, defineRoute, type Validated } from '../http/routes.ts';
+import { actorOf, defineRoute, type RouteContext } from '../http/routes.ts';
 import { fieldOf, funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, PERSON_ID } from './queries.ts';
@@ -60,7 +60,7 @@ const activitySchema = {
   },
 };
 
-async function activityPage(ctx: ApiContext<Validated<typeof activityQuery>>, itemId: string | null) {
+async function activityPage(ctx: RouteContext<typeof activityQuery>, itemId: string | null) {
   const { page = 1, limit = 10 } = ctx.state.query;
   const { count, rows } = await storedActivityPage(ctx.state.em, ctx.state.project.id, 'Person', itemId, {
     limit,
@@ -94,7 +94,7 @@ async function activityPage(ctx: ApiContext<Validated<typeof activityQuery>>, it
 const splitQuery = { type: 'object', properties: FORMAT } as const;
 const splitBody = { type: 'object', properties: { main_distinct_id: {}, distinct_ids_to_split: {} } } as const;
 
-async function splitPerson(ctx: ApiContext<Validated<typeof splitQuery>, Validated<typeof splitBody>>) {
+async function splitPerson(ctx: RouteContext<typeof splitQuery, typeof splitBody>) {
   const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
   const body = ctx.state.body;
   const ids = orderedDistinctIds(person.distinct_ids);
@@ -137,7 +137,7 @@ const timelineQuery = {
   },
 } as const;
 
-async function propertiesTimeline(ctx: ApiContext<Validated<typeof timelineQuery>>) {
+async function propertiesTimeline(ctx: RouteContext<typeof timelineQuery>) {
   const person = await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id);
   const q = ctx.state.query;
   const from = parseDate(q.date_from, new Date(0), 'date_from');
@@ -181,7 +181,7 @@ const cohortsQuery = {
   properties: { ...FORMAT, person_id: { type: 'string', maxLength: 100 } },
 } as const;
 
-async function personCohorts(ctx: ApiContext<Validated<typeof cohortsQuery>>) {
+async function personCohorts(ctx: RouteContext<typeof cohortsQuery>) {
   const personId = ctx.state.query.person_id;
   if (typeof personId !== 'string' || personId === '')
     throw validationError('This field is required.', 'person_id', 'required');
@@ -192,7 +192,7 @@ async function personCohorts(ctx: ApiContext<Validated<typeof cohortsQuery>>) {
 
 // ---- funnel, correlation, lifecycle: persons envelope ----
 /** An analysis route's context: its query (the funnel's or the lifecycle's); a POST's body, unread until input(). */
-type AnalysisContext<QS> = ApiContext<Validated<QS>, unknown>;
+type AnalysisContext<QS> = RouteContext<QS>;
 
 function input(ctx: AnalysisContext<typeof funnelQuery | typeof lifecycleQuery>): Record<string, unknown> {
   return {
