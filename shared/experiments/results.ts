@@ -12,8 +12,8 @@
 // The daily run continues the stored days instead (computeCountsSince): the latest complete day's
 // per-variant sums plus the change since, from the persons active since then (see there).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
+import { type Selectable, sql } from 'kysely';
+import { type DB, db } from '../db/kysely.ts';
 import { rows, run } from '../db/sql.ts';
 import {
   analyseMetrics,
@@ -62,20 +62,19 @@ interface FlagVariant {
   rollout_percentage?: unknown;
 }
 
-/** The experiment row fields the computation reads, joined with its flag's key and filters. */
-export interface ExperimentRow {
-  id: number;
-  project_id: number;
-  flag_key: string;
-  flag_filters?: unknown;
-  start_date: string | Date;
-  stats_config?: unknown;
-  guardrail_status?: unknown;
-  metrics?: unknown;
-  metrics_secondary?: unknown;
-  primary_metrics_ordered_uuids?: unknown;
-  parameters?: unknown;
-}
+/** The experiment's columns the computation reads (the entity's types), with its flag's key and filters. */
+export type ExperimentRow = Pick<Selectable<DB['experiment']>, 'id' | 'project_id'> &
+  Partial<
+    Pick<
+      Selectable<DB['experiment']>,
+      | 'stats_config'
+      | 'guardrail_status'
+      | 'metrics'
+      | 'metrics_secondary'
+      | 'primary_metrics_ordered_uuids'
+      | 'parameters'
+    >
+  > & { start_date: string | Date; flag_key: string; flag_filters?: unknown };
 
 /**
  * Experiments that have started (not deleted), each with its flag's key and filters: what the results
