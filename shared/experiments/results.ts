@@ -462,12 +462,14 @@ async function staleSince(
     .executeTakeFirst();
   if (retention) return 'retention';
   if (!lateEvents) return null;
-  // Through the index on created_at: the rows inserted since, not the window's.
+  // Through the index on created_at: the rows inserted since, not the window's. `since` is a JS time
+  // (milliseconds) and created_at has microseconds: a row inserted in the run's own millisecond, before
+  // it read, is not late (it was read); counting it so made the next run recompute everything again.
   const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
   const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
   const late = await rows(
     em,
-    `select 1 from event e where e.created_at > ? and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
+    `select 1 from event e where e.created_at >= ?::timestamptz + interval '1 millisecond' and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
         and (e.event in (${events.map(() => '?').join(', ') || 'null'})
              or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
       limit 1`,
