@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { reconcileDeletions } from '../../worker/jobs/deletion-schedules.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
@@ -16,11 +16,8 @@ import {
   eventually,
   manageJson,
   settledJob,
-  startApi,
-  startTestWorker,
   uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
+  apiAndWorker,
 } from '../helpers.ts';
 import type { Config } from '../../shared/config.ts';
 import { createQueues, deletionJobId, requeueDeletions } from '../../shared/queues.ts';
@@ -29,29 +26,20 @@ import { freePort } from '../services.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
-const prefix = uniqueRedisPrefix();
 // Two quick attempts per job, so a request fails finally within a second; the first automatic
 // retry of a failed request waits 60 s, doubling up to an hour.
 const settings = (config: Config) => {
-  config.redisPrefix = prefix;
   config.jobs.attempts = 2;
   config.jobs.backoffMs = 50;
   config.deletion.retryFirstDelaySeconds = 60;
   config.deletion.retryMaxDelaySeconds = 3600;
 };
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi(settings);
-  worker = await startTestWorker(prefix, settings);
-  account = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const {
+  prefix,
+  api,
+  worker,
+  accounts: [account],
+} = await apiAndWorker({ configure: settings });
 
 const P = () => `/api/projects/${account.projectId}/persons`;
 const personByDistinctId = async (id: string) =>

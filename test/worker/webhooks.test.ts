@@ -4,7 +4,7 @@
 // receiver that never answers is cut off by the time limit, and an endless answer is read only up to the cap.
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
 import { claimDeletion, completeDeletions, dropLeases, recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
@@ -15,23 +15,12 @@ import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
-import {
-  call,
-  createAccount,
-  eventually,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../helpers.ts';
+import { call, createAccount, eventually, apiAndWorker } from '../helpers.ts';
 
-const prefix = uniqueRedisPrefix();
 const TIMEOUT_MS = 1500;
 // A deletion job fails finally at its first error (and its automatic retry is an hour away); a delivery
 // is tried twice, 50 ms apart; an attempt is cut off after 1.5 s.
 const settings = (config: Config) => {
-  config.redisPrefix = prefix;
   config.jobs.attempts = 1;
   config.jobs.backoffMs = 50;
   config.deletion.retryFirstDelaySeconds = 3600;
@@ -41,19 +30,11 @@ const settings = (config: Config) => {
   config.webhooks.maxResponseBytes = 64 * 1024;
   config.webhooks.allowPrivateUrls = true; // the receivers are on 127.0.0.1
 };
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi(settings);
-  worker = await startTestWorker(prefix, settings);
-  account = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
-});
+const {
+  api,
+  worker,
+  accounts: [account],
+} = await apiAndWorker({ configure: settings });
 
 const P = () => `/api/projects/${account.projectId}`;
 const personByDistinctId = async (id: string) =>

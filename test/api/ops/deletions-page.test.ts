@@ -1,37 +1,20 @@
 // The operators' deletion requests page over HTTP (the browser test in operator-pages.test.ts needs
 // Chromium): filtered by status (cancelled and completed as well as those not done), each verified
 // request linking to its signed receipt (JSON, the API's same receipt) and naming the key that signed it.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { canonicalJson, verifyReceiptSignature, receiptKeys } from '../../../shared/deletions/receipts.ts';
 import { capture } from '../../fixtures.ts';
-import {
-  call,
-  createAccount,
-  eventually,
-  startApi,
-  startTestWorker,
-  uniqueRedisPrefix,
-  type TestAccount,
-  type TestApi,
-} from '../../helpers.ts';
+import { call, eventually, apiAndWorker } from '../../helpers.ts';
 
 const READ = { username: 'admin', password: 'read-s3cret' };
-const prefix = uniqueRedisPrefix();
-let api: TestApi;
-let worker: Awaited<ReturnType<typeof startTestWorker>>;
-let account: TestAccount;
-
-beforeAll(async () => {
-  api = await startApi((config) => {
+const {
+  api,
+  worker,
+  accounts: [account],
+} = await apiAndWorker({
+  configure: (config) => {
     config.adminPassword = READ.password;
-    config.redisPrefix = prefix;
-  });
-  worker = await startTestWorker(prefix);
-  account = await createAccount(api.orm);
-});
-afterAll(async () => {
-  await worker.close();
-  await api.close();
+  },
 });
 
 const auth = {
