@@ -6,7 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Compilable, type Kysely, type Selectable, sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { cohortFilterResolver } from '../cohorts/membership.ts';
-import { type DB, db, prepared } from '../db/kysely.ts';
+import { type DB, db, kyselyOf, prepared } from '../db/kysely.ts';
 import { type PageResult, pagedSelect } from '../db/paged.ts';
 import { containsPattern, isUuid } from '../db/sql.ts';
 import type { EventStore } from '../events/event-store.ts';
@@ -23,7 +23,6 @@ export type PersonWithIds = Pick<Selectable<DB['person']>, 'id' | 'uuid' | 'prop
 
 /** `select p.* from person p`: the persons a statement of this module starts from, narrowed with where(). */
 const persons = (em: EntityManager | Kysely<DB>) => kyselyOf(em).selectFrom('person as p').selectAll('p');
-const kyselyOf = (em: EntityManager | Kysely<DB>): Kysely<DB> => ('selectFrom' in em ? em : db(em));
 type Persons = ReturnType<typeof persons>;
 
 /** The list's order on `p`: newest first with a stable tie-break. */
