@@ -26,7 +26,8 @@ import {
   startedExperiments,
 } from './results.ts';
 import { alwaysValidInterval, relativeEffectEstimate, sequentialRho2 } from './sequential.ts';
-import { type MetricKind, type MetricStats, normalQuantile, type VariantStats } from './stats.ts';
+import { type MetricStats, normalQuantile } from './stats.ts';
+import type { MetricKind, VariantStats } from './moments.ts';
 import { updateFlagFilters } from './store.ts';
 import { queueWebhookEvents } from '../webhooks/service.ts';
 

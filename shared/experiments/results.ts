@@ -21,10 +21,9 @@ import {
   correctionConfig,
   cupedLookbackDays,
   type MetricAnalysis,
-  type MetricKind,
   type MetricStats,
-  type VariantStats,
 } from './stats.ts';
+import type { MetricKind, VariantStats } from './moments.ts';
 import { type SequentialConfig, sequentialConfig } from './sequential.ts';
 
 export interface ExperimentForResults {

@@ -4,14 +4,8 @@
 // test/shared/experiments-simulation.test.ts and bench/experiments-simulation.ts feed them to the
 // real analyseMetrics/compareVariants of ./stats.ts, so the error rates they measure are the
 // engine's. The guardrail suite (./guardrail-simulation.ts) reads them every few minutes (simulateLooks).
-import {
-  type AnalysisSettings,
-  analyseMetrics,
-  type CorrectionMethod,
-  type MetricKind,
-  type MetricStats,
-  type VariantStats,
-} from './stats.ts';
+import { type AnalysisSettings, analyseMetrics, type CorrectionMethod, type MetricStats } from './stats.ts';
+import type { MetricKind, VariantStats } from './moments.ts';
 
 export type Rng = () => number;
 

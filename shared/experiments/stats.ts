@@ -11,8 +11,6 @@ import {
 } from './sequential.ts';
 import { type MetricKind, type Moments, moments, type VariantStats } from './moments.ts';
 
-export { type MetricKind, type Moments, moments, type VariantStats };
-
 export const MIN_EXPOSURES = 50;
 
 // ---- numerical helpers ----
