@@ -7,8 +7,8 @@
 //
 // Pass 1 finds the big containers (open → close position) in one linear scan; pass 2 builds them,
 // iteratively, handing every smaller value to JSON.parse.
+import { slicer } from './turns.ts';
 
-const SLICE_MS = 8;
 /** Deeper payloads are refused whole: pass 1 keeps a stack of this many positions at most. */
 export const MAX_NESTING = 100_000;
 
@@ -28,16 +28,6 @@ const OPEN_BRACKET = 91;
 const CLOSE_BRACKET = 93;
 
 const isSpace = (c: number) => c === 32 || c === 10 || c === 13 || c === 9;
-
-/** Measures the time since the last yield; `pause` yields once more than SLICE_MS has passed. */
-function slicer() {
-  let started = performance.now();
-  return async () => {
-    if (performance.now() - started < SLICE_MS) return;
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    started = performance.now();
-  };
-}
 
 /** Pass 1: containers whose text is longer than `smallChars`, by open position → close position. */
 async function bigContainers(

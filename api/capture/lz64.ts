@@ -2,7 +2,7 @@
 // the output. lz-string's own decompressor cannot be bounded: a 70 KB body of self-referencing codes
 // decodes to ~10⁹ characters. This one measures the output before writing it, stops as soon as it
 // passes `maxChars`, reserves the output's bytes from the caller's budget before allocating them, and
-// yields to the event loop every few milliseconds so one request never freezes the process.
+// works in turns of a few milliseconds (turns.ts) so no request, and no crowd of them, freezes the process.
 //
 // The format (lz-string 1.5): a bit stream, 6 bits per base64 character, most significant first;
 // each code is read least significant bit first, `numBits` wide. Codes 0 and 1 introduce an 8- or
@@ -16,6 +16,7 @@
 // is (offset, length) pairs and writing an entry is a copy within the output (a memmove for long
 // ones), not a string per entry. The output is one array of its exact size, of bytes when every char
 // is below 256 (JSON text mostly is: half the memory), else of 16-bit units.
+import { slicer } from './turns.ts';
 
 export class Lz64TooLarge extends Error {
   constructor(maxChars: number) {
@@ -28,10 +29,9 @@ const BASE64_VALUES = new Uint8Array(128);
 for (const [i, ch] of [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'].entries())
   BASE64_VALUES[ch.charCodeAt(0)] = i;
 
-const SLICE_MS = 8; // longest stretch of work before giving other requests a turn
-const CHECK_EVERY = 1 << 14; // work units (codes + characters written) between clock reads
-
-const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+// Work units (codes + characters written) between clock reads: small, so that a decode starting in a
+// poll phase beside many others (a barrage) gives way after a fraction of a millisecond.
+const CHECK_EVERY = 1 << 11;
 
 /**
  * Decodes lz-string base64 `input`: a string, or ASCII bytes (read as the same string without making
@@ -138,7 +138,7 @@ async function walk(
   let enlargeIn = 4;
 
   let work = 0;
-  let sliceStarted = performance.now();
+  const pause = slicer();
   for (;;) {
     if (index > length) return null; // ran out of input before the end code
     let code = readBits(numBits);
@@ -166,10 +166,7 @@ async function walk(
     if (--enlargeIn === 0) enlargeIn = 2 ** numBits++;
     if (work >= CHECK_EVERY) {
       work = 0;
-      if (performance.now() - sliceStarted > SLICE_MS) {
-        await yieldToEventLoop();
-        sliceStarted = performance.now();
-      }
+      await pause();
     }
   }
   return { length: written, wide };

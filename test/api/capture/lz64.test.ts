@@ -104,4 +104,32 @@ describe('decompressLz64', () => {
     }
     expect(ticks).toBeGreaterThan(1);
   });
+
+  it('decodes running together take turns: one slice per event-loop iteration, not one slice each', async () => {
+    // With a setImmediate per decode, every decode that paused resumed in the same iteration, so 16
+    // decodes held each iteration for 16 slices. Counted in iterations (a setImmediate chain), not in
+    // milliseconds: 16 decodes together must take many times the iterations one decode takes alone.
+    const text = JSON.stringify(Array.from({ length: 100_000 }, (_, i) => ({ i, id: `user-${(i * 7919) % 100003}` })));
+    const compressed = LZString.compressToBase64(text);
+    const iterationsDuring = async (decodes: number) => {
+      let iterations = 0;
+      let running = true;
+      const tick = () => {
+        iterations++;
+        if (running) setImmediate(tick);
+      };
+      setImmediate(tick);
+      try {
+        const outputs = await Promise.all(Array.from({ length: decodes }, () => decompressLz64(compressed, LIMIT)));
+        for (const output of outputs) expect(output).toBe(text);
+      } finally {
+        running = false;
+      }
+      return iterations;
+    };
+    const alone = await iterationsDuring(1);
+    const together = await iterationsDuring(16);
+    expect(alone).toBeGreaterThan(1);
+    expect(together).toBeGreaterThan(alone * 6);
+  });
 });
