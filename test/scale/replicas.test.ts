@@ -98,11 +98,18 @@ describe('replicas', () => {
       );
       return states.every((state) => state === 'completed') || null;
     }, 30_000);
-    const runs = workers
-      .flatMap((w) => w.output().split('\n'))
-      .filter((l) => l.includes('"msg":"job finished"') && l.includes('"job":"delete"'))
-      .map((l) => JSON.parse(l).jobId as string)
-      .filter((jobId) => requestIds.includes(jobId.replace('deletion-', '')));
+    // A job is completed in Redis before its worker's log line reaches this process through the pipe
+    // (at load 10 six of twenty were still on their way): wait for every job's line, then count them.
+    const finishedRuns = () =>
+      workers
+        .flatMap((w) => w.output().split('\n'))
+        .filter((l) => l.includes('"msg":"job finished"') && l.includes('"job":"delete"'))
+        .map((l) => JSON.parse(l).jobId as string)
+        .filter((jobId) => requestIds.includes(jobId.replace('deletion-', '')));
+    const runs = await eventually(async () => {
+      const found = finishedRuns();
+      return new Set(found).size === requestIds.length ? found : null;
+    }, 30_000);
     expect(runs.sort()).toEqual(requestIds.map((id) => `deletion-${id}`).sort()); // each once, no more
   }, 90_000);
 });
