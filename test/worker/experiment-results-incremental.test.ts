@@ -1,9 +1,11 @@
 // The daily results run is incremental: it starts from the stored counts of the last complete day and
-// adds what the persons active since then changed, so the event rows its statements read (EXPLAIN
-// ANALYZE of the very statements, replayed) stay about the same whether the experiment has run 4 days
-// or 16, while a full recompute's grow with the days. Its results are a full recompute's, also after a
-// person exposed earlier comes back, after a late event for an earlier day and after a deletion
-// (both make the run recompute in full, and say why).
+// each exposed person's stored state as of that day's end (experiment_person_state), and adds the
+// events since, so the event rows its statements read (EXPLAIN ANALYZE of the very statements,
+// replayed) are about those events, however long the experiment has run, while a full recompute's
+// grow with the days. Its results are a full recompute's, also after a person exposed earlier comes
+// back, on the next day from the state the run itself advanced, after a late event for an earlier
+// day, after a deletion and after persons merged with no new event (those three make the run
+// recompute in full, and say why).
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
@@ -45,7 +47,7 @@ async function experimentOf(id: number) {
  * and buy again the next day. Its results are computed (the backfill); then today's events arrive:
  * 12 new persons, yesterday's buying again, and two persons of the first day exposed again and buying.
  */
-async function runningExperiment(flag: string, days: number) {
+async function runningExperiment(flag: string, days: number, backfillAt?: Date) {
   const account = await createAccount(api.orm);
   const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
     key: account.apiKey,
@@ -73,8 +75,15 @@ async function runningExperiment(flag: string, days: number) {
   }
   await insertEvents(api.orm, account.projectId, past);
   await sql(api.orm, `analyze event, person, person_distinct_id`);
-  const backfill = await computeExperimentResults(job(res.body.id), worker.deps);
+  const backfill = await computeExperimentResults(job(res.body.id), worker.deps, backfillAt);
   expect(backfill.full).toBe(1);
+  // A backfill as of an earlier time (`backfillAt`, yesterday): its days before that one are done,
+  // and the events were all there when they were computed (none is late).
+  if (backfillAt)
+    await sql(api.orm, `update experiment_metric_result set computed_at = now() where experiment_id = ? and day < ?`, [
+      res.body.id,
+      new Date(Math.floor(backfillAt.getTime() / DAY) * DAY).toISOString().slice(0, 10),
+    ]);
 
   // Today's events, after the backfill.
   const fresh: Row[] = [];
@@ -100,6 +109,7 @@ async function runningExperiment(flag: string, days: number) {
     id: res.body.id as number,
     projectId: account.projectId,
     events: past.length + fresh.length + returning.length,
+    today: fresh.length + returning.length,
   };
 }
 
@@ -160,14 +170,14 @@ describe('incremental daily results', () => {
   it("reads about one day's events, however long the experiment has run, and equals a full recompute", async () => {
     const measured = [];
     for (const days of [4, 16]) {
-      const { id, events } = await runningExperiment(`inc${days}`, days);
+      const { id, events, today: todays } = await runningExperiment(`inc${days}`, days);
       await sql(api.orm, `analyze event, person, person_distinct_id`);
       const now = new Date();
       const daily = await dailyRun(id, now);
       expect(daily.value).toMatchObject({ experiments: 1, incremental: 1, full: 0 });
       await expectFullRecompute(id, now);
       const full = await fullRecomputeRows(id, now);
-      measured.push({ days, events, daily: daily.rows, full: full.rows });
+      measured.push({ days, events, todays, daily: daily.rows, full: full.rows });
     }
     const [short, long] = measured;
     console.info('daily run cost (event rows read)', measured);
@@ -175,6 +185,46 @@ describe('incremental daily results', () => {
     expect(long.full / short.full).toBeGreaterThan(2.5);
     expect(long.daily / short.daily).toBeLessThan(1.5);
     expect(long.daily * 2.5).toBeLessThan(long.full);
+    // About today's events: the events since yesterday's end (read once), and the look-up for late
+    // events (the rows inserted since the stored day was computed: today's again). No history.
+    for (const m of measured) expect(m.daily).toBeLessThanOrEqual(2.5 * m.todays);
+  }, 180_000);
+
+  it('advances the per-person state day by day, and recomputes in full after persons merged with no new event', async () => {
+    // Stored as of yesterday noon: the next run continues the day before yesterday and stores the
+    // state as of yesterday's end, which the run after it continues.
+    const { id, projectId } = await runningExperiment('state', 5, at(-1, 12));
+    let now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
+    now = new Date();
+    const next = await dailyRun(id, now);
+    expect(next.value).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
+
+    // Merges, and no event since: a person of the first day (control) takes over one of day 2 (test:
+    // now exposed to both variants, so they leave from day 2) and one of day 1 (control: their
+    // purchases count for the first person from then on).
+    const personOf = async (distinctId: string) =>
+      (
+        await sql(api.orm, `select person_id from person_distinct_id where project_id = ? and distinct_id = ?`, [
+          projectId,
+          distinctId,
+        ])
+      )[0].person_id as string;
+    const target = await personOf('state-0-0');
+    for (const other of ['state-2-1', 'state-1-2']) {
+      const merged = await personOf(other);
+      await sql(api.orm, `update person_distinct_id set person_id = ? where person_id = ?`, [target, merged]);
+      await sql(api.orm, `delete from person where id = ?`, [merged]);
+    }
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 0, full: 1 });
+    await expectFullRecompute(id, now);
+    // Then incremental again, from the state the recompute rebuilt.
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
   }, 180_000);
 
   it('recomputes in full after a late event for an earlier day or a deletion, and stays exact', async () => {
