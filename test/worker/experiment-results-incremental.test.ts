@@ -47,11 +47,18 @@ async function experimentOf(id: number) {
  * and buy again the next day. Its results are computed (the backfill); then today's events arrive:
  * 12 new persons, yesterday's buying again, and two persons of the first day exposed again and buying.
  */
-async function runningExperiment(flag: string, days: number, backfillAt?: Date) {
+async function runningExperiment(flag: string, days: number, options: { backfillAt?: Date; cuped?: boolean } = {}) {
+  const { backfillAt, cuped } = options;
   const account = await createAccount(api.orm);
   const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
     key: account.apiKey,
-    body: { name: flag, feature_flag_key: flag, start_date: at(-days, 0).toISOString(), metrics: CHECKOUT_METRICS },
+    body: {
+      name: flag,
+      feature_flag_key: flag,
+      start_date: at(-days, 0).toISOString(),
+      metrics: CHECKOUT_METRICS,
+      ...(cuped ? { stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: 3 } } } : {}),
+    },
   });
   expect(res.status).toBe(201);
   const person = (d: number, i: number) => `${flag}-${d}-${i}`;
@@ -60,6 +67,9 @@ async function runningExperiment(flag: string, days: number, backfillAt?: Date) 
   for (let d = 0; d < days; d++) {
     for (let i = 0; i < 12; i++) {
       const p = person(d, i);
+      // With CUPED, every third person bought before their exposure too (their covariate).
+      if (cuped && i % 3 === 0)
+        past.push({ person: p, distinctId: p, event: 'purchase', at: at(-days + d, 0.5), properties: { amount: 7 } });
       past.push(exposure(flag, p, variant(i), at(-days + d, 1)));
       past.push({ person: p, distinctId: p, event: 'cart', at: at(-days + d, 2) });
       for (let later = d; later <= Math.min(d + 1, days - 1); later++) {
@@ -89,6 +99,8 @@ async function runningExperiment(flag: string, days: number, backfillAt?: Date) 
   const fresh: Row[] = [];
   for (let i = 0; i < 12; i++) {
     const p = person(days, i);
+    if (cuped && i % 3 === 0)
+      fresh.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(i * 10), properties: { amount: 7 } });
     fresh.push(exposure(flag, p, variant(i), todayAt(i * 10 + 1)));
     fresh.push({ person: p, distinctId: p, event: 'cart', at: todayAt(i * 10 + 2) });
     fresh.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(i * 10 + 3), properties: { amount: 2 } });
@@ -193,7 +205,7 @@ describe('incremental daily results', () => {
   it('advances the per-person state day by day, and recomputes in full after persons merged with no new event', async () => {
     // Stored as of yesterday noon: the next run continues the day before yesterday and stores the
     // state as of yesterday's end, which the run after it continues.
-    const { id, projectId } = await runningExperiment('state', 5, at(-1, 12));
+    const { id, projectId } = await runningExperiment('state', 5, { backfillAt: at(-1, 12) });
     let now = new Date();
     expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
     await expectFullRecompute(id, now);
@@ -225,6 +237,21 @@ describe('incremental daily results', () => {
     now = new Date();
     expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
     await expectFullRecompute(id, now);
+  }, 180_000);
+
+  it("with CUPED: a person exposed since brings their lookback days' value, and the covariates equal a full recompute", async () => {
+    const { id } = await runningExperiment('cuped', 5, { backfillAt: at(-1, 12), cuped: true });
+    for (let run = 0; run < 2; run++) {
+      const now = new Date();
+      expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+      await expectFullRecompute(id, now);
+    }
+    const [stored] = await sql(
+      api.orm,
+      `select result from experiment_metric_result where experiment_id = ? order by day desc limit 1`,
+      [id],
+    );
+    expect(stored.result.baseline.covariate_sum).toBeGreaterThan(0);
   }, 180_000);
 
   it('recomputes in full after a late event for an earlier day or a deletion, and stays exact', async () => {
