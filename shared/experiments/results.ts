@@ -10,7 +10,9 @@
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
 //
 // The daily run continues the stored days instead (computeCountsSince): the latest complete day's
-// per-variant sums plus the change since, from the persons active since then (see there).
+// per-variant sums plus the change since, from the events since then and each of their persons'
+// stored state as of that day's end (experiment_person_state, person-state.ts), which the full
+// computation also writes, in the same statement as the counts (see there).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
@@ -145,6 +147,8 @@ const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
 // The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
 // sort or hash node of the one statement, inside its own transaction.
 const WORK_MEM = '64MB';
+
+const UNSUPPORTED = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
 
 /** The events a metric counts: mean → one source event; funnel → ordered series of events. */
 export function metricShape(
@@ -371,8 +375,7 @@ async function continueFromState(
     headers.some((h) => h.metric_uuid === m.uuid && h.fingerprint === m.fingerprint && h.day === base.day),
   );
   if (!current) return null;
-  const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
-  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
+  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
   const valid = shapes.filter((s): s is Exclude<typeof s, Error> => !(s instanceof Error));
   const properties = [...new Set(valid.flatMap((s) => (s.mathProperty ? [s.mathProperty] : [])))];
   const events = [...new Set(valid.flatMap((s) => s.events))];
@@ -823,8 +826,7 @@ export async function computeExperimentCounts(
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
   const dayText = new Date(firstDay).toISOString().slice(0, 10);
   const lookbackDays = experiment.cupedLookbackDays ?? 0;
-  const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
-  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
+  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
   const stateDay = options.saveState;
   const state: StateTarget | null =
@@ -885,6 +887,20 @@ interface FunnelRow {
 
 type SaveTarget = StateTarget & { uuid: string; fingerprint: string };
 
+/**
+ * A full computation's per-person state as of the state day's end, inserted by its statement (a
+ * data-modifying CTE: no second pass over the events): every person exposed by then, with the given
+ * columns. Parameters: experiment, metric uuid, state day, those of `values` and `joins`, state day.
+ */
+const savedState = (columns: string, values: string, joins: string) => `,
+       saved as (
+         insert into experiment_person_state
+                (experiment_id, metric_uuid, person_id, variant, first_exposed_at, left_at, ${columns})
+         select ?, ?, x.person_id, x.variant, x.t0, case when x.day_out <= ? then x.t_out end, ${values}
+           from experiment_members x left join pre p using (person_id) ${joins}
+          where x.day_in <= ?
+         on conflict do nothing)`;
+
 async function metricSeries(
   em: EntityManager,
   experiment: ExperimentForResults,
@@ -943,16 +959,11 @@ async function metricSeries(
                 -coalesce(p.x, 0), -(coalesce(p.x, 0) ^ 2), -coalesce(p.x, 0) * l.v
            from leaving l left join pre p using (person_id))${
              save
-               ? `,
-       saved as (
-         insert into experiment_person_state
-                (experiment_id, metric_uuid, person_id, variant, first_exposed_at, left_at, value, covariate)
-         select ?, ?, x.person_id, x.variant, x.t0, case when x.day_out <= ? then x.t_out end,
-                coalesce(s.v, 0), coalesce(p.x, 0)
-           from experiment_members x left join pre p using (person_id)
-           left join (select person_id, sum(delta) as v from increments where day <= ? group by 1) s using (person_id)
-          where x.day_in <= ?
-         on conflict do nothing)`
+               ? savedState(
+                   'value, covariate',
+                   'coalesce(s.v, 0), coalesce(p.x, 0)',
+                   'left join (select person_id, sum(delta) as v from increments where day <= ? group by 1) s using (person_id)',
+                 )
                : ''
            }
        select variant, day, (sum(sum(dn)) over w)::int as n, (sum(sum(ds)) over w)::float8 as total,
@@ -1019,19 +1030,14 @@ async function metricSeries(
          union all select variant, day_out, -3, -1 from reached join pre using (person_id)
                     where step = ${lastStep} and day < day_out)${
                       save
-                        ? `,
-       saved as (
-         insert into experiment_person_state
-                (experiment_id, metric_uuid, person_id, variant, first_exposed_at, left_at, covariate, steps)
-         select ?, ?, x.person_id, x.variant, x.t0, case when x.day_out <= ? then x.t_out end,
-                case when p.person_id is null then 0 else 1 end,
-                to_jsonb(array_remove(array[${shape.events
-                  .map((_, i) => `case when s${i + 1}.t < ? then ${MICROS(`s${i + 1}.t`)} end`)
-                  .join(', ')}]::float8[], null))
-           from experiment_members x left join pre p using (person_id)
-           ${shape.events.map((_, i) => `left join s${i + 1} using (person_id)`).join(' ')}
-          where x.day_in <= ?
-         on conflict do nothing)`
+                        ? savedState(
+                            'covariate, steps',
+                            `case when p.person_id is null then 0 else 1 end,
+                             to_jsonb(array_remove(array[${shape.events
+                               .map((_, i) => `case when s${i + 1}.t < ? then ${MICROS(`s${i + 1}.t`)} end`)
+                               .join(', ')}]::float8[], null))`,
+                            shape.events.map((_, i) => `left join s${i + 1} using (person_id)`).join(' '),
+                          )
                         : ''
                     }
        select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,

@@ -2,11 +2,13 @@
 // per day from the start date (as of the next midnight UTC), stored for timeseries_results.
 // A day is done once a run computed it after it ended; the current day (and any day not done) is
 // computed on every run. The daily run is incremental: it continues the latest stored complete day
-// with the change since then, read from the persons active since (shared/experiments/results.ts,
-// computeSeriesSince), so it costs about one day's events however long the experiment has run. It
-// computes from the start instead when no such day is stored, when earlier days are missing (a new or
-// changed metric, a backfill), or when late events, a deletion or a retention run touched the stored
-// days; all days a full run needs come from one pass over the experiment's events.
+// with the change since then, from the events since and the per-person state as of that day's end
+// (shared/experiments/results.ts, computeSeriesSince), so it costs about one day's events however
+// long the experiment has run; the state is advanced to the last complete day in the transaction that
+// stores the days. It computes from the start instead (rebuilding the state) when no such day or
+// state is stored, when earlier days are missing (a new or changed metric, a backfill), or when late
+// events, a deletion, a retention run or a merge of persons touched the stored days; all days a full
+// run needs come from one pass over the experiment's events.
 import type { Job } from 'bullmq';
 import { sql } from 'kysely';
 import { db } from '../../shared/db/kysely.ts';
