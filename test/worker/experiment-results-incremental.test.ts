@@ -225,6 +225,13 @@ describe('incremental daily results', () => {
         ])
       )[0].person_id as string;
     const target = await personOf('state-0-0');
+    // A distinct id with no earlier events linked to a person (an $identify of a new id): nothing to redo.
+    await sql(api.orm, `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, 'alias')`, [
+      projectId,
+      target,
+    ]);
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
     for (const other of ['state-2-1', 'state-1-2']) {
       const merged = await personOf(other);
       await sql(api.orm, `update person_distinct_id set person_id = ? where person_id = ?`, [target, merged]);
