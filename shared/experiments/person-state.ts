@@ -163,14 +163,18 @@ export function advance(
     }
     if (window.saveDay !== null && dayIn <= window.saveDay) {
       const saveDay = window.saveDay;
-      saved.set(person, {
+      const next: PersonState = {
         variant: member.variant,
         t0: member.t0,
         leftAt: dayOut !== null && dayOut <= saveDay ? member.leftAt : null,
         value: savedValue,
         covariate: x,
         steps: steps.filter((t) => dayOf(t) <= saveDay),
-      });
+      };
+      // Only what changed is written (a person whose events are all after the day keeps their row).
+      const same =
+        state && next.leftAt === null && next.value === state.value && next.steps.length === state.steps.length;
+      if (!same) saved.set(person, next);
     }
   }
   // Cumulative per day, in the flag's variant order (missing variants: zero).

@@ -411,13 +411,19 @@ async function continueFromState(
   }
   const persons = [...byPerson.keys()];
 
-  // Their states, per metric.
+  // Per metric, the persons it concerns (exposed since, or with one of its events since) and their
+  // states: a person who only viewed pages since keeps their revenue as it was.
+  const concerned = shapes.map((shape) =>
+    shape instanceof Error
+      ? []
+      : persons.filter((p) => byPerson.get(p)!.some((e) => e.exposure !== null || shape.events.includes(e.event))),
+  );
   const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
-  if (persons.length) {
+  for (const [i, metric] of metrics.entries()) {
+    if (!concerned[i].length || !metric.uuid) continue;
     const stored = await db(tx)
       .selectFrom('experiment_person_state')
       .select([
-        'metric_uuid',
         'person_id',
         'variant',
         sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
@@ -427,15 +433,12 @@ async function continueFromState(
         'steps',
       ])
       .where('experiment_id', '=', experiment.id)
-      .where(
-        'metric_uuid',
-        'in',
-        metrics.map((m) => m.uuid ?? ''),
-      )
-      .where(sql<boolean>`person_id = any(${pgArray(persons)}::bigint[])`)
+      .where('metric_uuid', '=', metric.uuid)
+      .where(sql<boolean>`person_id = any(${pgArray(concerned[i])}::bigint[])`)
       .execute();
+    const map = states.get(metric.uuid)!;
     for (const r of stored)
-      states.get(r.metric_uuid)?.set(r.person_id, {
+      map.set(r.person_id, {
         variant: r.variant,
         t0: r.t0,
         leftAt: r.left_at,
@@ -451,9 +454,9 @@ async function continueFromState(
   const pre = new Map<string, EventSince[]>();
   const firstExposure = new Map<string, number>();
   if (lookback > 0) {
-    const anyState = states.values().next().value ?? new Map<string, PersonState>();
+    const known = (person: string) => [...states.values()].some((m) => m.has(person));
     for (const [person, list] of byPerson) {
-      if (anyState.has(person)) continue;
+      if (known(person)) continue;
       const exposed = list.find((e) => e.exposure !== null && experiment.variants.includes(e.exposure));
       if (exposed) firstExposure.set(person, exposed.t);
     }
@@ -510,9 +513,13 @@ async function continueFromState(
     const { changes, saved } = advance(
       rule,
       window,
-      [...byPerson].map(([person, list]) => [
+      concerned[i].map((person) => [
         person,
-        { state: stateOf.get(person), events: list, covariate: lookback > 0 ? covariateOf(person) : 0 },
+        {
+          state: stateOf.get(person),
+          events: byPerson.get(person)!,
+          covariate: lookback > 0 ? covariateOf(person) : 0,
+        },
       ]),
     );
     out.push(
