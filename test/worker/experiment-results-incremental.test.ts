@@ -178,6 +178,17 @@ async function fullRecomputeRows(id: number, now: Date) {
   );
 }
 
+/** A deterministic pseudo-random sequence in [0, 1) (mulberry32). */
+function random(seed: number) {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 describe('incremental daily results', () => {
   it("reads about one day's events, however long the experiment has run, and equals a full recompute", async () => {
     const measured = [];
@@ -244,6 +255,96 @@ describe('incremental daily results', () => {
     now = new Date();
     expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
     await expectFullRecompute(id, now);
+  }, 180_000);
+
+  it('equals a full recompute after every run, day after day, on random persons (CUPED, funnels with a repeated step, persons leaving)', async () => {
+    const flag = 'random';
+    const account = await createAccount(api.orm);
+    const metrics = [
+      ...CHECKOUT_METRICS,
+      { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'cart' } },
+      {
+        kind: 'ExperimentMetric',
+        metric_type: 'funnel',
+        series: ['cart', 'cart', 'purchase'].map((event) => ({ kind: 'EventsNode', event })),
+      },
+    ];
+    const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
+      key: account.apiKey,
+      body: {
+        name: flag,
+        feature_flag_key: flag,
+        start_date: at(-6, 0).toISOString(),
+        metrics,
+        stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: 2 } },
+      },
+    });
+    expect(res.status).toBe(201);
+    const id = res.body.id as number;
+    const rand = random(33);
+    const end = Date.now() - 60_000;
+    const moment = (from: number) => new Date(from + rand() * (end - from));
+    const rows: Row[] = [];
+    for (let i = 0; i < 80; i++) {
+      const person = `${flag}-${i}`;
+      // Some persons have a second distinct id; their events go under either.
+      const ids = rand() < 0.2 ? [person, `${person}-b`] : [person];
+      const distinctId = () => ids[Math.floor(rand() * ids.length)];
+      const variant = rand() < 0.5 ? 'control' : 'test';
+      if (rand() < 0.9) {
+        const exposed = moment(at(-6, 0).getTime());
+        rows.push(exposure(flag, person, variant, exposed, distinctId()));
+        if (rand() < 0.3) rows.push(exposure(flag, person, variant, moment(exposed.getTime()), distinctId()));
+        if (rand() < 0.15) {
+          const other = variant === 'control' ? 'test' : 'control';
+          rows.push(exposure(flag, person, other, moment(exposed.getTime()), distinctId()));
+        }
+      }
+      const events = Math.floor(rand() * 8);
+      for (let k = 0; k < events; k++) {
+        const event = rand() < 0.5 ? 'cart' : 'purchase';
+        rows.push({
+          person,
+          distinctId: distinctId(),
+          event,
+          at: moment(at(-8, 0).getTime()),
+          properties: event === 'purchase' ? { amount: 1 + Math.floor(rand() * 5) } : {},
+        });
+      }
+    }
+    await insertEvents(api.orm, account.projectId, rows);
+    await sql(api.orm, `analyze event, person, person_distinct_id`);
+
+    /** As a run a day apart would find them: the days before `asOf`'s were computed after every event arrived. */
+    const settle = (asOf: Date) =>
+      sql(api.orm, `update experiment_metric_result set computed_at = now() where experiment_id = ? and day < ?`, [
+        id,
+        new Date(Math.floor(asOf.getTime() / DAY) * DAY).toISOString().slice(0, 10),
+      ]);
+    const backfillAt = at(-4, 12);
+    expect(await computeExperimentResults(job(id), worker.deps, backfillAt)).toMatchObject({ full: 1 });
+    await settle(backfillAt);
+    for (const asOf of [at(-3, 6), at(-2, 18), at(-1, 12), new Date()]) {
+      expect(await computeExperimentResults(job(id), worker.deps, asOf)).toMatchObject({ incremental: 1, full: 0 });
+      const { row, experiment } = await experimentOf(id);
+      const full = await computeExperimentSeries(
+        api.orm.em.fork() as EntityManager,
+        experiment,
+        row.metrics,
+        new Date(asOf.getTime() + 1),
+      );
+      const stored = await sql(
+        api.orm,
+        `select metric_uuid, result from experiment_metric_result where experiment_id = ? and status = 'completed' order by day`,
+        [id],
+      );
+      for (const [i, metric] of row.metrics.entries()) {
+        expect(stored.filter((r) => r.metric_uuid === metric.uuid).map((r) => r.result)).toEqual(
+          JSON.parse(JSON.stringify(full[i])),
+        );
+      }
+      await settle(asOf);
+    }
   }, 180_000);
 
   it("with CUPED: a person exposed since brings their lookback days' value, and the covariates equal a full recompute", async () => {
