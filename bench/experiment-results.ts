@@ -3,7 +3,9 @@
 // cart → purchase funnel, pageviews per person) beside one hand-written as-of statement per metric for
 // the whole range, in the same run and with the same work_mem. Side by side in one run: the job with
 // SRM, CUPED (14-day lookback) and a Holm correction on, and with them off (the old job); the daily
-// run (incremental: today from yesterday's stored counts) and the same run computed from the start.
+// run (incremental: today from yesterday's stored counts and per-person state) and the same run
+// computed from the start; and the run of the next day, which also advances the per-person state
+// (yesterday's and today's events, from the day before yesterday's stored counts and state).
 import type { Job } from 'bullmq';
 import type { JobData } from '../shared/jobs.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
@@ -168,6 +170,9 @@ let last: Run = { experiments: 0, results: 0, incremental: 0, full: 0 };
 /** The job as of `asOf`; `fresh`: every stored result dropped first (a full backfill). */
 async function runJob(asOf: Date, fresh: boolean): Promise<number> {
   if (fresh) await pool.query(`delete from experiment_metric_result where experiment_id = $1`, [experiment.id]);
+  // Each run from the start rewrites the per-person state: vacuumed between runs, as the statistics
+  // job (worker/jobs/refresh-statistics.ts) does between runs a day apart (here seconds apart).
+  await pool.query('vacuum analyze experiment_person_state');
   return timed(async () => {
     last = await computeExperimentResults(job, deps, asOf);
   });
@@ -177,10 +182,14 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 // stored counts), then the same run forced to compute from the start (late data would do that).
 // BENCH_REPS pairs (default 3), the order alternating, for medians on a shared machine.
 const REPS = Number(process.env.BENCH_REPS ?? 3);
-const figures: Record<'off' | 'on', { backfill: number[]; daily: number[]; dailyFull: number[]; runs: Run[] }> = {
-  off: { backfill: [], daily: [], dailyFull: [], runs: [] },
-  on: { backfill: [], daily: [], dailyFull: [], runs: [] },
+type Figures = { backfill: number[]; daily: number[]; dailyFull: number[]; nextDay: number[]; runs: Run[] };
+const figures: Record<'off' | 'on', Figures> = {
+  off: { backfill: [], daily: [], dailyFull: [], nextDay: [], runs: [] },
+  on: { backfill: [], daily: [], dailyFull: [], nextDay: [], runs: [] },
 };
+const DAY = 86400_000;
+const yesterday = new Date(today - DAY).toISOString().slice(0, 10);
+const nextDayRuns: Run[] = [];
 for (let rep = 0; rep < REPS; rep++) {
   for (const mode of rep % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
     await configure(mode === 'on');
@@ -196,6 +205,16 @@ for (let rep = 0; rep < REPS; rep++) {
     );
     f.dailyFull.push(await runJob(new Date(now.getTime() + 2000), false));
     f.runs.push(last);
+    // The next day's run: stored as of this time yesterday (its days before yesterday done, and
+    // computed after every event arrived), then run now: it reads yesterday's and today's events and
+    // advances the state to yesterday's end.
+    await runJob(new Date(now.getTime() - DAY), true);
+    await pool.query(
+      `update experiment_metric_result set computed_at = now() where experiment_id = $1 and day < $2::date`,
+      [experiment.id, yesterday],
+    );
+    f.nextDay.push(await runJob(new Date(now.getTime() + 2500), false));
+    nextDayRuns.push(last);
   }
 }
 // The results when the next run continues yesterday again (settings on; checked below).
@@ -261,6 +280,9 @@ for (const [label, f] of [
     `    ${label.padEnd(8)} incremental ${list(f.daily)}, from the start ${list(f.dailyFull)}; medians ${seconds(median(f.daily))} vs ${seconds(median(f.dailyFull))} (${(median(f.dailyFull) / median(f.daily)).toFixed(1)}×)`,
   );
 }
+console.log(
+  `  next day's run (advances the state; ${nextDayRuns.map(mode).join(', ')}): old job ${list(off.nextDay)} median ${seconds(median(off.nextDay))}; all on ${list(on.nextDay)} median ${seconds(median(on.nextDay))}`,
+);
 console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
 
 if (!process.env.BENCH_KEEP) {

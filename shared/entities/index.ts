@@ -16,6 +16,7 @@ import {
   ExperimentSavedMetric,
   ExperimentToSavedMetric,
 } from './experiment.ts';
+import { ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
 import { FeatureFlag, FeatureFlagHashKeyOverride } from './feature-flag.ts';
 import { IngestionWarning } from './ingestion-warning.ts';
 import { JobSchedule } from './job-schedule.ts';
@@ -43,6 +44,8 @@ export {
   Experiment,
   ExperimentHoldout,
   ExperimentMetricResult,
+  ExperimentMetricState,
+  ExperimentPersonState,
   ExperimentSavedMetric,
   ExperimentToSavedMetric,
   FeatureFlag,
@@ -87,6 +90,8 @@ export const entities = [
   Experiment,
   ExperimentToSavedMetric,
   ExperimentMetricResult,
+  ExperimentMetricState,
+  ExperimentPersonState,
   // event definitions
   EventDefinition,
   EventDefinitionUsage,

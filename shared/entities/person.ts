@@ -45,7 +45,10 @@ export const Person = defineEntity({
   ],
 });
 
-/** One of a person's distinct ids: unique within its project. */
+/**
+ * One of a person's distinct ids: unique within its project. `updatedAt`: when it got its current person
+ * (a trigger sets it when person_id changes: a merge or a split).
+ */
 export const PersonDistinctId = defineEntity({
   name: 'PersonDistinctId',
   tableName: 'person_distinct_id',
@@ -55,7 +58,11 @@ export const PersonDistinctId = defineEntity({
     personId: () => p.manyToOne(Person).mapToPk().fieldName('person_id').deleteRule('cascade'),
     distinctId: p.string().length(400),
     version: p.bigint('string').defaultRaw('0'),
+    updatedAt: p.datetime().defaultRaw('now()'),
   },
   uniques: [{ properties: ['projectId', 'distinctId'] }],
-  indexes: [{ name: 'person_distinct_id_person_idx', properties: ['personId', 'id'] }],
+  indexes: [
+    { name: 'person_distinct_id_person_idx', properties: ['personId', 'id'] },
+    { name: 'person_distinct_id_project_updated_idx', properties: ['projectId', 'updatedAt'] },
+  ],
 });

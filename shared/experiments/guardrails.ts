@@ -8,10 +8,10 @@
 //
 // A check costs the change since the last stored day, not a recompute: the results job stores each
 // metric's cumulative counts per day (experiment_metric_result); the check takes the latest day whose
-// row was computed after that day had ended, and adds the change since then, computed from the
-// persons with an exposure or metric event since (results.ts, computeCountsSince). Approximations: two
-// persons merged since, neither with such an event since, count as the stored day had them; a late
-// event for an earlier day counts once the daily run has recomputed for it.
+// row was computed after that day had ended, and adds the change since then, computed from the events
+// since and the stored state of their persons as of that day (results.ts, computeCountsSince; persons
+// merged since with earlier events make it compute from the start). Approximation: a late event for
+// an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { recordActivity } from '../activity-log.ts';
 import { sql } from 'kysely';
@@ -171,9 +171,10 @@ const DAY = 86400_000;
 
 /**
  * The metrics' cumulative counts as of `now`: the latest stored complete day D (all of these
- * metrics', current fingerprints) plus the change since D's end from the persons active since
- * (results.ts, computeCountsSince, which also computes in full after a deletion or a retention run
- * since; a late event for an earlier day counts from the daily run that recomputes for it). Without
+ * metrics', current fingerprints) plus the change since D's end from the events since and their
+ * persons' stored state (results.ts, computeCountsSince, which also computes in full after a deletion,
+ * a retention run or a merge since; a late event for an earlier day counts from the daily run that
+ * recomputes for it). The state is not advanced here (the daily run does that). Without
  * such a day, a full computation (`baseDay` null).
  */
 export async function currentCounts(

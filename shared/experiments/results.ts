@@ -10,11 +10,22 @@
 // and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
 //
 // The daily run continues the stored days instead (computeCountsSince): the latest complete day's
-// per-variant sums plus the change since, from the persons active since then (see there).
+// per-variant sums plus the change since, from the events since then and each of their persons'
+// stored state as of that day's end (experiment_person_state, person-state.ts), which the full
+// computation also writes, in the same statement as the counts (see there).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
-import { rows, run } from '../db/sql.ts';
+import { pgArray, rows, run } from '../db/sql.ts';
+import {
+  advance,
+  type EventSince,
+  eventValue,
+  MICROS_PER_DAY,
+  type MetricRule,
+  type PersonState,
+  type Window,
+} from './person-state.ts';
 import {
   analyseMetrics,
   type CorrectionConfig,
@@ -137,6 +148,8 @@ const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
 // sort or hash node of the one statement, inside its own transaction.
 const WORK_MEM = '64MB';
 
+const UNSUPPORTED = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
+
 /** The events a metric counts: mean → one source event; funnel → ordered series of events. */
 export function metricShape(
   metric: ExperimentMetric | null | undefined,
@@ -169,33 +182,16 @@ export function numericProperty(prop: string): string {
     when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
 }
 
-// Restricted to experiment_touched, two ways. `ids`: the events of each of its distinct ids, one
-// index scan each on (project_id, distinct_id, timestamp): a lateral join whose subquery ends in
-// `offset 0`, so the planner cannot pull it up into a scan of every event of the range. `scan`: one
-// scan of the range's events by name, and a hash of the ids. An index scan per id costs ~0.5 ms (24,000
-// ids: 11 s against 0.5 s for the scan of 31 days of exposures among 4M events), so `ids` is for a
-// few persons (TOUCHED_BY_ID), `scan` for many (a third of the persons active in a day).
-type Touched = false | 'ids' | 'scan';
-const TOUCHED_BY_ID = 1000;
-/** Opens the FROM of `alias`'s events; the caller's conditions continue it and touchedEnd closes it. */
-const touchedFrom = (touched: Touched, alias: string) =>
-  touched === 'ids'
-    ? `experiment_touched touched cross join lateral (select * from event ${alias} where ${alias}.distinct_id = touched.distinct_id and`
-    : touched === 'scan'
-      ? `event ${alias} where ${alias}.distinct_id in (select distinct_id from experiment_touched) and`
-      : `event ${alias} where`;
-const touchedEnd = (touched: Touched, alias: string) => (touched === 'ids' ? ` offset 0) ${alias}` : '');
-
 // Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
 // to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
 // one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
 // key, variants (JSON), start, until, project, first day, first day.
-const MEMBERS = (touched: Touched) => `create temporary table experiment_members on commit drop as
+const MEMBERS = `create temporary table experiment_members on commit drop as
 with per_id as (
   select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
-    from ${touchedFrom(touched, 'e')} e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
+    from event e where e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
      and e.properties->>'$feature_flag_response' in (select jsonb_array_elements_text(?::jsonb))
-     and e.timestamp >= ? and e.timestamp < ?${touchedEnd(touched, 'e')}
+     and e.timestamp >= ? and e.timestamp < ?
    group by 1, 2),
 first_seen as (
   select d.person_id, p.variant, min(p.t) as t
@@ -203,21 +199,9 @@ first_seen as (
    group by 1, 2)
 select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
        (min(t) at time zone 'UTC')::date - ?::date as day_in,
+       (array_agg(t order by t))[2] as t_out,
        ((array_agg(t order by t))[2] at time zone 'UTC')::date - ?::date as day_out
   from first_seen group by person_id`;
-
-// The persons with an exposure to the flag or one of the metric events in [since, until): every
-// distinct id of each (their earlier events may be under another id). Read from that range only.
-// Parameters: project, the events, flag key, since, until, project, project.
-const TOUCHED = (events: string[]) => `create temporary table experiment_touched on commit drop as
-with active as materialized (
-  select distinct e.distinct_id from event e
-   where e.project_id = ? and (e.event in (${events.map(() => '?').join(', ') || 'null'})
-         or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
-     and e.timestamp >= ? and e.timestamp < ?),
-persons as (
-  select distinct d.person_id from active a join person_distinct_id d on d.project_id = ? and d.distinct_id = a.distinct_id)
-select distinct d.distinct_id from persons p join person_distinct_id d on d.project_id = ? and d.person_id = p.person_id`;
 
 /**
  * `ev`: the events of `events` in the range, read once (materialized: a join condition such as
@@ -226,15 +210,10 @@ select distinct d.distinct_id from persons p join person_distinct_id d on d.proj
  * With a CUPED lookback the range starts that many days earlier, `mev` also keeps each person's
  * events of the lookback days before their first exposure, and `pre` marks those.
  */
-const memberEvents = (
-  events: string[],
-  columns: string,
-  lookbackDays = 0,
-  touched: Touched = false,
-) => `ev as materialized (
-    select m.distinct_id, m.timestamp as t, ${columns} from ${touchedFrom(touched, 'm')}
-       m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
-       and m.timestamp >= ? and m.timestamp < ?${touchedEnd(touched, 'm')}),
+const memberEvents = (events: string[], columns: string, lookbackDays = 0) => `ev as materialized (
+    select m.distinct_id, m.timestamp as t, ${columns} from event m
+     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
+       and m.timestamp >= ? and m.timestamp < ?),
   mev as (
     select x.person_id, x.variant, x.day_out, ${lookbackDays ? 'ev.t < x.t0' : 'false'} as pre, ev.* from ev
       join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
@@ -244,8 +223,6 @@ const memberEvents = (
 const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
 
 interface Range {
-  /** Only the persons in experiment_touched, and how their events are read. */
-  touched: Touched;
   /** CUPED: days before each person's first exposure whose metric value is the covariate (0: off). */
   lookbackDays: number;
   days: number;
@@ -296,7 +273,14 @@ export async function computeExperimentSeries(
 }
 
 /** Why a run computed from the start rather than from a stored day (null: it did not). */
-export type RecomputeReason = 'no_stored_day' | 'earlier_days_missing' | 'late_events' | 'deletion' | 'retention';
+export type RecomputeReason =
+  | 'no_stored_day'
+  | 'earlier_days_missing'
+  | 'no_person_state'
+  | 'late_events'
+  | 'deletion'
+  | 'retention'
+  | 'persons_merged';
 
 export interface CountsSince<T> {
   /** Index (days since the start date's UTC day) of each series' first entry: the day after the stored one, or 0. */
@@ -309,18 +293,26 @@ export interface CountsSince<T> {
 
 /**
  * The metrics' cumulative counts for each day from `fromDay` (an index, as `firstDay`) to `until`,
- * continuing the latest stored complete day: the stored counts of that day D, plus the change since
- * its end, which the persons with an exposure or metric event since then made (their histories read
- * through the distinct-id index: a person's first exposure, earlier values and funnel steps are
- * theirs, so a returning person is counted once, and Σv² grows by each person's own increment).
+ * continuing the latest stored complete day D: its stored counts, plus the change since its end,
+ * from the events since then (one read of the range) and the stored state of the persons they
+ * belong to as of D's end (experiment_person_state: a person's variant, first exposure, earlier value
+ * and funnel steps, so a returning person is counted once and Σv² grows by their own increment;
+ * see person-state.ts). No history is read, except for a person exposed since with CUPED on (the
+ * lookback days before their exposure).
+ *
+ * `saveState`: the state is then advanced to the end of the last day before `until`'s, in the
+ * caller's transaction (the daily job stores the days in the same one), or rebuilt by a computation
+ * from the start.
  *
  * Computed from the start instead (and `recomputed` says why) when there is no such stored day for
- * every metric, when a day before `fromDay` would be needed, or when the stored days may be wrong
- * now: an event of these metrics or of the flag's exposures arrived (`created_at`) after D was
- * computed with a timestamp before D's end (late data), or a deletion or a retention run of the
- * project ran since. The late-data look-up reads the events inserted since D was computed (all
- * projects', through the index on created_at): `lateEvents: false` skips it (the guardrail check,
- * every 5 minutes, leaves late events to the next daily run). One transaction.
+ * every metric, when a day before `fromDay` would be needed, when the state is not as of D, or when
+ * the stored days may be wrong now: an event of these metrics or of the flag's exposures arrived
+ * (`created_at`) after D was computed with a timestamp before D's end (late data), a deletion or a
+ * retention run of the project ran since, or a distinct id with such events before D's end got
+ * another person since (a merge or a split: those events now count for someone else). The
+ * late-data look-up reads the events inserted since D was computed (all projects', through the index
+ * on created_at): `lateEvents: false` skips it (the guardrail check, every 5 minutes, leaves late
+ * events to the next daily run). One transaction.
  */
 export async function computeCountsSince(
   em: EntityManager,
@@ -328,37 +320,309 @@ export async function computeCountsSince(
   metrics: readonly ExperimentMetric[],
   until: Date,
   fromDay: number,
-  options: { touchedByIdLimit?: number; lateEvents?: boolean } = {},
+  options: { lateEvents?: boolean; saveState?: boolean } = {},
 ): Promise<CountsSince<MetricStats>> {
+  const firstDay = utcDay(experiment.startDate.getTime());
+  const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
+  // The last day that ends before `until`: the next run continues it.
+  const saveDay = options.saveState ? days - 2 : null;
   return em.transactional(async (tx) => {
     const base = await storedBase(tx, experiment, metrics, until);
-    const reason: RecomputeReason | null = !base
+    let reason: RecomputeReason | null = !base
       ? 'no_stored_day'
       : base.index >= fromDay
         ? 'earlier_days_missing'
         : await staleSince(tx, experiment, metrics, base, options.lateEvents ?? true);
-    if (!base || reason) {
-      const series = await computeExperimentCounts(tx, experiment, metrics, until);
-      return { firstDay: 0, series, baseDay: null, recomputed: reason ?? 'no_stored_day' };
+    if (base && !reason) {
+      const series = await continueFromState(tx, experiment, metrics, base, until, days, saveDay);
+      if (series) return { firstDay: base.index + 1, series, baseDay: base.day, recomputed: null };
+      reason = 'no_person_state';
     }
-    const change = await computeExperimentCounts(tx, experiment, metrics, until, {
-      ...options,
-      touchedSince: base.end,
+    const series = await computeExperimentCounts(tx, experiment, metrics, until, {
+      saveState: saveDay ?? undefined,
     });
-    const series = change.map((c, i) => {
-      if (c instanceof Error) return c;
-      const before = c[base.index];
-      return c.slice(base.index + 1).map((day) => ({
+    return { firstDay: 0, series, baseDay: null, recomputed: reason ?? 'no_stored_day' };
+  });
+}
+
+const MICROS = (t: string) => `(extract(epoch from ${t}) * 1000000)::float8`;
+
+/** Exposures of the flag, or events of `events`. Parameters: flag key. */
+const relevant = (alias: string, events: string[]) =>
+  `(${alias}.event in (${events.map(() => '?').join(', ') || 'null'})
+     or (${alias}.event = '$feature_flag_called' and ${alias}.properties->>'$feature_flag' = ?))`;
+
+/**
+ * The counts of each day after the stored one, from the per-person state as of its end and the
+ * events since (see computeCountsSince); null when the state is not as of that day (or not of these
+ * metrics' fingerprints).
+ */
+async function continueFromState(
+  tx: EntityManager,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  base: StoredBase,
+  until: Date,
+  days: number,
+  saveDay: number | null,
+): Promise<(MetricStats[] | Error)[] | null> {
+  const headers = await db(tx)
+    .selectFrom('experiment_metric_state')
+    .select(['metric_uuid', 'fingerprint', sql<string>`day::text`.as('day')])
+    .where('experiment_id', '=', experiment.id)
+    .execute();
+  const current = metrics.every((m) =>
+    headers.some((h) => h.metric_uuid === m.uuid && h.fingerprint === m.fingerprint && h.day === base.day),
+  );
+  if (!current) return null;
+  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
+  const valid = shapes.filter((s): s is Exclude<typeof s, Error> => !(s instanceof Error));
+  const properties = [...new Set(valid.flatMap((s) => (s.mathProperty ? [s.mathProperty] : [])))];
+  const events = [...new Set(valid.flatMap((s) => s.events))];
+  const { projectId, flagKey } = experiment;
+  const valuesOf = (alias: string) =>
+    properties.map((_, i) => `, ${numericProperty(`${alias}.p${i}`)}::float8 as v${i}`).join('');
+  const toEvent = (r: Record<string, unknown>): EventSince => ({
+    event: r.event as string,
+    t: r.t as number,
+    exposure: (r.exposure as string | null) ?? null,
+    values: properties.map((_, i) => (r[`v${i}`] as number | null) ?? null),
+  });
+
+  // The events since D's end, each with its person (one read of the range, by event name and time).
+  const found = await rows<Record<string, unknown> & { person: string }>(
+    tx,
+    `select d.person_id::text as person, e.event, e.t, e.exposure${valuesOf('e')}
+       from (select m.distinct_id, m.event, ${MICROS('m.timestamp')} as t,
+                    case when m.event = '$feature_flag_called' and m.properties->>'$feature_flag' = ?
+                         then m.properties->>'$feature_flag_response' end as exposure
+                    ${properties.map((_, i) => `, m.properties -> ? as p${i}`).join('')}
+               from event m
+              where m.project_id = ? and m.timestamp >= ? and m.timestamp < ? and ${relevant('m', events)}
+             offset 0) e
+       join person_distinct_id d on d.project_id = ? and d.distinct_id = e.distinct_id
+      order by e.t`,
+    [flagKey, ...properties, projectId, base.end, until, ...events, flagKey, projectId],
+  );
+  const byPerson = new Map<string, EventSince[]>();
+  for (const r of found) {
+    const list = byPerson.get(r.person) ?? byPerson.set(r.person, []).get(r.person)!;
+    list.push(toEvent(r));
+  }
+  const persons = [...byPerson.keys()];
+
+  // Per metric, the persons it concerns (exposed since, or with one of its events since) and their
+  // states: a person who only viewed pages since keeps their revenue as it was.
+  const concerned = shapes.map((shape) =>
+    shape instanceof Error
+      ? []
+      : persons.filter((p) => byPerson.get(p)!.some((e) => e.exposure !== null || shape.events.includes(e.event))),
+  );
+  const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
+  for (const [i, metric] of metrics.entries()) {
+    if (!concerned[i].length || !metric.uuid) continue;
+    const stored = await db(tx)
+      .selectFrom('experiment_person_state')
+      .select([
+        'person_id',
+        'variant',
+        sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
+        sql<number | null>`${sql.raw(MICROS('left_at'))}`.as('left_at'),
+        'value',
+        'covariate',
+        'steps',
+      ])
+      .where('experiment_id', '=', experiment.id)
+      .where('metric_uuid', '=', metric.uuid)
+      .where(sql<boolean>`person_id = any(${pgArray(concerned[i])}::bigint[])`)
+      .execute();
+    const map = states.get(metric.uuid)!;
+    for (const r of stored)
+      map.set(r.person_id, {
+        variant: r.variant,
+        t0: r.t0,
+        leftAt: r.left_at,
+        value: Number(r.value),
+        covariate: Number(r.covariate),
+        steps: r.steps ?? [],
+      });
+  }
+
+  // CUPED: the lookback days before the first exposure of each person exposed since (no state yet).
+  const lookback = experiment.cupedLookbackDays ?? 0;
+  const lookbackMicros = lookback * MICROS_PER_DAY;
+  const pre = new Map<string, EventSince[]>();
+  const firstExposure = new Map<string, number>();
+  if (lookback > 0) {
+    const known = (person: string) => [...states.values()].some((m) => m.has(person));
+    for (const [person, list] of byPerson) {
+      if (known(person)) continue;
+      const exposed = list.find((e) => e.exposure !== null && experiment.variants.includes(e.exposure));
+      if (exposed) firstExposure.set(person, exposed.t);
+    }
+    if (firstExposure.size) {
+      const times = [...firstExposure.values()];
+      const from = new Date((Math.min(...times) - lookbackMicros) / 1000 - 1);
+      const to = new Date(Math.max(...times) / 1000 + 1);
+      const earlier = await rows<Record<string, unknown> & { person: string }>(
+        tx,
+        `select d.person_id::text as person, e.event, e.t, null as exposure${valuesOf('e')}
+           from person_distinct_id d cross join lateral (
+             select m.event, ${MICROS('m.timestamp')} as t ${properties.map((_, i) => `, m.properties -> ? as p${i}`).join('')}
+               from event m
+              where m.project_id = ? and m.distinct_id = d.distinct_id and m.timestamp >= ? and m.timestamp < ?
+                and m.event in (${events.map(() => '?').join(', ') || 'null'})
+             offset 0) e
+          where d.project_id = ? and d.person_id = any(?::bigint[])`,
+        [...properties, projectId, from, to, ...events, projectId, pgArray([...firstExposure.keys()])],
+      );
+      for (const r of earlier) {
+        const t0 = firstExposure.get(r.person)!;
+        const e = toEvent(r);
+        if (e.t >= t0 - lookbackMicros && e.t < t0) (pre.get(r.person) ?? pre.set(r.person, []).get(r.person)!).push(e);
+      }
+    }
+  }
+
+  const window: Window = {
+    variants: experiment.variants,
+    firstDay: utcDay(experiment.startDate.getTime()) * 1000,
+    baseDay: base.index,
+    days,
+    saveDay: saveDay !== null && saveDay > base.index ? saveDay : null,
+    cuped: lookback > 0,
+  };
+  const out: (MetricStats[] | Error)[] = [];
+  for (const [i, shape] of shapes.entries()) {
+    if (shape instanceof Error) {
+      out.push(shape);
+      continue;
+    }
+    const metric = metrics[i];
+    const rule: MetricRule = {
+      kind: shape.kind,
+      events: shape.events,
+      valueIndex: shape.mathProperty ? properties.indexOf(shape.mathProperty) : null,
+    };
+    const stateOf = states.get(metric.uuid ?? '')!;
+    const covariateOf = (person: string) => {
+      const list = (pre.get(person) ?? []).filter((e) => e.event === shape.events.at(-1));
+      if (shape.kind === 'funnel') return list.length ? 1 : 0;
+      return list.reduce((sum, e) => sum + eventValue(rule, e), 0);
+    };
+    const { changes, saved } = advance(
+      rule,
+      window,
+      concerned[i].map((person) => [
+        person,
+        {
+          state: stateOf.get(person),
+          events: byPerson.get(person)!,
+          covariate: lookback > 0 ? covariateOf(person) : 0,
+        },
+      ]),
+    );
+    out.push(
+      changes.map((day) => ({
         kind: day.kind,
         variants: experiment.variants.map((key) => {
           const find = (list: VariantStats[] | undefined) => list?.find((v) => v.key === key);
-          const delta = addStats(find(day.variants), find(before?.variants), -1, key);
-          return addStats(find(base.counts[i]), delta, 1, key);
+          return addStats(find(base.counts[i]), find(day.variants), 1, key);
         }),
-      }));
-    });
-    return { firstDay: base.index + 1, series, baseDay: base.day, recomputed: null };
-  });
+      })),
+    );
+    if (window.saveDay !== null && metric.uuid && metric.fingerprint) {
+      await writeStates(tx, experiment.id, metric.uuid, saved);
+      await saveStateDay(tx, {
+        experimentId: experiment.id,
+        uuid: metric.uuid,
+        fingerprint: metric.fingerprint,
+        day: window.saveDay,
+        end: new Date(utcDay(experiment.startDate.getTime()) + (window.saveDay + 1) * DAY),
+      });
+    }
+  }
+  return out;
+}
+
+/** Upserts persons' states of a metric. */
+async function writeStates(tx: EntityManager, experimentId: number, uuid: string, states: Map<string, PersonState>) {
+  if (!states.size) return;
+  const list = [...states].map(([person, s]) => ({
+    person_id: person,
+    variant: s.variant,
+    t0: s.t0,
+    left_at: s.leftAt,
+    value: s.value,
+    covariate: s.covariate,
+    steps: s.steps.length ? s.steps : null,
+  }));
+  const micros = (column: string) => sql.raw(`'epoch'::timestamptz + r.${column} * interval '1 microsecond'`);
+  await db(tx)
+    .insertInto('experiment_person_state')
+    .columns([
+      'experiment_id',
+      'metric_uuid',
+      'person_id',
+      'variant',
+      'first_exposed_at',
+      'left_at',
+      'value',
+      'covariate',
+      'steps',
+    ])
+    .expression(
+      sql`select ${experimentId}::int, ${uuid}::varchar, r.person_id, r.variant, ${micros('t0')}, ${micros('left_at')},
+                 r.value, r.covariate, r.steps
+            from jsonb_to_recordset(${JSON.stringify(list)}::jsonb)
+              as r(person_id bigint, variant text, t0 float8, left_at float8, value float8, covariate float8, steps jsonb)`,
+    )
+    .onConflict((oc) =>
+      oc.columns(['experiment_id', 'metric_uuid', 'person_id']).doUpdateSet((eb) => ({
+        variant: eb.ref('excluded.variant'),
+        first_exposed_at: eb.ref('excluded.first_exposed_at'),
+        left_at: eb.ref('excluded.left_at'),
+        value: eb.ref('excluded.value'),
+        covariate: eb.ref('excluded.covariate'),
+        steps: eb.ref('excluded.steps'),
+      })),
+    )
+    .execute();
+}
+
+/** Drops a metric's per-person state (a computation from the start rebuilds it). */
+async function dropState(tx: EntityManager, experimentId: number, uuid: string) {
+  await db(tx)
+    .deleteFrom('experiment_person_state')
+    .where('experiment_id', '=', experimentId)
+    .where('metric_uuid', '=', uuid)
+    .execute();
+  await db(tx)
+    .deleteFrom('experiment_metric_state')
+    .where('experiment_id', '=', experimentId)
+    .where('metric_uuid', '=', uuid)
+    .execute();
+}
+
+/** Records the day (and fingerprint) a metric's per-person state is as of. */
+async function saveStateDay(tx: EntityManager, target: SaveTarget) {
+  const day = new Date(target.end.getTime() - DAY).toISOString().slice(0, 10);
+  await db(tx)
+    .insertInto('experiment_metric_state')
+    .values({
+      experiment_id: target.experimentId,
+      metric_uuid: target.uuid,
+      fingerprint: target.fingerprint,
+      day: sql<string>`${day}::date`,
+    })
+    .onConflict((oc) =>
+      oc.columns(['experiment_id', 'metric_uuid']).doUpdateSet((eb) => ({
+        fingerprint: eb.ref('excluded.fingerprint'),
+        day: eb.ref('excluded.day'),
+        updated_at: sql<Date>`now()`,
+      })),
+    )
+    .execute();
 }
 
 /** computeCountsSince, each day analysed (the daily results job). */
@@ -368,8 +632,9 @@ export async function computeSeriesSince(
   metrics: readonly ExperimentMetric[],
   until: Date,
   fromDay: number,
+  options: { saveState?: boolean } = {},
 ): Promise<CountsSince<MetricResult>> {
-  const counts = await computeCountsSince(em, experiment, metrics, until, fromDay);
+  const counts = await computeCountsSince(em, experiment, metrics, until, fromDay, options);
   return { ...counts, series: analyseSeries(experiment, metrics, counts.series) };
 }
 
@@ -444,6 +709,8 @@ async function staleSince(
   lateEvents: boolean,
 ): Promise<RecomputeReason | null> {
   const since = base.computedAt;
+  const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
+  const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
   const deletion = await db(em)
     .selectFrom('async_deletion')
     .select('id')
@@ -460,12 +727,23 @@ async function staleSince(
     .limit(1)
     .executeTakeFirst();
   if (retention) return 'retention';
+  // A distinct id that got another person since D was computed (a merge or a split), with events of
+  // these metrics or exposures before D's end: those count for another person now. Through the index
+  // on (project_id, updated_at), then each such id's events through the distinct-id index.
+  const moved = await rows(
+    em,
+    `select 1 from person_distinct_id d
+      where d.project_id = ? and d.updated_at >= ?
+        and exists (select 1 from event e where e.project_id = d.project_id and e.distinct_id = d.distinct_id
+                       and e.timestamp >= ? and e.timestamp < ? and ${relevant('e', events)})
+      limit 1`,
+    [experiment.projectId, since, scanFrom, base.end, ...events, experiment.flagKey],
+  );
+  if (moved.length) return 'persons_merged';
   if (!lateEvents) return null;
   // Through the index on created_at: the rows inserted since, not the window's. `since` is a JS time
   // (milliseconds) and created_at has microseconds: a row inserted in the run's own millisecond, before
   // it read, is not late (it was read); counting it so made the next run recompute everything again.
-  const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
-  const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
   const late = await rows(
     em,
     `select 1 from event e where e.created_at >= ?::timestamptz + interval '1 millisecond' and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
@@ -529,60 +807,62 @@ export function addStats(
   return out;
 }
 
+/** Where a full computation stores the per-person state as of a day's end (the daily run's). */
+interface StateTarget {
+  experimentId: number;
+  /** The day (index since the start date's UTC day) whose end the state is as of. */
+  day: number;
+  /** That day's end. */
+  end: Date;
+}
+
 /**
  * The per-variant counts behind computeExperimentSeries (n, Σv, Σv², funnel steps), per day.
- * `touchedSince`: only the persons with an exposure or metric event at or after that time (their
- * whole history, through the indexes by distinct id), so a caller holding the full counts of an
- * earlier day adds the change since (the guardrail check): a person with no such event since has
- * the same contribution on both days.
+ * `saveState`: also stores each metric's per-person state as of the end of that day (the metrics
+ * need their uuid and fingerprint; see continueFromState), in the caller's transaction.
  */
 export async function computeExperimentCounts(
   em: EntityManager,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   until: Date,
-  options: { touchedSince?: Date; touchedByIdLimit?: number } = {},
+  options: { saveState?: number } = {},
 ): Promise<(MetricStats[] | Error)[]> {
   const start = experiment.startDate;
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
   const dayText = new Date(firstDay).toISOString().slice(0, 10);
   const lookbackDays = experiment.cupedLookbackDays ?? 0;
-  let touched: Touched = false;
-  const unsupported = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
-  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(unsupported));
+  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
   if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
+  const stateDay = options.saveState;
+  const state: StateTarget | null =
+    stateDay !== undefined && stateDay >= 0
+      ? { experimentId: experiment.id, day: stateDay, end: new Date(firstDay + (stateDay + 1) * DAY) }
+      : null;
   return em.transactional(async (tx) => {
     await run(tx, `set local work_mem = '${WORK_MEM}'`);
     const variants = JSON.stringify(experiment.variants);
     const { projectId, flagKey } = experiment;
-    if (options.touchedSince) {
-      const events = [...new Set(shapes.flatMap((s) => (s instanceof Error ? [] : s.events)))];
-      await run(tx, TOUCHED(events), [
-        projectId,
-        ...events,
-        flagKey,
-        options.touchedSince,
-        until,
-        projectId,
-        projectId,
-      ]);
-      await run(tx, `analyze experiment_touched`);
-      const [{ n }] = await rows<{ n: number }>(tx, `select count(*)::int as n from experiment_touched`);
-      touched = n <= (options.touchedByIdLimit ?? TOUCHED_BY_ID) ? 'ids' : 'scan';
-    }
-    const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays, touched };
-    await run(tx, MEMBERS(touched), [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
+    const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays };
+    await run(tx, MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
     await run(tx, `analyze experiment_members`);
     const out: (MetricStats[] | Error)[] = [];
-    for (const shape of shapes) {
+    for (const [i, shape] of shapes.entries()) {
       if (shape instanceof Error) {
         out.push(shape);
         continue;
       }
+      const { uuid, fingerprint } = metrics[i];
+      const save = state && uuid && fingerprint ? { ...state, uuid, fingerprint } : null;
       try {
         // A savepoint each, so a failing metric leaves the transaction usable for the next.
-        const series = await tx.transactional((inner) => metricSeries(inner, experiment, shape, range));
+        const series = await tx.transactional(async (inner) => {
+          if (stateDay !== undefined && uuid) await dropState(inner, experiment.id, uuid);
+          const counts = await metricSeries(inner, experiment, shape, range, save);
+          if (save) await saveStateDay(inner, save);
+          return counts;
+        });
         out.push(series);
       } catch (e) {
         out.push(e as Error);
@@ -612,11 +892,28 @@ interface FunnelRow {
   d: number;
 }
 
+type SaveTarget = StateTarget & { uuid: string; fingerprint: string };
+
+/**
+ * A full computation's per-person state as of the state day's end, inserted by its statement (a
+ * data-modifying CTE: no second pass over the events): every person exposed by then, with the given
+ * columns. Parameters: experiment, metric uuid, state day, those of `values` and `joins`, state day.
+ */
+const savedState = (columns: string, values: string, joins: string) => `,
+       saved as (
+         insert into experiment_person_state
+                (experiment_id, metric_uuid, person_id, variant, first_exposed_at, left_at, ${columns})
+         select ?, ?, x.person_id, x.variant, x.t0, case when x.day_out <= ? then x.t_out end, ${values}
+           from experiment_members x left join pre p using (person_id) ${joins}
+          where x.day_in <= ?
+         on conflict do nothing)`;
+
 async function metricSeries(
   em: EntityManager,
   experiment: ExperimentForResults,
   shape: NonNullable<ReturnType<typeof metricShape>>,
   range: Range,
+  save: SaveTarget | null,
 ): Promise<MetricStats[]> {
   const { days, dayText } = range;
   const eventsOf = [...new Set(shape.events)];
@@ -644,7 +941,7 @@ async function metricSeries(
     // exposure) enters and leaves with them, and Σxy grows by x·δ with each increment.
     const found = await rows<MeanRow>(
       em,
-      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback, range.touched)},
+      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback)},
        per_day as (
          select person_id, variant, day_out, ${dayOf('t')} as day, sum(${value}) as delta
            from mev where not pre group by 1, 2, 3, 4),
@@ -667,12 +964,25 @@ async function metricSeries(
            from increments i left join pre p using (person_id)
          union all select l.variant, l.day_out, -1, -l.v, -(l.v * l.v),
                 -coalesce(p.x, 0), -(coalesce(p.x, 0) ^ 2), -coalesce(p.x, 0) * l.v
-           from leaving l left join pre p using (person_id))
+           from leaving l left join pre p using (person_id))${
+             save
+               ? savedState(
+                   'value, covariate',
+                   'coalesce(s.v, 0), coalesce(p.x, 0)',
+                   'left join (select person_id, sum(delta) as v from increments where day <= ? group by 1) s using (person_id)',
+                 )
+               : ''
+           }
        select variant, day, (sum(sum(dn)) over w)::int as n, (sum(sum(ds)) over w)::float8 as total,
               (sum(sum(dq)) over w)::float8 as total_sq, (sum(sum(dx)) over w)::float8 as x,
               (sum(sum(dxx)) over w)::float8 as xx, (sum(sum(dxy)) over w)::float8 as xy
          from changes group by variant, day window w as (partition by variant order by day)`,
-      [...(shape.mathProperty ? [shape.mathProperty] : []), ...scan, dayText],
+      [
+        ...(shape.mathProperty ? [shape.mathProperty] : []),
+        ...scan,
+        dayText,
+        ...(save ? [save.experimentId, save.uuid, save.day, save.day, save.day] : []),
+      ],
     );
     for (const r of found) {
       // Cumulative values at the days with changes, carried forward to the days after.
@@ -707,7 +1017,7 @@ async function metricSeries(
     const lastStep = shape.events.length - 1;
     const found = await rows<FunnelRow>(
       em,
-      `with ${memberEvents(eventsOf, 'm.event', lookback, range.touched)},
+      `with ${memberEvents(eventsOf, 'm.event', lookback)},
        fe as materialized (select person_id, event, t from mev where not pre),
        pre as (select distinct person_id from mev where pre and event = ?),
        s0 as (select person_id, t0 as t from experiment_members),
@@ -725,9 +1035,26 @@ async function metricSeries(
          union all select variant, day, -3, 1 from reached join pre using (person_id)
                     where step = ${lastStep} and (day_out is null or day < day_out)
          union all select variant, day_out, -3, -1 from reached join pre using (person_id)
-                    where step = ${lastStep} and day < day_out)
+                    where step = ${lastStep} and day < day_out)${
+                      save
+                        ? savedState(
+                            'covariate, steps',
+                            `case when p.person_id is null then 0 else 1 end,
+                             to_jsonb(array_remove(array[${shape.events
+                               .map((_, i) => `case when s${i + 1}.t < ? then ${MICROS(`s${i + 1}.t`)} end`)
+                               .join(', ')}]::float8[], null))`,
+                            shape.events.map((_, i) => `left join s${i + 1} using (person_id)`).join(' '),
+                          )
+                        : ''
+                    }
        select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
-      [...scan, shape.events[lastStep], ...shape.events, dayText],
+      [
+        ...scan,
+        shape.events[lastStep],
+        ...shape.events,
+        dayText,
+        ...(save ? [save.experimentId, save.uuid, save.day, ...shape.events.map(() => save.end), save.day] : []),
+      ],
     );
     for (const r of found) {
       const target =

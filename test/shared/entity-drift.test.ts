@@ -45,6 +45,8 @@ const TRIGGERS: [table: string, trigger: string][] = [
     'person_distinct_id',
     `person_distinct_id_${op}_shipping`,
   ]),
+  // 0052: when a distinct id got another person (incremental experiment results, shared/experiments/results.ts).
+  ['person_distinct_id', 'person_distinct_id_moved'],
 ];
 
 /**

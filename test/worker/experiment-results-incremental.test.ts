@@ -1,9 +1,11 @@
 // The daily results run is incremental: it starts from the stored counts of the last complete day and
-// adds what the persons active since then changed, so the event rows its statements read (EXPLAIN
-// ANALYZE of the very statements, replayed) stay about the same whether the experiment has run 4 days
-// or 16, while a full recompute's grow with the days. Its results are a full recompute's, also after a
-// person exposed earlier comes back, after a late event for an earlier day and after a deletion
-// (both make the run recompute in full, and say why).
+// each exposed person's stored state as of that day's end (experiment_person_state), and adds the
+// events since, so the event rows its statements read (EXPLAIN ANALYZE of the very statements,
+// replayed) are about those events, however long the experiment has run, while a full recompute's
+// grow with the days. Its results are a full recompute's, also after a person exposed earlier comes
+// back, on the next day from the state the run itself advanced, after a late event for an earlier
+// day, after a deletion and after persons merged with no new event (those three make the run
+// recompute in full, and say why).
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
@@ -45,11 +47,18 @@ async function experimentOf(id: number) {
  * and buy again the next day. Its results are computed (the backfill); then today's events arrive:
  * 12 new persons, yesterday's buying again, and two persons of the first day exposed again and buying.
  */
-async function runningExperiment(flag: string, days: number) {
+async function runningExperiment(flag: string, days: number, options: { backfillAt?: Date; cuped?: boolean } = {}) {
+  const { backfillAt, cuped } = options;
   const account = await createAccount(api.orm);
   const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
     key: account.apiKey,
-    body: { name: flag, feature_flag_key: flag, start_date: at(-days, 0).toISOString(), metrics: CHECKOUT_METRICS },
+    body: {
+      name: flag,
+      feature_flag_key: flag,
+      start_date: at(-days, 0).toISOString(),
+      metrics: CHECKOUT_METRICS,
+      ...(cuped ? { stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: 3 } } } : {}),
+    },
   });
   expect(res.status).toBe(201);
   const person = (d: number, i: number) => `${flag}-${d}-${i}`;
@@ -58,6 +67,9 @@ async function runningExperiment(flag: string, days: number) {
   for (let d = 0; d < days; d++) {
     for (let i = 0; i < 12; i++) {
       const p = person(d, i);
+      // With CUPED, every third person bought before their exposure too (their covariate).
+      if (cuped && i % 3 === 0)
+        past.push({ person: p, distinctId: p, event: 'purchase', at: at(-days + d, 0.5), properties: { amount: 7 } });
       past.push(exposure(flag, p, variant(i), at(-days + d, 1)));
       past.push({ person: p, distinctId: p, event: 'cart', at: at(-days + d, 2) });
       for (let later = d; later <= Math.min(d + 1, days - 1); later++) {
@@ -73,13 +85,22 @@ async function runningExperiment(flag: string, days: number) {
   }
   await insertEvents(api.orm, account.projectId, past);
   await sql(api.orm, `analyze event, person, person_distinct_id`);
-  const backfill = await computeExperimentResults(job(res.body.id), worker.deps);
+  const backfill = await computeExperimentResults(job(res.body.id), worker.deps, backfillAt);
   expect(backfill.full).toBe(1);
+  // A backfill as of an earlier time (`backfillAt`, yesterday): its days before that one are done,
+  // and the events were all there when they were computed (none is late).
+  if (backfillAt)
+    await sql(api.orm, `update experiment_metric_result set computed_at = now() where experiment_id = ? and day < ?`, [
+      res.body.id,
+      new Date(Math.floor(backfillAt.getTime() / DAY) * DAY).toISOString().slice(0, 10),
+    ]);
 
   // Today's events, after the backfill.
   const fresh: Row[] = [];
   for (let i = 0; i < 12; i++) {
     const p = person(days, i);
+    if (cuped && i % 3 === 0)
+      fresh.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(i * 10), properties: { amount: 7 } });
     fresh.push(exposure(flag, p, variant(i), todayAt(i * 10 + 1)));
     fresh.push({ person: p, distinctId: p, event: 'cart', at: todayAt(i * 10 + 2) });
     fresh.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(i * 10 + 3), properties: { amount: 2 } });
@@ -100,6 +121,7 @@ async function runningExperiment(flag: string, days: number) {
     id: res.body.id as number,
     projectId: account.projectId,
     events: past.length + fresh.length + returning.length,
+    today: fresh.length + returning.length,
   };
 }
 
@@ -156,18 +178,29 @@ async function fullRecomputeRows(id: number, now: Date) {
   );
 }
 
+/** A deterministic pseudo-random sequence in [0, 1) (mulberry32). */
+function random(seed: number) {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 describe('incremental daily results', () => {
   it("reads about one day's events, however long the experiment has run, and equals a full recompute", async () => {
     const measured = [];
     for (const days of [4, 16]) {
-      const { id, events } = await runningExperiment(`inc${days}`, days);
+      const { id, events, today: todays } = await runningExperiment(`inc${days}`, days);
       await sql(api.orm, `analyze event, person, person_distinct_id`);
       const now = new Date();
       const daily = await dailyRun(id, now);
       expect(daily.value).toMatchObject({ experiments: 1, incremental: 1, full: 0 });
       await expectFullRecompute(id, now);
       const full = await fullRecomputeRows(id, now);
-      measured.push({ days, events, daily: daily.rows, full: full.rows });
+      measured.push({ days, events, todays, daily: daily.rows, full: full.rows });
     }
     const [short, long] = measured;
     console.info('daily run cost (event rows read)', measured);
@@ -175,6 +208,158 @@ describe('incremental daily results', () => {
     expect(long.full / short.full).toBeGreaterThan(2.5);
     expect(long.daily / short.daily).toBeLessThan(1.5);
     expect(long.daily * 2.5).toBeLessThan(long.full);
+    // About today's events: the events since yesterday's end (read once), and the look-up for late
+    // events (the rows inserted since the stored day was computed: today's again). No history.
+    for (const m of measured) expect(m.daily).toBeLessThanOrEqual(2.5 * m.todays);
+  }, 180_000);
+
+  it('advances the per-person state day by day, and recomputes in full after persons merged with no new event', async () => {
+    // Stored as of yesterday noon: the next run continues the day before yesterday and stores the
+    // state as of yesterday's end, which the run after it continues.
+    const { id, projectId } = await runningExperiment('state', 5, { backfillAt: at(-1, 12) });
+    let now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
+    now = new Date();
+    const next = await dailyRun(id, now);
+    expect(next.value).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
+
+    // Merges, and no event since: a person of the first day (control) takes over one of day 2 (test:
+    // now exposed to both variants, so they leave from day 2) and one of day 1 (control: their
+    // purchases count for the first person from then on).
+    const personOf = async (distinctId: string) =>
+      (
+        await sql(api.orm, `select person_id from person_distinct_id where project_id = ? and distinct_id = ?`, [
+          projectId,
+          distinctId,
+        ])
+      )[0].person_id as string;
+    const target = await personOf('state-0-0');
+    // A distinct id with no earlier events linked to a person (an $identify of a new id): nothing to redo.
+    await sql(api.orm, `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, 'alias')`, [
+      projectId,
+      target,
+    ]);
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+    for (const other of ['state-2-1', 'state-1-2']) {
+      const merged = await personOf(other);
+      await sql(api.orm, `update person_distinct_id set person_id = ? where person_id = ?`, [target, merged]);
+      await sql(api.orm, `delete from person where id = ?`, [merged]);
+    }
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 0, full: 1 });
+    await expectFullRecompute(id, now);
+    // Then incremental again, from the state the recompute rebuilt.
+    now = new Date();
+    expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+    await expectFullRecompute(id, now);
+  }, 180_000);
+
+  it('equals a full recompute after every run, day after day, on random persons (CUPED, funnels with a repeated step, persons leaving)', async () => {
+    const flag = 'random';
+    const account = await createAccount(api.orm);
+    const metrics = [
+      ...CHECKOUT_METRICS,
+      { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: 'cart' } },
+      {
+        kind: 'ExperimentMetric',
+        metric_type: 'funnel',
+        series: ['cart', 'cart', 'purchase'].map((event) => ({ kind: 'EventsNode', event })),
+      },
+    ];
+    const res = await call(api.baseUrl, 'POST', `/api/projects/${account.projectId}/experiments/`, {
+      key: account.apiKey,
+      body: {
+        name: flag,
+        feature_flag_key: flag,
+        start_date: at(-6, 0).toISOString(),
+        metrics,
+        stats_config: { method: 'frequentist', cuped: { enabled: true, lookback_days: 2 } },
+      },
+    });
+    expect(res.status).toBe(201);
+    const id = res.body.id as number;
+    const rand = random(33);
+    const end = Date.now() - 60_000;
+    const moment = (from: number) => new Date(from + rand() * (end - from));
+    const rows: Row[] = [];
+    for (let i = 0; i < 80; i++) {
+      const person = `${flag}-${i}`;
+      // Some persons have a second distinct id; their events go under either.
+      const ids = rand() < 0.2 ? [person, `${person}-b`] : [person];
+      const distinctId = () => ids[Math.floor(rand() * ids.length)];
+      const variant = rand() < 0.5 ? 'control' : 'test';
+      if (rand() < 0.9) {
+        const exposed = moment(at(-6, 0).getTime());
+        rows.push(exposure(flag, person, variant, exposed, distinctId()));
+        if (rand() < 0.3) rows.push(exposure(flag, person, variant, moment(exposed.getTime()), distinctId()));
+        if (rand() < 0.15) {
+          const other = variant === 'control' ? 'test' : 'control';
+          rows.push(exposure(flag, person, other, moment(exposed.getTime()), distinctId()));
+        }
+      }
+      const events = Math.floor(rand() * 8);
+      for (let k = 0; k < events; k++) {
+        const event = rand() < 0.5 ? 'cart' : 'purchase';
+        rows.push({
+          person,
+          distinctId: distinctId(),
+          event,
+          at: moment(at(-8, 0).getTime()),
+          properties: event === 'purchase' ? { amount: 1 + Math.floor(rand() * 5) } : {},
+        });
+      }
+    }
+    await insertEvents(api.orm, account.projectId, rows);
+    await sql(api.orm, `analyze event, person, person_distinct_id`);
+
+    /** As a run a day apart would find them: the days before `asOf`'s were computed after every event arrived. */
+    const settle = (asOf: Date) =>
+      sql(api.orm, `update experiment_metric_result set computed_at = now() where experiment_id = ? and day < ?`, [
+        id,
+        new Date(Math.floor(asOf.getTime() / DAY) * DAY).toISOString().slice(0, 10),
+      ]);
+    const backfillAt = at(-4, 12);
+    expect(await computeExperimentResults(job(id), worker.deps, backfillAt)).toMatchObject({ full: 1 });
+    await settle(backfillAt);
+    for (const asOf of [at(-3, 6), at(-2, 18), at(-1, 12), new Date()]) {
+      expect(await computeExperimentResults(job(id), worker.deps, asOf)).toMatchObject({ incremental: 1, full: 0 });
+      const { row, experiment } = await experimentOf(id);
+      const full = await computeExperimentSeries(
+        api.orm.em.fork() as EntityManager,
+        experiment,
+        row.metrics,
+        new Date(asOf.getTime() + 1),
+      );
+      const stored = await sql(
+        api.orm,
+        `select metric_uuid, result from experiment_metric_result where experiment_id = ? and status = 'completed' order by day`,
+        [id],
+      );
+      for (const [i, metric] of row.metrics.entries()) {
+        expect(stored.filter((r) => r.metric_uuid === metric.uuid).map((r) => r.result)).toEqual(
+          JSON.parse(JSON.stringify(full[i])),
+        );
+      }
+      await settle(asOf);
+    }
+  }, 180_000);
+
+  it("with CUPED: a person exposed since brings their lookback days' value, and the covariates equal a full recompute", async () => {
+    const { id } = await runningExperiment('cuped', 5, { backfillAt: at(-1, 12), cuped: true });
+    for (let run = 0; run < 2; run++) {
+      const now = new Date();
+      expect(await computeExperimentResults(job(id), worker.deps, now)).toMatchObject({ incremental: 1, full: 0 });
+      await expectFullRecompute(id, now);
+    }
+    const [stored] = await sql(
+      api.orm,
+      `select result from experiment_metric_result where experiment_id = ? order by day desc limit 1`,
+      [id],
+    );
+    expect(stored.result.baseline.covariate_sum).toBeGreaterThan(0);
   }, 180_000);
 
   it('recomputes in full after a late event for an earlier day or a deletion, and stays exact', async () => {
@@ -183,14 +368,14 @@ describe('incremental daily results', () => {
     expect((await computeExperimentResults(job(id), worker.deps, now)).incremental).toBe(1);
     await expectFullRecompute(id, now);
 
-    // The persons active since read by one scan of the range (as when many are) instead of by id: the same counts.
+    // The guardrail check's way (continues the stored day and its state, stores nothing): the same counts.
     const { row, experiment } = await experimentOf(id);
     const until = new Date(now.getTime() + 1);
     const em = api.orm.em.fork() as EntityManager;
-    const scanned = await computeCountsSince(em, experiment, row.metrics, until, 5, { touchedByIdLimit: 0 });
-    expect(scanned.recomputed).toBeNull();
+    const since = await computeCountsSince(em, experiment, row.metrics, until, 5, { lateEvents: false });
+    expect(since.recomputed).toBeNull();
     const full = await computeExperimentCounts(em, experiment, row.metrics, until);
-    expect(scanned.series.map((s) => (s as unknown[]).at(-1))).toEqual(full.map((s) => (s as unknown[]).at(-1)));
+    expect(since.series.map((s) => (s as unknown[]).at(-1))).toEqual(full.map((s) => (s as unknown[]).at(-1)));
 
     // A purchase three days ago, arriving now: the stored days since then were missing it.
     await insertEventRowsOnly(projectId, [

@@ -2,11 +2,13 @@
 // per day from the start date (as of the next midnight UTC), stored for timeseries_results.
 // A day is done once a run computed it after it ended; the current day (and any day not done) is
 // computed on every run. The daily run is incremental: it continues the latest stored complete day
-// with the change since then, read from the persons active since (shared/experiments/results.ts,
-// computeSeriesSince), so it costs about one day's events however long the experiment has run. It
-// computes from the start instead when no such day is stored, when earlier days are missing (a new or
-// changed metric, a backfill), or when late events, a deletion or a retention run touched the stored
-// days; all days a full run needs come from one pass over the experiment's events.
+// with the change since then, from the events since and the per-person state as of that day's end
+// (shared/experiments/results.ts, computeSeriesSince), so it costs about one day's events however
+// long the experiment has run; the state is advanced to the last complete day in the transaction that
+// stores the days. It computes from the start instead (rebuilding the state) when no such day or
+// state is stored, when earlier days are missing (a new or changed metric, a backfill), or when late
+// events, a deletion, a retention run or a merge of persons touched the stored days; all days a full
+// run needs come from one pass over the experiment's events.
 import type { Job } from 'bullmq';
 import { sql } from 'kysely';
 import { db } from '../../shared/db/kysely.ts';
@@ -24,7 +26,7 @@ import type { WorkerDeps } from '../deps.ts';
 
 const DAY = 86400_000;
 
-const STALE = new Set<RecomputeReason>(['late_events', 'deletion', 'retention']);
+const STALE = new Set<RecomputeReason>(['late_events', 'deletion', 'retention', 'persons_merged']);
 
 type StoredMetric = ExperimentMetric & { uuid: string; fingerprint: string };
 
@@ -89,64 +91,73 @@ export async function computeExperimentResults(
     }
     if (pending.length === 0) continue;
     const fromDay = Math.min(...pending.flatMap((p) => p.days.map((d) => d.index)));
-    let computed: (MetricResult[] | Error)[];
-    let seriesStart = 0;
-    try {
-      const until = new Date(end.getTime() + 1);
-      const since = await computeSeriesSince(
-        em,
-        experiment,
-        pending.map((p) => p.metric),
-        until,
-        fromDay,
-      );
-      computed = since.series;
-      seriesStart = since.firstDay;
-      if (since.recomputed) full++;
-      else incremental++;
-      // The stored days may be wrong (late events, a deletion, a retention run): all are rewritten.
-      if (since.recomputed && STALE.has(since.recomputed)) for (const p of pending) p.days = allDays;
-      deps.logger.debug(
-        { experimentId: x.id, baseDay: since.baseDay, recomputed: since.recomputed },
-        'experiment results: from a stored day, or from the start',
-      );
-    } catch (e) {
-      computed = pending.map(() => e as Error);
-    }
-    for (const [i, { metric, days }] of pending.entries()) {
-      const series = computed[i];
-      const dayResults = days.map((d) =>
-        series instanceof Error
-          ? { day: d.text, status: 'failed', result: null, error: series.message }
-          : { day: d.text, status: 'completed', result: series[d.index - seriesStart], error: null },
-      );
-      // computed_at is the run's as-of time: a day's row computed after the day ended is complete.
-      await db(em)
-        .insertInto('experiment_metric_result')
-        .values(
-          dayResults.map((r) => ({
-            experiment_id: x.id,
-            metric_uuid: metric.uuid,
-            fingerprint: metric.fingerprint,
-            day: sql<string>`${r.day}::date`,
-            status: r.status,
-            result: sql<Record<string, unknown> | null>`${r.result === null ? null : JSON.stringify(r.result)}::jsonb`,
-            error_message: r.error,
-            computed_at: now,
-          })),
-        )
-        .onConflict((oc) =>
-          oc.columns(['experiment_id', 'metric_uuid', 'fingerprint', 'day']).doUpdateSet((eb) => ({
-            status: eb.ref('excluded.status'),
-            result: eb.ref('excluded.result'),
-            error_message: eb.ref('excluded.error_message'),
-            computed_at: eb.ref('excluded.computed_at'),
-            updated_at: sql<Date>`now()`,
-          })),
-        )
-        .execute();
-      results += dayResults.length;
-    }
+    // The days and the per-person state they continue from are stored together: one transaction.
+    results += await em.transactional(async (tx) => {
+      let computed: (MetricResult[] | Error)[];
+      let seriesStart = 0;
+      let stored = 0;
+      try {
+        const until = new Date(end.getTime() + 1);
+        const since = await computeSeriesSince(
+          tx,
+          experiment,
+          pending.map((p) => p.metric),
+          until,
+          fromDay,
+          { saveState: true },
+        );
+        computed = since.series;
+        seriesStart = since.firstDay;
+        if (since.recomputed) full++;
+        else incremental++;
+        // The stored days may be wrong (late events, a deletion, a retention run, persons merged): all are rewritten.
+        if (since.recomputed && STALE.has(since.recomputed)) for (const p of pending) p.days = allDays;
+        deps.logger.debug(
+          { experimentId: x.id, baseDay: since.baseDay, recomputed: since.recomputed },
+          'experiment results: from a stored day, or from the start',
+        );
+      } catch (e) {
+        computed = pending.map(() => e as Error);
+      }
+      for (const [i, { metric, days }] of pending.entries()) {
+        const series = computed[i];
+        const dayResults = days.map((d) =>
+          series instanceof Error
+            ? { day: d.text, status: 'failed', result: null, error: series.message }
+            : { day: d.text, status: 'completed', result: series[d.index - seriesStart], error: null },
+        );
+        // computed_at is the run's as-of time: a day's row computed after the day ended is complete.
+        await db(tx)
+          .insertInto('experiment_metric_result')
+          .values(
+            dayResults.map((r) => ({
+              experiment_id: x.id,
+              metric_uuid: metric.uuid,
+              fingerprint: metric.fingerprint,
+              day: sql<string>`${r.day}::date`,
+              status: r.status,
+              result: sql<Record<
+                string,
+                unknown
+              > | null>`${r.result === null ? null : JSON.stringify(r.result)}::jsonb`,
+              error_message: r.error,
+              computed_at: now,
+            })),
+          )
+          .onConflict((oc) =>
+            oc.columns(['experiment_id', 'metric_uuid', 'fingerprint', 'day']).doUpdateSet((eb) => ({
+              status: eb.ref('excluded.status'),
+              result: eb.ref('excluded.result'),
+              error_message: eb.ref('excluded.error_message'),
+              computed_at: eb.ref('excluded.computed_at'),
+              updated_at: sql<Date>`now()`,
+            })),
+          )
+          .execute();
+        stored += dayResults.length;
+      }
+      return stored;
+    });
   }
   deps.logger.info({ experiments: experiments.length, results, incremental, full }, 'experiment results computed');
   return { experiments: experiments.length, results, incremental, full };

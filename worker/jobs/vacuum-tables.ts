@@ -21,6 +21,8 @@ export const MAINTAINED_TABLES = [
   'session_recording',
   'session_recording_snapshot',
   'async_deletion',
+  // Every computation of an experiment's results from the start rewrites its per-person state.
+  'experiment_person_state',
 ];
 
 /** `s` (pg_stat_user_tables) is a maintained table. */

@@ -30,6 +30,7 @@ import { Migration0048Retention } from './0048-retention.ts';
 import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts';
 import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
 import { Migration0051EventShipping } from './0051-event-shipping.ts';
+import { Migration0052ExperimentPersonState } from './0052-experiment-person-state.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -62,4 +63,5 @@ export const migrationsList = [
   { name: '0049-deletion-suppression', class: Migration0049DeletionSuppression },
   { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
   { name: '0051-event-shipping', class: Migration0051EventShipping },
+  { name: '0052-experiment-person-state', class: Migration0052ExperimentPersonState },
 ];

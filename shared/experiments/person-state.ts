@@ -1,0 +1,243 @@
+// The daily results run's step from one stored day to the next without reading histories
+// (results.ts, computeCountsSince): each exposed person's state as of the stored day's end
+// (experiment_person_state: variant, first exposure, exposure to a second variant, running value or
+// funnel steps, CUPED covariate) and their events since, folded into per-variant, per-day changes of
+// the counts and into the state as of a later day's end. The same rules as the full computation's
+// statement (results.ts, metricSeries): a person enters on the day of their first exposure, counts
+// their events from that exposure on, and leaves (taking everything they added) on the day they are
+// first exposed to a second variant; a funnel step is the first event of its kind at or after the
+// previous step. Times are epoch microseconds (the database's precision).
+import type { MetricKind, VariantStats } from './moments.ts';
+
+export const MICROS_PER_DAY = 86400e6;
+
+/** An exposed person's state for one metric as of a day's end. */
+export interface PersonState {
+  variant: string;
+  t0: number;
+  /** The first exposure to a second variant, when before the state's day ended. */
+  leftAt: number | null;
+  /** Mean: the sum of values since the first exposure (up to leaving). */
+  value: number;
+  /** CUPED: the mean's value over the lookback days before t0; a funnel's 0/1. */
+  covariate: number;
+  /** Funnel: the times the steps were reached, in order (those reached by the state's day). */
+  steps: number[];
+}
+
+/** One event since the stored day, of a person: an exposure (`exposure`: its variant) or a metric event. */
+export interface EventSince {
+  event: string;
+  t: number;
+  exposure: string | null;
+  /** The numeric property values the mean metrics sum (null: missing or not a number). */
+  values: (number | null)[];
+}
+
+export interface MetricRule {
+  kind: MetricKind;
+  /** Mean: the one event; funnel: the steps' events. */
+  events: string[];
+  /** Mean: which of EventSince.values to sum (null: count events). */
+  valueIndex: number | null;
+}
+
+export interface Window {
+  variants: readonly string[];
+  /** The start date's UTC midnight, in microseconds. */
+  firstDay: number;
+  /** The stored day (index) the states are as of. */
+  baseDay: number;
+  /** Days in the range (the last is the one `until` falls in). */
+  days: number;
+  /** The day whose end the new states are as of (null: none kept). */
+  saveDay: number | null;
+  cuped: boolean;
+}
+
+interface Changes {
+  n: number[];
+  sum: number[];
+  sumSq: number[];
+  x: number[];
+  xx: number[];
+  xy: number[];
+  steps: number[][];
+}
+
+export const eventValue = (rule: MetricRule, e: EventSince) =>
+  rule.valueIndex === null ? 1 : (e.values[rule.valueIndex] ?? 0);
+
+/**
+ * One metric's cumulative change of the counts per variant for each day after `baseDay`, from the
+ * persons with events since (each with their state, if they had one, and for a person exposed
+ * since, the CUPED covariate of their lookback days), and the new states as of `saveDay`'s end.
+ */
+export function advance(
+  rule: MetricRule,
+  window: Window,
+  persons: Iterable<[string, { state: PersonState | undefined; events: EventSince[]; covariate: number }]>,
+): { changes: { kind: MetricKind; variants: VariantStats[] }[]; saved: Map<string, PersonState> } {
+  const length = Math.max(0, window.days - window.baseDay - 1);
+  const zeros = () => new Array<number>(length).fill(0);
+  const byVariant = new Map<string, Changes>();
+  const changesOf = (variant: string) => {
+    let c = byVariant.get(variant);
+    if (!c) {
+      c = { n: zeros(), sum: zeros(), sumSq: zeros(), x: zeros(), xx: zeros(), xy: zeros(), steps: [] };
+      c.steps = rule.events.map(zeros);
+      byVariant.set(variant, c);
+    }
+    return c;
+  };
+  const dayOf = (t: number) => Math.floor((t - window.firstDay) / MICROS_PER_DAY);
+  const at = (list: number[], day: number, d: number) => {
+    list[day - window.baseDay - 1] += d;
+  };
+  const saved = new Map<string, PersonState>();
+  const last = rule.events.length - 1;
+  for (const [person, { state, events, covariate }] of persons) {
+    if (state?.leftAt != null) continue; // left before: counts nowhere any more
+    const member = membership(state, events, window.variants);
+    if (!member) continue;
+    const dayIn = dayOf(member.t0);
+    const dayOut = member.leftAt === null ? null : dayOf(member.leftAt);
+    const counts = (day: number) => dayOut === null || day < dayOut;
+    const c = changesOf(member.variant);
+    const x = state ? state.covariate : covariate;
+    if (!state) {
+      at(c.n, dayIn, 1);
+      at(c.x, dayIn, x);
+      at(c.xx, dayIn, x * x);
+    }
+    let value = state?.value ?? 0;
+    let savedValue = value;
+    let steps = state?.steps ?? [];
+    if (rule.kind === 'mean') {
+      const perDay = new Map<number, number>();
+      for (const e of events) {
+        const day = dayOf(e.t);
+        if (e.event === rule.events[0] && e.t >= member.t0 && counts(day))
+          perDay.set(day, (perDay.get(day) ?? 0) + eventValue(rule, e));
+      }
+      for (const [day, delta] of [...perDay].sort((a, b) => a[0] - b[0])) {
+        at(c.sum, day, delta);
+        at(c.sumSq, day, 2 * value * delta + delta * delta);
+        at(c.xy, day, x * delta);
+        value += delta;
+        if (window.saveDay !== null && day <= window.saveDay) savedValue = value;
+      }
+      if (dayOut !== null) {
+        at(c.n, dayOut, -1);
+        at(c.sum, dayOut, -value);
+        at(c.sumSq, dayOut, -(value * value));
+        at(c.x, dayOut, -x);
+        at(c.xx, dayOut, -(x * x));
+        at(c.xy, dayOut, -(x * value));
+      }
+    } else {
+      const had = steps.length;
+      steps = [...steps];
+      for (let prev = steps.at(-1) ?? member.t0; steps.length < rule.events.length; ) {
+        const step = rule.events[steps.length];
+        const hit = events.find((e) => e.event === step && e.t >= prev);
+        if (!hit) break;
+        steps.push(hit.t);
+        prev = hit.t;
+      }
+      for (let k = had; k < steps.length; k++) {
+        const day = dayOf(steps[k]);
+        if (!counts(day)) continue;
+        at(c.steps[k], day, 1);
+        if (k === last && x) at(c.xy, day, 1);
+      }
+      if (dayOut !== null) {
+        at(c.n, dayOut, -1);
+        if (x) at(c.x, dayOut, -1);
+        steps.forEach((t, k) => {
+          if (dayOf(t) >= dayOut) return;
+          at(c.steps[k], dayOut, -1);
+          if (k === last && x) at(c.xy, dayOut, -1);
+        });
+      }
+    }
+    if (window.saveDay !== null && dayIn <= window.saveDay) {
+      const saveDay = window.saveDay;
+      const next: PersonState = {
+        variant: member.variant,
+        t0: member.t0,
+        leftAt: dayOut !== null && dayOut <= saveDay ? member.leftAt : null,
+        value: savedValue,
+        covariate: x,
+        steps: steps.filter((t) => dayOf(t) <= saveDay),
+      };
+      // Only what changed is written (a person whose events are all after the day keeps their row).
+      const same =
+        state && next.leftAt === null && next.value === state.value && next.steps.length === state.steps.length;
+      if (!same) saved.set(person, next);
+    }
+  }
+  // Cumulative per day, in the flag's variant order (missing variants: zero).
+  const cumulative = (list: number[]) => {
+    let total = 0;
+    return list.map((v) => (total += v));
+  };
+  const totals = new Map(
+    [...byVariant].map(([key, c]) => [
+      key,
+      {
+        n: cumulative(c.n),
+        sum: cumulative(c.sum),
+        sumSq: cumulative(c.sumSq),
+        x: cumulative(c.x),
+        xx: cumulative(c.xx),
+        xy: cumulative(c.xy),
+        steps: c.steps.map(cumulative),
+      },
+    ]),
+  );
+  const changes = Array.from({ length }, (_, d) => ({
+    kind: rule.kind,
+    variants: window.variants.map((key): VariantStats => {
+      const t = totals.get(key);
+      const total = (name: Exclude<keyof Changes, 'steps'>) => t?.[name][d] ?? 0;
+      const stepCounts = rule.events.map((_, k) => t?.steps[k][d] ?? 0);
+      const stats: VariantStats =
+        rule.kind === 'mean'
+          ? { key, number_of_samples: total('n'), sum: total('sum'), sum_squares: total('sumSq') }
+          : {
+              key,
+              number_of_samples: total('n'),
+              sum: stepCounts[last],
+              sum_squares: stepCounts[last],
+              step_counts: stepCounts,
+            };
+      if (window.cuped) {
+        stats.covariate_sum = total('x');
+        stats.covariate_sum_squares = rule.kind === 'mean' ? total('xx') : total('x');
+        stats.covariate_sum_product = total('xy');
+      }
+      return stats;
+    }),
+  }));
+  return { changes, saved };
+}
+
+/** Who the person is in the experiment now: their state's, or from their exposures since. */
+function membership(
+  state: PersonState | undefined,
+  events: EventSince[],
+  variants: readonly string[],
+): { variant: string; t0: number; leftAt: number | null } | null {
+  const exposures = events.filter((e) => e.exposure !== null && variants.includes(e.exposure));
+  if (state) {
+    const other = exposures.find((e) => e.exposure !== state.variant);
+    return { variant: state.variant, t0: state.t0, leftAt: other ? other.t : null };
+  }
+  // Each variant's first exposure, in time order: the first is theirs, the second's time they leave.
+  const firsts: { variant: string; t: number }[] = [];
+  for (const e of exposures)
+    if (!firsts.some((f) => f.variant === e.exposure)) firsts.push({ variant: e.exposure!, t: e.t });
+  if (!firsts.length) return null;
+  return { variant: firsts[0].variant, t0: firsts[0].t, leftAt: firsts[1]?.t ?? null };
+}
