@@ -67,6 +67,16 @@ export function createClickHouseEventStore(
     return result.json<T>();
   }
 
+  /**
+   * The one Int64 column of a statement's rows, as decimal text: TabSeparated, split by line (for an
+   * answer of many person ids, parsing JSONEachRow's object per row cost more than the text itself).
+   */
+  async function selectIds(query: string, params: Record<string, unknown>): Promise<string[]> {
+    const result = await client.query({ query, query_params: params, format: 'TabSeparated' });
+    const text = await result.text();
+    return text === '' ? [] : text.slice(0, text.endsWith('\n') ? -1 : undefined).split('\n');
+  }
+
   // The project's current mapping, one row per live distinct id (the highest version of each).
   const currentMapping = `SELECT distinct_id, argMax(person_id, version) AS person_id
       FROM ${db}.person_distinct_id WHERE project_id = {project:Int64}
@@ -201,32 +211,22 @@ export function createClickHouseEventStore(
     async funnelPersonIds(projectId, params, step, page) {
       const k = Math.abs(step);
       const levels = funnelLevels(params);
-      const found = await select<{ person_id: string }>(
-        `SELECT toString(person_id) AS person_id FROM (${levels.sql}) WHERE ${step > 0 ? 'level >= {k:UInt32}' : 'level = {k:UInt32} - 1'}`,
+      const found = await selectIds(
+        `SELECT person_id FROM (${levels.sql}) WHERE ${step > 0 ? 'level >= {k:UInt32}' : 'level = {k:UInt32} - 1'}`,
         { ...levels.params, project: projectId, k },
       );
-      return personIdPageOf(
-        fork(),
-        projectId,
-        found.map((r) => r.person_id),
-        page,
-      );
+      return personIdPageOf(fork(), projectId, found, page);
     },
 
     async funnelCorrelationPersonIds(projectId, params, entity, converted, page) {
       const n = params.steps.length;
       const levels = funnelLevels(params, entity);
-      const found = await select<{ person_id: string }>(
-        `SELECT toString(person_id) AS person_id FROM (${levels.sql})
+      const found = await selectIds(
+        `SELECT person_id FROM (${levels.sql})
           WHERE extra AND ${converted ? 'level = {n:UInt32}' : 'level BETWEEN 1 AND {n:UInt32} - 1'}`,
         { ...levels.params, project: projectId, n },
       );
-      return personIdPageOf(
-        fork(),
-        projectId,
-        found.map((r) => r.person_id),
-        page,
-      );
+      return personIdPageOf(fork(), projectId, found, page);
     },
 
     // PostgreSQL computes the days' bounds and classifies by the person's creation (persons are there);
@@ -315,16 +315,16 @@ export function createClickHouseEventStore(
         among: among ?? [],
       };
       const filter = clickHouseFilterSql(query.eventFilters, 'e.properties', params);
-      const found = await select<{ pid: string }>(
-        `SELECT toString(d.person_id) AS pid
+      // Ascending by the Int64 id, PostgreSQL's order, so the answer needs no sort here.
+      return selectIds(
+        `SELECT d.person_id AS pid
            FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
           WHERE e.project_id = {project:Int64} AND e.event = {event:String}
             AND e.timestamp >= parseDateTime64BestEffort({since:String}, 6, 'UTC') AND ${filter}
             ${among === undefined ? '' : 'AND toString(d.person_id) IN {among:Array(String)}'}
-          GROUP BY d.person_id HAVING uniqExact(e.uuid) >= {times:UInt64}`,
+          GROUP BY d.person_id HAVING uniqExact(e.uuid) >= {times:UInt64} ORDER BY d.person_id`,
         params,
       );
-      return found.map((r) => r.pid).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
     },
 
     async personEventCounts(projectId, group) {
