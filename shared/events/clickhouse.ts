@@ -295,6 +295,42 @@ export function createClickHouseEventStore(
       return n;
     },
 
+    async deleteEventsBefore(projectId, before) {
+      const params = { project: projectId, before: before.toISOString() };
+      const line = `parseDateTime64BestEffort({before:String}, 6, 'UTC')`;
+      const past = `project_id = {project:Int64} AND timestamp < ${line}`;
+      const [row] = await select<{ n: string }>(`SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${past}`, params);
+      const n = Number(row.n);
+      if (n === 0) return 0;
+      // Months wholly before the line (events are partitioned by month of timestamp) that hold only
+      // this project's events go whole: moved out to events_retention in one step, so an event of
+      // another project shipped into the month since this look is moved with them and put back.
+      const months = await select<{ id: string; others: string }>(
+        `SELECT _partition_id AS id, countIf(project_id != {project:Int64}) AS others FROM ${db}.events
+          WHERE timestamp < toStartOfMonth(${line}) GROUP BY id HAVING countIf(project_id = {project:Int64}) > 0`,
+        params,
+      );
+      for (const month of months.filter((m) => Number(m.others) === 0)) {
+        if (!/^\d{6}$/.test(month.id)) throw new Error(`unexpected partition id ${month.id}`);
+        await client.command({
+          query: `ALTER TABLE ${db}.events MOVE PARTITION ID '${month.id}' TO TABLE ${db}.events_retention`,
+        });
+        // (Its own setting: chDB's session would otherwise apply the last batch's deduplication token.)
+        await client.command({
+          query: `INSERT INTO ${db}.events SETTINGS insert_deduplicate = 0
+                  SELECT * FROM ${db}.events_retention WHERE project_id != {project:Int64}`,
+          query_params: params,
+        });
+        await client.command({ query: `TRUNCATE TABLE ${db}.events_retention` });
+      }
+      // The rest (months the line cuts, months shared with other projects): one lightweight DELETE,
+      // rows masked at once and purged by merges.
+      const [left] = await select<{ n: string }>(`SELECT count() AS n FROM ${db}.events WHERE ${past}`, params);
+      if (Number(left.n) > 0)
+        await client.command({ query: `DELETE FROM ${db}.events WHERE ${past}`, query_params: params });
+      return n;
+    },
+
     survivorsStatement: `SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE project_id = $project_id AND ((has($person_uuids, person_id) AND timestamp <= $cutoff AND created_at <= $cutoff) OR (has($distinct_ids, distinct_id) AND timestamp <= $cutoff AND created_at <= $cutoff))`,
     async countPersonEvents(projectId, groups) {
       if (groups.every((g) => g.personIds.length === 0 && g.distinctIds.length === 0)) return 0;
