@@ -7,7 +7,7 @@
 // ids, PostgreSQL pages them (newest person first).
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
 import { pgArray } from '../db/sql.ts';
 import { clickHouseFilterSql } from './clickhouse-filters.ts';
@@ -296,6 +296,22 @@ export function createClickHouseEventStore(
     },
 
     async deleteEventsBefore(projectId, before) {
+      /** Puts the rows events_retention holds (but those of project `except`) back into events, and empties it. */
+      const putBack = async (except: number | null) => {
+        // A token of its own: a block like one inserted before must not be dropped as its repeat (and
+        // chDB's session would otherwise apply the last batch's token; insert_deduplicate = 0 does not
+        // stop that).
+        await client.command({
+          query: `INSERT INTO ${db}.events SELECT * FROM ${db}.events_retention
+                   ${except === null ? '' : 'WHERE project_id != {except:Int64}'}
+                  SETTINGS insert_deduplication_token = {token:String}`,
+          query_params: { ...(except === null ? {} : { except }), token: `retention:${randomUUID()}` },
+        });
+        await client.command({ query: `TRUNCATE TABLE ${db}.events_retention` });
+      };
+      // A run that died between a move and its put-back left the month in events_retention: all back first.
+      const [stranded] = await select<{ n: string }>(`SELECT count() AS n FROM ${db}.events_retention`, {});
+      if (Number(stranded.n) > 0) await putBack(null);
       const params = { project: projectId, before: before.toISOString() };
       const line = `parseDateTime64BestEffort({before:String}, 6, 'UTC')`;
       const past = `project_id = {project:Int64} AND timestamp < ${line}`;
@@ -315,13 +331,7 @@ export function createClickHouseEventStore(
         await client.command({
           query: `ALTER TABLE ${db}.events MOVE PARTITION ID '${month.id}' TO TABLE ${db}.events_retention`,
         });
-        // (Its own setting: chDB's session would otherwise apply the last batch's deduplication token.)
-        await client.command({
-          query: `INSERT INTO ${db}.events SETTINGS insert_deduplicate = 0
-                  SELECT * FROM ${db}.events_retention WHERE project_id != {project:Int64}`,
-          query_params: params,
-        });
-        await client.command({ query: `TRUNCATE TABLE ${db}.events_retention` });
+        await putBack(projectId);
       }
       // The rest (months the line cuts, months shared with other projects): one lightweight DELETE,
       // rows masked at once and purged by merges.

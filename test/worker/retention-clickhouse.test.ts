@@ -2,7 +2,8 @@
 // and their copies from ClickHouse (chDB) too: a month wholly before the line holding only that
 // project's events is moved out whole, every other row past the line is masked by one lightweight
 // DELETE; events after the line and other projects' events stay in both; the run counts the events
-// once (PostgreSQL's); a second run removes nothing.
+// once (PostgreSQL's); a second run removes nothing. Another project's event shipped into a month
+// between the look and the move is put back, and so is a month a run died holding.
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { MikroORM } from '@mikro-orm/postgresql';
@@ -122,5 +123,56 @@ describe('retention with the ClickHouse event store', () => {
     expect((await enforceRetention(fakeJob(), deps)).removed).toBe(0);
     expect(await ch.deleteEventsBefore(expiring, line, { chunk: 1000 })).toBe(0);
     expect(await clickHouseCounts(kept, line)).toEqual({ before: 2, all: 2 });
+  });
+
+  it("puts back another project's event shipped into a month between the look and the move", async () => {
+    const now = new Date();
+    const line = retentionCutoff(30, now)!;
+    const old = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 8, 3, 12));
+    await ch.insert([event(expiring, old), event(expiring, new Date(old.getTime() + H))]);
+    const late = event(kept, new Date(old.getTime() + 2 * H));
+    // The same store, its client shipping `late` into the month just before the move.
+    const client = ch.client;
+    const racing = new Proxy(client, {
+      get(target, prop) {
+        if (prop === 'command')
+          return async (params: Parameters<typeof client.command>[0]) => {
+            if (params.query.includes('MOVE PARTITION')) await ch.insert([late]);
+            return target.command(params);
+          };
+        const value = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const store = createClickHouseEventStore(racing, ch.database, orm);
+    const keptBefore = await ch.countEvents(kept);
+    expect(await store.deleteEventsBefore(expiring, line, { chunk: 1000 })).toBe(2);
+    expect(await ch.countEventsBefore(expiring, line)).toBe(0);
+    expect(await ch.countEvents(kept)).toBe(keptBefore + 1);
+    const back = await ch.client.query({
+      query: `SELECT toString(uuid) AS uuid FROM ${ch.database}.events WHERE project_id = {p:Int64} AND timestamp < {line:DateTime64(6, 'UTC')}`,
+      query_params: { p: kept, line: line.toISOString().replace('T', ' ').replace('Z', '') },
+      format: 'JSONEachRow',
+    });
+    expect((await back.json<{ uuid: string }>()).map((r) => r.uuid)).toContain(late.uuid);
+  });
+
+  it('puts back a month a run left moved out when it died before putting it back', async () => {
+    const now = new Date();
+    const line = retentionCutoff(30, now)!;
+    const stranded = event(kept, new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 9, 3, 12)));
+    await ch.insert([stranded]);
+    const month = `${stranded.timestamp.getUTCFullYear()}${String(stranded.timestamp.getUTCMonth() + 1).padStart(2, '0')}`;
+    await ch.client.command({
+      query: `ALTER TABLE ${ch.database}.events MOVE PARTITION ID '${month}' TO TABLE ${ch.database}.events_retention`,
+    });
+    const keptBefore = await ch.countEvents(kept);
+    expect(await ch.deleteEventsBefore(expiring, line, { chunk: 1000 })).toBe(0); // nothing of its own left
+    expect(await ch.countEvents(kept)).toBe(keptBefore + 1);
+    const scratch = await ch.client.query({
+      query: `SELECT count() AS n FROM ${ch.database}.events_retention`,
+      format: 'JSONEachRow',
+    });
+    expect(Number((await scratch.json<{ n: string }>())[0].n)).toBe(0);
   });
 });
