@@ -43,7 +43,7 @@ export function withPostgresSource(postgres: EventStore, clickhouse: ClickHouseE
       return deleted;
     },
     // Counts of what a deletion covers are the source's, as the deletion counts what PostgreSQL
-    // deletes (an event not shipped yet is covered too); retention removes PostgreSQL's rows.
+    // deletes (an event not shipped yet is covered too); retention counts PostgreSQL's rows.
     personEventCounts: (projectId, group) => postgres.personEventCounts(projectId, group),
     countEventsBefore: (projectId, before) => postgres.countEventsBefore(projectId, before),
     async countPersonEvents(projectId, groups, limit) {

@@ -1,6 +1,7 @@
 // A retention run and its preview. A run draws each project's lines (rules.ts), drops the monthly
 // event partitions that hold only rows past their projects' lines, deletes every other row past a
-// line by range in chunks (events, then recordings with their snapshots), and records per project
+// line by range in chunks (events, through the event store: with ClickHouse its copies go too; then
+// recordings with their snapshots), and records per project
 // what it removed (retention_run). The preview computes the same plan and counts without removing.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventStore } from '../events/event-store.ts';
