@@ -67,4 +67,10 @@ export const CLICKHOUSE_MIGRATIONS: ClickHouseMigration[] = [
        ORDER BY (project_id, distinct_id)`,
     ],
   },
+  {
+    // Where retention moves a month of events that goes whole (MOVE PARTITION needs a table of the
+    // same structure, engine and partition key); empty between runs.
+    name: '0003-events-retention',
+    statements: (db) => [`CREATE TABLE IF NOT EXISTS ${db}.events_retention AS ${db}.events`],
+  },
 ];

@@ -7,7 +7,7 @@
 // ids, PostgreSQL pages them (newest person first).
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
 import { pgArray } from '../db/sql.ts';
 import { clickHouseFilterSql } from './clickhouse-filters.ts';
@@ -65,6 +65,16 @@ export function createClickHouseEventStore(
   async function select<T>(query: string, params: Record<string, unknown>): Promise<T[]> {
     const result = await client.query({ query, query_params: params, format: 'JSONEachRow' });
     return result.json<T>();
+  }
+
+  /**
+   * The one Int64 column of a statement's rows, as decimal text: TabSeparated, split by line (for an
+   * answer of many person ids, parsing JSONEachRow's object per row cost more than the text itself).
+   */
+  async function selectIds(query: string, params: Record<string, unknown>): Promise<string[]> {
+    const result = await client.query({ query, query_params: params, format: 'TabSeparated' });
+    const text = await result.text();
+    return text === '' ? [] : text.slice(0, text.endsWith('\n') ? -1 : undefined).split('\n');
   }
 
   // The project's current mapping, one row per live distinct id (the highest version of each).
@@ -201,32 +211,22 @@ export function createClickHouseEventStore(
     async funnelPersonIds(projectId, params, step, page) {
       const k = Math.abs(step);
       const levels = funnelLevels(params);
-      const found = await select<{ person_id: string }>(
-        `SELECT toString(person_id) AS person_id FROM (${levels.sql}) WHERE ${step > 0 ? 'level >= {k:UInt32}' : 'level = {k:UInt32} - 1'}`,
+      const found = await selectIds(
+        `SELECT person_id FROM (${levels.sql}) WHERE ${step > 0 ? 'level >= {k:UInt32}' : 'level = {k:UInt32} - 1'}`,
         { ...levels.params, project: projectId, k },
       );
-      return personIdPageOf(
-        fork(),
-        projectId,
-        found.map((r) => r.person_id),
-        page,
-      );
+      return personIdPageOf(fork(), projectId, found, page);
     },
 
     async funnelCorrelationPersonIds(projectId, params, entity, converted, page) {
       const n = params.steps.length;
       const levels = funnelLevels(params, entity);
-      const found = await select<{ person_id: string }>(
-        `SELECT toString(person_id) AS person_id FROM (${levels.sql})
+      const found = await selectIds(
+        `SELECT person_id FROM (${levels.sql})
           WHERE extra AND ${converted ? 'level = {n:UInt32}' : 'level BETWEEN 1 AND {n:UInt32} - 1'}`,
         { ...levels.params, project: projectId, n },
       );
-      return personIdPageOf(
-        fork(),
-        projectId,
-        found.map((r) => r.person_id),
-        page,
-      );
+      return personIdPageOf(fork(), projectId, found, page);
     },
 
     // PostgreSQL computes the days' bounds and classifies by the person's creation (persons are there);
@@ -295,6 +295,52 @@ export function createClickHouseEventStore(
       return n;
     },
 
+    async deleteEventsBefore(projectId, before) {
+      /** Puts the rows events_retention holds (but those of project `except`) back into events, and empties it. */
+      const putBack = async (except: number | null) => {
+        // A token of its own: a block like one inserted before must not be dropped as its repeat (and
+        // chDB's session would otherwise apply the last batch's token; insert_deduplicate = 0 does not
+        // stop that).
+        await client.command({
+          query: `INSERT INTO ${db}.events SELECT * FROM ${db}.events_retention
+                   ${except === null ? '' : 'WHERE project_id != {except:Int64}'}
+                  SETTINGS insert_deduplication_token = {token:String}`,
+          query_params: { ...(except === null ? {} : { except }), token: `retention:${randomUUID()}` },
+        });
+        await client.command({ query: `TRUNCATE TABLE ${db}.events_retention` });
+      };
+      // A run that died between a move and its put-back left the month in events_retention: all back first.
+      const [stranded] = await select<{ n: string }>(`SELECT count() AS n FROM ${db}.events_retention`, {});
+      if (Number(stranded.n) > 0) await putBack(null);
+      const params = { project: projectId, before: before.toISOString() };
+      const line = `parseDateTime64BestEffort({before:String}, 6, 'UTC')`;
+      const past = `project_id = {project:Int64} AND timestamp < ${line}`;
+      const [row] = await select<{ n: string }>(`SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${past}`, params);
+      const n = Number(row.n);
+      if (n === 0) return 0;
+      // Months wholly before the line (events are partitioned by month of timestamp) that hold only
+      // this project's events go whole: moved out to events_retention in one step, so an event of
+      // another project shipped into the month since this look is moved with them and put back.
+      const months = await select<{ id: string; others: string }>(
+        `SELECT _partition_id AS id, countIf(project_id != {project:Int64}) AS others FROM ${db}.events
+          WHERE timestamp < toStartOfMonth(${line}) GROUP BY id HAVING countIf(project_id = {project:Int64}) > 0`,
+        params,
+      );
+      for (const month of months.filter((m) => Number(m.others) === 0)) {
+        if (!/^\d{6}$/.test(month.id)) throw new Error(`unexpected partition id ${month.id}`);
+        await client.command({
+          query: `ALTER TABLE ${db}.events MOVE PARTITION ID '${month.id}' TO TABLE ${db}.events_retention`,
+        });
+        await putBack(projectId);
+      }
+      // The rest (months the line cuts, months shared with other projects): one lightweight DELETE,
+      // rows masked at once and purged by merges.
+      const [left] = await select<{ n: string }>(`SELECT count() AS n FROM ${db}.events WHERE ${past}`, params);
+      if (Number(left.n) > 0)
+        await client.command({ query: `DELETE FROM ${db}.events WHERE ${past}`, query_params: params });
+      return n;
+    },
+
     survivorsStatement: `SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE project_id = $project_id AND ((has($person_uuids, person_id) AND timestamp <= $cutoff AND created_at <= $cutoff) OR (has($distinct_ids, distinct_id) AND timestamp <= $cutoff AND created_at <= $cutoff))`,
     async countPersonEvents(projectId, groups) {
       if (groups.every((g) => g.personIds.length === 0 && g.distinctIds.length === 0)) return 0;
@@ -315,16 +361,16 @@ export function createClickHouseEventStore(
         among: among ?? [],
       };
       const filter = clickHouseFilterSql(query.eventFilters, 'e.properties', params);
-      const found = await select<{ pid: string }>(
-        `SELECT toString(d.person_id) AS pid
+      // Ascending by the Int64 id, PostgreSQL's order, so the answer needs no sort here.
+      return selectIds(
+        `SELECT d.person_id AS pid
            FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
           WHERE e.project_id = {project:Int64} AND e.event = {event:String}
             AND e.timestamp >= parseDateTime64BestEffort({since:String}, 6, 'UTC') AND ${filter}
             ${among === undefined ? '' : 'AND toString(d.person_id) IN {among:Array(String)}'}
-          GROUP BY d.person_id HAVING uniqExact(e.uuid) >= {times:UInt64}`,
+          GROUP BY d.person_id HAVING uniqExact(e.uuid) >= {times:UInt64} ORDER BY d.person_id`,
         params,
       );
-      return found.map((r) => r.pid).sort((a, b) => (BigInt(a) < BigInt(b) ? -1 : BigInt(a) > BigInt(b) ? 1 : 0));
     },
 
     async personEventCounts(projectId, group) {

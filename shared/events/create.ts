@@ -36,8 +36,14 @@ export function withPostgresSource(postgres: EventStore, clickhouse: ClickHouseE
       });
       return deleted;
     },
+    // Retention counts PostgreSQL's rows (as the deletion does), then drops ClickHouse's copies.
+    async deleteEventsBefore(projectId, before, deletion) {
+      const deleted = await postgres.deleteEventsBefore(projectId, before, deletion);
+      await clickhouse.deleteEventsBefore(projectId, before, { chunk: deletion.chunk });
+      return deleted;
+    },
     // Counts of what a deletion covers are the source's, as the deletion counts what PostgreSQL
-    // deletes (an event not shipped yet is covered too); retention removes PostgreSQL's rows.
+    // deletes (an event not shipped yet is covered too); retention counts PostgreSQL's rows.
     personEventCounts: (projectId, group) => postgres.personEventCounts(projectId, group),
     countEventsBefore: (projectId, before) => postgres.countEventsBefore(projectId, before),
     async countPersonEvents(projectId, groups, limit) {

@@ -68,6 +68,14 @@ export interface PerformedEventQuery {
   eventFilters: unknown;
 }
 
+/** How a retention deletion goes (deleteEventsBefore). */
+export interface RetentionDeletion {
+  /** Rows a PostgreSQL delete statement removes at most (DELETION_CHUNK_SIZE). */
+  chunk: number;
+  /** After each statement that removed rows of the source (PostgreSQL's partitions): the count, and where. */
+  onDeleted?: (n: number, table: string) => Promise<void> | void;
+}
+
 /** A deletion group's events of one (person uuid, distinct id) pair. */
 export interface PersonEventCount {
   personId: string | null;
@@ -130,6 +138,13 @@ export interface EventStore {
   recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
   /** The project's events with a timestamp before `before` (what retention would remove). */
   countEventsBefore(projectId: number, before: Date): Promise<number>;
+  /**
+   * Removes the project's events with a timestamp before `before` (retention past its
+   * event_retention_days); returns how many. PostgreSQL deletes them partition by partition in
+   * statements of `chunk` rows; ClickHouse moves out the monthly partitions wholly before the line
+   * that hold only this project's events and masks the rest with one lightweight DELETE.
+   */
+  deleteEventsBefore(projectId: number, before: Date, deletion: RetentionDeletion): Promise<number>;
   /** The project's events (of one name, if given), for verification. */
   countEvents(projectId: number, event?: string): Promise<number>;
   close(): Promise<void>;

@@ -10,6 +10,7 @@ import {
 } from './analytics.ts';
 import { propertyFiltersSql } from '../persons/property-filters.ts';
 import type { DeletionHooks, EventDeletionGroup, EventStore, PersonEventCount } from './event-store.ts';
+import { deleteProjectEventsBefore } from '../retention/store.ts';
 import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } from './store.ts';
 
 export interface PostgresEventStoreOptions {
@@ -34,6 +35,8 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
         ...e,
         timestamp: new Date(e.timestamp),
       })),
+    deleteEventsBefore: (projectId, before, deletion) =>
+      deleteProjectEventsBefore(fork(), projectId, before, deletion.chunk, deletion.onDeleted),
     async deletePersonEvents(projectId, groups, hooks) {
       const em = fork();
       const monthsStart = await firstMonthlyPartitionStart(em);

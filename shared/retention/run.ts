@@ -1,6 +1,7 @@
 // A retention run and its preview. A run draws each project's lines (rules.ts), drops the monthly
 // event partitions that hold only rows past their projects' lines, deletes every other row past a
-// line by range in chunks (events, then recordings with their snapshots), and records per project
+// line by range in chunks (events, through the event store: with ClickHouse its copies go too; then
+// recordings with their snapshots), and records per project
 // what it removed (retention_run). The preview computes the same plan and counts without removing.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventStore } from '../events/event-store.ts';
@@ -10,7 +11,7 @@ import {
   countEventsBefore,
   countProjectEventsIn,
   countRecordingsBefore,
-  deleteEventsChunk,
+  deleteProjectEventsBefore,
   deleteRecordingsChunk,
   dropPartitionIfOnly,
   eventsPerProjectIn,
@@ -85,6 +86,11 @@ export interface RunOptions {
   /** After each chunk (progress, lease renewal). */
   onProgress?: (removed: number) => Promise<void> | void;
   onDropSkipped?: (partition: string, why: 'kept' | 'busy') => void;
+  /**
+   * The event store the rows past a line are deleted through (PostgreSQL's by range in chunks, and
+   * with ClickHouse its copies too); without it, PostgreSQL's rows only. Partition drops are PostgreSQL's.
+   */
+  events?: EventStore;
 }
 
 export interface RunResult {
@@ -151,17 +157,16 @@ export async function runRetention(em: EntityManager, at: Date, options: RunOpti
   const touched = new Set<string>();
   for (const p of byProject.values()) {
     if (p.eventCutoff) {
-      const { months, others } = await eventPartitions(em);
-      const before = [...months.filter((m) => m.from < p.eventCutoff!).map((m) => m.name), ...others];
-      for (const partition of before) {
-        for (let n = options.chunk; n >= options.chunk; ) {
-          n = await deleteEventsChunk(em, partition, p.projectId, p.eventCutoff, options.chunk);
-          if (n > 0) touched.add(partition);
-          p.events += n;
-          removed += n;
-          await options.onProgress?.(removed);
-        }
-      }
+      const onDeleted = async (n: number, partition: string) => {
+        if (n > 0) touched.add(partition);
+        p.events += n;
+        removed += n;
+        await options.onProgress?.(removed);
+      };
+      // Through the event store when given (with ClickHouse, its copies go too); PostgreSQL's rows otherwise.
+      if (options.events)
+        await options.events.deleteEventsBefore(p.projectId, p.eventCutoff, { chunk: options.chunk, onDeleted });
+      else await deleteProjectEventsBefore(em, p.projectId, p.eventCutoff, options.chunk, onDeleted);
     }
     if (p.recordingCutoff) {
       const perTransaction = Math.max(1, Math.floor(options.chunk / 50));

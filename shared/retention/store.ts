@@ -8,6 +8,7 @@ import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
 import { rows, run } from '../db/sql.ts';
 import type { EventStore } from '../events/event-store.ts';
+import { eventPartitions } from '../events/store.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
 
 const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
@@ -189,6 +190,28 @@ export async function deleteEventsChunk(
       ),
     0,
   );
+}
+
+/**
+ * Deletes a project's events older than `cutoff`, partition by partition (those that may hold some),
+ * in statements of at most `chunk` rows, each reported with its partition; returns how many.
+ */
+export async function deleteProjectEventsBefore(
+  em: EntityManager,
+  projectId: number,
+  cutoff: Date,
+  chunk: number,
+  onDeleted?: (n: number, partition: string) => Promise<void> | void,
+): Promise<number> {
+  const { months, others } = await eventPartitions(em);
+  let deleted = 0;
+  for (const partition of [...months.filter((m) => m.from < cutoff).map((m) => m.name), ...others])
+    for (let n = chunk; n >= chunk; ) {
+      n = await deleteEventsChunk(em, partition, projectId, cutoff, chunk);
+      deleted += n;
+      await onDeleted?.(n, partition);
+    }
+  return deleted;
 }
 
 /** Up to `chunk` recordings of a project that ended before `cutoff`, with their snapshots, in one transaction. */

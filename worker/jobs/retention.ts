@@ -21,6 +21,7 @@ export async function enforceRetention(job: Job<JobData['retention']>, deps: Wor
     lockTimeoutMs: DROP_LOCK_TIMEOUT_MS,
     lockAttempts: DROP_LOCK_ATTEMPTS,
     jobId: job.id ?? null,
+    events: deps.events, // with EVENT_STORE=clickhouse its copies go too
     onProgress: (removed) => job.updateProgress({ removed }),
     onDropSkipped: (partition, why) =>
       deps.logger.warn(

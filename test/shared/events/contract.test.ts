@@ -135,7 +135,7 @@ beforeAll(async () => {
   otherProjectId = (await createAccount(orm)).projectId;
   pg = createPostgresEventStore(orm, { deleteChunk: 2 }); // small windows: several delete statements
   ch = createClickHouseEventStore(chdbClient(), chdbDatabase('contract'), orm);
-  expect(await ch.migrate()).toEqual(['0001-events', '0002-person-distinct-id']);
+  expect(await ch.migrate()).toEqual(['0001-events', '0002-person-distinct-id', '0003-events-retention']);
   expect(await ch.migrate()).toEqual([]);
 
   A = await person(projectId, 'a');

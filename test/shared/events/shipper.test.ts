@@ -9,7 +9,7 @@ import { rows, run } from '../../../shared/db/sql.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import type { EventRow, EventStore, FunnelParams } from '../../../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
-import { shipEvents, shippingLag } from '../../../shared/events/shipper.ts';
+import { batchStatement, indexOrdered, shipEvents, shippingLag } from '../../../shared/events/shipper.ts';
 import { storeEvents } from '../../../shared/events/store.ts';
 import { createAccount, ownDatabase } from '../../helpers.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
@@ -171,6 +171,49 @@ describe('shipping events to ClickHouse', () => {
     expect(await ch.distinctIdMappings(projectId)).toEqual(new Map());
     const [{ n }] = await rows<{ n: number }>(em(), `select count(*)::int as n from person_distinct_id_change`);
     expect(n).toBe(0);
+  });
+
+  it('ships many events of one created_at exactly once, each batch read in index order from the mark', async () => {
+    const before = await physicalRows();
+    const tied = await person('tied');
+    const arrived = new Date();
+    const events = Array.from({ length: 600 }, (_, i) => event('pageview', 'tied', tied.uuid, 100 + i));
+    await storeEvents(em(), events, arrived);
+    await run(em(), `analyze event`); // the planner sees the tie
+    // Two runs of batches of 7: the first stops inside the tie, the second resumes from its mark there.
+    const first = await shipEvents(orm, ch, { batchSize: 7, settleSeconds: 0, maxBatches: 40 });
+    expect(first).toMatchObject({ events: 280, batches: 40 });
+    const second = await shipEvents(orm, ch, { batchSize: 7, settleSeconds: 0 });
+    expect(second).toMatchObject({ events: 320, batches: 46, lagSeconds: 0 });
+    expect(await physicalRows()).toBe(before + 600);
+    const shipped = await ch.client.query({
+      query: `SELECT uuid, count() AS n FROM ${ch.database}.events WHERE distinct_id = 'tied' GROUP BY uuid HAVING n = 1`,
+      format: 'JSONEachRow',
+    });
+    expect((await shipped.json<{ uuid: string }>()).map((r) => r.uuid).sort()).toEqual(
+      events.map((e) => e.uuid).sort(),
+    );
+
+    // A batch's read from a mark inside the tie walks event_created_idx in order to its limit: no
+    // sort of the rows past the mark (which the planner, expecting one row there, would choose).
+    const [inside] = await rows<{ created_at: string; uuid: string }>(
+      em(),
+      `select created_at::text as created_at, uuid::text as uuid from event where distinct_id = 'tied'
+        order by created_at, uuid offset 100 limit 1`,
+    );
+    const mark = { ...inside, pending_created_at: null, pending_uuid: null, distinct_ids_mirrored: true };
+    const statement = batchStatement(mark, { batchSize: 7, settleSeconds: 0 });
+    const plan = await em().transactional(async (tx) => {
+      await indexOrdered(tx);
+      const [row] = await rows<{ 'QUERY PLAN': unknown }>(
+        tx,
+        `explain (format json) ${statement.sql}`,
+        statement.params,
+      );
+      return JSON.stringify(row['QUERY PLAN']);
+    });
+    expect(plan).not.toContain('"Node Type":"Sort"');
+    expect(plan).toContain('created_at_uuid_idx');
   });
 
   it('runs one shipper at a time: a second one skips', async () => {
