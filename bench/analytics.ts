@@ -5,7 +5,7 @@
 // SQL statement for the same answer, run alternately in the same run: `operation | API s | best SQL s | ratio`.
 import { createKey } from '../test/helpers.ts';
 import { generateEvents } from './generate.ts';
-import { benchSetup, startApiProcess } from './harness.ts';
+import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { timed } from './stats.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000_000);
@@ -29,14 +29,16 @@ async function dataset(): Promise<{ projectId: number; apiKey: string; end: Date
   }
   const end = new Date();
   console.log(`analytics: generating ${MARKER} into project ${account.projectId}…`);
-  const r = await generateEvents(pool, {
-    projectId: account.projectId,
-    events: EVENTS,
-    persons: PERSONS,
-    days: DAYS,
-    flagKey: 'bench-experiment',
-    end,
-  });
+  const r = await withoutEventIndexes(pool, () =>
+    generateEvents(pool, {
+      projectId: account.projectId,
+      events: EVENTS,
+      persons: PERSONS,
+      days: DAYS,
+      flagKey: 'bench-experiment',
+      end,
+    }),
+  );
   console.log(`  generated in ${r.seconds.toFixed(0)} s (${Math.round(r.events / r.seconds)} events/s)`);
   await pool.query('vacuum analyze event');
   // Recorded only once complete, so an interrupted run is not reused.

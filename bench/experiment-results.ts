@@ -14,7 +14,7 @@ import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
 import { numericProperty } from '../shared/experiments/results.ts';
 import { logger } from '../shared/logger.ts';
 import { generateEvents } from './generate.ts';
-import { benchSetup, startApiProcess } from './harness.ts';
+import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { timed } from './stats.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000_000);
@@ -30,7 +30,7 @@ const pid = reuse ?? account.projectId;
 if (!reuse) {
   console.log(`experiment-results: generating ${EVENTS} events, ${PERSONS} persons, ${DAYS} days…`);
   const options = { projectId: pid, events: EVENTS, persons: PERSONS, days: DAYS, flagKey: FLAG };
-  const generated = await generateEvents(pool, options);
+  const generated = await withoutEventIndexes(pool, () => generateEvents(pool, options));
   console.log(`  generated in ${generated.seconds.toFixed(0)} s (${Math.round(EVENTS / generated.seconds)} events/s)`);
   await pool.query('vacuum analyze event');
 }
