@@ -248,7 +248,10 @@ async function deleteCountingKeys(
       },
       { isolationLevel: 'repeatable read', readOnly: true },
     );
-    const [counted, removed] = await Promise.allSettled([counting, run(tx, `delete from event where ${window}`, params)]);
+    const [counted, removed] = await Promise.allSettled([
+      counting,
+      run(tx, `delete from event where ${window}`, params),
+    ]);
     if (removed.status === 'rejected') throw removed.reason;
     if (counted.status === 'rejected') throw counted.reason;
     [counts, deleted] = [counted.value, removed.value];
