@@ -408,9 +408,10 @@ export interface SignedReceipt {
 /**
  * Counts each request's other stores after, and signs its receipt; `verified` is what the job itself
  * verified for the whole batch (its events, or its recordings): a batch's statement matches the union
- * of its requests, so zero for it is zero for each. Throws if anything is left. In the transaction that
- * marks the batch completed, before completeDeletions, which stores the receipts' verified_at (this
- * transaction's time) as the requests' delete_verified_at.
+ * of its requests, so zero for it is zero for each. Throws if anything is left. Made before the batch
+ * is marked completed, so the signing (about 60 µs of CPU a receipt, 1000 in a bulk_delete's batch)
+ * runs beside the job's own count of its events after: the receipts' verified_at is this statement's
+ * time, after every delete committed, and completeDeletions stores the same instant.
  */
 export async function signDeletionReceipts(
   em: EntityManager,
@@ -491,7 +492,7 @@ function receiptRequests(em: EntityManager, batch: string[]) {
           isoOf(eb.ref('a.cutoff')).as('cutoff'),
           isoOf(eb.ref('a.created_at')).as('accepted_at'),
           isoOf(eb.ref('a.started_at')).as('started_at'),
-          // Not yet marked verified while the job signs (signDeletionReceipts): the transaction's time.
+          // Not yet marked verified while the job signs (signDeletionReceipts): the statement's time.
           isoOf(eb.fn.coalesce('a.delete_verified_at', sql<Date>`now()`)).$notNull().as('verified_at'),
           eb.fn.coalesce('a.receipt_basis', sql<Record<string, unknown>>`'{}'`).as('basis'),
           countIf(

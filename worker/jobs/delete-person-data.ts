@@ -35,7 +35,6 @@ import {
   recordRecordingsBefore,
   insertDeletionReceipts,
   signDeletionReceipts,
-  type StoreVerification,
 } from '../../shared/deletions/receipts.ts';
 import { namedStatement } from '../../shared/db/sql.ts';
 
@@ -113,9 +112,9 @@ export async function deletePersonData(
   const signing = options.receipts ? receiptSigner(em.fork(), deps.config.deletion.receiptPrivateKey) : null;
   signing?.catch(() => undefined); // awaited below; a failure surfaces there
   try {
-    // What survived (counted after the deletes), and what each store's receipt says it verified.
-    let survivors: Promise<number>;
-    let verified: Record<string, StoreVerification>;
+    let survivors: number;
+    // The batch's receipts, signed before it is marked completed (signDeletionReceipts).
+    let signed: Awaited<ReturnType<typeof signDeletionReceipts>> | null = null;
     if (row.deletionType === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
@@ -133,13 +132,14 @@ export async function deletePersonData(
           await chunkDone(n);
         },
       });
-      // Runs on a connection of its own while the completing transaction signs and stores the receipts
-      // (which say 0 events after: that transaction commits only if this finds exactly that).
-      survivors = deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000);
-      survivors.catch(() => undefined); // awaited below; a failure surfaces there
-      // A pool of one connection could not run it beside the transaction: it runs first.
-      if (em.config.get('pool')?.max === 1) await survivors;
-      verified = { events: { after: 0, statement: deps.events.survivorsStatement } };
+      // The receipts are signed while the events are verified (each statement on a connection of its
+      // own, taken and given back, so a small pool cannot deadlock): they say 0 events after, and are
+      // dropped unless the verification finds exactly that.
+      const verified = { events: { after: 0, statement: deps.events.survivorsStatement } };
+      [survivors, signed] = await Promise.all([
+        deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000),
+        signing ? signing.then((signer) => signDeletionReceipts(em.fork(), batch, verified, signer)) : null,
+      ]);
     } else {
       const target = targetOf(row);
       await recordRecordingsBefore(em, id, { sql: RECORDING_MATCH, params: recordingMatchParams(target) });
@@ -147,20 +147,18 @@ export async function deletePersonData(
         n = await deleteRecordingsChunk(em, target, id);
         await chunkDone(n);
       }
-      const left = await countRecordingSurvivors(em, target);
-      if (left > 0) throw new Error(`deletion request ${id}: ${left} recording(s) survived; retrying`);
-      survivors = Promise.resolve(left);
-      verified = { recordings: { after: left, statement: RECORDING_SURVIVORS_STATEMENT } };
+      survivors = await countRecordingSurvivors(em, target);
+      const verified = { recordings: { after: survivors, statement: RECORDING_SURVIVORS_STATEMENT } };
+      if (signing && survivors === 0) signed = await signDeletionReceipts(em, batch, verified, await signing);
+    }
+    if (survivors > 0) {
+      const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
+      throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
     const completed = await em.transactional(async (tx) => {
-      // The receipts first, signed (about 60 µs of CPU each, 1000 in a bulk_delete's batch) and stored
-      // while the survivors are counted; their verified_at is this transaction's start, after every
-      // delete committed, and the requests' delete_verified_at the same instant.
-      const signed = signing ? await signDeletionReceipts(tx, batch, verified, await signing) : null;
-      if (signed) await insertDeletionReceipts(tx, signed.receipts);
-      const left = await survivors;
-      if (left > 0) throw new Error(`deletion request ${id}: ${left} event(s) survived; retrying`);
+      // At the receipts' verified_at (the time the job signed them, after every delete committed).
       await completeDeletions(tx, batch, signed?.verifiedAt ?? undefined);
+      if (signed) await insertDeletionReceipts(tx, signed.receipts);
       return queueDeletionEvents(tx, row.projectId, 'completed', batch);
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);

@@ -1,7 +1,7 @@
 // The PostgreSQL event store's deletion counts by (person uuid, distinct id), what receipts count as
-// found before: read beside each window's delete from the delete's own snapshot on a second connection,
-// or, with a pool of one connection, before the delete on its own connection. Either way each window's
-// counts add up to exactly the rows it deleted, and over the windows to a direct count taken before.
+// found before: each window's counts add up to exactly the rows it deleted, and over the windows to a
+// direct count taken before, a row recorded under one person's uuid and another's distinct id counted
+// once under its own pair; the same with a pool of a single connection.
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,8 +27,8 @@ afterAll(async () => {
 
 describe('deletePersonEvents counts by key', () => {
   it.each([
-    ['beside the delete, on a second connection', 0],
-    ['before the delete, when the pool has one connection', 1],
+    ['with a pool of connections', 0],
+    ['with a pool of one connection', 1],
   ])('%s: the counts of every window add up to the rows it deleted and to a count before', async (_, which) => {
     const orm = orms[which];
     const em = () => orm.em.fork() as EntityManager;
