@@ -33,8 +33,8 @@ import {
   type EventCountTarget,
   receiptSigner,
   recordRecordingsBefore,
-  writeDeletionReceipts,
-  type StoreVerification,
+  insertDeletionReceipts,
+  signDeletionReceipts,
 } from '../../shared/deletions/receipts.ts';
 import { namedStatement } from '../../shared/db/sql.ts';
 
@@ -108,15 +108,18 @@ export async function deletePersonData(
       renewedAt = Date.now();
     }
   };
+  // The receipts' signing key, read while the deletes run.
+  const signing = options.receipts ? receiptSigner(em.fork(), deps.config.deletion.receiptPrivateKey) : null;
+  signing?.catch(() => undefined); // awaited below; a failure surfaces there
   try {
     let survivors: number;
-    // Each store's verification, for the requests' receipts.
-    let verified: Record<string, StoreVerification>;
+    // The batch's receipts, signed before it is marked completed (signDeletionReceipts).
+    let signed: Awaited<ReturnType<typeof signDeletionReceipts>> | null = null;
     if (row.deletionType === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
       // transaction where the engine has one; each request's own count (its receipt's events before)
-      // comes from the same statements, by person and distinct id.
+      // comes from the same windows, by person and distinct id.
       const counters = new Map([...groups].map(([group, requests]) => [group, eventCounter(requests)]));
       await deps.events.deletePersonEvents(row.projectId, [...groups.keys()], {
         record: (n, tx) => addRowsDeleted(tx ?? em, id, n),
@@ -129,8 +132,14 @@ export async function deletePersonData(
           await chunkDone(n);
         },
       });
-      survivors = await deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000);
-      verified = { events: { after: survivors, statement: deps.events.survivorsStatement } };
+      // The receipts are signed while the events are verified (each statement on a connection of its
+      // own, taken and given back, so a small pool cannot deadlock): they say 0 events after, and are
+      // dropped unless the verification finds exactly that.
+      const verified = { events: { after: 0, statement: deps.events.survivorsStatement } };
+      [survivors, signed] = await Promise.all([
+        deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000),
+        signing ? signing.then((signer) => signDeletionReceipts(em.fork(), batch, verified, signer)) : null,
+      ]);
     } else {
       const target = targetOf(row);
       await recordRecordingsBefore(em, id, { sql: RECORDING_MATCH, params: recordingMatchParams(target) });
@@ -139,16 +148,17 @@ export async function deletePersonData(
         await chunkDone(n);
       }
       survivors = await countRecordingSurvivors(em, target);
-      verified = { recordings: { after: survivors, statement: RECORDING_SURVIVORS_STATEMENT } };
+      const verified = { recordings: { after: survivors, statement: RECORDING_SURVIVORS_STATEMENT } };
+      if (signing && survivors === 0) signed = await signDeletionReceipts(em, batch, verified, await signing);
     }
     if (survivors > 0) {
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
-    const signer = options.receipts ? await receiptSigner(em, deps.config.deletion.receiptPrivateKey) : null;
     const completed = await em.transactional(async (tx) => {
-      await completeDeletions(tx, batch);
-      if (signer) await writeDeletionReceipts(tx, batch, verified, signer);
+      // At the receipts' verified_at (the time the job signed them, after every delete committed).
+      await completeDeletions(tx, batch, signed?.verifiedAt ?? undefined);
+      if (signed) await insertDeletionReceipts(tx, signed.receipts);
       return queueDeletionEvents(tx, row.projectId, 'completed', batch);
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
