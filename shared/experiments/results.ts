@@ -729,11 +729,13 @@ async function staleSince(
   if (retention) return 'retention';
   // A distinct id that got another person since D was computed (a merge or a split), with events of
   // these metrics or exposures before D's end: those count for another person now. Through the index
-  // on (project_id, updated_at), then each such id's events through the distinct-id index.
+  // on (project_id, updated_at), then each such id's events through the distinct-id index. As for late
+  // events below, a move in the run's own millisecond (`since` is a JS time, updated_at has
+  // microseconds) came before its read: counting it made the run after a recompute recompute again.
   const moved = await rows(
     em,
     `select 1 from person_distinct_id d
-      where d.project_id = ? and d.updated_at >= ?
+      where d.project_id = ? and d.updated_at >= ?::timestamptz + interval '1 millisecond'
         and exists (select 1 from event e where e.project_id = d.project_id and e.distinct_id = d.distinct_id
                        and e.timestamp >= ? and e.timestamp < ? and ${relevant('e', events)})
       limit 1`,
