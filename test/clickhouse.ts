@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { CHDB_DIRECTORY_PREFIX } from './chdb-directories.ts';
 
 const KEY = Symbol.for('analytics.test.chdb');
 type Holder = { [KEY]?: ClickHouseClient };
@@ -18,7 +19,7 @@ export function chdbClient(): ClickHouseClient {
   if (!holder[KEY]) {
     // chdb/connection is typed by @clickhouse/client-common, which the client now bundles as a copy
     // of its own: the same interface, two declarations, hence the cast.
-    const connection = createChdbConnection({ path: mkdtempSync(join(tmpdir(), 'analytics-chdb-')) });
+    const connection = createChdbConnection({ path: mkdtempSync(join(tmpdir(), CHDB_DIRECTORY_PREFIX)) });
     holder[KEY] = createClient({ connection: connection as unknown as ClickHouseClientConfigOptions['connection'] });
   }
   return holder[KEY];
