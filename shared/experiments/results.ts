@@ -709,6 +709,10 @@ async function staleSince(
   lateEvents: boolean,
 ): Promise<RecomputeReason | null> {
   const since = base.computedAt;
+  // What changed after the run: `since` is a JS time (milliseconds), while updated_at and created_at
+  // have microseconds, so a row written in the run's own millisecond came before its read (it was
+  // read). Counting it as later made the run after every recompute recompute again.
+  const afterRun = new Date(since.getTime() + 1);
   const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
   const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
   const deletion = await db(em)
@@ -729,30 +733,26 @@ async function staleSince(
   if (retention) return 'retention';
   // A distinct id that got another person since D was computed (a merge or a split), with events of
   // these metrics or exposures before D's end: those count for another person now. Through the index
-  // on (project_id, updated_at), then each such id's events through the distinct-id index. As for late
-  // events below, a move in the run's own millisecond (`since` is a JS time, updated_at has
-  // microseconds) came before its read: counting it made the run after a recompute recompute again.
+  // on (project_id, updated_at), then each such id's events through the distinct-id index.
   const moved = await rows(
     em,
     `select 1 from person_distinct_id d
-      where d.project_id = ? and d.updated_at >= ?::timestamptz + interval '1 millisecond'
+      where d.project_id = ? and d.updated_at >= ?
         and exists (select 1 from event e where e.project_id = d.project_id and e.distinct_id = d.distinct_id
                        and e.timestamp >= ? and e.timestamp < ? and ${relevant('e', events)})
       limit 1`,
-    [experiment.projectId, since, scanFrom, base.end, ...events, experiment.flagKey],
+    [experiment.projectId, afterRun, scanFrom, base.end, ...events, experiment.flagKey],
   );
   if (moved.length) return 'persons_merged';
   if (!lateEvents) return null;
-  // Through the index on created_at: the rows inserted since, not the window's. `since` is a JS time
-  // (milliseconds) and created_at has microseconds: a row inserted in the run's own millisecond, before
-  // it read, is not late (it was read); counting it so made the next run recompute everything again.
+  // Through the index on created_at: the rows inserted after the run, not the window's.
   const late = await rows(
     em,
-    `select 1 from event e where e.created_at >= ?::timestamptz + interval '1 millisecond' and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
+    `select 1 from event e where e.created_at >= ? and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
         and (e.event in (${events.map(() => '?').join(', ') || 'null'})
              or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
       limit 1`,
-    [since, experiment.projectId, scanFrom, base.end, ...events, experiment.flagKey],
+    [afterRun, experiment.projectId, scanFrom, base.end, ...events, experiment.flagKey],
   );
   return late.length ? 'late_events' : null;
 }
