@@ -28,6 +28,11 @@ export async function insertEvents(orm: MikroORM, projectId: number, rows: Row[]
      select ?, n.id, unnest(k.distinct_ids) from keyed k join numbered n using (i)`,
     [JSON.stringify(persons), projectId, projectId],
   );
+  await insertEventRows(orm, projectId, rows);
+}
+
+/** Events alone, straight into the table (their persons exist already). */
+export async function insertEventRows(orm: MikroORM, projectId: number, rows: Row[]) {
   const events = rows.map((r) => ({
     event: r.event,
     distinct_id: r.distinctId,

@@ -17,7 +17,7 @@ import {
 } from '../../shared/experiments/results.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
-import { eventRowsRead, exposure, insertEvents, type Row } from '../event-scans.ts';
+import { eventRowsRead, exposure, insertEventRows, insertEvents, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';
 import { call, createAccount, ownDatabase, apiAndWorker } from '../helpers.ts';
 
@@ -116,7 +116,7 @@ async function runningExperiment(flag: string, days: number, options: { backfill
     returning.push(exposure(flag, p, variant(i), todayAt(200 + i)));
     returning.push({ person: p, distinctId: p, event: 'purchase', at: todayAt(210 + i), properties: { amount: 4 } });
   }
-  await insertEventRowsOnly(account.projectId, [...fresh.filter((r) => !newPersons.includes(r)), ...returning]);
+  await insertEventRows(api.orm, account.projectId, [...fresh.filter((r) => !newPersons.includes(r)), ...returning]);
   return {
     id: res.body.id as number,
     projectId: account.projectId,
@@ -125,25 +125,9 @@ async function runningExperiment(flag: string, days: number, options: { backfill
   };
 }
 
-/** Events of persons that exist already. */
-async function insertEventRowsOnly(projectId: number, rows: Row[]) {
-  const events = rows.map((r) => ({
-    event: r.event,
-    distinct_id: r.distinctId,
-    properties: r.properties ?? {},
-    timestamp: r.at.toISOString(),
-  }));
-  await sql(
-    api.orm,
-    `insert into event (uuid, project_id, event, distinct_id, properties, timestamp)
-     select gen_random_uuid(), ?, e.event, e.distinct_id, e.properties, e.timestamp
-       from jsonb_to_recordset(?::jsonb) as e(event text, distinct_id text, properties jsonb, timestamp timestamptz)`,
-    [projectId, JSON.stringify(events)],
-  );
-}
-
 /** Every stored day equals a full recompute as of `now` (the results as stored: through JSON). */
-async function expectFullRecompute(id: number, now: Date) {
+/** The experiment's metrics computed from the start, as of `now` (the run's own millisecond included). */
+async function fullSeries(id: number, now: Date) {
   const { row, experiment } = await experimentOf(id);
   const full = await computeExperimentSeries(
     api.orm.em.fork() as EntityManager,
@@ -151,6 +135,11 @@ async function expectFullRecompute(id: number, now: Date) {
     row.metrics,
     new Date(now.getTime() + 1),
   );
+  return { row, experiment, full };
+}
+
+async function expectFullRecompute(id: number, now: Date) {
+  const { row, experiment, full } = await fullSeries(id, now);
   const stored = await sql(
     api.orm,
     `select metric_uuid, day::text as day, status, result from experiment_metric_result where experiment_id = ? order by day`,
@@ -326,13 +315,7 @@ describe('incremental daily results', () => {
     await settle(backfillAt);
     for (const asOf of [at(-3, 6), at(-2, 18), at(-1, 12), new Date()]) {
       expect(await computeExperimentResults(job(id), worker.deps, asOf)).toMatchObject({ incremental: 1, full: 0 });
-      const { row, experiment } = await experimentOf(id);
-      const full = await computeExperimentSeries(
-        api.orm.em.fork() as EntityManager,
-        experiment,
-        row.metrics,
-        new Date(asOf.getTime() + 1),
-      );
+      const { row, full } = await fullSeries(id, asOf);
       const stored = await sql(
         api.orm,
         `select metric_uuid, result from experiment_metric_result where experiment_id = ? and status = 'completed' order by day`,
@@ -378,7 +361,7 @@ describe('incremental daily results', () => {
     expect(since.series.map((s) => (s as unknown[]).at(-1))).toEqual(full.map((s) => (s as unknown[]).at(-1)));
 
     // A purchase three days ago, arriving now: the stored days since then were missing it.
-    await insertEventRowsOnly(projectId, [
+    await insertEventRows(api.orm, projectId, [
       { person: 'late-1-3', distinctId: 'late-1-3', event: 'purchase', at: at(-3, 5), properties: { amount: 5 } },
     ]);
     now = new Date();
