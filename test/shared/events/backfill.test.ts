@@ -8,7 +8,6 @@ import { fileURLToPath } from 'node:url';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { initOrm } from '../../../shared/db/orm.ts';
-import { rows, run } from '../../../shared/db/sql.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import type { EventRow, EventStore, FunnelParams } from '../../../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
@@ -16,6 +15,7 @@ import { backfillEvents, type BackfillProgress, shipEvents, unshippedEvents } fr
 import { storeEvents } from '../../../shared/events/store.ts';
 import { createAccount, ownDatabase } from '../../helpers.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { insertPerson } from './persons.ts';
 
 // A database of its own: the shipment marks and the outbox triggers are database-wide.
 let url: string;
@@ -33,21 +33,7 @@ const funnel: FunnelParams = {
   windowDays: 7,
 };
 const options = { batchSize: 3, settleSeconds: 30 };
-
-async function person(projectId: number, distinctId: string) {
-  const uuid = randomUUID();
-  const [{ id }] = await rows<{ id: string }>(
-    em(),
-    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp()) returning id::text as id`,
-    [uuid, projectId],
-  );
-  await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?)`, [
-    projectId,
-    id,
-    distinctId,
-  ]);
-  return { id, uuid };
-}
+const person = (projectId: number, distinctId: string) => insertPerson(em(), projectId, [distinctId]);
 
 /** `n` persons of a project, each with a signup and (every other one) a pay, stored an hour ago. */
 async function history(projectId: number, n: number) {

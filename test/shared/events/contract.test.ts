@@ -14,6 +14,7 @@ import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
 import { withPostgresSource } from '../../../shared/events/create.ts';
 import { createAccount } from '../../helpers.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { insertPerson } from './persons.ts';
 
 let orm: MikroORM;
 let pg: EventStore;
@@ -34,21 +35,7 @@ const funnel: FunnelParams = {
 };
 
 /** A person with these distinct ids (created a year ago, in this order, so later persons list first). */
-async function person(project: number, ...distinctIds: string[]): Promise<{ id: string; uuid: string }> {
-  const uuid = randomUUID();
-  const [row] = await rows<{ id: string }>(
-    em(),
-    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp() - interval '365 days') returning id::text as id`,
-    [uuid, project],
-  );
-  for (const d of distinctIds)
-    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?)`, [
-      project,
-      row.id,
-      d,
-    ]);
-  return { id: row.id, uuid };
-}
+const person = (project: number, ...distinctIds: string[]) => insertPerson(em(), project, distinctIds, 365);
 
 const event = (project: number, name: string, distinctId: string, personUuid: string | null, t: Date): EventRow => ({
   uuid: randomUUID(),

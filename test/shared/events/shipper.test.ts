@@ -13,6 +13,7 @@ import { batchStatement, indexOrdered, shipEvents, shippingLag } from '../../../
 import { storeEvents } from '../../../shared/events/store.ts';
 import { createAccount, ownDatabase } from '../../helpers.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { insertPerson } from './persons.ts';
 
 // A database of its own: the shipment mark and the outbox triggers are database-wide.
 let orm: MikroORM;
@@ -29,22 +30,7 @@ const funnel: FunnelParams = {
 };
 const options = { batchSize: 2, settleSeconds: 30 };
 const minutesAgo = (m: number) => new Date(Date.now() - m * 60_000);
-
-async function person(...distinctIds: string[]) {
-  const uuid = randomUUID();
-  const [{ id }] = await rows<{ id: string }>(
-    em(),
-    `insert into person (uuid, project_id, created_at) values (?, ?, clock_timestamp()) returning id::text as id`,
-    [uuid, projectId],
-  );
-  for (const d of distinctIds)
-    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, ?)`, [
-      projectId,
-      id,
-      d,
-    ]);
-  return { id, uuid };
-}
+const person = (...distinctIds: string[]) => insertPerson(em(), projectId, distinctIds);
 
 const event = (name: string, distinctId: string, personUuid: string | null, ms: number): EventRow => ({
   uuid: randomUUID(),
