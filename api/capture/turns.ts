@@ -4,7 +4,7 @@
 // resumes in the same check phase: 32 decodes working 8 ms each stopped the loop for a quarter of a
 // second per iteration, and `/_health` waited behind them.
 
-export const SLICE_MS = 8;
+const SLICE_MS = 8;
 
 const waiting: (() => void)[] = [];
 let scheduled = false;
@@ -19,7 +19,7 @@ function resumeNext(): void {
 }
 
 /** Resolves in a later event-loop iteration, after the tasks that were waiting before this one. */
-export function nextTurn(): Promise<void> {
+function nextTurn(): Promise<void> {
   return new Promise((resolve) => {
     waiting.push(resolve);
     if (!scheduled) {
