@@ -11,11 +11,22 @@ import type { JobData } from '../shared/jobs.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
 import { CHECKOUT_METRICS } from '../test/fixtures.ts';
 import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
-import { numericProperty } from '../shared/experiments/results.ts';
 import { logger } from '../shared/logger.ts';
 import { generateEvents } from './generate.ts';
 import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { timed } from './stats.ts';
+
+/**
+ * The as-of statements' property as a number, null when it is not one (the store's rule, results.ts
+ * numericValue, in SQL): JSON numbers cast directly; strings only after a regex check, so a bad value
+ * costs no exception. `prop` is a SQL expression of type jsonb.
+ */
+function numericProperty(prop: string): string {
+  const re = `'^[[:space:]]*[-+]{0,1}([0-9]+[.]{0,1}[0-9]*|[.][0-9]+)([eE][-+]{0,1}[0-9]{1,4}){0,1}[[:space:]]*$'`;
+  const text = `(${prop} #>> '{}')`;
+  return `(case jsonb_typeof(${prop}) when 'number' then (${prop})::numeric
+    when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
+}
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 10_000_000);
 const PERSONS = Number(process.env.BENCH_PERSONS ?? 200_000);

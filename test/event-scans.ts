@@ -1,5 +1,7 @@
 // Measuring how many event rows a job's statements read: events and persons inserted straight into
 // the tables, and the statements a job ran replayed under EXPLAIN ANALYZE in one transaction.
+import type { EventStore } from '../shared/events/event-store.ts';
+import { createPostgresEventStore } from '../shared/events/postgres.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { vi } from 'vitest';
 import { initOrm } from '../shared/db/orm.ts';
@@ -71,18 +73,30 @@ export function eventRowsScanned(node: any): number {
  */
 export async function eventRowsRead<T>(
   url: string,
-  work: (orm: MikroORM) => Promise<T>,
+  work: (orm: MikroORM, events: EventStore) => Promise<T>,
 ): Promise<{ rows: number; value: T }> {
   const orm = await initOrm(url);
+  // The PostgreSQL event store on the same connection, so its statements are counted too.
+  const events = createPostgresEventStore(orm, { deleteChunk: 10_000 });
   const conn = orm.em.getConnection();
+  // Statements in a transaction go through the connection; those outside one straight to the pool
+  // (shared/db/sql.ts, rows): both are recorded, in the order they ran.
+  const pool = (await conn.getNativeClient()) as unknown as { query: (sql: string) => Promise<unknown> };
   const spy = vi.spyOn(conn, 'execute');
+  const poolSpy = vi.spyOn(pool, 'query');
   let value: T;
   let calls: unknown[][];
   try {
-    value = await work(orm);
+    value = await work(orm, events);
   } finally {
-    calls = [...spy.mock.calls]; // restoring clears them
+    // (restoring clears them)
+    const ordered = [
+      ...spy.mock.calls.map((c, i) => ({ call: c as unknown[], order: spy.mock.invocationCallOrder[i] })),
+      ...poolSpy.mock.calls.map((c, i) => ({ call: c as unknown[], order: poolSpy.mock.invocationCallOrder[i] })),
+    ];
+    calls = ordered.sort((a, b) => a.order - b.order).map((c) => c.call);
     spy.mockRestore();
+    poolSpy.mockRestore();
   }
   // Replayed in order in one transaction (so temporary tables and settings exist as they did);
   // writes are left out, and every statement that reads the event table runs under EXPLAIN ANALYZE.

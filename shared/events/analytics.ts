@@ -6,7 +6,7 @@
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
-import type { EventStore } from './event-store.ts';
+import type { EventStore, ExperimentEvent, ExperimentEventFilter } from './event-store.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
@@ -296,6 +296,67 @@ export function propertiesTimelineEvents(
       order by e.timestamp limit ?`,
     [to, limit, projectId, personId, limit],
   );
+}
+
+/**
+ * The events of an experiment's filter as a FROM clause `e` (with columns distinct_id, event,
+ * timestamp, properties, created_at) and its parameters. For a list of distinct ids, each id's events
+ * through the distinct-id index (a lateral subquery the planner keeps per id: one range of the index
+ * each, rather than the whole time range filtered).
+ */
+function experimentEventsFrom(projectId: number, filter: ExperimentEventFilter): SqlFragment {
+  const where = `e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
+      and (e.event = any(?::text[]) or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))`;
+  const params = [projectId, filter.from, filter.to, pgArray(filter.events), filter.flagKey];
+  if (!filter.distinctIds) return { sql: `(select * from event e where ${where}) e`, params };
+  return {
+    sql: `unnest(?::text[]) as d(distinct_id) cross join lateral (
+            select * from event e where e.distinct_id = d.distinct_id and ${where} offset 0) e`,
+    params: [pgArray(filter.distinctIds), ...params],
+  };
+}
+
+/** EventStore.experimentEvents on PostgreSQL: one read of the range, by event name and time. */
+export async function experimentEvents(
+  em: EntityManager,
+  projectId: number,
+  filter: ExperimentEventFilter,
+  properties: readonly string[],
+): Promise<ExperimentEvent[]> {
+  const from = experimentEventsFrom(projectId, filter);
+  const found = await rows<
+    { distinct_id: string; event: string; t: number; exposure: string | null } & Record<string, unknown>
+  >(
+    em,
+    `select e.distinct_id, e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
+            case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
+                 then e.properties->>'$feature_flag_response' end as exposure
+            ${properties.map((_, i) => `, e.properties -> ? as p${i}`).join('')}
+       from ${from.sql}`,
+    [filter.flagKey, ...properties, ...from.params],
+  );
+  return found.map((r) => ({
+    distinctId: r.distinct_id,
+    event: r.event,
+    t: r.t,
+    exposure: r.exposure,
+    values: properties.map((_, i) => r[`p${i}`]),
+  }));
+}
+
+/** EventStore.hasExperimentEvents on PostgreSQL (arrivals through the index on created_at). */
+export async function hasExperimentEvents(
+  em: EntityManager,
+  projectId: number,
+  filter: ExperimentEventFilter,
+  arrivedSince?: Date,
+): Promise<boolean> {
+  const from = experimentEventsFrom(projectId, filter);
+  const found = await rows(em, `select 1 from ${from.sql} ${arrivedSince ? 'where e.created_at >= ?' : ''} limit 1`, [
+    ...from.params,
+    ...(arrivedSince ? [arrivedSince] : []),
+  ]);
+  return found.length > 0;
 }
 
 export interface CohortRef {

@@ -40,6 +40,15 @@ export function clickHouseFilterSql(filters: unknown, column: string, params: Re
   return build(filters ?? []);
 }
 
+/**
+ * PostgreSQL's `->>` in ClickHouse: a property's text (a string's value, any other value's JSON), NULL
+ * for a missing key or a JSON null. `key` is an SQL expression (a bound parameter or a literal).
+ */
+export function jsonText(column: string, key: string): string {
+  const kind = `JSONType(${column}, ${key})`;
+  return `if(${kind} = 'Null', NULL, if(${kind} = 'String', JSONExtractString(${column}, ${key}), JSONExtractRaw(${column}, ${key})))`;
+}
+
 function combine(parts: string[], joiner: 'AND' | 'OR'): string {
   return parts.length === 0 ? '1' : `(${parts.join(` ${joiner} `)})`;
 }
@@ -51,8 +60,7 @@ function condition(item: PropertyFilterItem, column: string, bind: (v: unknown, 
     operator === 'is_set' || operator === 'is_not_set' ? [] : Array.isArray(item.value) ? item.value : [item.value]
   ) as Scalar[];
   const kind = `JSONType(${column}, ${key})`;
-  // PostgreSQL's `->>`: NULL for a missing key or a JSON null.
-  const text = `if(${kind} = 'Null', NULL, if(${kind} = 'String', JSONExtractString(${column}, ${key}), JSONExtractRaw(${column}, ${key})))`;
+  const text = jsonText(column, key);
   const number = `toFloat64OrNull(trimBoth(${text}))`;
   const one = (op: string, vs: Scalar[]): string => {
     const [value] = vs;

@@ -10,9 +10,16 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash, randomUUID } from 'node:crypto';
 import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
 import { pgArray } from '../db/sql.ts';
-import { clickHouseFilterSql } from './clickhouse-filters.ts';
+import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
-import type { EventDeletionGroup, EventRow, EventStore, FunnelParams, PersonEventCount } from './event-store.ts';
+import type {
+  EventDeletionGroup,
+  EventRow,
+  EventStore,
+  ExperimentEventFilter,
+  FunnelParams,
+  PersonEventCount,
+} from './event-store.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
 export interface ClickHouseEventRow {
@@ -142,6 +149,29 @@ export function createClickHouseEventStore(
         pcut: [...persons.values()],
         dids: [...distinctIds.keys()],
         dcut: [...distinctIds.values()],
+      },
+    };
+  }
+
+  /** The events of an experiment's filter: a WHERE over `events` and its parameters. */
+  function experimentEventsWhere(
+    projectId: number,
+    filter: ExperimentEventFilter,
+  ): { sql: string; params: Record<string, unknown> } {
+    return {
+      sql: `project_id = {project:Int64}
+          AND timestamp >= parseDateTime64BestEffort({from:String}, 6, 'UTC')
+          AND timestamp < parseDateTime64BestEffort({to:String}, 6, 'UTC')
+          AND (event IN {names:Array(String)}
+               OR (event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String}))
+          ${filter.distinctIds ? 'AND distinct_id IN {dids:Array(String)}' : ''}`,
+      params: {
+        project: projectId,
+        from: filter.from.toISOString(),
+        to: filter.to.toISOString(),
+        names: filter.events,
+        flag: filter.flagKey,
+        dids: filter.distinctIds ?? [],
       },
     };
   }
@@ -393,6 +423,42 @@ export function createClickHouseEventStore(
               AND timestamp > now64(6) - INTERVAL 7 DAY LIMIT 20)
           WHERE arrayExists(k -> startsWith(k, '$feature/'), JSONExtractKeys(properties))`,
         { project: projectId, names: events },
+      );
+      return Boolean(Number(row.has));
+    },
+
+    async experimentEvents(projectId, filter, properties) {
+      const where = experimentEventsWhere(projectId, filter);
+      const params: Record<string, unknown> = { ...where.params };
+      properties.forEach((p, i) => {
+        params[`p${i}`] = p;
+      });
+      // Raw JSON values ('' when missing), parsed here: the same values PostgreSQL's `->` gives.
+      const result = await client.query({
+        query: `SELECT distinct_id, event, toUnixTimestamp64Micro(timestamp) AS t,
+                       if(event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String},
+                          ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
+                       ${properties.map((_, i) => `, JSONExtractRaw(properties, {p${i}:String})`).join('')}
+                  FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid`,
+        query_params: params,
+        format: 'JSONCompactEachRow',
+      });
+      const found = await result.json<[string, string, string, string | null, ...string[]]>();
+      return found.map(([distinctId, event, t, exposure, ...values]) => ({
+        distinctId,
+        event,
+        t: Number(t),
+        exposure,
+        values: values.map((v) => (v === '' ? undefined : JSON.parse(v))),
+      }));
+    },
+
+    async hasExperimentEvents(projectId, filter, arrivedSince) {
+      const where = experimentEventsWhere(projectId, filter);
+      const [row] = await select<{ has: number }>(
+        `SELECT count() > 0 AS has FROM (SELECT 1 FROM ${db}.events WHERE ${where.sql}
+           ${arrivedSince ? "AND _inserted_at >= parseDateTime64BestEffort({since:String}, 6, 'UTC')" : ''} LIMIT 1)`,
+        { ...where.params, since: arrivedSince?.toISOString() ?? '' },
       );
       return Boolean(Number(row.has));
     },

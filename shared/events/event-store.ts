@@ -83,6 +83,32 @@ export interface PersonEventCount {
   n: number;
 }
 
+/**
+ * The events an experiment's results read: exposures to its flag (`$feature_flag_called` with
+ * `$feature_flag` = `flagKey`) and events of the metrics' names, with event time in [from, to).
+ */
+export interface ExperimentEventFilter {
+  flagKey: string;
+  /** The metrics' event names. */
+  events: string[];
+  from: Date;
+  to: Date;
+  /** Only these distinct ids' events. */
+  distinctIds?: readonly string[];
+}
+
+/** One event an experiment reads (experimentEvents). */
+export interface ExperimentEvent {
+  distinctId: string;
+  event: string;
+  /** Event time, epoch microseconds. */
+  t: number;
+  /** An exposure to the flag: its `$feature_flag_response` as text (PostgreSQL's `->>`); else null. */
+  exposure: string | null;
+  /** The asked properties' JSON values, in order (undefined or null when missing). */
+  values: unknown[];
+}
+
 export interface EventStore {
   readonly engine: EventStoreEngine;
   /** Stores a batch of events; a uuid already stored is ignored, so a retried batch is harmless. */
@@ -136,6 +162,21 @@ export interface EventStore {
    * (a sample of 20) carry `$feature/…` properties, the flag values SDKs send.
    */
   recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
+  /**
+   * The events an experiment's results read (see ExperimentEventFilter), in no order, each once, with
+   * the values of `properties`. The caller maps distinct ids to persons (PostgreSQL's mapping now).
+   */
+  experimentEvents(
+    projectId: number,
+    filter: ExperimentEventFilter,
+    properties: readonly string[],
+  ): Promise<ExperimentEvent[]>;
+  /**
+   * Whether some event of the filter is stored; with `arrivedSince`, one that reached this store at or
+   * after that time (PostgreSQL: created_at; ClickHouse: when the shipper inserted it): how a run of
+   * the experiment results knows data arrived late for days it already computed.
+   */
+  hasExperimentEvents(projectId: number, filter: ExperimentEventFilter, arrivedSince?: Date): Promise<boolean>;
   /** The project's events with a timestamp before `before` (what retention would remove). */
   countEventsBefore(projectId: number, before: Date): Promise<number>;
   /**

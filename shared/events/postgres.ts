@@ -3,7 +3,9 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { namedStatement, pgArray, rows, run } from '../db/sql.ts';
 import {
+  experimentEvents,
   funnelCorrelationPersonIds,
+  hasExperimentEvents,
   funnelPersonIds,
   lifecyclePersonIds,
   propertiesTimelineEvents,
@@ -41,6 +43,9 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
         ...e,
         timestamp: new Date(e.timestamp),
       })),
+    experimentEvents: (projectId, filter, properties) => experimentEvents(fork(), projectId, filter, properties),
+    hasExperimentEvents: (projectId, filter, arrivedSince) =>
+      hasExperimentEvents(fork(), projectId, filter, arrivedSince),
     deleteEventsBefore: (projectId, before, deletion) =>
       deleteProjectEventsBefore(fork(), projectId, before, deletion.chunk, deletion.onDeleted),
     async deletePersonEvents(projectId, groups, hooks) {

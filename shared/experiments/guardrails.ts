@@ -13,6 +13,7 @@
 // merged since with earlier events make it compute from the start). Approximation: a late event for
 // an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import type { EventStore } from '../events/event-store.ts';
 import { recordActivity } from '../activity-log.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
@@ -179,6 +180,7 @@ const DAY = 86400_000;
  */
 export async function currentCounts(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   now: Date,
@@ -187,7 +189,7 @@ export async function currentCounts(
   const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
   const lastDay = Math.max(0, Math.ceil((now.getTime() - firstDay) / DAY) - 1);
   // Late events are left to the daily run: looking for them reads a day's inserted events.
-  const since = await computeCountsSince(em, experiment, metrics, now, lastDay, { lateEvents: false });
+  const since = await computeCountsSince(em, events, experiment, metrics, now, lastDay, { lateEvents: false });
   const counts = since.series.map((c, i) =>
     c instanceof Error ? c : (c.at(-1) ?? emptyStats(metrics[i], experiment)),
   );
@@ -204,6 +206,7 @@ function emptyStats(metric: ExperimentMetric, experiment: ExperimentForResults):
 /** The experiment's guardrails checked as of `now`. */
 export async function checkGuardrails(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   row: ExperimentRow,
   now: Date,
@@ -214,7 +217,7 @@ export async function checkGuardrails(
     .map((uuid) => all.find((m) => m.uuid === uuid))
     .filter((m): m is ExperimentMetric => !!m && !!metricShape(m));
   if (!metrics.length) return { checks: [], baseDay: null, errors: [] };
-  const { counts, baseDay } = await currentCounts(em, experiment, metrics, now);
+  const { counts, baseDay } = await currentCounts(em, events, experiment, metrics, now);
   const checks: GuardrailCheck[] = [];
   const errors: string[] = [];
   for (const g of guardrails) {

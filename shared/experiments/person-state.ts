@@ -1,12 +1,11 @@
-// The daily results run's step from one stored day to the next without reading histories
-// (results.ts, computeCountsSince): each exposed person's state as of the stored day's end
-// (experiment_person_state: variant, first exposure, exposure to a second variant, running value or
-// funnel steps, CUPED covariate) and their events since, folded into per-variant, per-day changes of
-// the counts and into the state as of a later day's end. The same rules as the full computation's
-// statement (results.ts, metricSeries): a person enters on the day of their first exposure, counts
-// their events from that exposure on, and leaves (taking everything they added) on the day they are
-// first exposed to a second variant; a funnel step is the first event of its kind at or after the
-// previous step. Times are epoch microseconds (the database's precision).
+// The fold of experiment results (results.ts, countsFrom): each exposed person's state (none, for a
+// computation from the start; as of the stored day's end for the daily run: variant, first exposure,
+// exposure to a second variant, running value or funnel steps, CUPED covariate) and their events in
+// the range, folded into per-variant, per-day changes of the counts and into the state as of a later
+// day's end. The rules: a person enters on the day of their first exposure, counts their events from
+// that exposure on, and leaves (taking everything they added) on the day they are first exposed to a
+// second variant; a funnel step is the first event of its kind at or after the previous step. Times
+// are epoch microseconds (the databases' precision); each person's events are in time order.
 import type { MetricKind, VariantStats } from './moments.ts';
 
 export const MICROS_PER_DAY = 86400e6;

@@ -3,20 +3,23 @@
 // more than one variant are excluded), then the metric over each person's events after their first
 // exposure. Results are cumulative from the start date to each day's end, as PostHog's timeseries are.
 //
-// One statement per metric gives every day of a range in a single pass over the experiment's events:
-// it finds, per exposed person, the day they enter (first exposure) and the day they leave (the first
-// exposure to a second variant, after which PostHog counts them nowhere), then per-day partial
-// aggregates (per person and day for a mean, the time each funnel step is reached for a funnel),
-// and adds those up cumulatively per variant. So N days cost about one scan, not N scans from the start.
+// The events come from the event store (EventStore.experimentEvents: exposures to the flag and the
+// metrics' events, one read of the range, on PostgreSQL or ClickHouse alike); each is given its
+// distinct id's person now (PostgreSQL's mapping, so a merge or split since counts as it is today),
+// and every person's events are folded by person-state.ts's rules: the day they enter (first
+// exposure), the day they leave (the first exposure to a second variant, after which PostHog counts
+// them nowhere), their metric values or funnel steps in between, into per-variant, per-day changes
+// added up cumulatively. So N days cost one read of the range, not N reads from the start.
 //
 // The daily run continues the stored days instead (computeCountsSince): the latest complete day's
 // per-variant sums plus the change since, from the events since then and each of their persons'
-// stored state as of that day's end (experiment_person_state, person-state.ts), which the full
-// computation also writes, in the same statement as the counts (see there).
+// stored state as of that day's end (experiment_person_state), which a computation from the start
+// also writes. Both are the same fold (countsFrom), from no state or from the stored one.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
+import type { EventStore, ExperimentEventFilter } from '../events/event-store.ts';
+import { pgArray } from '../db/sql.ts';
 import {
   advance,
   type EventSince,
@@ -144,9 +147,6 @@ export function experimentForResults(x: ExperimentRow): ExperimentForResults {
 
 const DAY = 86400_000;
 const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
-// The aggregates of a large experiment spill to disk at the server's default 4 MB; this is per
-// sort or hash node of the one statement, inside its own transaction.
-const WORK_MEM = '64MB';
 
 const UNSUPPORTED = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
 
@@ -166,70 +166,6 @@ export function metricShape(
     return { kind: 'funnel', events, mathProperty: null };
   }
   return null;
-}
-
-/**
- * A property as a number, null when it is not one. JSON numbers cast directly; strings only after a
- * regex check, so a bad value costs no exception (try_numeric's plpgsql exception block sets up a
- * subtransaction per row, and an actual error costs far more). NaN/Infinity strings and exponents
- * past 4 digits are not numbers here (they would poison the sums or overflow the cast).
- * `prop` is a SQL expression of type jsonb; the result has no placeholders.
- */
-export function numericProperty(prop: string): string {
-  const re = `'^[[:space:]]*[-+]{0,1}([0-9]+[.]{0,1}[0-9]*|[.][0-9]+)([eE][-+]{0,1}[0-9]{1,4}){0,1}[[:space:]]*$'`;
-  const text = `(${prop} #>> '{}')`;
-  return `(case jsonb_typeof(${prop}) when 'number' then (${prop})::numeric
-    when 'string' then case when length(${text}) <= 1000 and ${text} ~ ${re} then ${text}::numeric end end)`;
-}
-
-// Exposed persons with the day (0 = the start date's UTC day) they enter and, if they were exposed
-// to a second variant, the day they leave: a temporary table, so every metric of the experiment uses
-// one scan of the exposures, and analyzed, so the planner knows its size. Parameters: project, flag
-// key, variants (JSON), start, until, project, first day, first day.
-const MEMBERS = `create temporary table experiment_members on commit drop as
-with per_id as (
-  select e.distinct_id, e.properties->>'$feature_flag_response' as variant, min(e.timestamp) as t
-    from event e where e.project_id = ? and e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
-     and e.properties->>'$feature_flag_response' in (select jsonb_array_elements_text(?::jsonb))
-     and e.timestamp >= ? and e.timestamp < ?
-   group by 1, 2),
-first_seen as (
-  select d.person_id, p.variant, min(p.t) as t
-    from per_id p join person_distinct_id d on d.project_id = ? and d.distinct_id = p.distinct_id
-   group by 1, 2)
-select person_id, (array_agg(variant order by t))[1] as variant, min(t) as t0,
-       (min(t) at time zone 'UTC')::date - ?::date as day_in,
-       (array_agg(t order by t))[2] as t_out,
-       ((array_agg(t order by t))[2] at time zone 'UTC')::date - ?::date as day_out
-  from first_seen group by person_id`;
-
-/**
- * `ev`: the events of `events` in the range, read once (materialized: a join condition such as
- * "after this person's first exposure" must not turn into one index scan per person), then each
- * event's person and membership. Parameters: project, the events, start, until, project.
- * With a CUPED lookback the range starts that many days earlier, `mev` also keeps each person's
- * events of the lookback days before their first exposure, and `pre` marks those.
- */
-const memberEvents = (events: string[], columns: string, lookbackDays = 0) => `ev as materialized (
-    select m.distinct_id, m.timestamp as t, ${columns} from event m
-     where m.project_id = ? and m.event in (${events.map(() => '?').join(', ')})
-       and m.timestamp >= ? and m.timestamp < ?),
-  mev as (
-    select x.person_id, x.variant, x.day_out, ${lookbackDays ? 'ev.t < x.t0' : 'false'} as pre, ev.* from ev
-      join person_distinct_id d on d.project_id = ? and d.distinct_id = ev.distinct_id
-      join experiment_members x on x.person_id = d.person_id
-     where ev.t >= x.t0${lookbackDays ? ` - interval '${Math.trunc(lookbackDays)} days'` : ''})`;
-
-const dayOf = (t: string) => `((${t}) at time zone 'UTC')::date - ?::date`;
-
-interface Range {
-  /** CUPED: days before each person's first exposure whose metric value is the covariate (0: off). */
-  lookbackDays: number;
-  days: number;
-  dayText: string;
-  start: Date;
-  until: Date;
-  projectId: number;
 }
 
 /** Each day's metrics analysed together (a multiple-comparison correction may span them). */
@@ -265,11 +201,12 @@ function analyseSeries(
  */
 export async function computeExperimentSeries(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   until: Date,
 ): Promise<(MetricResult[] | Error)[]> {
-  return analyseSeries(experiment, metrics, await computeExperimentCounts(em, experiment, metrics, until));
+  return analyseSeries(experiment, metrics, await computeExperimentCounts(em, events, experiment, metrics, until));
 }
 
 /** Why a run computed from the start rather than from a stored day (null: it did not). */
@@ -316,6 +253,7 @@ export interface CountsSince<T> {
  */
 export async function computeCountsSince(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   until: Date,
@@ -332,87 +270,159 @@ export async function computeCountsSince(
       ? 'no_stored_day'
       : base.index >= fromDay
         ? 'earlier_days_missing'
-        : await staleSince(tx, experiment, metrics, base, options.lateEvents ?? true);
+        : await staleSince(tx, events, experiment, metrics, base, options.lateEvents ?? true);
     if (base && !reason) {
-      const series = await continueFromState(tx, experiment, metrics, base, until, days, saveDay);
+      const series = await countsFrom(tx, events, experiment, metrics, base, until, saveDay);
       if (series) return { firstDay: base.index + 1, series, baseDay: base.day, recomputed: null };
       reason = 'no_person_state';
     }
-    const series = await computeExperimentCounts(tx, experiment, metrics, until, {
-      saveState: saveDay ?? undefined,
-    });
+    const series = (await countsFrom(tx, events, experiment, metrics, null, until, saveDay))!;
     return { firstDay: 0, series, baseDay: null, recomputed: reason ?? 'no_stored_day' };
   });
 }
 
 const MICROS = (t: string) => `(extract(epoch from ${t}) * 1000000)::float8`;
 
-/** Exposures of the flag, or events of `events`. Parameters: flag key. */
-const relevant = (alias: string, events: string[]) =>
-  `(${alias}.event in (${events.map(() => '?').join(', ') || 'null'})
-     or (${alias}.event = '$feature_flag_called' and ${alias}.properties->>'$feature_flag' = ?))`;
+// A property's text as a number, as PostgreSQL's numeric would read it: digits with an optional
+// point and exponent (at most 4 digits), spaces around allowed; NaN and Infinity are not numbers.
+const NUMERIC = /^[ \t\n\r\f\v]*[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]{1,4})?[ \t\n\r\f\v]*$/;
 
-/**
- * The counts of each day after the stored one, from the per-person state as of its end and the
- * events since (see computeCountsSince); null when the state is not as of that day (or not of these
- * metrics' fingerprints).
- */
-async function continueFromState(
-  tx: EntityManager,
-  experiment: ExperimentForResults,
-  metrics: readonly ExperimentMetric[],
-  base: StoredBase,
-  until: Date,
-  days: number,
-  saveDay: number | null,
-): Promise<(MetricStats[] | Error)[] | null> {
-  const headers = await db(tx)
-    .selectFrom('experiment_metric_state')
-    .select(['metric_uuid', 'fingerprint', sql<string>`day::text`.as('day')])
-    .where('experiment_id', '=', experiment.id)
-    .execute();
-  const current = metrics.every((m) =>
-    headers.some((h) => h.metric_uuid === m.uuid && h.fingerprint === m.fingerprint && h.day === base.day),
-  );
-  if (!current) return null;
+/** A property's value as a number, null when it is not one (a JSON number, or a string of one). */
+export function numericValue(value: unknown): number | null {
+  const n =
+    typeof value === 'number'
+      ? value
+      : typeof value === 'string' && value.length <= 1000 && NUMERIC.test(value)
+        ? Number(value)
+        : null;
+  return n !== null && Number.isFinite(n) ? n : null;
+}
+
+// Lists of distinct ids or persons go to a statement in slices of this many (a ClickHouse server
+// takes parameters in the URL).
+const SLICE = 5000;
+const slices = <T>(list: readonly T[]) =>
+  Array.from({ length: Math.ceil(list.length / SLICE) }, (_, i) => list.slice(i * SLICE, (i + 1) * SLICE));
+
+/** Each distinct id's person now (PostgreSQL's mapping): ids without one are left out. */
+async function personsOf(tx: EntityManager, projectId: number, distinctIds: readonly string[]) {
+  const out = new Map<string, string>();
+  for (const slice of slices(distinctIds)) {
+    const found = await db(tx)
+      .selectFrom('person_distinct_id')
+      .select(['distinct_id', 'person_id'])
+      .where('project_id', '=', projectId)
+      .where(sql<boolean>`distinct_id = any(${pgArray(slice)}::text[])`)
+      .execute();
+    for (const r of found) out.set(r.distinct_id, String(r.person_id));
+  }
+  return out;
+}
+
+/** Persons' current distinct ids. */
+async function distinctIdsOf(tx: EntityManager, projectId: number, persons: readonly string[]) {
+  const out: string[] = [];
+  for (const slice of slices(persons)) {
+    const found = await db(tx)
+      .selectFrom('person_distinct_id')
+      .select('distinct_id')
+      .where('project_id', '=', projectId)
+      .where(sql<boolean>`person_id = any(${pgArray(slice)}::bigint[])`)
+      .execute();
+    out.push(...found.map((r) => r.distinct_id));
+  }
+  return out;
+}
+
+/** What a computation reads: its metrics' shapes, the properties they sum and the event names. */
+function readPlan(metrics: readonly ExperimentMetric[]) {
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
   const valid = shapes.filter((s): s is Exclude<typeof s, Error> => !(s instanceof Error));
   const properties = [...new Set(valid.flatMap((s) => (s.mathProperty ? [s.mathProperty] : [])))];
   const events = [...new Set(valid.flatMap((s) => s.events))];
-  const { projectId, flagKey } = experiment;
-  const valuesOf = (alias: string) =>
-    properties.map((_, i) => `, ${numericProperty(`${alias}.p${i}`)}::float8 as v${i}`).join('');
-  const toEvent = (r: Record<string, unknown>): EventSince => ({
-    event: r.event as string,
-    t: r.t as number,
-    exposure: (r.exposure as string | null) ?? null,
-    values: properties.map((_, i) => (r[`v${i}`] as number | null) ?? null),
-  });
+  return { shapes, properties, events };
+}
 
-  // The events since D's end, each with its person (one read of the range, by event name and time).
-  const found = await rows<Record<string, unknown> & { person: string }>(
-    tx,
-    `select d.person_id::text as person, e.event, e.t, e.exposure${valuesOf('e')}
-       from (select m.distinct_id, m.event, ${MICROS('m.timestamp')} as t,
-                    case when m.event = '$feature_flag_called' and m.properties->>'$feature_flag' = ?
-                         then m.properties->>'$feature_flag_response' end as exposure
-                    ${properties.map((_, i) => `, m.properties -> ? as p${i}`).join('')}
-               from event m
-              where m.project_id = ? and m.timestamp >= ? and m.timestamp < ? and ${relevant('m', events)}
-             offset 0) e
-       join person_distinct_id d on d.project_id = ? and d.distinct_id = e.distinct_id
-      order by e.t`,
-    [flagKey, ...properties, projectId, base.end, until, ...events, flagKey, projectId],
-  );
+/**
+ * The events of `filter` grouped by their person now (PostgreSQL's mapping, so a merge or a split
+ * since the events were stored counts as it is today, in either event store), each person's in time
+ * order; exposures before `exposedFrom` are not exposures (a CUPED lookback reads days before the start).
+ */
+async function eventsByPerson(
+  tx: EntityManager,
+  events: EventStore,
+  projectId: number,
+  filter: ExperimentEventFilter,
+  properties: readonly string[],
+  exposedFrom: number,
+): Promise<Map<string, EventSince[]>> {
+  const found = await events.experimentEvents(projectId, filter, properties);
+  const persons = await personsOf(tx, projectId, [...new Set(found.map((e) => e.distinctId))]);
   const byPerson = new Map<string, EventSince[]>();
-  for (const r of found) {
-    const list = byPerson.get(r.person) ?? byPerson.set(r.person, []).get(r.person)!;
-    list.push(toEvent(r));
+  for (const e of found) {
+    const person = persons.get(e.distinctId);
+    if (person === undefined) continue;
+    const list = byPerson.get(person) ?? byPerson.set(person, []).get(person)!;
+    list.push({
+      event: e.event,
+      t: e.t,
+      exposure: e.t >= exposedFrom ? e.exposure : null,
+      values: e.values.map(numericValue),
+    });
   }
+  for (const list of byPerson.values()) list.sort((a, b) => a.t - b.t);
+  return byPerson;
+}
+
+/** A person's first exposure to one of the variants (epoch microseconds), if any. */
+const firstExposure = (list: EventSince[], variants: readonly string[]) =>
+  list.find((e) => e.exposure !== null && variants.includes(e.exposure))?.t;
+
+/**
+ * Each metric's cumulative counts for the days after `base` (from the start when null) up to
+ * `until`'s: the persons' events in that range from the event store, folded by person-state.ts's
+ * rules into the counts (added to the stored day's) and, with `saveDay`, into each person's state as
+ * of that day's end. From a stored day, only persons with events since are read, with their stored
+ * state; null when that state is not as of the day (or not of these metrics' fingerprints). From the
+ * start, a metric's stored state is dropped when `saveDay` is given (and rebuilt when it is ≥ 0).
+ */
+async function countsFrom(
+  tx: EntityManager,
+  events: EventStore,
+  experiment: ExperimentForResults,
+  metrics: readonly ExperimentMetric[],
+  base: StoredBase | null,
+  until: Date,
+  saveDay: number | null,
+): Promise<(MetricStats[] | Error)[] | null> {
+  const firstDay = utcDay(experiment.startDate.getTime());
+  const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
+  if (base) {
+    const headers = await db(tx)
+      .selectFrom('experiment_metric_state')
+      .select(['metric_uuid', 'fingerprint', sql<string>`day::text`.as('day')])
+      .where('experiment_id', '=', experiment.id)
+      .execute();
+    const current = metrics.every((m) =>
+      headers.some((h) => h.metric_uuid === m.uuid && h.fingerprint === m.fingerprint && h.day === base.day),
+    );
+    if (!current) return null;
+  }
+  const { shapes, properties, events: names } = readPlan(metrics);
+  const { projectId, flagKey } = experiment;
+  const lookback = experiment.cupedLookbackDays ?? 0;
+  const lookbackMicros = lookback * MICROS_PER_DAY;
+  const start = experiment.startDate.getTime() * 1000;
+  // From the start, the CUPED lookback days before it are read too (the covariates' events).
+  const from = base ? base.end : new Date(experiment.startDate.getTime() - lookback * DAY);
+  const byPerson =
+    days === 0
+      ? new Map<string, EventSince[]>()
+      : await eventsByPerson(tx, events, projectId, { flagKey, events: names, from, to: until }, properties, start);
   const persons = [...byPerson.keys()];
 
-  // Per metric, the persons it concerns (exposed since, or with one of its events since) and their
-  // states: a person who only viewed pages since keeps their revenue as it was.
+  // Per metric, the persons it concerns (exposed in the range, or with one of its events there) and,
+  // from a stored day, their states: a person who only viewed pages since keeps their revenue as it was.
   const concerned = shapes.map((shape) =>
     shape instanceof Error
       ? []
@@ -420,76 +430,76 @@ async function continueFromState(
   );
   const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
   for (const [i, metric] of metrics.entries()) {
-    if (!concerned[i].length || !metric.uuid) continue;
-    const stored = await db(tx)
-      .selectFrom('experiment_person_state')
-      .select([
-        'person_id',
-        'variant',
-        sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
-        sql<number | null>`${sql.raw(MICROS('left_at'))}`.as('left_at'),
-        'value',
-        'covariate',
-        'steps',
-      ])
-      .where('experiment_id', '=', experiment.id)
-      .where('metric_uuid', '=', metric.uuid)
-      .where(sql<boolean>`person_id = any(${pgArray(concerned[i])}::bigint[])`)
-      .execute();
+    if (!base || !concerned[i].length || !metric.uuid) continue;
     const map = states.get(metric.uuid)!;
-    for (const r of stored)
-      map.set(r.person_id, {
-        variant: r.variant,
-        t0: r.t0,
-        leftAt: r.left_at,
-        value: Number(r.value),
-        covariate: Number(r.covariate),
-        steps: r.steps ?? [],
-      });
+    for (const slice of slices(concerned[i])) {
+      const stored = await db(tx)
+        .selectFrom('experiment_person_state')
+        .select([
+          'person_id',
+          'variant',
+          sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
+          sql<number | null>`${sql.raw(MICROS('left_at'))}`.as('left_at'),
+          'value',
+          'covariate',
+          'steps',
+        ])
+        .where('experiment_id', '=', experiment.id)
+        .where('metric_uuid', '=', metric.uuid)
+        .where(sql<boolean>`person_id = any(${pgArray(slice)}::bigint[])`)
+        .execute();
+      for (const r of stored)
+        map.set(r.person_id, {
+          variant: r.variant,
+          t0: r.t0,
+          leftAt: r.left_at,
+          value: Number(r.value),
+          covariate: Number(r.covariate),
+          steps: r.steps ?? [],
+        });
+    }
   }
 
-  // CUPED: the lookback days before the first exposure of each person exposed since (no state yet).
-  const lookback = experiment.cupedLookbackDays ?? 0;
-  const lookbackMicros = lookback * MICROS_PER_DAY;
+  // CUPED: each newly exposed person's events of the lookback days before their first exposure. From
+  // the start they were read with the rest; from a stored day they are read now, by the person's
+  // distinct ids (a person with a state has their covariate in it).
   const pre = new Map<string, EventSince[]>();
-  const firstExposure = new Map<string, number>();
   if (lookback > 0) {
     const known = (person: string) => [...states.values()].some((m) => m.has(person));
+    const exposed = new Map<string, number>();
     for (const [person, list] of byPerson) {
-      if (known(person)) continue;
-      const exposed = list.find((e) => e.exposure !== null && experiment.variants.includes(e.exposure));
-      if (exposed) firstExposure.set(person, exposed.t);
+      const t0 = known(person) ? undefined : firstExposure(list, experiment.variants);
+      if (t0 !== undefined) exposed.set(person, t0);
     }
-    if (firstExposure.size) {
-      const times = [...firstExposure.values()];
-      const from = new Date((Math.min(...times) - lookbackMicros) / 1000 - 1);
-      const to = new Date(Math.max(...times) / 1000 + 1);
-      const earlier = await rows<Record<string, unknown> & { person: string }>(
-        tx,
-        `select d.person_id::text as person, e.event, e.t, null as exposure${valuesOf('e')}
-           from person_distinct_id d cross join lateral (
-             select m.event, ${MICROS('m.timestamp')} as t ${properties.map((_, i) => `, m.properties -> ? as p${i}`).join('')}
-               from event m
-              where m.project_id = ? and m.distinct_id = d.distinct_id and m.timestamp >= ? and m.timestamp < ?
-                and m.event in (${events.map(() => '?').join(', ') || 'null'})
-             offset 0) e
-          where d.project_id = ? and d.person_id = any(?::bigint[])`,
-        [...properties, projectId, from, to, ...events, projectId, pgArray([...firstExposure.keys()])],
-      );
-      for (const r of earlier) {
-        const t0 = firstExposure.get(r.person)!;
-        const e = toEvent(r);
-        if (e.t >= t0 - lookbackMicros && e.t < t0) (pre.get(r.person) ?? pre.set(r.person, []).get(r.person)!).push(e);
+    const earlier = base && exposed.size ? new Map<string, EventSince[]>() : byPerson;
+    if (base && exposed.size) {
+      const times = [...exposed.values()];
+      const distinctIds = await distinctIdsOf(tx, projectId, [...exposed.keys()]);
+      for (const slice of slices(distinctIds)) {
+        const filter = {
+          flagKey,
+          events: names,
+          from: new Date(Math.floor((Math.min(...times) - lookbackMicros) / 1000)),
+          to: new Date(Math.ceil(Math.max(...times) / 1000) + 1),
+          distinctIds: slice,
+        };
+        for (const [person, list] of await eventsByPerson(tx, events, projectId, filter, properties, Infinity))
+          earlier.set(person, [...(earlier.get(person) ?? []), ...list]);
       }
     }
+    for (const [person, t0] of exposed)
+      pre.set(
+        person,
+        (earlier.get(person) ?? []).filter((e) => e.t >= t0 - lookbackMicros && e.t < t0),
+      );
   }
 
   const window: Window = {
     variants: experiment.variants,
-    firstDay: utcDay(experiment.startDate.getTime()) * 1000,
-    baseDay: base.index,
+    firstDay: firstDay * 1000,
+    baseDay: base ? base.index : -1,
     days,
-    saveDay: saveDay !== null && saveDay > base.index ? saveDay : null,
+    saveDay: saveDay !== null && saveDay > (base ? base.index : -1) ? saveDay : null,
     cuped: lookback > 0,
   };
   const out: (MetricStats[] | Error)[] = [];
@@ -523,22 +533,25 @@ async function continueFromState(
       ]),
     );
     out.push(
-      changes.map((day) => ({
-        kind: day.kind,
-        variants: experiment.variants.map((key) => {
-          const find = (list: VariantStats[] | undefined) => list?.find((v) => v.key === key);
-          return addStats(find(base.counts[i]), find(day.variants), 1, key);
-        }),
-      })),
+      base
+        ? changes.map((day) => ({
+            kind: day.kind,
+            variants: experiment.variants.map((key) => {
+              const find = (list: VariantStats[] | undefined) => list?.find((v) => v.key === key);
+              return addStats(find(base.counts[i]), find(day.variants), 1, key);
+            }),
+          }))
+        : changes,
     );
-    if (window.saveDay !== null && metric.uuid && metric.fingerprint) {
+    if (!metric.uuid) continue;
+    if (!base && saveDay !== null) await dropState(tx, experiment.id, metric.uuid);
+    if (window.saveDay !== null && metric.fingerprint) {
       await writeStates(tx, experiment.id, metric.uuid, saved);
       await saveStateDay(tx, {
         experimentId: experiment.id,
         uuid: metric.uuid,
         fingerprint: metric.fingerprint,
-        day: window.saveDay,
-        end: new Date(utcDay(experiment.startDate.getTime()) + (window.saveDay + 1) * DAY),
+        end: new Date(firstDay + (window.saveDay + 1) * DAY),
       });
     }
   }
@@ -547,8 +560,11 @@ async function continueFromState(
 
 /** Upserts persons' states of a metric. */
 async function writeStates(tx: EntityManager, experimentId: number, uuid: string, states: Map<string, PersonState>) {
-  if (!states.size) return;
-  const list = [...states].map(([person, s]) => ({
+  for (const slice of slices([...states])) await writeStateSlice(tx, experimentId, uuid, slice);
+}
+
+async function writeStateSlice(tx: EntityManager, experimentId: number, uuid: string, states: [string, PersonState][]) {
+  const list = states.map(([person, s]) => ({
     person_id: person,
     variant: s.variant,
     t0: s.t0,
@@ -628,13 +644,14 @@ async function saveStateDay(tx: EntityManager, target: SaveTarget) {
 /** computeCountsSince, each day analysed (the daily results job). */
 export async function computeSeriesSince(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   until: Date,
   fromDay: number,
   options: { saveState?: boolean } = {},
 ): Promise<CountsSince<MetricResult>> {
-  const counts = await computeCountsSince(em, experiment, metrics, until, fromDay, options);
+  const counts = await computeCountsSince(em, events, experiment, metrics, until, fromDay, options);
   return { ...counts, series: analyseSeries(experiment, metrics, counts.series) };
 }
 
@@ -703,6 +720,7 @@ async function storedBase(
 /** Why the stored day may no longer be right (see computeCountsSince), or null. */
 async function staleSince(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   base: StoredBase,
@@ -713,8 +731,6 @@ async function staleSince(
   // have microseconds, so a row written in the run's own millisecond came before its read (it was
   // read). Counting it as later made the run after every recompute recompute again.
   const afterRun = new Date(since.getTime() + 1);
-  const events = [...new Set(metrics.flatMap((m) => metricShape(m)?.events ?? []))];
-  const scanFrom = new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY);
   const deletion = await db(em)
     .selectFrom('async_deletion')
     .select('id')
@@ -731,30 +747,28 @@ async function staleSince(
     .limit(1)
     .executeTakeFirst();
   if (retention) return 'retention';
-  // A distinct id that got another person since D was computed (a merge or a split), with events of
-  // these metrics or exposures before D's end: those count for another person now. Through the index
-  // on (project_id, updated_at), then each such id's events through the distinct-id index.
-  const moved = await rows(
-    em,
-    `select 1 from person_distinct_id d
-      where d.project_id = ? and d.updated_at >= ?
-        and exists (select 1 from event e where e.project_id = d.project_id and e.distinct_id = d.distinct_id
-                       and e.timestamp >= ? and e.timestamp < ? and ${relevant('e', events)})
-      limit 1`,
-    [experiment.projectId, afterRun, scanFrom, base.end, ...events, experiment.flagKey],
-  );
-  if (moved.length) return 'persons_merged';
+  // The events the stored days counted: exposures and these metrics' events before D's end.
+  const counted: ExperimentEventFilter = {
+    flagKey: experiment.flagKey,
+    events: readPlan(metrics).events,
+    from: new Date(experiment.startDate.getTime() - (experiment.cupedLookbackDays ?? 0) * DAY),
+    to: base.end,
+  };
+  // A distinct id that got another person since D was computed (a merge or a split), with such
+  // events: those count for another person now. Through the index on (project_id, updated_at), then
+  // those ids' events.
+  const moved = await db(em)
+    .selectFrom('person_distinct_id')
+    .select('distinct_id')
+    .where('project_id', '=', experiment.projectId)
+    .where('updated_at', '>=', afterRun)
+    .execute();
+  for (const slice of slices(moved.map((r) => r.distinct_id)))
+    if (await events.hasExperimentEvents(experiment.projectId, { ...counted, distinctIds: slice }))
+      return 'persons_merged';
   if (!lateEvents) return null;
-  // Through the index on created_at: the rows inserted after the run, not the window's.
-  const late = await rows(
-    em,
-    `select 1 from event e where e.created_at >= ? and e.project_id = ? and e.timestamp >= ? and e.timestamp < ?
-        and (e.event in (${events.map(() => '?').join(', ') || 'null'})
-             or (e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?))
-      limit 1`,
-    [afterRun, experiment.projectId, scanFrom, base.end, ...events, experiment.flagKey],
-  );
-  return late.length ? 'late_events' : null;
+  // Such events that reached the store after the run (late data, or shipped to ClickHouse since).
+  return (await events.hasExperimentEvents(experiment.projectId, counted, afterRun)) ? 'late_events' : null;
 }
 
 const finite = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : Number(x) || 0);
@@ -809,304 +823,29 @@ export function addStats(
   return out;
 }
 
-/** Where a full computation stores the per-person state as of a day's end (the daily run's). */
-interface StateTarget {
-  experimentId: number;
-  /** The day (index since the start date's UTC day) whose end the state is as of. */
-  day: number;
-  /** That day's end. */
-  end: Date;
-}
-
 /**
- * The per-variant counts behind computeExperimentSeries (n, Σv, Σv², funnel steps), per day.
- * `saveState`: also stores each metric's per-person state as of the end of that day (the metrics
- * need their uuid and fingerprint; see continueFromState), in the caller's transaction.
+ * The per-variant counts behind computeExperimentSeries (n, Σv, Σv², funnel steps), per day, from the
+ * start. `saveState`: also stores each metric's per-person state as of the end of that day (the
+ * metrics need their uuid and fingerprint; see computeCountsSince), in the caller's transaction.
  */
 export async function computeExperimentCounts(
   em: EntityManager,
+  events: EventStore,
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   until: Date,
   options: { saveState?: number } = {},
 ): Promise<(MetricStats[] | Error)[]> {
-  const start = experiment.startDate;
-  const firstDay = Date.UTC(start.getUTCFullYear(), start.getUTCMonth(), start.getUTCDate());
-  const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
-  const dayText = new Date(firstDay).toISOString().slice(0, 10);
-  const lookbackDays = experiment.cupedLookbackDays ?? 0;
-  const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
-  if (days === 0) return shapes.map((shape) => (shape instanceof Error ? shape : []));
-  const stateDay = options.saveState;
-  const state: StateTarget | null =
-    stateDay !== undefined && stateDay >= 0
-      ? { experimentId: experiment.id, day: stateDay, end: new Date(firstDay + (stateDay + 1) * DAY) }
-      : null;
-  return em.transactional(async (tx) => {
-    await run(tx, `set local work_mem = '${WORK_MEM}'`);
-    const variants = JSON.stringify(experiment.variants);
-    const { projectId, flagKey } = experiment;
-    const range: Range = { days, dayText, start, until, projectId: experiment.projectId, lookbackDays };
-    await run(tx, MEMBERS, [projectId, flagKey, variants, start, until, projectId, dayText, dayText]);
-    await run(tx, `analyze experiment_members`);
-    const out: (MetricStats[] | Error)[] = [];
-    for (const [i, shape] of shapes.entries()) {
-      if (shape instanceof Error) {
-        out.push(shape);
-        continue;
-      }
-      const { uuid, fingerprint } = metrics[i];
-      const save = state && uuid && fingerprint ? { ...state, uuid, fingerprint } : null;
-      try {
-        // A savepoint each, so a failing metric leaves the transaction usable for the next.
-        const series = await tx.transactional(async (inner) => {
-          if (stateDay !== undefined && uuid) await dropState(inner, experiment.id, uuid);
-          const counts = await metricSeries(inner, experiment, shape, range, save);
-          if (save) await saveStateDay(inner, save);
-          return counts;
-        });
-        out.push(series);
-      } catch (e) {
-        out.push(e as Error);
-      }
-    }
-    return out;
-  });
+  return em.transactional(
+    async (tx) => (await countsFrom(tx, events, experiment, metrics, null, until, options.saveState ?? null))!,
+  );
 }
 
-/** A mean metric's cumulative sums of a variant at a day with changes. */
-interface MeanRow {
-  variant: string;
-  day: number;
-  n: number;
-  total: number;
-  total_sq: number;
-  x: number;
-  xx: number;
-  xy: number;
-}
-
-/** A funnel's change of a count (step ≥ 0, or −1 members, −2 Σx, −3 Σxy) of a variant at a day. */
-interface FunnelRow {
-  variant: string;
-  day: number;
-  step: number;
-  d: number;
-}
-
-type SaveTarget = StateTarget & { uuid: string; fingerprint: string };
-
-/**
- * A full computation's per-person state as of the state day's end, inserted by its statement (a
- * data-modifying CTE: no second pass over the events): every person exposed by then, with the given
- * columns. Parameters: experiment, metric uuid, state day, those of `values` and `joins`, state day.
- */
-const savedState = (columns: string, values: string, joins: string) => `,
-       saved as (
-         insert into experiment_person_state
-                (experiment_id, metric_uuid, person_id, variant, first_exposed_at, left_at, ${columns})
-         select ?, ?, x.person_id, x.variant, x.t0, case when x.day_out <= ? then x.t_out end, ${values}
-           from experiment_members x left join pre p using (person_id) ${joins}
-          where x.day_in <= ?
-         on conflict do nothing)`;
-
-async function metricSeries(
-  em: EntityManager,
-  experiment: ExperimentForResults,
-  shape: NonNullable<ReturnType<typeof metricShape>>,
-  range: Range,
-  save: SaveTarget | null,
-): Promise<MetricStats[]> {
-  const { days, dayText } = range;
-  const eventsOf = [...new Set(shape.events)];
-  // CUPED: the lookback days before the start are read too.
-  const lookback = range.lookbackDays;
-  const scanFrom = new Date(range.start.getTime() - lookback * DAY);
-  const scan = [range.projectId, ...eventsOf, scanFrom, range.until, range.projectId];
-  const cuped = lookback > 0;
-  // Per variant, cumulative values per day.
-  const n = new Map<string, number[]>();
-  const sums = new Map<string, { total: number[]; totalSq: number[]; x: number[]; xx: number[]; xy: number[] }>();
-  const steps = new Map<string, number[][]>();
-  // Funnel CUPED: Σx and Σxy per variant and day (x is 0/1, so Σx² = Σx).
-  const funnelX = new Map<string, number[]>();
-  const funnelXY = new Map<string, number[]>();
-  const series = <T>(map: Map<string, T>, key: string, make: () => T) => map.get(key) ?? map.set(key, make()).get(key)!;
-  const zeros = () => new Array<number>(days).fill(0);
-
-  if (shape.kind === 'mean') {
-    const value = shape.mathProperty ? `coalesce(${numericProperty('prop')}, 0)` : '1::numeric';
-    // Per person and day the sum of values (before: the person's sum of the days before), then per
-    // variant and day the change of n, Σv and Σv²: Σv² grows by (v+δ)² − v² = 2vδ + δ²; a person who
-    // leaves takes their whole v and v² with them. Sums stay numeric (exact) until the end.
-    // CUPED: each person's covariate x (the same sum over the lookback days before their first
-    // exposure) enters and leaves with them, and Σxy grows by x·δ with each increment.
-    const found = await rows<MeanRow>(
-      em,
-      `with ${memberEvents(eventsOf, shape.mathProperty ? 'm.properties -> ? as prop' : 'null::jsonb as prop', lookback)},
-       per_day as (
-         select person_id, variant, day_out, ${dayOf('t')} as day, sum(${value}) as delta
-           from mev where not pre group by 1, 2, 3, 4),
-       pre as (select person_id, sum(${value}) as x from mev where pre group by 1),
-       increments as (
-         select person_id, variant, day, delta,
-                coalesce(sum(delta) over (partition by person_id order by day
-                                          rows between unbounded preceding and 1 preceding), 0) as before
-           from per_day where day_out is null or day < day_out),
-       leaving as (
-         select x.person_id, x.variant, x.day_out, coalesce(sum(i.delta), 0) as v
-           from experiment_members x left join increments i on i.person_id = x.person_id
-          where x.day_out is not null group by x.person_id, x.variant, x.day_out),
-       changes as (
-         select m.variant, m.day_in as day, 1 as dn, 0::numeric as ds, 0::numeric as dq,
-                coalesce(p.x, 0) as dx, coalesce(p.x, 0) ^ 2 as dxx, 0::numeric as dxy
-           from experiment_members m left join pre p using (person_id)
-         union all select i.variant, i.day, 0, i.delta, 2 * i.before * i.delta + i.delta * i.delta,
-                0, 0, coalesce(p.x, 0) * i.delta
-           from increments i left join pre p using (person_id)
-         union all select l.variant, l.day_out, -1, -l.v, -(l.v * l.v),
-                -coalesce(p.x, 0), -(coalesce(p.x, 0) ^ 2), -coalesce(p.x, 0) * l.v
-           from leaving l left join pre p using (person_id))${
-             save
-               ? savedState(
-                   'value, covariate',
-                   'coalesce(s.v, 0), coalesce(p.x, 0)',
-                   'left join (select person_id, sum(delta) as v from increments where day <= ? group by 1) s using (person_id)',
-                 )
-               : ''
-           }
-       select variant, day, (sum(sum(dn)) over w)::int as n, (sum(sum(ds)) over w)::float8 as total,
-              (sum(sum(dq)) over w)::float8 as total_sq, (sum(sum(dx)) over w)::float8 as x,
-              (sum(sum(dxx)) over w)::float8 as xx, (sum(sum(dxy)) over w)::float8 as xy
-         from changes group by variant, day window w as (partition by variant order by day)`,
-      [
-        ...(shape.mathProperty ? [shape.mathProperty] : []),
-        ...scan,
-        dayText,
-        ...(save ? [save.experimentId, save.uuid, save.day, save.day, save.day] : []),
-      ],
-    );
-    for (const r of found) {
-      // Cumulative values at the days with changes, carried forward to the days after.
-      const s = series(sums, r.variant, () => ({
-        total: zeros(),
-        totalSq: zeros(),
-        x: zeros(),
-        xx: zeros(),
-        xy: zeros(),
-      }));
-      const c = series(n, r.variant, zeros);
-      for (let d = r.day; d < days; d++) {
-        c[d] = r.n;
-        s.total[d] = r.total;
-        s.totalSq[d] = r.total_sq;
-        s.x[d] = r.x;
-        s.xx[d] = r.xx;
-        s.xy[d] = r.xy;
-      }
-    }
-  } else {
-    // s_k = the first time of step k at or after step k−1 (s0 = first exposure), from the person's
-    // funnel events; a step counts from the day it is reached until the person leaves.
-    const ctes = shape.events.map(
-      (_, i) => `s${i + 1} as (select s.person_id, min(f.t) as t from s${i} s
-         join fe f on f.person_id = s.person_id and f.event = ? and f.t >= s.t group by s.person_id)`,
-    );
-    const reached = shape.events.map((_, i) => `select ${i} as step, person_id, t from s${i + 1}`).join(' union all ');
-    // CUPED (PostHog's): x = 1 when the last step's event happened in the lookback days before the
-    // person's first exposure. It counts in Σx while the person is a member (step −2 below), and in
-    // Σxy from the day they complete the funnel (step −3).
-    const lastStep = shape.events.length - 1;
-    const found = await rows<FunnelRow>(
-      em,
-      `with ${memberEvents(eventsOf, 'm.event', lookback)},
-       fe as materialized (select person_id, event, t from mev where not pre),
-       pre as (select distinct person_id from mev where pre and event = ?),
-       s0 as (select person_id, t0 as t from experiment_members),
-       ${ctes.join(',\n')},
-       reached as (select r.step, r.person_id, x.variant, ${dayOf('r.t')} as day, x.day_out
-                     from (${reached}) r join experiment_members x using (person_id)),
-       changes as (
-         select variant, day_in as day, -1 as step, 1 as d from experiment_members
-         union all select variant, day_out, -1, -1 from experiment_members where day_out is not null
-         union all select variant, day, step, 1 from reached where day_out is null or day < day_out
-         union all select variant, day_out, step, -1 from reached where day < day_out
-         union all select variant, day_in, -2, 1 from experiment_members join pre using (person_id)
-         union all select variant, day_out, -2, -1 from experiment_members join pre using (person_id)
-                    where day_out is not null
-         union all select variant, day, -3, 1 from reached join pre using (person_id)
-                    where step = ${lastStep} and (day_out is null or day < day_out)
-         union all select variant, day_out, -3, -1 from reached join pre using (person_id)
-                    where step = ${lastStep} and day < day_out)${
-                      save
-                        ? savedState(
-                            'covariate, steps',
-                            `case when p.person_id is null then 0 else 1 end,
-                             to_jsonb(array_remove(array[${shape.events
-                               .map((_, i) => `case when s${i + 1}.t < ? then ${MICROS(`s${i + 1}.t`)} end`)
-                               .join(', ')}]::float8[], null))`,
-                            shape.events.map((_, i) => `left join s${i + 1} using (person_id)`).join(' '),
-                          )
-                        : ''
-                    }
-       select variant, day, step, sum(d)::int as d from changes group by 1, 2, 3`,
-      [
-        ...scan,
-        shape.events[lastStep],
-        ...shape.events,
-        dayText,
-        ...(save ? [save.experimentId, save.uuid, save.day, ...shape.events.map(() => save.end), save.day] : []),
-      ],
-    );
-    for (const r of found) {
-      const target =
-        r.step === -1
-          ? series(n, r.variant, zeros)
-          : r.step === -2
-            ? series(funnelX, r.variant, zeros)
-            : r.step === -3
-              ? series(funnelXY, r.variant, zeros)
-              : series(steps, r.variant, () => shape.events.map(zeros))[r.step];
-      for (let d = r.day; d < days; d++) target[d] += r.d;
-    }
-  }
-
-  const last = shape.events.length - 1;
-  return Array.from({ length: days }, (_, d) => {
-    // Missing variants count as zero; results follow the flag's variant order.
-    const stats: VariantStats[] = experiment.variants.map((key) => {
-      if (shape.kind === 'mean') {
-        const s = sums.get(key);
-        const stats: VariantStats = {
-          key,
-          number_of_samples: n.get(key)?.[d] ?? 0,
-          sum: s?.total[d] ?? 0,
-          sum_squares: s?.totalSq[d] ?? 0,
-        };
-        if (cuped) {
-          stats.covariate_sum = s?.x[d] ?? 0;
-          stats.covariate_sum_squares = s?.xx[d] ?? 0;
-          stats.covariate_sum_product = s?.xy[d] ?? 0;
-        }
-        return stats;
-      }
-      const stepCounts = shape.events.map((_, i) => steps.get(key)?.[i][d] ?? 0);
-      const reached = stepCounts[last];
-      const samples = n.get(key)?.[d] ?? 0;
-      const stats: VariantStats = {
-        key,
-        number_of_samples: samples,
-        sum: reached,
-        sum_squares: reached,
-        step_counts: stepCounts,
-      };
-      if (cuped) {
-        stats.covariate_sum = funnelX.get(key)?.[d] ?? 0;
-        stats.covariate_sum_squares = stats.covariate_sum;
-        stats.covariate_sum_product = funnelXY.get(key)?.[d] ?? 0;
-      }
-      return stats;
-    });
-    return { kind: shape.kind, variants: stats };
-  });
+/** Where a metric's per-person state is stored as of a day's end. */
+interface SaveTarget {
+  experimentId: number;
+  uuid: string;
+  fingerprint: string;
+  /** The day's end. */
+  end: Date;
 }

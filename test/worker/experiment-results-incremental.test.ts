@@ -131,6 +131,7 @@ async function fullSeries(id: number, now: Date) {
   const { row, experiment } = await experimentOf(id);
   const full = await computeExperimentSeries(
     api.orm.em.fork() as EntityManager,
+    worker.deps.events,
     experiment,
     row.metrics,
     new Date(now.getTime() + 1),
@@ -157,13 +158,21 @@ async function expectFullRecompute(id: number, now: Date) {
 }
 
 async function dailyRun(id: number, now: Date) {
-  return eventRowsRead(url, (orm: MikroORM) => computeExperimentResults(job(id), { ...worker.deps, orm }, now));
+  return eventRowsRead(url, (orm: MikroORM, events) =>
+    computeExperimentResults(job(id), { ...worker.deps, orm, events }, now),
+  );
 }
 
 async function fullRecomputeRows(id: number, now: Date) {
   const { row, experiment }: Experiment = await experimentOf(id);
-  return eventRowsRead(url, (orm: MikroORM) =>
-    computeExperimentSeries(orm.em.fork() as EntityManager, experiment, row.metrics, new Date(now.getTime() + 1)),
+  return eventRowsRead(url, (orm: MikroORM, events) =>
+    computeExperimentSeries(
+      orm.em.fork() as EntityManager,
+      events,
+      experiment,
+      row.metrics,
+      new Date(now.getTime() + 1),
+    ),
   );
 }
 
@@ -355,9 +364,11 @@ describe('incremental daily results', () => {
     const { row, experiment } = await experimentOf(id);
     const until = new Date(now.getTime() + 1);
     const em = api.orm.em.fork() as EntityManager;
-    const since = await computeCountsSince(em, experiment, row.metrics, until, 5, { lateEvents: false });
+    const since = await computeCountsSince(em, worker.deps.events, experiment, row.metrics, until, 5, {
+      lateEvents: false,
+    });
     expect(since.recomputed).toBeNull();
-    const full = await computeExperimentCounts(em, experiment, row.metrics, until);
+    const full = await computeExperimentCounts(em, worker.deps.events, experiment, row.metrics, until);
     expect(since.series.map((s) => (s as unknown[]).at(-1))).toEqual(full.map((s) => (s as unknown[]).at(-1)));
 
     // A purchase three days ago, arriving now: the stored days since then were missing it.

@@ -34,10 +34,10 @@ async function createExperiment(account: TestAccount, flagKey: string, start: Da
 /** Runs the results job for `experimentId` as of `now`, and counts the event rows its statements read. */
 async function backfillScans(experimentId: number, now: Date): Promise<{ rows: number; results: number }> {
   await sql(api.orm, `delete from experiment_metric_result where experiment_id = ?`, [experimentId]);
-  const { rows, value } = await eventRowsRead(url, (orm) =>
+  const { rows, value } = await eventRowsRead(url, (orm, events) =>
     computeExperimentResults(
       { data: { experimentId } } as Job<JobData['experimentResults']>,
-      { ...worker.deps, orm },
+      { ...worker.deps, orm, events },
       now,
     ),
   );

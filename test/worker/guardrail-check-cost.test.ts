@@ -68,11 +68,11 @@ async function runningExperiment(flag: string, days: number) {
 async function measure(flag: string, days: number) {
   const { row, experiment, rows } = await runningExperiment(flag, days);
   const asOf = new Date();
-  const check = await eventRowsRead(url, (orm) =>
-    currentCounts(orm.em.fork() as EntityManager, experiment, row.metrics, asOf),
+  const check = await eventRowsRead(url, (orm, events) =>
+    currentCounts(orm.em.fork() as EntityManager, events, experiment, row.metrics, asOf),
   );
-  const full = await eventRowsRead(url, (orm) =>
-    computeExperimentCounts(orm.em.fork() as EntityManager, experiment, row.metrics, asOf),
+  const full = await eventRowsRead(url, (orm, events) =>
+    computeExperimentCounts(orm.em.fork() as EntityManager, events, experiment, row.metrics, asOf),
   );
   return { check, full, events: rows.length };
 }

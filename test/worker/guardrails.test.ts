@@ -316,9 +316,9 @@ describe('guardrails', () => {
     const experiment = experimentForResults(row);
     const em = worker.deps.orm.em.fork() as EntityManager;
     const at = new Date();
-    const incremental = await currentCounts(em, experiment, row.metrics, at);
+    const incremental = await currentCounts(em, worker.deps.events, experiment, row.metrics, at);
     expect(incremental.baseDay).toBe(new Date(dayStart(-1)).toISOString().slice(0, 10));
-    const full = (await computeExperimentCounts(em, experiment, row.metrics, at)).map((c) =>
+    const full = (await computeExperimentCounts(em, worker.deps.events, experiment, row.metrics, at)).map((c) =>
       (c as MetricStats[]).at(-1),
     );
     expect(incremental.counts).toEqual(full);

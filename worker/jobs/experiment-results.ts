@@ -100,6 +100,7 @@ export async function computeExperimentResults(
         const until = new Date(end.getTime() + 1);
         const since = await computeSeriesSince(
           tx,
+          deps.events,
           experiment,
           pending.map((p) => p.metric),
           until,

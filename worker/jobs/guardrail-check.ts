@@ -16,7 +16,7 @@ export async function guardrailCheck(
   const experiments = await experimentsToGuard(em, job.data?.experimentId);
   const tripped: number[] = [];
   for (const row of experiments) {
-    const result = await checkGuardrails(em, experimentForResults(row), row, now);
+    const result = await checkGuardrails(em, deps.events, experimentForResults(row), row, now);
     const deliveries = await recordGuardrailCheck(em, row.id, result, now);
     if (deliveries) {
       tripped.push(row.id);
