@@ -449,7 +449,7 @@ export function createClickHouseEventStore(
         event,
         t: Number(t),
         exposure,
-        values: values.map((v) => (v === '' ? undefined : JSON.parse(v))),
+        values: values.map((v) => (v === '' ? null : JSON.parse(v))),
       }));
     },
 

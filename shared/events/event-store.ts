@@ -105,7 +105,7 @@ export interface ExperimentEvent {
   t: number;
   /** An exposure to the flag: its `$feature_flag_response` as text (PostgreSQL's `->>`); else null. */
   exposure: string | null;
-  /** The asked properties' JSON values, in order (undefined or null when missing). */
+  /** The asked properties' JSON values, in order (null when missing). */
   values: unknown[];
 }
 

@@ -9,7 +9,13 @@ import { initOrm } from '../../../shared/db/orm.ts';
 import { rows, run } from '../../../shared/db/sql.ts';
 import { chTime, createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import { mirrorProjectDistinctIds } from '../../../shared/events/clickhouse-mirror.ts';
-import type { EventRow, EventStore, FunnelParams } from '../../../shared/events/event-store.ts';
+import type { EventRow, EventStore, ExperimentEventFilter, FunnelParams } from '../../../shared/events/event-store.ts';
+import {
+  computeExperimentCounts,
+  type ExperimentForResults,
+  type ExperimentMetric,
+} from '../../../shared/experiments/results.ts';
+import type { MetricStats } from '../../../shared/experiments/stats.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
 import { withPostgresSource } from '../../../shared/events/create.ts';
 import { createAccount } from '../../helpers.ts';
@@ -427,5 +433,131 @@ describe('event store contract: flag values on recent events', () => {
       ]).toEqual([true, true, false, false, false]);
       expect(await store.recentEventsCarryFlagValues(projectId, ['flagged'])).toBe(false); // another project's
     }
+  });
+});
+
+describe('event store contract: experiment results', () => {
+  const FLAG = 'contract-exp';
+  const start = new Date(T0 + 9 * H); // 09:00 on the start day
+  const until = new Date(T0 + 6 * D + 5 * H); // seven days, the last one partial
+  const metrics: ExperimentMetric[] = [
+    { uuid: 'revenue', metric_type: 'mean', source: { event: 'purchase', math: 'sum', math_property: 'amount' } },
+    { uuid: 'purchases', metric_type: 'mean', source: { event: 'purchase' } },
+    { uuid: 'checkout', metric_type: 'funnel', series: [{ event: 'cart' }, { event: 'purchase' }] },
+  ];
+  const experiment = (cupedLookbackDays = 0): ExperimentForResults => ({
+    id: 0,
+    projectId,
+    flagKey: FLAG,
+    variants: ['control', 'test'],
+    startDate: start,
+    statsMethod: 'bayesian',
+    baselineKey: 'control',
+    cupedLookbackDays,
+  });
+  const named = (name: string, distinctId: string, t: number, properties: Record<string, unknown> = {}) => ({
+    ...event(projectId, name, distinctId, null, new Date(T0 + t)),
+    properties,
+  });
+  const exposed = (distinctId: string, variant: unknown, t: number, flag = FLAG) =>
+    named('$feature_flag_called', distinctId, t, { $feature_flag: flag, $feature_flag_response: variant });
+  const bought = (distinctId: string, t: number, amount: unknown) => named('purchase', distinctId, t, { amount });
+
+  /** Each metric's counts per day, from one store (nothing stored: no state is written). */
+  const counts = async (store: EventStore, cuped = 0) =>
+    computeExperimentCounts(em(), store, experiment(cuped), metrics, until);
+
+  beforeAll(async () => {
+    // Persons: a merged one (events under an anonymous id with no person stamped, and the id it was
+    // merged from), one who switches variant (leaves), one with events before the start (CUPED's
+    // lookback), one never exposed, and a distinct id whose person was deleted (no mapping).
+    await person(projectId, 'xa');
+    await person(projectId, 'xb', 'xb-anon', 'xb-merged');
+    await person(projectId, 'xc');
+    await person(projectId, 'xd');
+    await person(projectId, 'xe');
+    await insertBoth([
+      exposed('xa', 'control', 10 * H),
+      bought('xa', 11 * H, 10),
+      bought('xa', D + H, '5.5'), // a numeric string
+      bought('xa', D + 2 * H, ' 7 '), // with spaces
+      bought('xa', 2 * D, 'abc'), // not a number: counts, adds 0
+      named('cart', 'xa', 2 * D + H),
+      bought('xa', 2 * D + 2 * H, 1e3),
+      exposed('xb-anon', 'test', 9 * H + 30 * 60_000),
+      named('cart', 'xb-merged', 12 * H),
+      bought('xb', 13 * H, 20),
+      exposed('xb', 'test', 3 * D), // again, the same variant
+      exposed('xc', 'control', 10 * H),
+      named('cart', 'xc', 11 * H),
+      bought('xc', 12 * H, 3),
+      exposed('xc', 'test', 2 * D), // a second variant: leaves that day
+      bought('xc', 3 * D, 100),
+      bought('xd', -2 * D, 40), // before the start: in CUPED's lookback (7 days before the exposure)
+      bought('xd', -3 * D, 30), // 7 days and an hour before it: outside
+      named('cart', 'xd', -2 * D + H),
+      exposed('xd', 'control', -D), // before the start: not an exposure
+      exposed('xd', 'test', 4 * D + H),
+      bought('xd', 4 * D + 2 * H, 8),
+      bought('xe', D, 50), // never exposed
+      exposed('xe', 'control', D, 'another-flag'),
+      exposed('xgone', 'test', D), // a deleted person's distinct id
+      bought('xgone', D + H, 9),
+      exposed('xa', 'test', 6 * D + 6 * H), // after `until`
+    ]);
+  });
+
+  it('gives the same daily counts from both stores, by the current persons', async () => {
+    for (const cuped of [0, 7]) {
+      const fromPg = await counts(pg, cuped);
+      expect(await counts(ch, cuped)).toEqual(fromPg);
+      const last = fromPg.map((m) => (m as MetricStats[]).at(-1)!.variants);
+      // revenue: control xa 10+5.5+7+0+1000 (xc left on day 2: counts nowhere); test xb 20, xd 8
+      expect(last[0].map((v) => [v.key, v.number_of_samples, v.sum])).toEqual([
+        ['control', 1, 1022.5],
+        ['test', 2, 28],
+      ]);
+      // purchases per person, and the funnel cart → purchase (xb's cart under the merged id)
+      expect(last[1].map((v) => v.sum)).toEqual([5, 2]);
+      expect(last[2].map((v) => v.step_counts)).toEqual([
+        [1, 1],
+        [1, 1],
+      ]);
+      if (cuped) expect(last[0].map((v) => v.covariate_sum)).toEqual([0, 40]); // xd's purchase 6 days and an hour before
+      // On day 1 (index 1) xc still counts for control.
+      expect((fromPg[0] as MetricStats[])[1].variants[0].number_of_samples).toBe(2);
+    }
+  });
+
+  it('reads the same events, and knows the same about late arrivals and distinct ids', async () => {
+    const filter = { flagKey: FLAG, events: ['purchase', 'cart'], from: start, to: until };
+    const read = async (store: EventStore, f: ExperimentEventFilter = filter) =>
+      (await store.experimentEvents(projectId, f, ['amount'])).sort(
+        (a, b) => a.t - b.t || a.event.localeCompare(b.event) || a.distinctId.localeCompare(b.distinctId),
+      );
+    const fromPg = await read(pg);
+    expect(await read(ch)).toEqual(fromPg);
+    expect(fromPg.filter((e) => e.exposure !== null).map((e) => e.exposure)).toEqual([
+      'test',
+      'control',
+      'control',
+      'test',
+      'test',
+      'test',
+      'test',
+    ]);
+    expect(fromPg.find((e) => e.distinctId === 'xa' && e.event === 'purchase')?.values).toEqual([10]);
+    const narrow = { ...filter, distinctIds: ['xc', 'x-nobody'] };
+    expect(await read(ch, narrow)).toEqual(await read(pg, narrow));
+    expect((await read(pg, narrow)).map((e) => e.distinctId)).toEqual(['xc', 'xc', 'xc', 'xc', 'xc']);
+
+    const before = new Date();
+    for (const store of [pg, ch]) {
+      expect(await store.hasExperimentEvents(projectId, narrow)).toBe(true);
+      expect(await store.hasExperimentEvents(projectId, { ...filter, distinctIds: ['x-nobody'] })).toBe(false);
+      expect(await store.hasExperimentEvents(projectId, filter, before)).toBe(false);
+    }
+    await insertBoth([bought('xe', 2 * D, 1)]); // late, and not exposed: still an event of the filter
+    for (const store of [pg, ch]) expect(await store.hasExperimentEvents(projectId, filter, before)).toBe(true);
   });
 });
