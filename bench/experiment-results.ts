@@ -12,6 +12,7 @@ import type { WorkerDeps } from '../worker/deps.ts';
 import { CHECKOUT_METRICS } from '../test/fixtures.ts';
 import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
 import { logger } from '../shared/logger.ts';
+import { createPostgresEventStore } from '../shared/events/postgres.ts';
 import { generateEvents } from './generate.ts';
 import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { timed } from './stats.ts';
@@ -144,7 +145,9 @@ for (const [name, sql] of baselines) {
   }
 }
 
-const deps = { orm, logger, config: {}, connection: {}, queues: {}, events: {} } as unknown as WorkerDeps;
+// The PostgreSQL event store (the default engine): the job reads the experiment's events through it.
+const events = createPostgresEventStore(orm, { deleteChunk: 10_000 });
+const deps = { orm, logger, config: {}, connection: {}, queues: {}, events } as unknown as WorkerDeps;
 const job = { data: { experimentId: experiment.id } } as Job<JobData['experimentResults']>;
 const flag = (
   await pool.query(

@@ -324,24 +324,16 @@ export async function experimentEvents(
   properties: readonly string[],
 ): Promise<ExperimentEvent[]> {
   const from = experimentEventsFrom(projectId, filter);
-  const found = await rows<
-    { distinct_id: string; event: string; t: number; exposure: string | null } & Record<string, unknown>
-  >(
+  // Rows in the answer's own shape (the values as one JSON array): no second object per event.
+  return rows<ExperimentEvent>(
     em,
-    `select e.distinct_id, e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
+    `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
             case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
-                 then e.properties->>'$feature_flag_response' end as exposure
-            ${properties.map((_, i) => `, e.properties -> ? as p${i}`).join('')}
+                 then e.properties->>'$feature_flag_response' end as exposure,
+            json_build_array(${properties.map(() => 'e.properties -> ?').join(', ')}) as values
        from ${from.sql}`,
     [filter.flagKey, ...properties, ...from.params],
   );
-  return found.map((r) => ({
-    distinctId: r.distinct_id,
-    event: r.event,
-    t: r.t,
-    exposure: r.exposure,
-    values: properties.map((_, i) => r[`p${i}`]),
-  }));
 }
 
 /** EventStore.hasExperimentEvents on PostgreSQL (arrivals through the index on created_at). */

@@ -356,21 +356,29 @@ async function eventsByPerson(
   properties: readonly string[],
   exposedFrom: number,
 ): Promise<Map<string, EventSince[]>> {
-  const found = await events.experimentEvents(projectId, filter, properties);
-  const persons = await personsOf(tx, projectId, [...new Set(found.map((e) => e.distinctId))]);
-  const byPerson = new Map<string, EventSince[]>();
-  for (const e of found) {
-    const person = persons.get(e.distinctId);
-    if (person === undefined) continue;
-    const list = byPerson.get(person) ?? byPerson.set(person, []).get(person)!;
-    list.push({
-      event: e.event,
-      t: e.t,
-      exposure: e.t >= exposedFrom ? e.exposure : null,
-      values: e.values.map(numericValue),
-    });
+  // By distinct id first (one look-up per event), then each distinct id's list to its person.
+  const byDistinctId = new Map<string, EventSince[]>();
+  for (const e of await events.experimentEvents(projectId, filter, properties)) {
+    let list = byDistinctId.get(e.distinctId);
+    if (!list) {
+      list = [];
+      byDistinctId.set(e.distinctId, list);
+    }
+    // The store's rows become the persons' events in place (a large experiment reads millions).
+    if (e.exposure !== null && e.t < exposedFrom) e.exposure = null;
+    for (let i = 0; i < e.values.length; i++) e.values[i] = numericValue(e.values[i]);
+    list.push(e as EventSince);
   }
-  for (const list of byPerson.values()) list.sort((a, b) => a.t - b.t);
+  const persons = await personsOf(tx, projectId, [...byDistinctId.keys()]);
+  const byPerson = new Map<string, EventSince[]>();
+  for (const [distinctId, list] of byDistinctId) {
+    const person = persons.get(distinctId);
+    if (person === undefined) continue;
+    const had = byPerson.get(person);
+    byPerson.set(person, had ? had.concat(list) : list);
+  }
+  for (const list of byPerson.values())
+    if (list.some((e, i) => i > 0 && e.t < list[i - 1].t)) list.sort((a, b) => a.t - b.t);
   return byPerson;
 }
 
@@ -419,15 +427,25 @@ async function countsFrom(
     days === 0
       ? new Map<string, EventSince[]>()
       : await eventsByPerson(tx, events, projectId, { flagKey, events: names, from, to: until }, properties, start);
-  const persons = [...byPerson.keys()];
 
   // Per metric, the persons it concerns (exposed in the range, or with one of its events there) and,
   // from a stored day, their states: a person who only viewed pages since keeps their revenue as it was.
-  const concerned = shapes.map((shape) =>
-    shape instanceof Error
-      ? []
-      : persons.filter((p) => byPerson.get(p)!.some((e) => e.exposure !== null || shape.events.includes(e.event))),
-  );
+  const concerned: string[][] = shapes.map(() => []);
+  const metricsOfEvent = new Map<string, number[]>();
+  for (const [i, shape] of shapes.entries())
+    if (!(shape instanceof Error))
+      for (const name of new Set(shape.events)) metricsOfEvent.set(name, [...(metricsOfEvent.get(name) ?? []), i]);
+  for (const [person, list] of byPerson) {
+    const mine = new Set<number>();
+    for (const e of list) {
+      if (e.exposure !== null) {
+        for (const [i, shape] of shapes.entries()) if (!(shape instanceof Error)) mine.add(i);
+        break;
+      }
+      for (const i of metricsOfEvent.get(e.event) ?? []) mine.add(i);
+    }
+    for (const i of mine) concerned[i].push(person);
+  }
   const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
   for (const [i, metric] of metrics.entries()) {
     if (!base || !concerned[i].length || !metric.uuid) continue;
