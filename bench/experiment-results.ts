@@ -15,7 +15,16 @@ import { logger } from '../shared/logger.ts';
 import { createPostgresEventStore } from '../shared/events/postgres.ts';
 import { generateEvents } from './generate.ts';
 import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
-import { timed } from './stats.ts';
+import { progress, timed } from './stats.ts';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
+import { createChdbConnection } from 'chdb/connection';
+import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
+import { jsonText } from '../shared/events/clickhouse-filters.ts';
+import { backfillEvents } from '../shared/events/shipper.ts';
+import { computeExperimentCounts, experimentForResults } from '../shared/experiments/results.ts';
 
 /**
  * The as-of statements' property as a number, null when it is not one (the store's rule, results.ts
@@ -298,6 +307,132 @@ console.log(
   `  next day's run (advances the state; ${nextDayRuns.map(mode).join(', ')}): old job ${list(off.nextDay)} median ${seconds(median(off.nextDay))}; all on ${list(on.nextDay)} median ${seconds(median(on.nextDay))}`,
 );
 console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
+
+// ---- The same backfill on the ClickHouse store (chDB, this process), BENCH_CLICKHOUSE=0 skips it ----
+// The counts of every day from the start (computeExperimentCounts, nothing stored) through each
+// store, alternating, beside each engine's best single statements for the same answer (one per
+// metric, the last day: the PostgreSQL as-of statements above, and ClickHouse's with each event's
+// person its distinct id's person now through the mirror, events counted once by uuid).
+if (process.env.BENCH_CLICKHOUSE !== '0') {
+  await configure(false);
+  const connection = createChdbConnection({ path: mkdtempSync(join(tmpdir(), 'bench-chdb-')) });
+  const client = createClient({ connection: connection as unknown as ClickHouseClientConfigOptions['connection'] });
+  const ch = createClickHouseEventStore(client, 'bench', { em: orm.em });
+  await ch.migrate();
+  const shipped = await backfillEvents(orm, ch, {
+    projectId: pid,
+    batchSize: 50_000,
+    settleSeconds: 0,
+    onProgress: (p) => progress(`shipped ${p.events} / ${p.total} events to ClickHouse`),
+  });
+  console.log(`\n  ClickHouse: ${shipped.events} events shipped in ${seconds(shipped.elapsedMs)}`);
+  await client.command({ query: `OPTIMIZE TABLE bench.events FINAL` });
+  const [row] = (
+    await pool.query(
+      `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = $1`,
+      [experiment.id],
+    )
+  ).rows;
+  const forResults = experimentForResults(row);
+  const lastDay = (counts: Awaited<ReturnType<typeof computeExperimentCounts>>) =>
+    JSON.stringify(counts.map((c) => (c instanceof Error ? c.message : c.at(-1))));
+  const map = `SELECT distinct_id, argMax(person_id, version) AS person_id FROM bench.person_distinct_id
+                WHERE project_id = {p:Int64} GROUP BY distinct_id HAVING argMax(is_deleted, version) = 0`;
+  const range = `project_id = {p:Int64} AND timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')
+                 AND timestamp < parseDateTime64BestEffort({until:String}, 6, 'UTC')`;
+  const exposures = `SELECT d.person_id AS person_id, any(e.r) AS variant, min(e.timestamp) AS t0
+      FROM (SELECT distinct_id, timestamp, JSONExtractString(properties, '$feature_flag_response') AS r FROM bench.events
+             WHERE ${range} AND event = '$feature_flag_called' AND JSONExtractString(properties, '$feature_flag') = {flag:String}
+               AND r IN ('control', 'test') LIMIT 1 BY uuid) AS e
+      INNER JOIN (${map}) AS d ON d.distinct_id = e.distinct_id
+     GROUP BY d.person_id HAVING uniqExact(e.r) = 1`;
+  const personEvents = (names: string, value: string) => `SELECT d.person_id AS person_id, e.event AS event,
+           toUnixTimestamp64Micro(e.timestamp) AS t, ${value} AS v
+      FROM (SELECT distinct_id, event, timestamp, properties FROM bench.events
+             WHERE ${range} AND event IN (${names}) LIMIT 1 BY uuid) AS e
+      INNER JOIN (${map}) AS d ON d.distinct_id = e.distinct_id`;
+  const chMean = (
+    event: string,
+    value: string,
+  ) => `SELECT variant, count() AS n, sum(v) AS sum, sum(v * v) AS sum_squares
+      FROM (SELECT x.person_id, x.variant, sumIf(m.v, m.t >= toUnixTimestamp64Micro(x.t0)) AS v
+              FROM (${exposures}) AS x LEFT JOIN (${personEvents(`'${event}'`, value)}) AS m ON m.person_id = x.person_id
+             GROUP BY x.person_id, x.variant)
+     GROUP BY variant ORDER BY variant`;
+  const chFunnel = `SELECT variant, count() AS n, countIf(s1 > 0) AS step1, countIf(s2 > 0) AS step2
+      FROM (SELECT variant, arrayMin(arrayFilter(c -> c >= t0, carts)) AS s1,
+                   if(s1 > 0, arrayMin(arrayFilter(b -> b >= s1, buys)), 0) AS s2
+              FROM (SELECT x.person_id, x.variant, toUnixTimestamp64Micro(any(x.t0)) AS t0,
+                           groupArrayIf(f.t, f.event = 'cart') AS carts, groupArrayIf(f.t, f.event = 'purchase') AS buys
+                      FROM (${exposures}) AS x LEFT JOIN (${personEvents(`'cart', 'purchase'`, '0')}) AS f ON f.person_id = x.person_id
+                     GROUP BY x.person_id, x.variant))
+     GROUP BY variant ORDER BY variant`;
+  const amount = `ifNull(toFloat64OrNull(trimBoth(${jsonText('e.properties', "'amount'")})), 0)`;
+  const chStatements = [chMean('purchase', amount), chFunnel, chMean('$pageview', '1')];
+  const params = { p: pid, flag: FLAG, start: start.toISOString(), until: until.toISOString() };
+  const chRows: BaselineRow[][] = [];
+  const timings = { pg: [] as number[], ch: [] as number[], chBest: [] as number[] };
+  let answers = { pg: '', ch: '' };
+  for (let rep = 0; rep < REPS; rep++) {
+    for (const engine of rep % 2 ? (['ch', 'pg'] as const) : (['pg', 'ch'] as const)) {
+      let counts: Awaited<ReturnType<typeof computeExperimentCounts>> = [];
+      timings[engine].push(
+        await timed(async () => {
+          counts = await computeExperimentCounts(
+            orm.em.fork(),
+            engine === 'pg' ? events : ch,
+            forResults,
+            row.metrics,
+            until,
+          );
+        }),
+      );
+      answers = { ...answers, [engine]: lastDay(counts) };
+    }
+    timings.chBest.push(
+      await timed(async () => {
+        chRows.length = 0;
+        for (const query of chStatements) {
+          const result = await client.query({ query, query_params: params, format: 'JSONEachRow' });
+          chRows.push(
+            (await result.json<Record<string, string | number>>()).map((r) => ({
+              n: Number(r.n),
+              sum: r.sum === undefined ? undefined : Number(r.sum),
+              sum_squares: r.sum_squares === undefined ? undefined : Number(r.sum_squares),
+              step1: r.step1 === undefined ? undefined : Number(r.step1),
+              step2: r.step2 === undefined ? undefined : Number(r.step2),
+            })),
+          );
+        }
+      }),
+    );
+  }
+  const sameRows = chRows.every((rows, i) =>
+    rows.every((r, j) => {
+      const b = baselineRows[i][j];
+      return (
+        r.n === b.n && r.step1 === b.step1 && r.step2 === b.step2 && (r.sum === undefined || close(r.sum, b.sum ?? 0))
+      );
+    }),
+  );
+  const pgStore = median(timings.pg);
+  const chStore = median(timings.ch);
+  const chBest = median(timings.chBest);
+  console.log(
+    `  every day's counts from the start, ${BACKFILL_DAYS} days × 3 metrics (no CUPED), ${REPS} runs each (s):`,
+  );
+  console.log(
+    `    PostgreSQL store   ${list(timings.pg)}  median ${seconds(pgStore)}; best statements ${seconds(asOfTotal)}; ratio ${(pgStore / asOfTotal).toFixed(2)}`,
+  );
+  console.log(
+    `    ClickHouse store   ${list(timings.ch)}  median ${seconds(chStore)}; best statements ${list(timings.chBest)} median ${seconds(chBest)}; ratio ${(chStore / chBest).toFixed(2)} (target <= 2)`,
+  );
+  console.log(`    PostgreSQL store / ClickHouse store: ${(pgStore / chStore).toFixed(2)}`);
+  console.log(
+    `    answers: stores ${answers.pg === answers.ch ? 'same' : `differ: ${answers.pg} vs ${answers.ch}`}; ClickHouse statements vs PostgreSQL's: ${sameRows ? 'same' : `differ: ${JSON.stringify(chRows)} vs ${JSON.stringify(baselineRows)}`}`,
+  );
+  await ch.close();
+}
 
 if (!process.env.BENCH_KEEP) {
   // The bench database is shared by every benchmark: leave no millions of rows behind.
