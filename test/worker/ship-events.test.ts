@@ -38,7 +38,7 @@ beforeAll(async () => {
   config.events.shipSettleSeconds = 0;
   config.events.shipMaxLagSeconds = 60;
   ch = createClickHouseEventStore(chdbClient(), chdbDatabase('ship_job'), orm);
-  events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch);
+  events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch, orm);
   api = await startApi((c) => {
     c.databaseUrl = url;
     c.databaseDirectUrl = url;
