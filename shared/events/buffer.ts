@@ -21,7 +21,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { rows, run } from '../db/sql.ts';
 import { indexOrdered, SHIPMENT_TARGET } from './shipper.ts';
 import { eventPartitions } from './store.ts';
 
@@ -176,38 +176,33 @@ export async function trimShippedEvents(orm: { em: EntityManager }, options: Tri
     }
   }
 
-  // The rest, in (created_at, uuid) order from the walk's mark, `chunk` rows a statement; the mark
-  // moves to the last row removed (to the line once none is left) in the same transaction.
+  // The rest, in (created_at, uuid) order from the walk's mark: each statement deletes the range up to
+  // the chunk's last position (found by an index walk of `chunk` entries), so every partition deletes
+  // through its own (created_at, uuid) index; the mark moves to that position (to the line once fewer
+  // are left) in the same transaction.
   for (let more = true; more; ) {
     const step = await locked(async (tx, walked) => {
       await indexOrdered(tx);
-      const found = await rows<{ part: string; ctid: string } & Position>(
+      const [bound] = await rows<Position>(
         tx,
-        `select tableoid::regclass::text as part, ctid::text as ctid, created_at::text as "createdAt", uuid::text as uuid
-           from event where (created_at, uuid) > (?::timestamptz, ?::uuid) and ${past}
-          order by created_at, uuid limit ?`,
-        [walked.createdAt, walked.uuid, upTo.createdAt, upTo.uuid, options.chunk],
+        `select created_at::text as "createdAt", uuid::text as uuid from event
+          where (created_at, uuid) > (?::timestamptz, ?::uuid) and ${past}
+          order by created_at, uuid offset ? limit 1`,
+        [walked.createdAt, walked.uuid, upTo.createdAt, upTo.uuid, options.chunk - 1],
       );
-      const byPart = new Map<string, string[]>();
-      for (const r of found) byPart.set(r.part, [...(byPart.get(r.part) ?? []), r.ctid]);
-      let deleted = 0;
-      // By ctid within each partition; the position is checked again, so a slot reused since the
-      // select (by a new, younger row) is not touched.
-      for (const [part, ctids] of byPart)
-        deleted += await run(
-          tx,
-          `delete from ${part} where ctid = any(?::tid[]) and (created_at, uuid) > (?::timestamptz, ?::uuid) and ${past}`,
-          [pgArray(ctids), walked.createdAt, walked.uuid, upTo.createdAt, upTo.uuid],
-        );
-      const full = found.length === options.chunk;
-      const mark = full ? found[found.length - 1] : upTo;
+      const mark = bound ?? upTo;
+      const deleted = await run(
+        tx,
+        `delete from event where (created_at, uuid) > (?::timestamptz, ?::uuid) and (created_at, uuid) <= (?::timestamptz, ?::uuid)`,
+        [walked.createdAt, walked.uuid, mark.createdAt, mark.uuid],
+      );
       await run(
         tx,
         `update event_trim set created_at = ?::timestamptz, uuid = ?::uuid, updated_at = now()
           where ts_from = '-infinity' and ts_to = 'infinity' and (created_at, uuid) < (?::timestamptz, ?::uuid)`,
         [mark.createdAt, mark.uuid, mark.createdAt, mark.uuid],
       );
-      if (!full)
+      if (!bound)
         // The walk has passed every emptied partition's mark: those ranges are inside its own now.
         await run(
           tx,
@@ -215,11 +210,11 @@ export async function trimShippedEvents(orm: { em: EntityManager }, options: Tri
               and (created_at, uuid) <= (?::timestamptz, ?::uuid)`,
           [mark.createdAt, mark.uuid],
         );
-      return { deleted, full, selected: found.length };
+      return { deleted, full: bound !== undefined };
     });
     if (step === null) return { ...result, skipped: true };
     result.rowsDeleted += step.value.deleted;
-    if (step.value.selected > 0) result.statements++;
+    if (step.value.deleted > 0) result.statements++;
     more = step.value.full;
   }
   return result;
