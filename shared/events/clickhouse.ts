@@ -46,11 +46,15 @@ export interface ClickHouseEventStore extends EventStore {
   distinctIdMappings(projectId: number): Promise<Map<string, string>>;
   /** Writes mappings to the mirror; each replaces the distinct id's earlier one. */
   mirrorDistinctIds(mappings: DistinctIdMapping[]): Promise<void>;
-  /** personEventCounts of the events in `ranges` only: those PostgreSQL's buffer no longer holds (buffer.ts). */
+  /**
+   * personEventCounts of the events in `ranges` only: those PostgreSQL's buffer no longer holds
+   * (buffer.ts); without those of the groups in `before` (a batch's earlier groups, which count them).
+   */
   trimmedPersonEventCounts(
     projectId: number,
     group: EventDeletionGroup,
     ranges: TrimmedRange[],
+    before?: EventDeletionGroup[],
   ): Promise<PersonEventCount[]>;
   /** countEventsBefore of the events in `ranges` only. */
   countTrimmedEventsBefore(projectId: number, before: Date, ranges: TrimmedRange[]): Promise<number>;
@@ -155,7 +159,11 @@ export function createClickHouseEventStore(
    * batch's and both its event time and its arrival are at or before that key's cutoff (the latest,
    * when requests of the batch share a key).
    */
-  function batchPredicate(groups: EventDeletionGroup[]): { sql: string; params: Record<string, unknown> } {
+  function batchPredicate(
+    groups: EventDeletionGroup[],
+    /** Before the parameters' names, so two predicates can share a statement. */
+    prefix = '',
+  ): { sql: string; params: Record<string, unknown> } {
     const persons = new Map<string, string>();
     const distinctIds = new Map<string, string>();
     const later = (a: string | undefined, b: string) => (a !== undefined && Date.parse(a) >= Date.parse(b) ? a : b);
@@ -164,35 +172,44 @@ export function createClickHouseEventStore(
       for (const id of g.distinctIds) distinctIds.set(id, later(distinctIds.get(id), g.cutoff));
     }
     const cutoff = (keys: string, cutoffs: string, key: string) =>
-      `parseDateTime64BestEffort(arrayElement({${cutoffs}:Array(String)}, indexOf({${keys}}, ${key})), 6, 'UTC')`;
+      `parseDateTime64BestEffort(arrayElement({${prefix}${cutoffs}:Array(String)}, indexOf({${prefix}${keys}}, ${key})), 6, 'UTC')`;
     const byPerson = cutoff('pids:Array(Nullable(UUID))', 'pcut', 'person_id');
     const byDistinctId = cutoff('dids:Array(String)', 'dcut', 'distinct_id');
     return {
       sql: `project_id = {project:Int64} AND (
-              (has({pids:Array(Nullable(UUID))}, person_id) AND timestamp <= ${byPerson} AND created_at <= ${byPerson})
-              OR (has({dids:Array(String)}, distinct_id) AND timestamp <= ${byDistinctId} AND created_at <= ${byDistinctId}))`,
+              (has({${prefix}pids:Array(Nullable(UUID))}, person_id) AND timestamp <= ${byPerson} AND created_at <= ${byPerson})
+              OR (has({${prefix}dids:Array(String)}, distinct_id) AND timestamp <= ${byDistinctId} AND created_at <= ${byDistinctId}))`,
       params: {
-        pids: [...persons.keys()],
-        pcut: [...persons.values()],
-        dids: [...distinctIds.keys()],
-        dcut: [...distinctIds.values()],
+        [`${prefix}pids`]: [...persons.keys()],
+        [`${prefix}pcut`]: [...persons.values()],
+        [`${prefix}dids`]: [...distinctIds.keys()],
+        [`${prefix}dcut`]: [...distinctIds.values()],
       },
     };
   }
 
-  /** A deletion group's events by person uuid and distinct id (those in `ranges` only, if given). */
+  /**
+   * A deletion group's events by person uuid and distinct id (those in `ranges` only, if given, and
+   * not of the groups in `before`).
+   */
   async function personEventCounts(
     projectId: number,
     group: EventDeletionGroup,
     ranges: TrimmedRange[] | null,
+    before: EventDeletionGroup[] = [],
   ): Promise<PersonEventCount[]> {
     if (group.personIds.length === 0 && group.distinctIds.length === 0) return [];
     if (ranges !== null && ranges.length === 0) return [];
     const where = batchPredicate([group]);
-    const params: Record<string, unknown> = { ...where.params, project: projectId };
+    const earlier = before.some((g) => g.personIds.length > 0 || g.distinctIds.length > 0)
+      ? batchPredicate(before, 'before_')
+      : null;
+    const params: Record<string, unknown> = { ...where.params, ...earlier?.params, project: projectId };
     const found = await select<{ p: string | null; d: string; n: string }>(
       `SELECT toString(person_id) AS p, distinct_id AS d, uniqExact(uuid) AS n FROM ${db}.events
-        WHERE ${where.sql} ${ranges === null ? '' : `AND (${trimmedSql(ranges, params)})`} GROUP BY person_id, distinct_id`,
+        WHERE ${where.sql} ${ranges === null ? '' : `AND (${trimmedSql(ranges, params)})`}
+          ${earlier === null ? '' : `AND NOT (${earlier.sql})`}
+        GROUP BY person_id, distinct_id`,
       params,
     );
     return found.map((r): PersonEventCount => ({ personId: r.p, distinctId: r.d, n: Number(r.n) }));
@@ -439,7 +456,7 @@ export function createClickHouseEventStore(
     },
 
     personEventCounts: (projectId, group) => personEventCounts(projectId, group, null),
-    trimmedPersonEventCounts: (projectId, group, ranges) => personEventCounts(projectId, group, ranges),
+    trimmedPersonEventCounts: (projectId, group, ranges, before) => personEventCounts(projectId, group, ranges, before),
 
     async recentEventsCarryFlagValues(projectId, events) {
       if (events.length === 0) return false;

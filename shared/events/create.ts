@@ -67,9 +67,10 @@ export function withPostgresSource(
       const ranges = await trimmed();
       const deleted = await postgres.deletePersonEvents(projectId, groups, hooks);
       const only = await Promise.all(
-        groups.map(async (group) => ({
+        // A row of two groups is the first one's, as PostgreSQL's deletes (group by group) count it.
+        groups.map(async (group, i) => ({
           group,
-          counts: await clickhouse.trimmedPersonEventCounts(projectId, group, ranges),
+          counts: await clickhouse.trimmedPersonEventCounts(projectId, group, ranges, groups.slice(0, i)),
         })),
       );
       await clickhouse.deletePersonEvents(projectId, groups, {
