@@ -203,4 +203,34 @@ describe('PostgreSQL as a buffer of shipped events', () => {
     expect(await pg.countPersonEvents(other, [b])).toBe(0);
     expect(await ch.countPersonEvents(other, [b])).toBe(0);
   });
+
+  it("ClickHouse's trimmed ranges compare positions as PostgreSQL does: uuids in byte order, the mark's own row included", async () => {
+    const project = (await createAccount(orm)).projectId;
+    // PostgreSQL orders y after x (bytes); the halves of the 128 bits would order them the other way.
+    const x = '00000000-0000-0000-ffff-ffffffffffff';
+    const y = '00000000-0000-0001-0000-000000000000';
+    const [{ after }] = await rows<{ after: boolean }>(em(), `select ?::uuid > ?::uuid as after`, [y, x]);
+    expect(after).toBe(true);
+    const at = '2026-01-02 03:04:05.123456';
+    await ch.insertRows(
+      [x, y].map((uuid) => ({
+        uuid,
+        project_id: project,
+        event: 'e',
+        distinct_id: 'd',
+        person_id: null,
+        properties: '{}',
+        timestamp: at,
+        created_at: at,
+      })),
+    );
+    const upTo = (createdAt: string, uuid: string, from: string | null = null, to: string | null = null) =>
+      ch.countTrimmedEventsBefore(project, new Date('2027-01-01T00:00:00Z'), [{ from, to, createdAt, uuid }]);
+    expect(await upTo(at, x)).toBe(1);
+    expect(await upTo(at, y)).toBe(2);
+    expect(await upTo('2026-01-02 03:04:05.123455', 'ffffffff-ffff-ffff-ffff-ffffffffffff')).toBe(0);
+    // A month's range covers only its timestamps.
+    expect(await upTo(at, y, '2026-01-01 00:00:00.000000', '2026-02-01 00:00:00.000000')).toBe(2);
+    expect(await upTo(at, y, '2026-02-01 00:00:00.000000', '2026-03-01 00:00:00.000000')).toBe(0);
+  });
 });
