@@ -1,7 +1,8 @@
 // PostgreSQL as a buffer with EVENT_STORE=clickhouse (shared/events/buffer.ts): shipped events older
 // than the buffer leave PostgreSQL and stay in ClickHouse (chDB); unshipped and young ones stay; a
-// monthly partition wholly past the line is emptied whole; a second run removes nothing; and what a
-// deletion or retention counts (PostgreSQL's rows plus ClickHouse's trimmed ones) does not change.
+// monthly partition wholly past the line is emptied whole (one held by a reader goes by deletes); a
+// second run removes nothing; and what a deletion or retention counts (PostgreSQL's rows plus
+// ClickHouse's trimmed ones, compared in PostgreSQL's order) does not change.
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,7 @@ import { withPostgresSource } from '../../../shared/events/create.ts';
 import type { EventDeletionGroup, EventRow, EventStore } from '../../../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
 import { shipEvents } from '../../../shared/events/shipper.ts';
+import { runRetention } from '../../../shared/retention/run.ts';
 import { storeEvents } from '../../../shared/events/store.ts';
 import { createAccount, ownDatabase } from '../../helpers.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
@@ -202,6 +204,36 @@ describe('PostgreSQL as a buffer of shipped events', () => {
     await both.deletePersonEvents(other, [b], { record: async () => undefined, done: async () => undefined });
     expect(await pg.countPersonEvents(other, [b])).toBe(0);
     expect(await ch.countPersonEvents(other, [b])).toBe(0);
+  });
+
+  it("a retention run counts the events past its line once: ClickHouse's trimmed ones and PostgreSQL's rows", async () => {
+    const project = (await createAccount(orm)).projectId;
+    await run(em(), `update project set event_retention_days = 30 where id = ?`, [project]);
+    const P = await insertPerson(em(), project, ['r']);
+    // Imported with old timestamps (the old month's), shipped, and trimmed with a buffer of none.
+    const shipped = [0, 1].map(() => event('r', P.uuid, new Date('2025-03-15T00:00:00Z'), project));
+    await storeEvents(em(), shipped);
+    await ship();
+    expect(await trimShippedEvents(orm, { ...trimOptions, bufferHours: 0 })).toMatchObject({
+      partitionsEmptied: [expect.objectContaining({ name: OLD_MONTH.name })],
+    });
+    expect(await pg.countEvents(project)).toBe(0);
+    // One more, still only in PostgreSQL (not shipped).
+    await storeEvents(em(), [event('r', P.uuid, new Date('2025-03-16T00:00:00Z'), project)]);
+    expect(await both.countEventsBefore(project, new Date(OLD_MONTH.to))).toBe(3);
+
+    // The old month's partition holds only this project's row past its line: dropped whole (counted
+    // from PostgreSQL), and ClickHouse's two trimmed events go by the event store.
+    const result = await runRetention(em(), new Date(), {
+      chunk: 1000,
+      lockTimeoutMs: 2000,
+      lockAttempts: 1,
+      events: both,
+    });
+    expect(result.partitionsDropped).toEqual([OLD_MONTH.name]);
+    expect(result.projects).toEqual([expect.objectContaining({ projectId: project, events: 3 })]);
+    expect(await ch.countEvents(project)).toBe(0);
+    expect(await both.countEventsBefore(project, new Date(OLD_MONTH.to))).toBe(0);
   });
 
   it("ClickHouse's trimmed ranges compare positions as PostgreSQL does: uuids in byte order, the mark's own row included", async () => {
