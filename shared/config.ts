@@ -98,6 +98,12 @@ export const SETTINGS_SCHEMA = {
     EVENT_SHIP_BATCH_SIZE: int(10_000, 1, 1_000_000),
     EVENT_SHIP_SETTLE_SECONDS: int(30, 0),
     EVENT_SHIP_MAX_LAG_SECONDS: int(600, 1),
+    /**
+     * With EVENT_STORE=clickhouse: hours PostgreSQL keeps an event after it arrived (by created_at) once
+     * it is shipped; after each shipping run the worker removes older shipped events from PostgreSQL
+     * (ClickHouse alone holds them). Never an unshipped event. Ignored with EVENT_STORE=postgres.
+     */
+    EVENT_BUFFER_HOURS: int(168, 1),
   },
 } as const;
 
@@ -342,6 +348,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       shipSettleSeconds: s.EVENT_SHIP_SETTLE_SECONDS,
       /** /_ready reports event_shipping unavailable when the oldest unshipped event is older than this. */
       shipMaxLagSeconds: s.EVENT_SHIP_MAX_LAG_SECONDS,
+      /** Hours PostgreSQL keeps a shipped event (by created_at) before only ClickHouse holds it (shared/events/buffer.ts). */
+      bufferHours: s.EVENT_BUFFER_HOURS,
     },
     maintenance: {
       /** Months after the current one that get their event partition in advance. */

@@ -32,3 +32,19 @@ export const PersonDistinctIdChange = defineEntity({
     distinctId: p.string().length(400),
   },
 });
+
+/**
+ * What PostgreSQL's `event` no longer holds because ClickHouse does (shared/events/buffer.ts): events
+ * with a timestamp in [tsFrom, tsTo) and (created_at, uuid) at or before the mark.
+ */
+export const EventTrim = defineEntity({
+  name: 'EventTrim',
+  tableName: 'event_trim',
+  properties: {
+    tsFrom: p.datetime().primary(),
+    tsTo: p.datetime().primary(),
+    createdAt: p.datetime(),
+    uuid: p.uuid(),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});

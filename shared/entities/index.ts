@@ -8,7 +8,7 @@ import { Cohort, CohortPerson } from './cohort.ts';
 import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
 import { DeletionSuppression } from './deletion-suppression.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
-import { EventShipment, PersonDistinctIdChange } from './event-shipment.ts';
+import { EventShipment, EventTrim, PersonDistinctIdChange } from './event-shipment.ts';
 import {
   Experiment,
   ExperimentHoldout,
@@ -98,6 +98,7 @@ export const entities = [
   // ingestion, and shipping events to ClickHouse
   IngestionWarning,
   EventShipment,
+  EventTrim,
   PersonDistinctIdChange,
   // webhooks and their delivery log
   Webhook,

@@ -12,6 +12,7 @@ import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
 import { pgArray } from '../db/sql.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
+import type { TrimmedRange } from './buffer.ts';
 import type {
   EventDeletionGroup,
   EventRow,
@@ -52,6 +53,43 @@ export interface ClickHouseEventStore extends EventStore {
   distinctIdMappings(projectId: number): Promise<Map<string, string>>;
   /** Writes mappings to the mirror; each replaces the distinct id's earlier one. */
   mirrorDistinctIds(mappings: DistinctIdMapping[]): Promise<void>;
+  /**
+   * personEventCounts of the events in `ranges` only: those PostgreSQL's buffer no longer holds
+   * (buffer.ts); without those of the groups in `before` (a batch's earlier groups, which count them).
+   */
+  trimmedPersonEventCounts(
+    projectId: number,
+    group: EventDeletionGroup,
+    ranges: TrimmedRange[],
+    before?: EventDeletionGroup[],
+  ): Promise<PersonEventCount[]>;
+  /** countEventsBefore of the events in `ranges` only. */
+  countTrimmedEventsBefore(projectId: number, before: Date, ranges: TrimmedRange[]): Promise<number>;
+}
+
+/**
+ * The events in `ranges` (buffer.ts), as a condition on `events`' columns; its parameters are added to
+ * `params`. Positions compare as PostgreSQL's: uuids by their text (byte order), not ClickHouse's UUID order.
+ */
+export function trimmedSql(ranges: TrimmedRange[], params: Record<string, unknown>): string {
+  if (ranges.length === 0) return '0';
+  const time = (name: string) => `toDateTime64({${name}:String}, 6, 'UTC')`;
+  return ranges
+    .map((r, i) => {
+      params[`trim_c${i}`] = r.createdAt;
+      params[`trim_u${i}`] = r.uuid;
+      const parts = [`(created_at, toString(uuid)) <= (${time(`trim_c${i}`)}, {trim_u${i}:String})`];
+      if (r.from !== null) {
+        params[`trim_f${i}`] = r.from;
+        parts.push(`timestamp >= ${time(`trim_f${i}`)}`);
+      }
+      if (r.to !== null) {
+        params[`trim_t${i}`] = r.to;
+        parts.push(`timestamp < ${time(`trim_t${i}`)}`);
+      }
+      return `(${parts.join(' AND ')})`;
+    })
+    .join(' OR ');
 }
 
 /** A Date as DateTime64's text, UTC. */
@@ -128,7 +166,11 @@ export function createClickHouseEventStore(
    * batch's and both its event time and its arrival are at or before that key's cutoff (the latest,
    * when requests of the batch share a key).
    */
-  function batchPredicate(groups: EventDeletionGroup[]): { sql: string; params: Record<string, unknown> } {
+  function batchPredicate(
+    groups: EventDeletionGroup[],
+    /** Before the parameters' names, so two predicates can share a statement. */
+    prefix = '',
+  ): { sql: string; params: Record<string, unknown> } {
     const persons = new Map<string, string>();
     const distinctIds = new Map<string, string>();
     const later = (a: string | undefined, b: string) => (a !== undefined && Date.parse(a) >= Date.parse(b) ? a : b);
@@ -137,18 +179,18 @@ export function createClickHouseEventStore(
       for (const id of g.distinctIds) distinctIds.set(id, later(distinctIds.get(id), g.cutoff));
     }
     const cutoff = (keys: string, cutoffs: string, key: string) =>
-      `parseDateTime64BestEffort(arrayElement({${cutoffs}:Array(String)}, indexOf({${keys}}, ${key})), 6, 'UTC')`;
+      `parseDateTime64BestEffort(arrayElement({${prefix}${cutoffs}:Array(String)}, indexOf({${prefix}${keys}}, ${key})), 6, 'UTC')`;
     const byPerson = cutoff('pids:Array(Nullable(UUID))', 'pcut', 'person_id');
     const byDistinctId = cutoff('dids:Array(String)', 'dcut', 'distinct_id');
     return {
       sql: `project_id = {project:Int64} AND (
-              (has({pids:Array(Nullable(UUID))}, person_id) AND timestamp <= ${byPerson} AND created_at <= ${byPerson})
-              OR (has({dids:Array(String)}, distinct_id) AND timestamp <= ${byDistinctId} AND created_at <= ${byDistinctId}))`,
+              (has({${prefix}pids:Array(Nullable(UUID))}, person_id) AND timestamp <= ${byPerson} AND created_at <= ${byPerson})
+              OR (has({${prefix}dids:Array(String)}, distinct_id) AND timestamp <= ${byDistinctId} AND created_at <= ${byDistinctId}))`,
       params: {
-        pids: [...persons.keys()],
-        pcut: [...persons.values()],
-        dids: [...distinctIds.keys()],
-        dcut: [...distinctIds.values()],
+        [`${prefix}pids`]: [...persons.keys()],
+        [`${prefix}pcut`]: [...persons.values()],
+        [`${prefix}dids`]: [...distinctIds.keys()],
+        [`${prefix}dcut`]: [...distinctIds.values()],
       },
     };
   }
@@ -174,6 +216,46 @@ export function createClickHouseEventStore(
         dids: filter.distinctIds ?? [],
       },
     };
+  }
+
+  /**
+   * A deletion group's events by person uuid and distinct id (those in `ranges` only, if given, and
+   * not of the groups in `before`).
+   */
+  async function personEventCounts(
+    projectId: number,
+    group: EventDeletionGroup,
+    ranges: TrimmedRange[] | null,
+    before: EventDeletionGroup[] = [],
+  ): Promise<PersonEventCount[]> {
+    if (group.personIds.length === 0 && group.distinctIds.length === 0) return [];
+    if (ranges !== null && ranges.length === 0) return [];
+    const where = batchPredicate([group]);
+    const earlier = before.some((g) => g.personIds.length > 0 || g.distinctIds.length > 0)
+      ? batchPredicate(before, 'before_')
+      : null;
+    const params: Record<string, unknown> = { ...where.params, ...earlier?.params, project: projectId };
+    const found = await select<{ p: string | null; d: string; n: string }>(
+      `SELECT toString(person_id) AS p, distinct_id AS d, uniqExact(uuid) AS n FROM ${db}.events
+        WHERE ${where.sql} ${ranges === null ? '' : `AND (${trimmedSql(ranges, params)})`}
+          ${earlier === null ? '' : `AND NOT (${earlier.sql})`}
+        GROUP BY person_id, distinct_id`,
+      params,
+    );
+    return found.map((r): PersonEventCount => ({ personId: r.p, distinctId: r.d, n: Number(r.n) }));
+  }
+
+  /** A project's events with a timestamp before `before` (those in `ranges` only, if given). */
+  async function countEventsBefore(projectId: number, before: Date, ranges: TrimmedRange[] | null): Promise<number> {
+    if (ranges !== null && ranges.length === 0) return 0;
+    const params: Record<string, unknown> = { project: projectId, before: before.toISOString() };
+    const [row] = await select<{ n: string }>(
+      `SELECT uniqExact(uuid) AS n FROM ${db}.events
+        WHERE project_id = {project:Int64} AND timestamp < parseDateTime64BestEffort({before:String}, 6, 'UTC')
+          ${ranges === null ? '' : `AND (${trimmedSql(ranges, params)})`}`,
+      params,
+    );
+    return Number(row.n);
   }
 
   const store: ClickHouseEventStore = {
@@ -403,16 +485,8 @@ export function createClickHouseEventStore(
       );
     },
 
-    async personEventCounts(projectId, group) {
-      if (group.personIds.length === 0 && group.distinctIds.length === 0) return [];
-      const where = batchPredicate([group]);
-      const found = await select<{ p: string | null; d: string; n: string }>(
-        `SELECT toString(person_id) AS p, distinct_id AS d, uniqExact(uuid) AS n FROM ${db}.events
-          WHERE ${where.sql} GROUP BY person_id, distinct_id`,
-        { ...where.params, project: projectId },
-      );
-      return found.map((r): PersonEventCount => ({ personId: r.p, distinctId: r.d, n: Number(r.n) }));
-    },
+    personEventCounts: (projectId, group) => personEventCounts(projectId, group, null),
+    trimmedPersonEventCounts: (projectId, group, ranges, before) => personEventCounts(projectId, group, ranges, before),
 
     async recentEventsCarryFlagValues(projectId, events) {
       if (events.length === 0) return false;
@@ -463,14 +537,8 @@ export function createClickHouseEventStore(
       return Boolean(Number(row.has));
     },
 
-    async countEventsBefore(projectId, before) {
-      const [row] = await select<{ n: string }>(
-        `SELECT uniqExact(uuid) AS n FROM ${db}.events
-          WHERE project_id = {project:Int64} AND timestamp < parseDateTime64BestEffort({before:String}, 6, 'UTC')`,
-        { project: projectId, before: before.toISOString() },
-      );
-      return Number(row.n);
-    },
+    countEventsBefore: (projectId, before) => countEventsBefore(projectId, before, null),
+    countTrimmedEventsBefore: (projectId, before, ranges) => countEventsBefore(projectId, before, ranges),
 
     async countEvents(projectId, event) {
       const [row] = await select<{ n: string }>(

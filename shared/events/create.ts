@@ -1,9 +1,10 @@
 // The one place an event store is built from configuration (EVENT_STORE).
 import { createClient } from '@clickhouse/client';
-import type { MikroORM } from '@mikro-orm/postgresql';
+import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { Config } from '../config.ts';
+import { sameRanges, type TrimmedRange, trimmedRanges } from './buffer.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from './clickhouse.ts';
-import type { EventStore } from './event-store.ts';
+import type { EventStore, PersonEventCount } from './event-store.ts';
 import { createPostgresEventStore } from './postgres.ts';
 
 /**
@@ -19,33 +20,92 @@ export function createEventStore(config: Config, orm: MikroORM): EventStore {
     config.events.clickhouseDatabase,
     orm,
   );
-  return withPostgresSource(postgres, clickhouse);
+  return withPostgresSource(postgres, clickhouse, orm);
 }
 
-/** ClickHouse for reads and inserts; deletions and their verification cover PostgreSQL too. */
-export function withPostgresSource(postgres: EventStore, clickhouse: ClickHouseEventStore): ClickHouseEventStore {
+/**
+ * ClickHouse for reads and inserts; deletions and their verification cover PostgreSQL too. PostgreSQL
+ * holds the events not shipped yet and, once shipped, those younger than EVENT_BUFFER_HOURS
+ * (buffer.ts): a deletion's and retention's counts are PostgreSQL's rows plus ClickHouse's events that
+ * PostgreSQL no longer holds (the trimmed ranges), so each event counts once.
+ */
+export function withPostgresSource(
+  postgres: EventStore,
+  clickhouse: ClickHouseEventStore,
+  orm: { em: EntityManager },
+): ClickHouseEventStore {
+  const trimmed = () => trimmedRanges(orm.em.fork());
+  /**
+   * A count of PostgreSQL's rows with the trimmed ranges it goes with: read before and after it, and
+   * taken again when a trim committed in between (its rows might be in neither count); after ten
+   * tries (a trim removing a large backlog, a statement every fraction of a second) the last is kept.
+   */
+  async function besideTrim<T>(count: () => Promise<T>): Promise<{ value: T; ranges: TrimmedRange[] }> {
+    let ranges = await trimmed();
+    for (let attempt = 1; ; attempt++) {
+      const value = await count();
+      const after = await trimmed();
+      if (sameRanges(ranges, after) || attempt === 10) return { value, ranges: after };
+      ranges = after;
+    }
+  }
+  const sumByKey = (counts: PersonEventCount[]) => {
+    const byKey = new Map<string, PersonEventCount>();
+    for (const c of counts) {
+      const key = `${c.personId}\u0000${c.distinctId}`;
+      const seen = byKey.get(key);
+      byKey.set(key, seen ? { ...seen, n: seen.n + c.n } : { ...c });
+    }
+    return [...byKey.values()];
+  };
   return {
     ...clickhouse,
     // The request counts the events once: as PostgreSQL deletes them (the copies ClickHouse drops
-    // are the same events). A copy shipped while the deletion ran is a survivor, and the retry takes it.
+    // are the same events), and then those only ClickHouse holds (trimmed from PostgreSQL), counted
+    // before its DELETE and recorded after it, with the ranges read before PostgreSQL's deletes (an
+    // event trimmed while they run is in neither count). A copy shipped while the deletion ran is a
+    // survivor, and the retry takes it.
     async deletePersonEvents(projectId, groups, hooks) {
+      const ranges = await trimmed();
       const deleted = await postgres.deletePersonEvents(projectId, groups, hooks);
+      const only = await Promise.all(
+        // A row of two groups is the first one's, as PostgreSQL's deletes (group by group) count it.
+        groups.map(async (group, i) => ({
+          group,
+          counts: await clickhouse.trimmedPersonEventCounts(projectId, group, ranges, groups.slice(0, i)),
+        })),
+      );
       await clickhouse.deletePersonEvents(projectId, groups, {
         record: async () => undefined,
         done: (window) => hooks.done({ ...window, deleted: 0 }),
       });
-      return deleted;
+      const n = only.reduce((sum, g) => sum + g.counts.reduce((s, c) => s + c.n, 0), 0);
+      if (n > 0)
+        await orm.em.fork().transactional(async (tx) => {
+          for (const { group, counts } of only) if (counts.length > 0) await hooks.recordKeys?.(counts, tx, group);
+          await hooks.record(n, tx);
+        });
+      return deleted + n;
     },
-    // Retention counts PostgreSQL's rows (as the deletion does), then drops ClickHouse's copies.
+    // Retention counts PostgreSQL's rows (as the deletion does) and ClickHouse's trimmed ones, then
+    // drops ClickHouse's copies.
     async deleteEventsBefore(projectId, before, deletion) {
+      const ranges = await trimmed();
+      const only = await clickhouse.countTrimmedEventsBefore(projectId, before, ranges);
       const deleted = await postgres.deleteEventsBefore(projectId, before, deletion);
       await clickhouse.deleteEventsBefore(projectId, before, { chunk: deletion.chunk });
-      return deleted;
+      return deleted + only;
     },
-    // Counts of what a deletion covers are the source's, as the deletion counts what PostgreSQL
-    // deletes (an event not shipped yet is covered too); retention counts PostgreSQL's rows.
-    personEventCounts: (projectId, group) => postgres.personEventCounts(projectId, group),
-    countEventsBefore: (projectId, before) => postgres.countEventsBefore(projectId, before),
+    // Counts of what a deletion covers are the source's (an event not shipped yet is covered too),
+    // with the events trimmed from it that ClickHouse holds.
+    async personEventCounts(projectId, group) {
+      const { value, ranges } = await besideTrim(() => postgres.personEventCounts(projectId, group));
+      return sumByKey([...value, ...(await clickhouse.trimmedPersonEventCounts(projectId, group, ranges))]);
+    },
+    async countEventsBefore(projectId, before) {
+      const { value, ranges } = await besideTrim(() => postgres.countEventsBefore(projectId, before));
+      return value + (await clickhouse.countTrimmedEventsBefore(projectId, before, ranges));
+    },
     async countPersonEvents(projectId, groups, limit) {
       return (
         (await postgres.countPersonEvents(projectId, groups, limit)) +

@@ -31,7 +31,7 @@ beforeAll(async () => {
   deps = {
     config,
     orm,
-    events: withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch),
+    events: withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch, orm),
     logger,
     connection: null,
     // Nothing is enqueued: no webhook is subscribed here, so the job hands over no delivery.

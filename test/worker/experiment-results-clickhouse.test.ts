@@ -41,7 +41,7 @@ beforeAll(async () => {
   ch = createClickHouseEventStore(chdbClient(), chdbDatabase('results'), orm);
   await ch.migrate();
   pg = createPostgresEventStore(orm, { deleteChunk: 1000 });
-  deps = { config, orm, events: withPostgresSource(pg, ch), logger } as unknown as WorkerDeps;
+  deps = { config, orm, events: withPostgresSource(pg, ch, orm), logger } as unknown as WorkerDeps;
   account = await createAccount(orm);
 });
 afterAll(() => orm?.close());

@@ -39,7 +39,7 @@ beforeAll(async () => {
   expect(await ch.migrate()).toContain('0003-events-retention');
   pg = createPostgresEventStore(orm, { deleteChunk: 1000 });
   // No Redis: nothing is enqueued for a handful of rows (the vacuum threshold is far above them).
-  deps = { config, orm, events: withPostgresSource(pg, ch), logger, connection: null } as unknown as WorkerDeps;
+  deps = { config, orm, events: withPostgresSource(pg, ch, orm), logger, connection: null } as unknown as WorkerDeps;
   kept = (await createAccount(orm)).projectId;
   expiring = (await createAccount(orm)).projectId;
   await sql(orm, `update project set event_retention_days = 30 where id = ?`, [expiring]);

@@ -7,7 +7,7 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type Config } from '../../shared/config.ts';
 import { initOrm } from '../../shared/db/orm.ts';
-import { run } from '../../shared/db/sql.ts';
+import { rows, run } from '../../shared/db/sql.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../shared/events/clickhouse.ts';
 import { withPostgresSource } from '../../shared/events/create.ts';
 import { createPostgresEventStore } from '../../shared/events/postgres.ts';
@@ -38,7 +38,7 @@ beforeAll(async () => {
   config.events.shipSettleSeconds = 0;
   config.events.shipMaxLagSeconds = 60;
   ch = createClickHouseEventStore(chdbClient(), chdbDatabase('ship_job'), orm);
-  events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch);
+  events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch, orm);
   api = await startApi((c) => {
     c.databaseUrl = url;
     c.databaseDirectUrl = url;
@@ -102,5 +102,22 @@ describe('ship-events job', () => {
     const ready = await call(api.baseUrl, 'GET', '/_ready');
     expect(ready.body).toMatchObject({ status: 'ok', checks: { event_shipping: 'ok' } });
     expect(await globalLag()).toBe(0);
+  });
+
+  it('after shipping, removes from PostgreSQL the shipped events older than EVENT_BUFFER_HOURS', async () => {
+    // The three events above were stored an hour ago: past a one-hour buffer now. A new one ships and stays.
+    await stored(1, new Date());
+    const pgEvents = async () =>
+      (await rows<{ n: number }>(orm.em.fork() as EntityManager, `select count(*)::int as n from event`))[0].n;
+    expect(await pgEvents()).toBe(4);
+    const result = await shipEventsJob(job, {
+      orm,
+      config: { ...config, events: { ...config.events, bufferHours: 1 } },
+      logger,
+      events,
+    });
+    expect(result).toMatchObject({ events: 1, trimmed: { skipped: false, rowsDeleted: 3, partitionsBusy: [] } });
+    expect(await pgEvents()).toBe(1);
+    expect(await ch.countEvents(projectId)).toBe(4);
   });
 });

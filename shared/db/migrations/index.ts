@@ -31,6 +31,7 @@ import { Migration0049DeletionSuppression } from './0049-deletion-suppression.ts
 import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.ts';
 import { Migration0051EventShipping } from './0051-event-shipping.ts';
 import { Migration0052ExperimentPersonState } from './0052-experiment-person-state.ts';
+import { Migration0053EventBuffer } from './0053-event-buffer.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -64,4 +65,5 @@ export const migrationsList = [
   { name: '0050-experiment-guardrails', class: Migration0050ExperimentGuardrails },
   { name: '0051-event-shipping', class: Migration0051EventShipping },
   { name: '0052-experiment-person-state', class: Migration0052ExperimentPersonState },
+  { name: '0053-event-buffer', class: Migration0053EventBuffer },
 ];

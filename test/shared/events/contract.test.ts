@@ -276,7 +276,7 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
   });
 
   it('with EVENT_STORE=clickhouse, deletes from PostgreSQL (the source) and ClickHouse, counting the events once', async () => {
-    const both = withPostgresSource(pg, ch);
+    const both = withPostgresSource(pg, ch, orm);
     const cutoff = (await rows<{ now: string }>(em(), `select now()::text as now`))[0].now;
     const group = { cutoff, personIds: [B.uuid], distinctIds: ['b'] };
     let recorded = 0;
@@ -394,7 +394,7 @@ describe('event store contract: behavioural cohorts and counts', () => {
     );
     expect(await ch.personEventCounts(projectId, { cutoff, personIds: [], distinctIds: [] })).toEqual([]);
     // With EVENT_STORE=clickhouse the counts are the source's (PostgreSQL).
-    expect((await withPostgresSource(pg, ch).personEventCounts(projectId, group)).map(key).sort()).toEqual(fromPg);
+    expect((await withPostgresSource(pg, ch, orm).personEventCounts(projectId, group)).map(key).sort()).toEqual(fromPg);
     // (The other project: this one's ClickHouse copy holds the survivor the test before inserted.)
     const counts = async (store: EventStore) =>
       Promise.all([at(0), at(H), at(H + 1), at(100 * D)].map((t) => store.countEventsBefore(otherProjectId, t)));
