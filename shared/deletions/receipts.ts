@@ -396,40 +396,54 @@ const SNAPSHOTS_AFTER = `select count(*) from session_recording_snapshot where p
 
 export class ReceiptVerificationError extends Error {}
 
-/** A request's signed receipt, ready to store. */
-export interface SignedReceipt {
+/** A request's receipt, built (deletionReceipts) and then signed (signDeletionReceipts), ready to store. */
+export interface UnsignedReceipt {
   request_id: string;
   project_id: number;
   body: ReturnType<typeof receiptBody>;
+}
+export interface SignedReceipt extends UnsignedReceipt {
   signature: string;
   key_id: string;
 }
 
 /**
- * Signs the batch's receipts once every store has been counted after: `stores` are its requests with
+ * The instant the receipts state as verified_at: the time of a statement of its own, run once every
+ * count after has finished (completeDeletions stores the same instant as delete_verified_at).
+ */
+export async function receiptVerifiedAt(em: EntityManager): Promise<string> {
+  const { now } = await db(em).selectNoFrom(isoOf(sql`now()`).$notNull().as('now')).executeTakeFirstOrThrow();
+  return now;
+}
+
+/**
+ * The batch's receipts, built once every store has been counted after: `stores` are its requests with
  * their other stores counted (receiptStoresAfter), `verified` what the job itself counted for the whole
  * batch (its events, or its recordings: a batch's statement matches the union of its requests, so zero
- * for it is zero for each). Throws if anything is left. The receipts' verified_at is the time of a
- * statement of its own, run after every count finished; completeDeletions stores the same instant.
- * (The signing, about 45 µs of CPU a receipt, 1000 in a bulk_delete's batch, runs on the thread pool.)
+ * for it is zero for each). Throws if anything is left.
  */
-export async function signDeletionReceipts(
-  em: EntityManager,
+export function deletionReceipts(
   stores: ReceiptRequest[],
   verified: Record<string, StoreVerification>,
+  verifiedAt: string,
   signer: ReceiptSigner,
-): Promise<{ receipts: SignedReceipt[]; verifiedAt: string }> {
-  const { verifiedAt } = await db(em)
-    .selectNoFrom(isoOf(sql`now()`).$notNull().as('verifiedAt'))
-    .executeTakeFirstOrThrow();
-  const receipts = await Promise.all(
-    stores.map(async (r) => {
-      const body = receiptBody(r, verified, verifiedAt, signer);
-      const signature = await signAsync(canonicalJson(body), signer.privateKey);
-      return { request_id: r.id, project_id: r.project_id, body, signature, key_id: signer.keyId };
-    }),
+): UnsignedReceipt[] {
+  return stores.map((r) => ({
+    request_id: r.id,
+    project_id: r.project_id,
+    body: receiptBody(r, verified, verifiedAt, signer),
+  }));
+}
+
+/** Signs built receipts on the thread pool: about 45 µs of CPU each, 1000 in a bulk_delete's batch. */
+export function signDeletionReceipts(receipts: UnsignedReceipt[], signer: ReceiptSigner): Promise<SignedReceipt[]> {
+  return Promise.all(
+    receipts.map(async (r) => ({
+      ...r,
+      signature: await signAsync(canonicalJson(r.body), signer.privateKey),
+      key_id: signer.keyId,
+    })),
   );
-  return { receipts, verifiedAt };
 }
 
 /** In the transaction that marks the batch completed (completeDeletions, at the receipts' verified_at). */

@@ -31,11 +31,15 @@ import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import {
   eventCounter,
   type EventCountTarget,
+  deletionReceipts,
   receiptSigner,
   receiptStoresAfter,
+  receiptVerifiedAt,
   recordRecordingsBefore,
   insertDeletionReceipts,
+  type ReceiptSigner,
   signDeletionReceipts,
+  type UnsignedReceipt,
 } from '../../shared/deletions/receipts.ts';
 import { namedStatement } from '../../shared/db/sql.ts';
 
@@ -158,13 +162,24 @@ export async function deletePersonData(
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
-    const verified = { [own.store]: { after: survivors, statement: own.statement } };
-    const signed = signing && stores ? await signDeletionReceipts(em, stores, verified, await signing) : null;
+    // The receipts, built once every count is in, with a verified_at taken after them all.
+    let receipts: { signer: ReceiptSigner; verifiedAt: string; built: UnsignedReceipt[] } | null = null;
+    if (signing && stores) {
+      const signer = await signing;
+      const verifiedAt = await receiptVerifiedAt(em);
+      const verified = { [own.store]: { after: survivors, statement: own.statement } };
+      receipts = { signer, verifiedAt, built: deletionReceipts(stores, verified, verifiedAt, signer) };
+    }
     const completed = await em.transactional(async (tx) => {
-      // At the receipts' verified_at (taken after every count).
-      await completeDeletions(tx, batch, signed?.verifiedAt);
-      if (signed) await insertDeletionReceipts(tx, signed.receipts);
-      return queueDeletionEvents(tx, row.projectId, 'completed', batch);
+      // Signed on the thread pool while this transaction marks the batch completed at their verified_at.
+      const [signed, deliveries] = await Promise.all([
+        receipts ? signDeletionReceipts(receipts.built, receipts.signer) : [],
+        completeDeletions(tx, batch, receipts?.verifiedAt).then(() =>
+          queueDeletionEvents(tx, row.projectId, 'completed', batch),
+        ),
+      ]);
+      await insertDeletionReceipts(tx, signed);
+      return deliveries;
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
     deps.logger.info(
