@@ -396,38 +396,54 @@ const SNAPSHOTS_AFTER = `select count(*) from session_recording_snapshot where p
 
 export class ReceiptVerificationError extends Error {}
 
-/** A request's signed receipt, ready to store. */
-export interface SignedReceipt {
+/** A request's receipt, built (deletionReceipts) and then signed (signDeletionReceipts), ready to store. */
+export interface UnsignedReceipt {
   request_id: string;
   project_id: number;
   body: ReturnType<typeof receiptBody>;
+}
+export interface SignedReceipt extends UnsignedReceipt {
   signature: string;
   key_id: string;
 }
 
 /**
- * Counts each request's other stores after, and signs its receipt; `verified` is what the job itself
- * verified for the whole batch (its events, or its recordings): a batch's statement matches the union
- * of its requests, so zero for it is zero for each. Throws if anything is left. Made before the batch
- * is marked completed, so the signing (about 60 µs of CPU a receipt, 1000 in a bulk_delete's batch)
- * runs beside the job's own count of its events after: the receipts' verified_at is this statement's
- * time, after every delete committed, and completeDeletions stores the same instant.
+ * The instant the receipts state as verified_at: the time of a statement of its own, run once every
+ * count after has finished (completeDeletions stores the same instant as delete_verified_at).
  */
-export async function signDeletionReceipts(
-  em: EntityManager,
-  batch: string[],
+export async function receiptVerifiedAt(em: EntityManager): Promise<string> {
+  const { now } = await db(em).selectNoFrom(isoOf(sql`now()`).$notNull().as('now')).executeTakeFirstOrThrow();
+  return now;
+}
+
+/**
+ * The batch's receipts, built once every store has been counted after: `stores` are its requests with
+ * their other stores counted (receiptStoresAfter), `verified` what the job itself counted for the whole
+ * batch (its events, or its recordings: a batch's statement matches the union of its requests, so zero
+ * for it is zero for each). Throws if anything is left.
+ */
+export function deletionReceipts(
+  stores: ReceiptRequest[],
   verified: Record<string, StoreVerification>,
+  verifiedAt: string,
   signer: ReceiptSigner,
-): Promise<{ receipts: SignedReceipt[]; verifiedAt: string | null }> {
-  const requests = await receiptRequests(em, batch);
-  const receipts = await Promise.all(
-    requests.map(async (r) => {
-      const body = receiptBody(r, verified, signer);
-      const signature = await signAsync(canonicalJson(body), signer.privateKey);
-      return { request_id: r.id, project_id: r.project_id, body, signature, key_id: signer.keyId };
-    }),
+): UnsignedReceipt[] {
+  return stores.map((r) => ({
+    request_id: r.id,
+    project_id: r.project_id,
+    body: receiptBody(r, verified, verifiedAt, signer),
+  }));
+}
+
+/** Signs built receipts on the thread pool: about 45 µs of CPU each, 1000 in a bulk_delete's batch. */
+export function signDeletionReceipts(receipts: UnsignedReceipt[], signer: ReceiptSigner): Promise<SignedReceipt[]> {
+  return Promise.all(
+    receipts.map(async (r) => ({
+      ...r,
+      signature: await signAsync(canonicalJson(r.body), signer.privateKey),
+      key_id: signer.keyId,
+    })),
   );
-  return { receipts, verifiedAt: requests[0]?.verified_at ?? null };
 }
 
 /** In the transaction that marks the batch completed (completeDeletions, at the receipts' verified_at). */
@@ -459,8 +475,11 @@ export async function insertDeletionReceipts(em: EntityManager, receipts: Signed
     .execute();
 }
 
-/** The batch's requests with what their receipts need: their row, and their other stores counted after. */
-function receiptRequests(em: EntityManager, batch: string[]) {
+/**
+ * The batch's requests with what their receipts need: their row, and their other stores (person stores,
+ * recording snapshots) counted after, in one statement.
+ */
+export function receiptStoresAfter(em: EntityManager, batch: string[]) {
   return (
     db(em)
       .selectFrom('async_deletion as a')
@@ -492,8 +511,6 @@ function receiptRequests(em: EntityManager, batch: string[]) {
           isoOf(eb.ref('a.cutoff')).as('cutoff'),
           isoOf(eb.ref('a.created_at')).as('accepted_at'),
           isoOf(eb.ref('a.started_at')).as('started_at'),
-          // Not yet marked verified while the job signs (signDeletionReceipts): the statement's time.
-          isoOf(eb.fn.coalesce('a.delete_verified_at', sql<Date>`now()`)).$notNull().as('verified_at'),
           eb.fn.coalesce('a.receipt_basis', sql<Record<string, unknown>>`'{}'`).as('basis'),
           countIf(
             'x.ids',
@@ -542,7 +559,7 @@ function receiptRequests(em: EntityManager, batch: string[]) {
   );
 }
 
-type ReceiptRequest = Awaited<ReturnType<typeof receiptRequests>>[number];
+type ReceiptRequest = Awaited<ReturnType<typeof receiptStoresAfter>>[number];
 
 /** Ed25519 on libuv's thread pool: a batch's 1000 signatures do not hold the event loop, and use every core. */
 const signAsync = (content: string, key: KeyObject) =>
@@ -552,7 +569,12 @@ const signAsync = (content: string, key: KeyObject) =>
     ),
   );
 
-function receiptBody(r: ReceiptRequest, verified: Record<string, StoreVerification>, signer: ReceiptSigner) {
+function receiptBody(
+  r: ReceiptRequest,
+  verified: Record<string, StoreVerification>,
+  verifiedAt: string,
+  signer: ReceiptSigner,
+) {
   const basis = r.basis as ReceiptBasis;
   const before = basis.before ?? {};
   const stores: Record<string, { before: number | null; after: number; verified_by: string }> = {};
@@ -598,7 +620,7 @@ function receiptBody(r: ReceiptRequest, verified: Record<string, StoreVerificati
     },
     accepted_at: r.accepted_at,
     started_at: r.started_at,
-    verified_at: r.verified_at,
+    verified_at: verifiedAt,
     stores,
   };
 }

@@ -615,7 +615,7 @@ export async function completeDeletions(em: EntityManager, batch: string[], veri
     .updateTable('async_deletion')
     .set({
       status: 'completed',
-      // The time the receipts state, when the job signed them before this (signDeletionReceipts).
+      // The time the receipts state (signDeletionReceipts took it after every count, before this).
       delete_verified_at: verifiedAt ? sql`${verifiedAt}::timestamptz` : sql`now()`,
       finished_at: sql`now()`,
       lease_until: null,

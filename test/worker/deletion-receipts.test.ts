@@ -317,6 +317,52 @@ describe('a deletion retried after a partial failure', () => {
   });
 });
 
+describe('a receipt is signed after every count after', () => {
+  it('its verified_at is not before the end of the events survivors count, and is the request’s delete_verified_at', async () => {
+    await capture(api.baseUrl, account.projectToken, [
+      { event: 'e', distinct_id: 'rv-victim' },
+      { event: 'e', distinct_id: 'rv-victim' },
+    ]);
+    const person = (await get(`${P()}/?distinct_id=rv-victim`)).body.results[0];
+    const res = await call(api.baseUrl, 'POST', `${P()}/${person.uuid}/delete_events/`, { key: account.apiKey });
+    expect(res.status).toBe(200);
+    const requestId = String(res.body.deletion_requests[0].id);
+    // The event store's survivors count, taking a while as on a large table (the job's other statements
+    // run meanwhile), then the database's clock once it has answered.
+    const counted: string[] = [];
+    const events = worker.deps.events;
+    const deps = {
+      ...worker.deps,
+      events: {
+        ...events,
+        countPersonEvents: async (...args: Parameters<typeof events.countPersonEvents>) => {
+          await sql(api.orm, 'select pg_sleep(0.2)');
+          const n = await events.countPersonEvents(...args);
+          const [{ t }] = await sql(
+            api.orm,
+            `select to_char(clock_timestamp() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as t`,
+          );
+          counted.push(t);
+          return n;
+        },
+      },
+    };
+    const job = { id: 'verified-at', data: { deletionId: requestId }, updateProgress: async () => undefined } as any;
+    expect(await deletePersonData(job, deps)).toMatchObject({ requests: 1 });
+    expect(counted).toHaveLength(1);
+    const [receipt] = (await get(`${P()}/deletion_receipts/?person_uuid=${person.uuid}`)).body.results;
+    expect(receipt.receipt.stores.events).toMatchObject({ before: 2, after: 0 });
+    // Same format (ISO-8601 UTC, microseconds): the strings order as the instants.
+    expect(receipt.receipt.verified_at >= counted[0], `${receipt.receipt.verified_at} >= ${counted[0]}`).toBe(true);
+    const [stored] = await sql(
+      api.orm,
+      `select to_char(delete_verified_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as t from async_deletion where id = ?`,
+      [requestId],
+    );
+    expect(stored.t).toBe(receipt.receipt.verified_at);
+  });
+});
+
 describe('keys', () => {
   it('a configured key signs, and every key that signed stays served with its id (rotation)', async () => {
     const generated = (await get(`${P()}/deletion_receipts/public_key/`)).body;

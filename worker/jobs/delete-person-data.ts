@@ -31,10 +31,15 @@ import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import {
   eventCounter,
   type EventCountTarget,
+  deletionReceipts,
   receiptSigner,
+  receiptStoresAfter,
+  receiptVerifiedAt,
   recordRecordingsBefore,
   insertDeletionReceipts,
+  type ReceiptSigner,
   signDeletionReceipts,
+  type UnsignedReceipt,
 } from '../../shared/deletions/receipts.ts';
 import { namedStatement } from '../../shared/db/sql.ts';
 
@@ -112,9 +117,8 @@ export async function deletePersonData(
   const signing = options.receipts ? receiptSigner(em.fork(), deps.config.deletion.receiptPrivateKey) : null;
   signing?.catch(() => undefined); // awaited below; a failure surfaces there
   try {
-    let survivors: number;
-    // The batch's receipts, signed before it is marked completed (signDeletionReceipts).
-    let signed: Awaited<ReturnType<typeof signDeletionReceipts>> | null = null;
+    // The job's own store (events or recordings), deleted here: the statement that counts what survived.
+    let own: { store: string; statement: string; count: () => Promise<number> };
     if (row.deletionType === 'person_events') {
       const groups = await eventDeletionGroups(em, batch);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
@@ -132,14 +136,11 @@ export async function deletePersonData(
           await chunkDone(n);
         },
       });
-      // The receipts are signed while the events are verified (each statement on a connection of its
-      // own, taken and given back, so a small pool cannot deadlock): they say 0 events after, and are
-      // dropped unless the verification finds exactly that.
-      const verified = { events: { after: 0, statement: deps.events.survivorsStatement } };
-      [survivors, signed] = await Promise.all([
-        deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000),
-        signing ? signing.then((signer) => signDeletionReceipts(em.fork(), batch, verified, signer)) : null,
-      ]);
+      own = {
+        store: 'events',
+        statement: deps.events.survivorsStatement,
+        count: () => deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000),
+      };
     } else {
       const target = targetOf(row);
       await recordRecordingsBefore(em, id, { sql: RECORDING_MATCH, params: recordingMatchParams(target) });
@@ -147,19 +148,38 @@ export async function deletePersonData(
         n = await deleteRecordingsChunk(em, target, id);
         await chunkDone(n);
       }
-      survivors = await countRecordingSurvivors(em, target);
-      const verified = { recordings: { after: survivors, statement: RECORDING_SURVIVORS_STATEMENT } };
-      if (signing && survivors === 0) signed = await signDeletionReceipts(em, batch, verified, await signing);
+      own = {
+        store: 'recordings',
+        statement: RECORDING_SURVIVORS_STATEMENT,
+        count: () => countRecordingSurvivors(em, target),
+      };
     }
+    // Every count after, once every delete committed: the job's own store's, and beside it (a connection
+    // of its own) the receipts' other stores'. Only then are the receipts built and signed, their
+    // verified_at taken after all of them.
+    const [survivors, stores] = await Promise.all([own.count(), signing ? receiptStoresAfter(em.fork(), batch) : null]);
     if (survivors > 0) {
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
     }
+    // The receipts, built once every count is in, with a verified_at taken after them all.
+    let receipts: { signer: ReceiptSigner; verifiedAt: string; built: UnsignedReceipt[] } | null = null;
+    if (signing && stores) {
+      const signer = await signing;
+      const verifiedAt = await receiptVerifiedAt(em);
+      const verified = { [own.store]: { after: survivors, statement: own.statement } };
+      receipts = { signer, verifiedAt, built: deletionReceipts(stores, verified, verifiedAt, signer) };
+    }
     const completed = await em.transactional(async (tx) => {
-      // At the receipts' verified_at (the time the job signed them, after every delete committed).
-      await completeDeletions(tx, batch, signed?.verifiedAt ?? undefined);
-      if (signed) await insertDeletionReceipts(tx, signed.receipts);
-      return queueDeletionEvents(tx, row.projectId, 'completed', batch);
+      // Signed on the thread pool while this transaction marks the batch completed at their verified_at.
+      const [signed, deliveries] = await Promise.all([
+        receipts ? signDeletionReceipts(receipts.built, receipts.signer) : [],
+        completeDeletions(tx, batch, receipts?.verifiedAt).then(() =>
+          queueDeletionEvents(tx, row.projectId, 'completed', batch),
+        ),
+      ]);
+      await insertDeletionReceipts(tx, signed);
+      return deliveries;
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
     deps.logger.info(
