@@ -316,7 +316,7 @@ function experimentEventsFrom(projectId: number, filter: ExperimentEventFilter):
   };
 }
 
-/** EventStore.experimentEvents on PostgreSQL: one read of the range, by event name and time. */
+/** EventStore.experimentEvents on PostgreSQL: one read of the range (by event name and time), sorted. */
 export async function experimentEvents(
   em: EntityManager,
   projectId: number,
@@ -331,7 +331,7 @@ export async function experimentEvents(
             case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
                  then e.properties->>'$feature_flag_response' end as exposure,
             json_build_array(${properties.map(() => 'e.properties -> ?').join(', ')}) as values
-       from ${from.sql}`,
+       from ${from.sql} order by e.distinct_id, e.timestamp, e.event`,
     [filter.flagKey, ...properties, ...from.params],
   );
 }

@@ -513,7 +513,7 @@ export function createClickHouseEventStore(
                        if(event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String},
                           ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
                        ${properties.map((_, i) => `, JSONExtractRaw(properties, {p${i}:String})`).join('')}
-                  FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid`,
+                  FROM ${db}.events WHERE ${where.sql} ORDER BY distinct_id, t, event LIMIT 1 BY uuid`,
         query_params: params,
         format: 'JSONCompactEachRow',
       });

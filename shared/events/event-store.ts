@@ -163,8 +163,9 @@ export interface EventStore {
    */
   recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
   /**
-   * The events an experiment's results read (see ExperimentEventFilter), in no order, each once, with
-   * the values of `properties`. The caller maps distinct ids to persons (PostgreSQL's mapping now).
+   * The events an experiment's results read (see ExperimentEventFilter), each once, with the values of
+   * `properties`, ordered by distinct id, then time, then name (the caller groups them by distinct id
+   * as they come, and maps distinct ids to persons by PostgreSQL's mapping now).
    */
   experimentEvents(
     projectId: number,

@@ -304,18 +304,21 @@ const SLICE = 5000;
 const slices = <T>(list: readonly T[]) =>
   Array.from({ length: Math.ceil(list.length / SLICE) }, (_, i) => list.slice(i * SLICE, (i + 1) * SLICE));
 
-/** Each distinct id's person now (PostgreSQL's mapping): ids without one are left out. */
+/**
+ * Each distinct id's person now (PostgreSQL's mapping): ids without one are left out. Many ids: the
+ * project's whole mapping in one read, rather than an index look-up per id.
+ */
 async function personsOf(tx: EntityManager, projectId: number, distinctIds: readonly string[]) {
   const out = new Map<string, string>();
-  for (const slice of slices(distinctIds)) {
-    const found = await db(tx)
+  const read = (ids: readonly string[] | null) =>
+    db(tx)
       .selectFrom('person_distinct_id')
       .select(['distinct_id', 'person_id'])
       .where('project_id', '=', projectId)
-      .where(sql<boolean>`distinct_id = any(${pgArray(slice)}::text[])`)
+      .$if(ids !== null, (q) => q.where(sql<boolean>`distinct_id = any(${pgArray(ids ?? [])}::text[])`))
       .execute();
-    for (const r of found) out.set(r.distinct_id, String(r.person_id));
-  }
+  for (const slice of distinctIds.length > SLICE ? [null] : [distinctIds])
+    for (const r of await read(slice)) out.set(r.distinct_id, String(r.person_id));
   return out;
 }
 
@@ -356,29 +359,41 @@ async function eventsByPerson(
   properties: readonly string[],
   exposedFrom: number,
 ): Promise<Map<string, EventSince[]>> {
-  // By distinct id first (one look-up per event), then each distinct id's list to its person.
-  const byDistinctId = new Map<string, EventSince[]>();
+  // The store's rows come by distinct id, each id's in time order: one list per id without a
+  // look-up per event (a large experiment reads millions), then each id's list to its person.
+  const lists: [string, EventSince[]][] = [];
+  let list: EventSince[] = [];
+  let current: string | null = null;
   for (const e of await events.experimentEvents(projectId, filter, properties)) {
-    let list = byDistinctId.get(e.distinctId);
-    if (!list) {
+    if (e.distinctId !== current) {
+      current = e.distinctId;
       list = [];
-      byDistinctId.set(e.distinctId, list);
+      lists.push([current, list]);
     }
-    // The store's rows become the persons' events in place (a large experiment reads millions).
+    // The rows become the persons' events in place.
     if (e.exposure !== null && e.t < exposedFrom) e.exposure = null;
     for (let i = 0; i < e.values.length; i++) e.values[i] = numericValue(e.values[i]);
     list.push(e as EventSince);
   }
-  const persons = await personsOf(tx, projectId, [...byDistinctId.keys()]);
+  const persons = await personsOf(
+    tx,
+    projectId,
+    lists.map(([distinctId]) => distinctId),
+  );
   const byPerson = new Map<string, EventSince[]>();
-  for (const [distinctId, list] of byDistinctId) {
+  for (const [distinctId, events] of lists) {
     const person = persons.get(distinctId);
     if (person === undefined) continue;
     const had = byPerson.get(person);
-    byPerson.set(person, had ? had.concat(list) : list);
+    // A person with several distinct ids: their events merged in time order (at the same
+    // microsecond by name, so sums add up in the same order whatever the engine).
+    byPerson.set(
+      person,
+      had
+        ? had.concat(events).sort((a, b) => a.t - b.t || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0))
+        : events,
+    );
   }
-  for (const list of byPerson.values())
-    if (list.some((e, i) => i > 0 && e.t < list[i - 1].t)) list.sort((a, b) => a.t - b.t);
   return byPerson;
 }
 
@@ -430,21 +445,24 @@ async function countsFrom(
 
   // Per metric, the persons it concerns (exposed in the range, or with one of its events there) and,
   // from a stored day, their states: a person who only viewed pages since keeps their revenue as it was.
+  // Persons in id order (so sums add up in the same order on either engine). From the start only
+  // persons exposed in the range count at all.
   const concerned: string[][] = shapes.map(() => []);
+  const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
   const metricsOfEvent = new Map<string, number[]>();
-  for (const [i, shape] of shapes.entries())
-    if (!(shape instanceof Error))
-      for (const name of new Set(shape.events)) metricsOfEvent.set(name, [...(metricsOfEvent.get(name) ?? []), i]);
-  for (const [person, list] of byPerson) {
-    const mine = new Set<number>();
-    for (const e of list) {
-      if (e.exposure !== null) {
-        for (const [i, shape] of shapes.entries()) if (!(shape instanceof Error)) mine.add(i);
-        break;
-      }
-      for (const i of metricsOfEvent.get(e.event) ?? []) mine.add(i);
+  for (const i of valid)
+    for (const name of new Set((shapes[i] as Exclude<(typeof shapes)[number], Error>).events))
+      metricsOfEvent.set(name, [...(metricsOfEvent.get(name) ?? []), i]);
+  for (const person of [...byPerson.keys()].sort((a, b) => Number(a) - Number(b))) {
+    const list = byPerson.get(person)!;
+    let exposed = false;
+    for (let k = 0; k < list.length && !exposed; k++) exposed = list[k].exposure !== null;
+    if (exposed) for (const i of valid) concerned[i].push(person);
+    else if (base) {
+      const mine = new Set<number>();
+      for (const e of list) for (const i of metricsOfEvent.get(e.event) ?? []) mine.add(i);
+      for (const i of mine) concerned[i].push(person);
     }
-    for (const i of mine) concerned[i].push(person);
   }
   const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
   for (const [i, metric] of metrics.entries()) {
@@ -533,10 +551,15 @@ async function countsFrom(
       valueIndex: shape.mathProperty ? properties.indexOf(shape.mathProperty) : null,
     };
     const stateOf = states.get(metric.uuid ?? '')!;
+    const last = shape.events.at(-1);
     const covariateOf = (person: string) => {
-      const list = (pre.get(person) ?? []).filter((e) => e.event === shape.events.at(-1));
-      if (shape.kind === 'funnel') return list.length ? 1 : 0;
-      return list.reduce((sum, e) => sum + eventValue(rule, e), 0);
+      let sum = 0;
+      for (const e of pre.get(person) ?? []) {
+        if (e.event !== last) continue;
+        if (shape.kind === 'funnel') return 1;
+        sum += eventValue(rule, e);
+      }
+      return sum;
     };
     const { changes, saved } = advance(
       rule,

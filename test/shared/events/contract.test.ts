@@ -537,6 +537,17 @@ describe('event store contract: experiment results', () => {
       );
     const fromPg = await read(pg);
     expect(await read(ch)).toEqual(fromPg);
+    // As they come: each distinct id's events together, in time order.
+    for (const store of [pg, ch]) {
+      const found = await store.experimentEvents(projectId, filter, ['amount']);
+      const order = found.map((e) => `${e.distinctId} ${e.t}`);
+      const ids = found.map((e) => e.distinctId).filter((id, i, all) => i === 0 || all[i - 1] !== id);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(found.every((e, i) => i === 0 || e.distinctId !== found[i - 1].distinctId || e.t >= found[i - 1].t)).toBe(
+        true,
+      );
+      expect(order.length).toBe(fromPg.length);
+    }
     expect(fromPg.filter((e) => e.exposure !== null).map((e) => e.exposure)).toEqual([
       'test',
       'control',
