@@ -17,6 +17,7 @@ import type {
   EventDeletionGroup,
   EventRow,
   EventStore,
+  ExperimentEvent,
   ExperimentEventFilter,
   FunnelParams,
   PersonEventCount,
@@ -517,14 +518,20 @@ export function createClickHouseEventStore(
         query_params: params,
         format: 'JSONCompactEachRow',
       });
-      const found = await result.json<[string, string, string, string | null, ...string[]]>();
-      return found.map(([distinctId, event, t, exposure, ...values]) => ({
-        distinctId,
-        event,
-        t: Number(t),
-        exposure,
-        values: values.map((v) => (v === '' ? null : JSON.parse(v))),
-      }));
+      // Row by row as the answer streams (an experiment can read millions: no one string of it all).
+      const found: ExperimentEvent[] = [];
+      for await (const batch of result.stream<[string, string, string, string | null, ...string[]]>())
+        for (const row of batch) {
+          const [distinctId, event, t, exposure, ...values] = row.json();
+          found.push({
+            distinctId,
+            event,
+            t: Number(t),
+            exposure,
+            values: values.map((v) => (v === '' ? null : JSON.parse(v))),
+          });
+        }
+      return found;
     },
 
     async hasExperimentEvents(projectId, filter, arrivedSince) {
