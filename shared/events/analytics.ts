@@ -316,24 +316,44 @@ function experimentEventsFrom(projectId: number, filter: ExperimentEventFilter):
   };
 }
 
-/** EventStore.experimentEvents on PostgreSQL: one read of the range (by event name and time), sorted. */
-export async function experimentEvents(
+// Rows an experiment's read fetches from its cursor at a time.
+const EXPERIMENT_EVENTS_CHUNK = 50_000;
+
+/**
+ * EventStore.experimentEvents on PostgreSQL: one read of the range (by event name and time), sorted,
+ * through a cursor in a transaction of its own (`em` must be a fork for this read alone), fetched in
+ * chunks. The rows come in the answer's own shape (the values as one JSON array): no second object
+ * per event.
+ */
+export async function* experimentEvents(
   em: EntityManager,
   projectId: number,
   filter: ExperimentEventFilter,
   properties: readonly string[],
-): Promise<ExperimentEvent[]> {
+): AsyncGenerator<ExperimentEvent[]> {
   const from = experimentEventsFrom(projectId, filter);
-  // Rows in the answer's own shape (the values as one JSON array): no second object per event.
-  return rows<ExperimentEvent>(
-    em,
+  // (A cursor's query takes no bind parameters: the values are formatted in, as rows() does outside a transaction.)
+  const query = em.getPlatform().formatQuery(
     `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
             case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
                  then e.properties->>'$feature_flag_response' end as exposure,
             json_build_array(${properties.map(() => 'e.properties -> ?').join(', ')}) as values
-       from ${from.sql} order by e.distinct_id, e.timestamp, e.event`,
+       from ${from.sql} order by e.distinct_id collate "C", e.timestamp, e.event collate "C"`,
     [filter.flagKey, ...properties, ...from.params],
   );
+  await em.begin();
+  try {
+    await run(em, `set local work_mem = '${WORK_MEM}'`);
+    await run(em, `declare experiment_events no scroll cursor for ${query}`);
+    for (;;) {
+      const chunk = await rows<ExperimentEvent>(em, `fetch ${EXPERIMENT_EVENTS_CHUNK} from experiment_events`);
+      if (chunk.length === 0) break;
+      yield chunk;
+    }
+  } finally {
+    // Read only: nothing to keep (and a reader that stopped early leaves no open transaction).
+    await em.rollback();
+  }
 }
 
 /** EventStore.hasExperimentEvents on PostgreSQL (arrivals through the index on created_at). */

@@ -502,7 +502,7 @@ export function createClickHouseEventStore(
       return Boolean(Number(row.has));
     },
 
-    async experimentEvents(projectId, filter, properties) {
+    async *experimentEvents(projectId, filter, properties) {
       const where = experimentEventsWhere(projectId, filter);
       const params: Record<string, unknown> = { ...where.params };
       properties.forEach((p, i) => {
@@ -518,12 +518,12 @@ export function createClickHouseEventStore(
         query_params: params,
         format: 'JSONCompactEachRow',
       });
-      // Row by row as the answer streams (an experiment can read millions: no one string of it all).
-      const found: ExperimentEvent[] = [];
-      for await (const batch of result.stream<[string, string, string, string | null, ...string[]]>())
+      // Chunk by chunk as the answer streams (an experiment can read millions: no one string of it all).
+      for await (const batch of result.stream<[string, string, string, string | null, ...string[]]>()) {
+        const chunk: ExperimentEvent[] = [];
         for (const row of batch) {
           const [distinctId, event, t, exposure, ...values] = row.json();
-          found.push({
+          chunk.push({
             distinctId,
             event,
             t: Number(t),
@@ -531,7 +531,8 @@ export function createClickHouseEventStore(
             values: values.map((v) => (v === '' ? null : JSON.parse(v))),
           });
         }
-      return found;
+        yield chunk;
+      }
     },
 
     async hasExperimentEvents(projectId, filter, arrivedSince) {

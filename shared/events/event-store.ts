@@ -164,14 +164,15 @@ export interface EventStore {
   recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
   /**
    * The events an experiment's results read (see ExperimentEventFilter), each once, with the values of
-   * `properties`, ordered by distinct id, then time, then name (the caller groups them by distinct id
-   * as they come, and maps distinct ids to persons by PostgreSQL's mapping now).
+   * `properties`, in chunks as they are read, ordered by distinct id (bytewise), then time, then name:
+   * the caller groups them by distinct id as they come, maps distinct ids to persons by PostgreSQL's
+   * mapping now, and folds persons in batches, so millions of events need not be held at once.
    */
   experimentEvents(
     projectId: number,
     filter: ExperimentEventFilter,
     properties: readonly string[],
-  ): Promise<ExperimentEvent[]>;
+  ): AsyncIterable<ExperimentEvent[]>;
   /**
    * Whether some event of the filter is stored; with `arrivedSince`, one that reached this store at or
    * after that time (PostgreSQL: created_at; ClickHouse: when the shipper inserted it): how a run of

@@ -18,17 +18,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
-import type { EventStore, ExperimentEventFilter } from '../events/event-store.ts';
+import type { EventStore, ExperimentEvent, ExperimentEventFilter } from '../events/event-store.ts';
 import { pgArray } from '../db/sql.ts';
-import {
-  advance,
-  type EventSince,
-  eventValue,
-  MICROS_PER_DAY,
-  type MetricRule,
-  type PersonState,
-  type Window,
-} from './person-state.ts';
+import { advance, type EventSince, eventValue, MICROS_PER_DAY, type PersonState, type Window } from './person-state.ts';
 import {
   analyseMetrics,
   type CorrectionConfig,
@@ -346,10 +338,21 @@ function readPlan(metrics: readonly ExperimentMetric[]) {
   return { shapes, properties, events };
 }
 
+/** A store row as a person's event, in place: exposures before `exposedFrom` are not exposures. */
+function asEvent(e: ExperimentEvent, exposedFrom: number): EventSince {
+  if (e.exposure !== null && e.t < exposedFrom) e.exposure = null;
+  for (let i = 0; i < e.values.length; i++) e.values[i] = numericValue(e.values[i]);
+  return e as EventSince;
+}
+
+/** Merges a person's lists of several distinct ids in time order (the same instant: by name). */
+const merged = (a: EventSince[], b: EventSince[]) =>
+  a.concat(b).sort((x, y) => x.t - y.t || (x.event < y.event ? -1 : x.event > y.event ? 1 : 0));
+
 /**
  * The events of `filter` grouped by their person now (PostgreSQL's mapping, so a merge or a split
  * since the events were stored counts as it is today, in either event store), each person's in time
- * order; exposures before `exposedFrom` are not exposures (a CUPED lookback reads days before the start).
+ * order, all at once: the daily run's reads (the events since a stored day).
  */
 async function eventsByPerson(
   tx: EntityManager,
@@ -359,42 +362,90 @@ async function eventsByPerson(
   properties: readonly string[],
   exposedFrom: number,
 ): Promise<Map<string, EventSince[]>> {
-  // The store's rows come by distinct id, each id's in time order: one list per id without a
-  // look-up per event (a large experiment reads millions), then each id's list to its person.
+  // The rows come by distinct id, each id's in time order: one list per id as they come.
   const lists: [string, EventSince[]][] = [];
-  let list: EventSince[] = [];
-  let current: string | null = null;
-  for (const e of await events.experimentEvents(projectId, filter, properties)) {
-    if (e.distinctId !== current) {
-      current = e.distinctId;
-      list = [];
-      lists.push([current, list]);
+  for await (const chunk of events.experimentEvents(projectId, filter, properties))
+    for (const e of chunk) {
+      if (lists.at(-1)?.[0] !== e.distinctId) lists.push([e.distinctId, []]);
+      lists.at(-1)![1].push(asEvent(e, exposedFrom));
     }
-    // The rows become the persons' events in place.
-    if (e.exposure !== null && e.t < exposedFrom) e.exposure = null;
-    for (let i = 0; i < e.values.length; i++) e.values[i] = numericValue(e.values[i]);
-    list.push(e as EventSince);
-  }
   const persons = await personsOf(
     tx,
     projectId,
     lists.map(([distinctId]) => distinctId),
   );
   const byPerson = new Map<string, EventSince[]>();
-  for (const [distinctId, events] of lists) {
+  for (const [distinctId, list] of lists) {
     const person = persons.get(distinctId);
     if (person === undefined) continue;
     const had = byPerson.get(person);
-    // A person with several distinct ids: their events merged in time order (at the same
-    // microsecond by name, so sums add up in the same order whatever the engine).
-    byPerson.set(
-      person,
-      had
-        ? had.concat(events).sort((a, b) => a.t - b.t || (a.event < b.event ? -1 : a.event > b.event ? 1 : 0))
-        : events,
-    );
+    byPerson.set(person, had ? merged(had, list) : list);
   }
   return byPerson;
+}
+
+// A computation from the start folds persons in batches of about this many events.
+const BATCH_EVENTS = 250_000;
+
+/**
+ * A computation from the start's persons and their events, in batches (about BATCH_EVENTS events
+ * each) as the store's rows stream in by distinct id: a person with one distinct id is complete when
+ * the next id's rows begin; persons with several (PostgreSQL's mapping, read first) are kept until
+ * the end, when all their ids have come. So memory holds a batch, not the experiment.
+ */
+async function* personBatches(
+  tx: EntityManager,
+  events: EventStore,
+  projectId: number,
+  filter: ExperimentEventFilter,
+  properties: readonly string[],
+  exposedFrom: number,
+  batchEvents: number,
+): AsyncGenerator<Map<string, EventSince[]>> {
+  const mapping = new Map<string, string>();
+  const idsOf = new Map<string, number>();
+  for (const r of await db(tx)
+    .selectFrom('person_distinct_id')
+    .select(['distinct_id', 'person_id'])
+    .where('project_id', '=', projectId)
+    .execute()) {
+    const person = String(r.person_id);
+    mapping.set(r.distinct_id, person);
+    idsOf.set(person, (idsOf.get(person) ?? 0) + 1);
+  }
+  const several = new Map<string, EventSince[]>();
+  let batch = new Map<string, EventSince[]>();
+  let size = 0;
+  let id: string | null = null;
+  let list: EventSince[] = [];
+  const close = () => {
+    const person = id === null ? undefined : mapping.get(id);
+    if (person === undefined) return;
+    if ((idsOf.get(person) ?? 0) > 1) {
+      const had = several.get(person);
+      several.set(person, had ? merged(had, list) : list);
+    } else {
+      batch.set(person, list);
+      size += list.length;
+    }
+  };
+  for await (const chunk of events.experimentEvents(projectId, filter, properties))
+    for (const e of chunk) {
+      if (e.distinctId !== id) {
+        close();
+        if (size >= batchEvents) {
+          yield batch;
+          batch = new Map();
+          size = 0;
+        }
+        id = e.distinctId;
+        list = [];
+      }
+      list.push(asEvent(e, exposedFrom));
+    }
+  close();
+  if (batch.size) yield batch;
+  if (several.size) yield several;
 }
 
 /** A person's first exposure to one of the variants (epoch microseconds), if any. */
@@ -417,6 +468,7 @@ async function countsFrom(
   base: StoredBase | null,
   until: Date,
   saveDay: number | null,
+  batchEvents = BATCH_EVENTS,
 ): Promise<(MetricStats[] | Error)[] | null> {
   const firstDay = utcDay(experiment.startDate.getTime());
   const days = until.getTime() > firstDay ? Math.ceil((until.getTime() - firstDay) / DAY) : 0;
@@ -436,100 +488,6 @@ async function countsFrom(
   const lookback = experiment.cupedLookbackDays ?? 0;
   const lookbackMicros = lookback * MICROS_PER_DAY;
   const start = experiment.startDate.getTime() * 1000;
-  // From the start, the CUPED lookback days before it are read too (the covariates' events).
-  const from = base ? base.end : new Date(experiment.startDate.getTime() - lookback * DAY);
-  const byPerson =
-    days === 0
-      ? new Map<string, EventSince[]>()
-      : await eventsByPerson(tx, events, projectId, { flagKey, events: names, from, to: until }, properties, start);
-
-  // Per metric, the persons it concerns (exposed in the range, or with one of its events there) and,
-  // from a stored day, their states: a person who only viewed pages since keeps their revenue as it was.
-  // Persons in id order (so sums add up in the same order on either engine). From the start only
-  // persons exposed in the range count at all.
-  const concerned: string[][] = shapes.map(() => []);
-  const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
-  const metricsOfEvent = new Map<string, number[]>();
-  for (const i of valid)
-    for (const name of new Set((shapes[i] as Exclude<(typeof shapes)[number], Error>).events))
-      metricsOfEvent.set(name, [...(metricsOfEvent.get(name) ?? []), i]);
-  for (const person of [...byPerson.keys()].sort((a, b) => Number(a) - Number(b))) {
-    const list = byPerson.get(person)!;
-    let exposed = false;
-    for (let k = 0; k < list.length && !exposed; k++) exposed = list[k].exposure !== null;
-    if (exposed) for (const i of valid) concerned[i].push(person);
-    else if (base) {
-      const mine = new Set<number>();
-      for (const e of list) for (const i of metricsOfEvent.get(e.event) ?? []) mine.add(i);
-      for (const i of mine) concerned[i].push(person);
-    }
-  }
-  const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
-  for (const [i, metric] of metrics.entries()) {
-    if (!base || !concerned[i].length || !metric.uuid) continue;
-    const map = states.get(metric.uuid)!;
-    for (const slice of slices(concerned[i])) {
-      const stored = await db(tx)
-        .selectFrom('experiment_person_state')
-        .select([
-          'person_id',
-          'variant',
-          sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
-          sql<number | null>`${sql.raw(MICROS('left_at'))}`.as('left_at'),
-          'value',
-          'covariate',
-          'steps',
-        ])
-        .where('experiment_id', '=', experiment.id)
-        .where('metric_uuid', '=', metric.uuid)
-        .where(sql<boolean>`person_id = any(${pgArray(slice)}::bigint[])`)
-        .execute();
-      for (const r of stored)
-        map.set(r.person_id, {
-          variant: r.variant,
-          t0: r.t0,
-          leftAt: r.left_at,
-          value: Number(r.value),
-          covariate: Number(r.covariate),
-          steps: r.steps ?? [],
-        });
-    }
-  }
-
-  // CUPED: each newly exposed person's events of the lookback days before their first exposure. From
-  // the start they were read with the rest; from a stored day they are read now, by the person's
-  // distinct ids (a person with a state has their covariate in it).
-  const pre = new Map<string, EventSince[]>();
-  if (lookback > 0) {
-    const known = (person: string) => [...states.values()].some((m) => m.has(person));
-    const exposed = new Map<string, number>();
-    for (const [person, list] of byPerson) {
-      const t0 = known(person) ? undefined : firstExposure(list, experiment.variants);
-      if (t0 !== undefined) exposed.set(person, t0);
-    }
-    const earlier = base && exposed.size ? new Map<string, EventSince[]>() : byPerson;
-    if (base && exposed.size) {
-      const times = [...exposed.values()];
-      const distinctIds = await distinctIdsOf(tx, projectId, [...exposed.keys()]);
-      for (const slice of slices(distinctIds)) {
-        const filter = {
-          flagKey,
-          events: names,
-          from: new Date(Math.floor((Math.min(...times) - lookbackMicros) / 1000)),
-          to: new Date(Math.ceil(Math.max(...times) / 1000) + 1),
-          distinctIds: slice,
-        };
-        for (const [person, list] of await eventsByPerson(tx, events, projectId, filter, properties, Infinity))
-          earlier.set(person, [...(earlier.get(person) ?? []), ...list]);
-      }
-    }
-    for (const [person, t0] of exposed)
-      pre.set(
-        person,
-        (earlier.get(person) ?? []).filter((e) => e.t >= t0 - lookbackMicros && e.t < t0),
-      );
-  }
-
   const window: Window = {
     variants: experiment.variants,
     firstDay: firstDay * 1000,
@@ -538,63 +496,180 @@ async function countsFrom(
     saveDay: saveDay !== null && saveDay > (base ? base.index : -1) ? saveDay : null,
     cuped: lookback > 0,
   };
+  const rules = shapes.map((shape) =>
+    shape instanceof Error
+      ? null
+      : {
+          kind: shape.kind,
+          events: shape.events,
+          valueIndex: shape.mathProperty ? properties.indexOf(shape.mathProperty) : null,
+        },
+  );
+  const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
+  const metricsOfEvent = new Map<string, number[]>();
+  for (const i of valid)
+    for (const name of new Set(rules[i]!.events)) metricsOfEvent.set(name, [...(metricsOfEvent.get(name) ?? []), i]);
+  // Each metric's change per day (summed over the batches), from no person yet.
+  const totals = rules.map((rule) => (rule ? advance(rule, window, []).changes : []));
+  if (!base && saveDay !== null)
+    for (const metric of metrics) if (metric.uuid) await dropState(tx, experiment.id, metric.uuid);
+
+  /** Folds a batch of persons (each with all their events of the range) into the totals and states. */
+  const fold = async (byPerson: Map<string, EventSince[]>) => {
+    // Per metric, the persons it concerns (exposed in the range, or with one of its events there)
+    // and, from a stored day, their states: a person who only viewed pages since keeps their revenue
+    // as it was. Persons in id order (so sums add up in the same order on either engine). From the
+    // start only persons exposed in the range count at all.
+    const concerned: string[][] = shapes.map(() => []);
+    for (const person of [...byPerson.keys()].sort((a, b) => Number(a) - Number(b))) {
+      const list = byPerson.get(person)!;
+      let exposed = false;
+      for (let k = 0; k < list.length && !exposed; k++) exposed = list[k].exposure !== null;
+      if (exposed) for (const i of valid) concerned[i].push(person);
+      else if (base) {
+        const mine = new Set<number>();
+        for (const e of list) for (const i of metricsOfEvent.get(e.event) ?? []) mine.add(i);
+        for (const i of mine) concerned[i].push(person);
+      }
+    }
+    const states = new Map<string, Map<string, PersonState>>(metrics.map((m) => [m.uuid ?? '', new Map()]));
+    for (const [i, metric] of metrics.entries()) {
+      if (!base || !concerned[i].length || !metric.uuid) continue;
+      const map = states.get(metric.uuid)!;
+      for (const slice of slices(concerned[i])) {
+        const stored = await db(tx)
+          .selectFrom('experiment_person_state')
+          .select([
+            'person_id',
+            'variant',
+            sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
+            sql<number | null>`${sql.raw(MICROS('left_at'))}`.as('left_at'),
+            'value',
+            'covariate',
+            'steps',
+          ])
+          .where('experiment_id', '=', experiment.id)
+          .where('metric_uuid', '=', metric.uuid)
+          .where(sql<boolean>`person_id = any(${pgArray(slice)}::bigint[])`)
+          .execute();
+        for (const r of stored)
+          map.set(r.person_id, {
+            variant: r.variant,
+            t0: r.t0,
+            leftAt: r.left_at,
+            value: Number(r.value),
+            covariate: Number(r.covariate),
+            steps: r.steps ?? [],
+          });
+      }
+    }
+
+    // CUPED: each newly exposed person's events of the lookback days before their first exposure.
+    // From the start they were read with the rest; from a stored day they are read now, by the
+    // person's distinct ids (a person with a state has their covariate in it).
+    const pre = new Map<string, EventSince[]>();
+    if (lookback > 0) {
+      const known = (person: string) => [...states.values()].some((m) => m.has(person));
+      const exposed = new Map<string, number>();
+      for (const [person, list] of byPerson) {
+        const t0 = known(person) ? undefined : firstExposure(list, experiment.variants);
+        if (t0 !== undefined) exposed.set(person, t0);
+      }
+      const earlier = base && exposed.size ? new Map<string, EventSince[]>() : byPerson;
+      if (base && exposed.size) {
+        const times = [...exposed.values()];
+        const distinctIds = await distinctIdsOf(tx, projectId, [...exposed.keys()]);
+        for (const slice of slices(distinctIds)) {
+          const filter = {
+            flagKey,
+            events: names,
+            from: new Date(Math.floor((Math.min(...times) - lookbackMicros) / 1000)),
+            to: new Date(Math.ceil(Math.max(...times) / 1000) + 1),
+            distinctIds: slice,
+          };
+          for (const [person, list] of await eventsByPerson(tx, events, projectId, filter, properties, Infinity))
+            earlier.set(person, [...(earlier.get(person) ?? []), ...list]);
+        }
+      }
+      for (const [person, t0] of exposed)
+        pre.set(
+          person,
+          (earlier.get(person) ?? []).filter((e) => e.t >= t0 - lookbackMicros && e.t < t0),
+        );
+    }
+
+    for (const i of valid) {
+      const metric = metrics[i];
+      const rule = rules[i]!;
+      const stateOf = states.get(metric.uuid ?? '')!;
+      const last = rule.events.at(-1);
+      const covariateOf = (person: string) => {
+        let sum = 0;
+        for (const e of pre.get(person) ?? []) {
+          if (e.event !== last) continue;
+          if (rule.kind === 'funnel') return 1;
+          sum += eventValue(rule, e);
+        }
+        return sum;
+      };
+      const { changes, saved } = advance(
+        rule,
+        window,
+        concerned[i].map((person) => [
+          person,
+          {
+            state: stateOf.get(person),
+            events: byPerson.get(person)!,
+            covariate: lookback > 0 ? covariateOf(person) : 0,
+          },
+        ]),
+      );
+      totals[i] = totals[i].map((day, d) => ({
+        kind: day.kind,
+        variants: experiment.variants.map((key, v) => addStats(day.variants[v], changes[d].variants[v], 1, key)),
+      }));
+      if (window.saveDay !== null && metric.uuid && metric.fingerprint)
+        await writeStates(tx, experiment.id, metric.uuid, saved);
+    }
+  };
+
+  if (days > 0) {
+    // From a stored day: the events since (a day or two), at once. From the start: in batches.
+    const filter = { flagKey, events: names, from: base ? base.end : new Date(0), to: until };
+    if (base) await fold(await eventsByPerson(tx, events, projectId, filter, properties, start));
+    else {
+      // The CUPED lookback days before the start are read too (the covariates' events).
+      filter.from = new Date(experiment.startDate.getTime() - lookback * DAY);
+      for await (const batch of personBatches(tx, events, projectId, filter, properties, start, batchEvents))
+        await fold(batch);
+    }
+  }
+
   const out: (MetricStats[] | Error)[] = [];
   for (const [i, shape] of shapes.entries()) {
     if (shape instanceof Error) {
       out.push(shape);
       continue;
     }
-    const metric = metrics[i];
-    const rule: MetricRule = {
-      kind: shape.kind,
-      events: shape.events,
-      valueIndex: shape.mathProperty ? properties.indexOf(shape.mathProperty) : null,
-    };
-    const stateOf = states.get(metric.uuid ?? '')!;
-    const last = shape.events.at(-1);
-    const covariateOf = (person: string) => {
-      let sum = 0;
-      for (const e of pre.get(person) ?? []) {
-        if (e.event !== last) continue;
-        if (shape.kind === 'funnel') return 1;
-        sum += eventValue(rule, e);
-      }
-      return sum;
-    };
-    const { changes, saved } = advance(
-      rule,
-      window,
-      concerned[i].map((person) => [
-        person,
-        {
-          state: stateOf.get(person),
-          events: byPerson.get(person)!,
-          covariate: lookback > 0 ? covariateOf(person) : 0,
-        },
-      ]),
-    );
     out.push(
       base
-        ? changes.map((day) => ({
+        ? totals[i].map((day) => ({
             kind: day.kind,
             variants: experiment.variants.map((key) => {
               const find = (list: VariantStats[] | undefined) => list?.find((v) => v.key === key);
               return addStats(find(base.counts[i]), find(day.variants), 1, key);
             }),
           }))
-        : changes,
+        : totals[i],
     );
-    if (!metric.uuid) continue;
-    if (!base && saveDay !== null) await dropState(tx, experiment.id, metric.uuid);
-    if (window.saveDay !== null && metric.fingerprint) {
-      await writeStates(tx, experiment.id, metric.uuid, saved);
+    const metric = metrics[i];
+    if (window.saveDay !== null && metric.uuid && metric.fingerprint)
       await saveStateDay(tx, {
         experimentId: experiment.id,
         uuid: metric.uuid,
         fingerprint: metric.fingerprint,
         end: new Date(firstDay + (window.saveDay + 1) * DAY),
       });
-    }
   }
   return out;
 }
@@ -868,6 +943,7 @@ export function addStats(
  * The per-variant counts behind computeExperimentSeries (n, Σv, Σv², funnel steps), per day, from the
  * start. `saveState`: also stores each metric's per-person state as of the end of that day (the
  * metrics need their uuid and fingerprint; see computeCountsSince), in the caller's transaction.
+ * `batchEvents`: about how many events a batch of persons folds at once (BATCH_EVENTS).
  */
 export async function computeExperimentCounts(
   em: EntityManager,
@@ -875,10 +951,11 @@ export async function computeExperimentCounts(
   experiment: ExperimentForResults,
   metrics: readonly ExperimentMetric[],
   until: Date,
-  options: { saveState?: number } = {},
+  options: { saveState?: number; batchEvents?: number } = {},
 ): Promise<(MetricStats[] | Error)[]> {
   return em.transactional(
-    async (tx) => (await countsFrom(tx, events, experiment, metrics, null, until, options.saveState ?? null))!,
+    async (tx) =>
+      (await countsFrom(tx, events, experiment, metrics, null, until, options.saveState ?? null, options.batchEvents))!,
   );
 }
 
