@@ -296,22 +296,29 @@ const SLICE = 5000;
 const slices = <T>(list: readonly T[]) =>
   Array.from({ length: Math.ceil(list.length / SLICE) }, (_, i) => list.slice(i * SLICE, (i + 1) * SLICE));
 
+/** The project's distinct ids and each one's person now (PostgreSQL's mapping), in one read. */
+async function projectMapping(tx: EntityManager, projectId: number): Promise<Map<string, string>> {
+  const found = await db(tx)
+    .selectFrom('person_distinct_id')
+    .select(['distinct_id', 'person_id'])
+    .where('project_id', '=', projectId)
+    .execute();
+  return new Map(found.map((r) => [r.distinct_id, String(r.person_id)]));
+}
+
 /**
  * Each distinct id's person now (PostgreSQL's mapping): ids without one are left out. Many ids: the
  * project's whole mapping in one read, rather than an index look-up per id.
  */
 async function personsOf(tx: EntityManager, projectId: number, distinctIds: readonly string[]) {
-  const out = new Map<string, string>();
-  const read = (ids: readonly string[] | null) =>
-    db(tx)
-      .selectFrom('person_distinct_id')
-      .select(['distinct_id', 'person_id'])
-      .where('project_id', '=', projectId)
-      .$if(ids !== null, (q) => q.where(sql<boolean>`distinct_id = any(${pgArray(ids ?? [])}::text[])`))
-      .execute();
-  for (const slice of distinctIds.length > SLICE ? [null] : [distinctIds])
-    for (const r of await read(slice)) out.set(r.distinct_id, String(r.person_id));
-  return out;
+  if (distinctIds.length > SLICE) return projectMapping(tx, projectId);
+  const found = await db(tx)
+    .selectFrom('person_distinct_id')
+    .select(['distinct_id', 'person_id'])
+    .where('project_id', '=', projectId)
+    .where(sql<boolean>`distinct_id = any(${pgArray(distinctIds)}::text[])`)
+    .execute();
+  return new Map(found.map((r) => [r.distinct_id, String(r.person_id)]));
 }
 
 /** Persons' current distinct ids. */
@@ -349,29 +356,51 @@ function asEvent(e: ExperimentEvent, exposedFrom: number): EventSince {
 const merged = (a: EventSince[], b: EventSince[]) =>
   a.concat(b).sort((x, y) => x.t - y.t || (x.event < y.event ? -1 : x.event > y.event ? 1 : 0));
 
+/** A read of an experiment's events: exposures before `exposedFrom` are not exposures. */
+interface EventsRead {
+  events: EventStore;
+  projectId: number;
+  filter: ExperimentEventFilter;
+  properties: readonly string[];
+  exposedFrom: number;
+}
+
+/**
+ * The events of `filter`, one distinct id's at a time as the store streams them (by distinct id,
+ * each id's in time order), as persons' events.
+ */
+async function* distinctIdLists({
+  events,
+  projectId,
+  filter,
+  properties,
+  exposedFrom,
+}: EventsRead): AsyncGenerator<[string, EventSince[]]> {
+  let id: string | null = null;
+  let list: EventSince[] = [];
+  for await (const chunk of events.experimentEvents(projectId, filter, properties))
+    for (const e of chunk) {
+      if (e.distinctId !== id) {
+        if (id !== null) yield [id, list];
+        id = e.distinctId;
+        list = [];
+      }
+      list.push(asEvent(e, exposedFrom));
+    }
+  if (id !== null) yield [id, list];
+}
+
 /**
  * The events of `filter` grouped by their person now (PostgreSQL's mapping, so a merge or a split
  * since the events were stored counts as it is today, in either event store), each person's in time
  * order, all at once: the daily run's reads (the events since a stored day).
  */
-async function eventsByPerson(
-  tx: EntityManager,
-  events: EventStore,
-  projectId: number,
-  filter: ExperimentEventFilter,
-  properties: readonly string[],
-  exposedFrom: number,
-): Promise<Map<string, EventSince[]>> {
-  // The rows come by distinct id, each id's in time order: one list per id as they come.
+async function eventsByPerson(tx: EntityManager, read: EventsRead): Promise<Map<string, EventSince[]>> {
   const lists: [string, EventSince[]][] = [];
-  for await (const chunk of events.experimentEvents(projectId, filter, properties))
-    for (const e of chunk) {
-      if (lists.at(-1)?.[0] !== e.distinctId) lists.push([e.distinctId, []]);
-      lists.at(-1)![1].push(asEvent(e, exposedFrom));
-    }
+  for await (const list of distinctIdLists(read)) lists.push(list);
   const persons = await personsOf(
     tx,
-    projectId,
+    read.projectId,
     lists.map(([distinctId]) => distinctId),
   );
   const byPerson = new Map<string, EventSince[]>();
@@ -388,62 +417,38 @@ async function eventsByPerson(
 const BATCH_EVENTS = 250_000;
 
 /**
- * A computation from the start's persons and their events, in batches (about BATCH_EVENTS events
+ * A computation from the start's persons and their events, in batches (about `batchEvents` events
  * each) as the store's rows stream in by distinct id: a person with one distinct id is complete when
  * the next id's rows begin; persons with several (PostgreSQL's mapping, read first) are kept until
  * the end, when all their ids have come. So memory holds a batch, not the experiment.
  */
 async function* personBatches(
   tx: EntityManager,
-  events: EventStore,
-  projectId: number,
-  filter: ExperimentEventFilter,
-  properties: readonly string[],
-  exposedFrom: number,
+  read: EventsRead,
   batchEvents: number,
 ): AsyncGenerator<Map<string, EventSince[]>> {
-  const mapping = new Map<string, string>();
+  const mapping = await projectMapping(tx, read.projectId);
   const idsOf = new Map<string, number>();
-  for (const r of await db(tx)
-    .selectFrom('person_distinct_id')
-    .select(['distinct_id', 'person_id'])
-    .where('project_id', '=', projectId)
-    .execute()) {
-    const person = String(r.person_id);
-    mapping.set(r.distinct_id, person);
-    idsOf.set(person, (idsOf.get(person) ?? 0) + 1);
-  }
+  for (const person of mapping.values()) idsOf.set(person, (idsOf.get(person) ?? 0) + 1);
   const several = new Map<string, EventSince[]>();
   let batch = new Map<string, EventSince[]>();
   let size = 0;
-  let id: string | null = null;
-  let list: EventSince[] = [];
-  const close = () => {
-    const person = id === null ? undefined : mapping.get(id);
-    if (person === undefined) return;
+  for await (const [id, list] of distinctIdLists(read)) {
+    const person = mapping.get(id);
+    if (person === undefined) continue;
     if ((idsOf.get(person) ?? 0) > 1) {
       const had = several.get(person);
       several.set(person, had ? merged(had, list) : list);
-    } else {
-      batch.set(person, list);
-      size += list.length;
+      continue;
     }
-  };
-  for await (const chunk of events.experimentEvents(projectId, filter, properties))
-    for (const e of chunk) {
-      if (e.distinctId !== id) {
-        close();
-        if (size >= batchEvents) {
-          yield batch;
-          batch = new Map();
-          size = 0;
-        }
-        id = e.distinctId;
-        list = [];
-      }
-      list.push(asEvent(e, exposedFrom));
+    batch.set(person, list);
+    size += list.length;
+    if (size >= batchEvents) {
+      yield batch;
+      batch = new Map();
+      size = 0;
     }
-  close();
+  }
   if (batch.size) yield batch;
   if (several.size) yield several;
 }
@@ -587,7 +592,13 @@ async function countsFrom(
             to: new Date(Math.ceil(Math.max(...times) / 1000) + 1),
             distinctIds: slice,
           };
-          for (const [person, list] of await eventsByPerson(tx, events, projectId, filter, properties, Infinity))
+          for (const [person, list] of await eventsByPerson(tx, {
+            events,
+            projectId,
+            filter,
+            properties,
+            exposedFrom: Infinity,
+          }))
             earlier.set(person, [...(earlier.get(person) ?? []), ...list]);
         }
       }
@@ -636,11 +647,15 @@ async function countsFrom(
   if (days > 0) {
     // From a stored day: the events since (a day or two), at once. From the start: in batches.
     const filter = { flagKey, events: names, from: base ? base.end : new Date(0), to: until };
-    if (base) await fold(await eventsByPerson(tx, events, projectId, filter, properties, start));
+    if (base) await fold(await eventsByPerson(tx, { events, projectId, filter, properties, exposedFrom: start }));
     else {
       // The CUPED lookback days before the start are read too (the covariates' events).
       filter.from = new Date(experiment.startDate.getTime() - lookback * DAY);
-      for await (const batch of personBatches(tx, events, projectId, filter, properties, start, batchEvents))
+      for await (const batch of personBatches(
+        tx,
+        { events, projectId, filter, properties, exposedFrom: start },
+        batchEvents,
+      ))
         await fold(batch);
     }
   }
