@@ -511,6 +511,7 @@ describe('event store contract: experiment results', () => {
       exposed('xgone', 'test', D), // a deleted person's distinct id
       bought('xgone', D + H, 9),
       exposed('xa', 'test', 6 * D + 6 * H), // after `until`
+      bought('xw\t\\weird"\n', D, 'a\\b\tc\n'), // a distinct id and a value with tabs, backslashes, a newline: read back whole
     ]);
   });
 
@@ -570,6 +571,10 @@ describe('event store contract: experiment results', () => {
       'test',
     ]);
     expect(fromPg.find((e) => e.distinctId === 'xa' && e.event === 'purchase')?.values).toEqual([10]);
+    expect(fromPg.find((e) => e.distinctId.startsWith('xw'))).toMatchObject({
+      distinctId: 'xw\t\\weird"\n',
+      values: ['a\\b\tc\n'],
+    });
     const narrow = { ...filter, distinctIds: ['xc', 'x-nobody'] };
     expect(await read(ch, narrow)).toEqual(await read(pg, narrow));
     expect((await read(pg, narrow)).map((e) => e.distinctId)).toEqual(['xc', 'xc', 'xc', 'xc', 'xc']);
