@@ -23,7 +23,8 @@ export const SETTINGS_SCHEMA = {
     DATABASE_URL: { type: 'string', format: 'postgres-url', default: LOCAL_DATABASE },
     /** Defaults to DATABASE_URL. */
     DATABASE_DIRECT_URL: { type: 'string', format: 'postgres-url' },
-    DATABASE_POOL_MAX: int(10, 1),
+    /** At least 2: the experiment results job reads events (a cursor) beside its own transaction. */
+    DATABASE_POOL_MAX: int(10, 2),
     ORM_DEBUG: bool(false),
     REDIS_URL: { type: 'string', format: 'redis-url', default: 'redis://127.0.0.1:6379' },
     REDIS_CLUSTER_NODES: { type: 'string', format: 'host-port-list' },

@@ -25,6 +25,11 @@ describe('configuration', () => {
     expect(() => loadConfig({ TRUST_PROXY: '-1' })).toThrow('TRUST_PROXY must be at least 0');
   });
 
+  it('refuses a pool of one connection: the worker reads events on a second while its transaction holds one', () => {
+    expect(() => loadConfig({ DATABASE_POOL_MAX: '1' })).toThrow('DATABASE_POOL_MAX must be at least 2');
+    expect(loadConfig({ DATABASE_POOL_MAX: '2' }).databasePoolMax).toBe(2);
+  });
+
   it('reads the usual spellings of a boolean', () => {
     for (const yes of ['true', 'TRUE', '1', 'yes', 'on'])
       expect(loadConfig({ RATE_LIMIT_ENABLED: yes }).rateLimit.enabled).toBe(true);
