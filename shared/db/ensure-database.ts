@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { quoteIdent } from './sql.ts';
 
 /** Creates the database named in `databaseUrl` when it does not exist yet. */
 export async function ensureDatabase(databaseUrl: string): Promise<void> {
@@ -10,7 +11,7 @@ export async function ensureDatabase(databaseUrl: string): Promise<void> {
   try {
     const { rowCount } = await client.query('select 1 from pg_database where datname = $1', [name]);
     if (!rowCount) {
-      await client.query(`create database "${name.replace(/"/g, '""')}"`).catch((error: { code?: string }) => {
+      await client.query(`create database ${quoteIdent(name)}`).catch((error: { code?: string }) => {
         if (error.code !== '42P04') throw error; // created meanwhile by another process
       });
     }

@@ -68,6 +68,9 @@ export async function runBound(em: EntityManager, sql: string, params: readonly 
   return Number(result.numAffectedRows ?? 0);
 }
 
+/** A PostgreSQL identifier quoted (a table's name in a statement). */
+export const quoteIdent = (name: string) => `"${name.replace(/"/g, '""')}"`;
+
 /** A PostgreSQL array literal, e.g. pgArray(['a', 'b"c']) → {"a","b\"c"}. */
 export function pgArray(values: readonly (string | number)[]): string {
   return `{${values.map((v) => (typeof v === 'number' ? String(v) : `"${String(v).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`)).join(',')}}`;

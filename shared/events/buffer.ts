@@ -21,13 +21,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
-import { rows, run } from '../db/sql.ts';
-import { indexOrdered, SHIPMENT_TARGET } from './shipper.ts';
+import { quoteIdent, rows, run } from '../db/sql.ts';
+import { indexOrdered, SHIPMENT_TARGET, ZERO_UUID } from './shipper.ts';
 import { eventPartitions } from './store.ts';
 
-const ZERO_UUID = '00000000-0000-0000-0000-000000000000';
 const MAX_UUID = 'ffffffff-ffff-ffff-ffff-ffffffffffff';
-const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /** A (created_at, uuid) position, created_at as PostgreSQL's text (its microseconds kept). */
 export interface Position {
@@ -138,7 +136,7 @@ export async function trimShippedEvents(orm: { em: EntityManager }, options: Tri
     rows<Position & { past: boolean }>(
       tx,
       `select created_at::text as "createdAt", uuid::text as uuid, ${past} as past
-         from ${ident(table)} order by created_at desc, uuid desc limit 1`,
+         from ${quoteIdent(table)} order by created_at desc, uuid desc limit 1`,
       [upTo.createdAt, upTo.uuid],
     );
   for (const month of (await eventPartitions(em)).months) {
@@ -147,7 +145,7 @@ export async function trimShippedEvents(orm: { em: EntityManager }, options: Tri
     try {
       const emptied = await locked(async (tx) => {
         await run(tx, `set local lock_timeout = ${Math.max(1, Math.floor(options.lockTimeoutMs))}`);
-        await run(tx, `lock table ${ident(month.name)} in access exclusive mode`);
+        await run(tx, `lock table ${quoteIdent(month.name)} in access exclusive mode`);
         // Under the lock no row can arrive: the last row again, as it is now.
         const [now] = await lastRow(tx, month.name);
         if (!now?.past) return null;
@@ -156,7 +154,7 @@ export async function trimShippedEvents(orm: { em: EntityManager }, options: Tri
           `select greatest(reltuples, 0)::float8 as n from pg_class where oid = ?::regclass`,
           [month.name],
         );
-        await run(tx, `truncate table ${ident(month.name)}`);
+        await run(tx, `truncate table ${quoteIdent(month.name)}`);
         await run(
           tx,
           `insert into event_trim (ts_from, ts_to, created_at, uuid) values (?::timestamptz, ?::timestamptz, ?::timestamptz, ?::uuid)

@@ -29,7 +29,8 @@ import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from
 import { mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
 
 export const SHIPMENT_TARGET = 'clickhouse';
-const ZERO_UUID = '00000000-0000-0000-0000-000000000000';
+/** The position before every event (with created_at '-infinity'). */
+export const ZERO_UUID = '00000000-0000-0000-0000-000000000000';
 
 export interface ShipOptions {
   /** Events per ClickHouse insert. */

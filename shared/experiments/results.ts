@@ -905,7 +905,7 @@ async function staleSince(
 const finite = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : Number(x) || 0);
 
 /** The per-variant counts a stored result holds (its baseline and variant results). */
-export function storedCounts(result: unknown): VariantStats[] {
+function storedCounts(result: unknown): VariantStats[] {
   const r = (result ?? {}) as { baseline?: unknown; variant_results?: unknown };
   const list = [r.baseline, ...(Array.isArray(r.variant_results) ? r.variant_results : [])];
   return list
@@ -930,12 +930,7 @@ export function storedCounts(result: unknown): VariantStats[] {
 }
 
 /** a + sign·b, field by field (missing counts as zero; covariates kept when either has them). */
-export function addStats(
-  a: VariantStats | undefined,
-  b: VariantStats | undefined,
-  sign: 1 | -1,
-  key: string,
-): VariantStats {
+function addStats(a: VariantStats | undefined, b: VariantStats | undefined, sign: 1 | -1, key: string): VariantStats {
   const steps = (x?: VariantStats) => x?.step_counts ?? [];
   const length = Math.max(steps(a).length, steps(b).length);
   const field = (name: keyof Omit<VariantStats, 'key' | 'step_counts'>) => (a?.[name] ?? 0) + sign * (b?.[name] ?? 0);

@@ -6,12 +6,10 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
-import { rows, run } from '../db/sql.ts';
+import { quoteIdent, rows, run } from '../db/sql.ts';
 import type { EventStore } from '../events/event-store.ts';
 import { eventPartitions } from '../events/store.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
-
-const ident = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /**
  * A statement on one partition, by name: a partition another run (or a preview's plan) saw may be
@@ -50,7 +48,7 @@ export function projectRetentions(em: EntityManager, projectId?: number): Promis
  * descent per project, however many rows it holds.
  */
 export async function projectsInPartition(em: EntityManager, partition: string): Promise<number[]> {
-  const t = ident(partition);
+  const t = quoteIdent(partition);
   const found = await onPartition(
     () =>
       rows<{ project_id: number }>(
@@ -73,7 +71,7 @@ export async function eventsPerProjectIn(em: EntityManager, partition: string): 
     () =>
       rows<{ project_id: number; n: number }>(
         em,
-        `select project_id, count(*)::float8 as n from ${ident(partition)} group by project_id`,
+        `select project_id, count(*)::float8 as n from ${quoteIdent(partition)} group by project_id`,
       ),
     [],
   );
@@ -137,7 +135,7 @@ export async function dropPartitionIfOnly(
   lockTimeoutMs: number,
   timings: { lockedMs?: number; dropMs?: number } = {},
 ): Promise<'dropped' | 'kept' | 'busy'> {
-  const t = ident(partition);
+  const t = quoteIdent(partition);
   let outcome: 'dropped' | 'kept' | 'busy';
   const t0 = performance.now();
   try {
@@ -180,7 +178,7 @@ export async function deleteEventsChunk(
   cutoff: Date,
   chunk: number,
 ): Promise<number> {
-  const t = ident(partition);
+  const t = quoteIdent(partition);
   return onPartition(
     () =>
       run(
@@ -295,7 +293,7 @@ export function retentionRunPage(em: EntityManager, projectId: number, page: Pag
 export async function countProjectEventsIn(em: EntityManager, partition: string, projectId: number): Promise<number> {
   const [row] = await onPartition(
     () =>
-      rows<{ n: number }>(em, `select count(*)::float8 as n from ${ident(partition)} where project_id = ?`, [
+      rows<{ n: number }>(em, `select count(*)::float8 as n from ${quoteIdent(partition)} where project_id = ?`, [
         projectId,
       ]),
     [{ n: 0 }],

@@ -6,7 +6,7 @@
 // number of rows since their last ANALYZE (sampling, so cheap whatever the table's size), and
 // VACUUMs (with ANALYZE) those with many dead rows (vacuum-tables.ts: why).
 import { UnrecoverableError, type Job } from 'bullmq';
-import { pgArray, rows } from '../../shared/db/sql.ts';
+import { pgArray, quoteIdent, rows } from '../../shared/db/sql.ts';
 import type { JobData } from '../../shared/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { MAINTAINED_TABLES, vacuumDueTables } from './vacuum-tables.ts';
@@ -39,7 +39,7 @@ export async function refreshStatistics(
   const analyzed: string[] = [];
   for (const { relname } of due) {
     if (vacuumed.includes(relname)) continue;
-    await rows(deps.orm.em.fork(), `analyze "${relname.replace(/"/g, '""')}"`);
+    await rows(deps.orm.em.fork(), `analyze ${quoteIdent(relname)}`);
     analyzed.push(relname);
   }
   if (analyzed.length > 0) deps.logger.info({ analyzed }, 'statistics refreshed');

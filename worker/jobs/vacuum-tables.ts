@@ -7,7 +7,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { enqueue, type JobData } from '../../shared/jobs.ts';
-import { pgArray, rows } from '../../shared/db/sql.ts';
+import { pgArray, quoteIdent, rows } from '../../shared/db/sql.ts';
 import type { Queues } from '../../shared/queues.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import type { WorkerDeps } from '../deps.ts';
@@ -117,7 +117,7 @@ async function vacuum(
   const vacuumed: string[] = [];
   const skipped: string[] = [];
   for (const t of tables) {
-    await rows(em.fork(), `vacuum (analyze, skip_locked) "${t.relname.replace(/"/g, '""')}"`);
+    await rows(em.fork(), `vacuum (analyze, skip_locked) ${quoteIdent(t.relname)}`);
     const [after] = await statsOf(em.fork(), 's.relname = ?', [t.relname]);
     (after && after.vacuums > t.vacuums ? vacuumed : skipped).push(t.relname);
   }
