@@ -6,7 +6,7 @@
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
-import type { EventStore, ExperimentEvent, ExperimentEventFilter } from './event-store.ts';
+import type { EventStore, ExperimentEvent, ExperimentEventFilter, ExperimentProperty } from './event-store.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
@@ -329,7 +329,7 @@ export async function* experimentEvents(
   em: EntityManager,
   projectId: number,
   filter: ExperimentEventFilter,
-  properties: readonly string[],
+  properties: readonly ExperimentProperty[],
 ): AsyncGenerator<ExperimentEvent[]> {
   const from = experimentEventsFrom(projectId, filter);
   // (A cursor's query takes no bind parameters: the values are formatted in, as rows() does outside a transaction.)
@@ -337,9 +337,9 @@ export async function* experimentEvents(
     `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
             case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
                  then e.properties->>'$feature_flag_response' end as exposure,
-            json_build_array(${properties.map(() => 'e.properties -> ?').join(', ')}) as values
+            json_build_array(${properties.map(() => 'case when e.event = any(?::text[]) then e.properties -> ? end').join(', ')}) as values
        from ${from.sql} order by e.distinct_id collate "C", e.timestamp, e.event collate "C"`,
-    [filter.flagKey, ...properties, ...from.params],
+    [filter.flagKey, ...properties.flatMap((p) => [pgArray(p.events), p.key]), ...from.params],
   );
   await em.begin();
   try {

@@ -98,6 +98,9 @@ export const chTime = (d: Date) => d.toISOString().replace('T', ' ').replace('Z'
 
 const MICROS_PER_DAY = 86_400_000_000;
 
+/** Strings in byte (UTF-8) order, ClickHouse's and PostgreSQL's `collate "C"`. */
+const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
+
 export function createClickHouseEventStore(
   client: ClickHouseClient,
   database: string,
@@ -504,35 +507,67 @@ export function createClickHouseEventStore(
 
     async *experimentEvents(projectId, filter, properties) {
       const where = experimentEventsWhere(projectId, filter);
-      const params: Record<string, unknown> = { ...where.params };
+      // Each distinct id's events come as one row of numbers: times (microseconds after `from`, each as
+      // the step from the one before) and name indexes, both in (time, name) order, then the exposures
+      // and the asked values as (time, name, …) tuples of the events that have them. So the answer is
+      // about a third of a row per event, and the worker parses numbers, not a row per event. Names
+      // are indexed in byte order, so the order within a time is the name's, as PostgreSQL's
+      // `collate "C"`.
+      const names = [...new Set([...filter.events, '$feature_flag_called'])].sort(byteOrder);
+      const from = filter.from.getTime() * 1000;
+      const params: Record<string, unknown> = { ...where.params, dict: names, fromMicros: from };
       properties.forEach((p, i) => {
-        params[`p${i}`] = p;
+        params[`p${i}`] = p.key;
+        params[`pe${i}`] = p.events;
       });
-      // Raw JSON values ('' when missing), parsed here: the same values PostgreSQL's `->` gives.
+      const values = properties.map((_, i) => `v${i}`);
       const result = await client.query({
-        query: `SELECT distinct_id, event, toUnixTimestamp64Micro(timestamp) AS t,
-                       if(event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String},
-                          ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
-                       ${properties.map((_, i) => `, JSONExtractRaw(properties, {p${i}:String})`).join('')}
-                  FROM ${db}.events WHERE ${where.sql} ORDER BY distinct_id, t, event LIMIT 1 BY uuid`,
+        query: `SELECT distinct_id, arrayPopFront(arrayDifference(arrayPushFront(arraySort(groupArray(rel)), 0))), arraySort((k, r) -> (r, k), groupArray(k), groupArray(rel)),
+                       arraySort(groupArrayIf((rel, k, exposure), exposure IS NOT NULL))
+                       ${values.length ? `, arraySort(groupArrayIf((rel, k, ${values.join(', ')}), ${values.map((v) => `${v} != ''`).join(' OR ')}))` : ''}
+                  FROM (SELECT distinct_id, indexOf({dict:Array(String)}, event) AS k,
+                               toUnixTimestamp64Micro(timestamp) - {fromMicros:Int64} AS rel,
+                               if(event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String},
+                                  ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
+                               ${values.map((v, i) => `, if(event IN {pe${i}:Array(String)}, JSONExtractRaw(properties, {p${i}:String}), '') AS ${v}`).join('')}
+                          FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid)
+                 GROUP BY distinct_id ORDER BY distinct_id`,
         query_params: params,
         format: 'JSONCompactEachRow',
+        clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
       });
+      type Grouped = [string, number[], number[], [number, number, string][], [number, number, ...string[]][]?];
+      // Raw JSON values ('' when missing), parsed here: the same values PostgreSQL's `->` gives.
+      const raw = (v: string): unknown => (v === '' ? null : JSON.parse(v));
+      // Events with none of the asked values share one list of nulls.
+      const none = properties.map(() => null);
       // Chunk by chunk as the answer streams (an experiment can read millions: no one string of it all).
-      for await (const batch of result.stream<[string, string, string, string | null, ...string[]]>()) {
-        const chunk: ExperimentEvent[] = [];
+      // (A chunk of at most 65,536 events: chDB hands over its whole answer as one batch.)
+      let chunk: ExperimentEvent[] = [];
+      for await (const batch of result.stream<Grouped>())
         for (const row of batch) {
-          const [distinctId, event, t, exposure, ...values] = row.json();
-          chunk.push({
-            distinctId,
-            event,
-            t: Number(t),
-            exposure,
-            values: values.map((v) => (v === '' ? null : JSON.parse(v))),
-          });
+          if (chunk.length >= 65_536) {
+            yield chunk;
+            chunk = [];
+          }
+          const [distinctId, steps, keys, exposures, valued = []] = row.json();
+          // Events of equal time and name are alike but for these: each takes the next one of its key.
+          let x = 0;
+          let v = 0;
+          let rel = 0;
+          for (let i = 0; i < steps.length; i++) {
+            rel += steps[i];
+            const k = keys[i];
+            let exposure: string | null = null;
+            if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k) exposure = exposures[x++][2];
+            let asked: unknown[];
+            if (v < valued.length && valued[v][0] === rel && valued[v][1] === k)
+              asked = (valued[v++].slice(2) as string[]).map(raw);
+            else asked = none;
+            chunk.push({ distinctId, event: names[k - 1], t: from + rel, exposure, values: asked });
+          }
         }
-        yield chunk;
-      }
+      if (chunk.length) yield chunk;
     },
 
     async hasExperimentEvents(projectId, filter, arrivedSince) {

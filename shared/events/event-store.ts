@@ -105,8 +105,17 @@ export interface ExperimentEvent {
   t: number;
   /** An exposure to the flag: its `$feature_flag_response` as text (PostgreSQL's `->>`); else null. */
   exposure: string | null;
-  /** The asked properties' JSON values, in order (null when missing). */
+  /**
+   * The asked properties' JSON values, in order (null when missing, or not asked of this event's
+   * name). Events may share one list that holds only nulls.
+   */
   values: unknown[];
+}
+
+/** A property an experiment reads (experimentEvents): its JSON value, of the events of these names only. */
+export interface ExperimentProperty {
+  key: string;
+  events: readonly string[];
 }
 
 export interface EventStore {
@@ -171,7 +180,7 @@ export interface EventStore {
   experimentEvents(
     projectId: number,
     filter: ExperimentEventFilter,
-    properties: readonly string[],
+    properties: readonly ExperimentProperty[],
   ): AsyncIterable<ExperimentEvent[]>;
   /**
    * Whether some event of the filter is stored; with `arrivedSince`, one that reached this store at or

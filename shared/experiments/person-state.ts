@@ -113,19 +113,28 @@ export function advance(
     let savedValue = value;
     let steps = state?.steps ?? [];
     if (rule.kind === 'mean') {
-      const perDay = new Map<number, number>();
-      for (const e of events) {
-        const day = dayOf(e.t);
-        if (e.event === rule.events[0] && e.t >= member.t0 && counts(day))
-          perDay.set(day, (perDay.get(day) ?? 0) + eventValue(rule, e));
-      }
-      for (const [day, delta] of [...perDay].sort((a, b) => a[0] - b[0])) {
+      // Each day's change, in time order (the events are): added up day by day.
+      const addDay = (day: number, delta: number) => {
         at(c.sum, day, delta);
         at(c.sumSq, day, 2 * value * delta + delta * delta);
         at(c.xy, day, x * delta);
         value += delta;
         if (window.saveDay !== null && day <= window.saveDay) savedValue = value;
+      };
+      let day = -1;
+      let delta = 0;
+      for (const e of events) {
+        if (e.event !== rule.events[0] || e.t < member.t0) continue;
+        const d = dayOf(e.t);
+        if (!counts(d)) continue;
+        if (d !== day) {
+          if (day >= 0) addDay(day, delta);
+          day = d;
+          delta = 0;
+        }
+        delta += eventValue(rule, e);
       }
+      if (day >= 0) addDay(day, delta);
       if (dayOut !== null) {
         at(c.n, dayOut, -1);
         at(c.sum, dayOut, -value);
@@ -228,15 +237,16 @@ function membership(
   events: EventSince[],
   variants: readonly string[],
 ): { variant: string; t0: number; leftAt: number | null } | null {
-  const exposures = events.filter((e) => e.exposure !== null && variants.includes(e.exposure));
-  if (state) {
-    const other = exposures.find((e) => e.exposure !== state.variant);
-    return { variant: state.variant, t0: state.t0, leftAt: other ? other.t : null };
+  // Their variant (the state's, or their first exposure's) and when they leave: the first exposure
+  // to another variant.
+  let variant = state?.variant ?? null;
+  let t0 = state?.t0 ?? 0;
+  for (const e of events) {
+    if (e.exposure === null || !variants.includes(e.exposure)) continue;
+    if (variant === null) {
+      variant = e.exposure;
+      t0 = e.t;
+    } else if (e.exposure !== variant) return { variant, t0, leftAt: e.t };
   }
-  // Each variant's first exposure, in time order: the first is theirs, the second's time they leave.
-  const firsts: { variant: string; t: number }[] = [];
-  for (const e of exposures)
-    if (!firsts.some((f) => f.variant === e.exposure)) firsts.push({ variant: e.exposure!, t: e.t });
-  if (!firsts.length) return null;
-  return { variant: firsts[0].variant, t0: firsts[0].t, leftAt: firsts[1]?.t ?? null };
+  return variant === null ? null : { variant, t0, leftAt: null };
 }

@@ -18,7 +18,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
-import type { EventStore, ExperimentEvent, ExperimentEventFilter } from '../events/event-store.ts';
+import type { EventStore, ExperimentEvent, ExperimentEventFilter, ExperimentProperty } from '../events/event-store.ts';
 import { pgArray } from '../db/sql.ts';
 import { advance, type EventSince, eventValue, MICROS_PER_DAY, type PersonState, type Window } from './person-state.ts';
 import {
@@ -296,14 +296,24 @@ const SLICE = 5000;
 const slices = <T>(list: readonly T[]) =>
   Array.from({ length: Math.ceil(list.length / SLICE) }, (_, i) => list.slice(i * SLICE, (i + 1) * SLICE));
 
-/** The project's distinct ids and each one's person now (PostgreSQL's mapping), in one read. */
-async function projectMapping(tx: EntityManager, projectId: number): Promise<Map<string, string>> {
+/**
+ * The project's distinct ids and each one's person now (PostgreSQL's mapping), and the persons with
+ * more than one, in one read (one snapshot: a merge cannot fall between the two).
+ */
+async function projectMapping(tx: EntityManager, projectId: number) {
   const found = await db(tx)
     .selectFrom('person_distinct_id')
-    .select(['distinct_id', 'person_id'])
+    .select(['distinct_id', 'person_id', sql<boolean>`count(*) over (partition by person_id) > 1`.as('several')])
     .where('project_id', '=', projectId)
     .execute();
-  return new Map(found.map((r) => [r.distinct_id, String(r.person_id)]));
+  const persons = new Map<string, string>();
+  const several = new Set<string>();
+  for (const r of found) {
+    const person = String(r.person_id);
+    persons.set(r.distinct_id, person);
+    if (r.several) several.add(person);
+  }
+  return { persons, several };
 }
 
 /**
@@ -311,7 +321,7 @@ async function projectMapping(tx: EntityManager, projectId: number): Promise<Map
  * project's whole mapping in one read, rather than an index look-up per id.
  */
 async function personsOf(tx: EntityManager, projectId: number, distinctIds: readonly string[]) {
-  if (distinctIds.length > SLICE) return projectMapping(tx, projectId);
+  if (distinctIds.length > SLICE) return (await projectMapping(tx, projectId)).persons;
   const found = await db(tx)
     .selectFrom('person_distinct_id')
     .select(['distinct_id', 'person_id'])
@@ -340,15 +350,25 @@ async function distinctIdsOf(tx: EntityManager, projectId: number, persons: read
 function readPlan(metrics: readonly ExperimentMetric[]) {
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
   const valid = shapes.filter((s): s is Exclude<typeof s, Error> => !(s instanceof Error));
-  const properties = [...new Set(valid.flatMap((s) => (s.mathProperty ? [s.mathProperty] : [])))];
+  // Each summed property, of the events that sum it only (a mean's one event).
+  const properties: ExperimentProperty[] = [];
+  for (const s of valid) {
+    if (!s.mathProperty) continue;
+    const had = properties.find((p) => p.key === s.mathProperty);
+    if (!had) properties.push({ key: s.mathProperty, events: [s.events[0]] });
+    else if (!had.events.includes(s.events[0])) had.events = [...had.events, s.events[0]];
+  }
   const events = [...new Set(valid.flatMap((s) => s.events))];
   return { shapes, properties, events };
 }
 
-/** A store row as a person's event, in place: exposures before `exposedFrom` are not exposures. */
+/**
+ * A store row as a person's event, in place: exposures before `exposedFrom` are not exposures. (A
+ * list of nulls, which events may share, is left as it is.)
+ */
 function asEvent(e: ExperimentEvent, exposedFrom: number): EventSince {
   if (e.exposure !== null && e.t < exposedFrom) e.exposure = null;
-  for (let i = 0; i < e.values.length; i++) e.values[i] = numericValue(e.values[i]);
+  for (let i = 0; i < e.values.length; i++) if (e.values[i] !== null) e.values[i] = numericValue(e.values[i]);
   return e as EventSince;
 }
 
@@ -361,7 +381,7 @@ interface EventsRead {
   events: EventStore;
   projectId: number;
   filter: ExperimentEventFilter;
-  properties: readonly string[];
+  properties: readonly ExperimentProperty[];
   exposedFrom: number;
 }
 
@@ -427,16 +447,14 @@ async function* personBatches(
   read: EventsRead,
   batchEvents: number,
 ): AsyncGenerator<Map<string, EventSince[]>> {
-  const mapping = await projectMapping(tx, read.projectId);
-  const idsOf = new Map<string, number>();
-  for (const person of mapping.values()) idsOf.set(person, (idsOf.get(person) ?? 0) + 1);
+  const { persons: mapping, several: severalIds } = await projectMapping(tx, read.projectId);
   const several = new Map<string, EventSince[]>();
   let batch = new Map<string, EventSince[]>();
   let size = 0;
   for await (const [id, list] of distinctIdLists(read)) {
     const person = mapping.get(id);
     if (person === undefined) continue;
-    if ((idsOf.get(person) ?? 0) > 1) {
+    if (severalIds.has(person)) {
       const had = several.get(person);
       several.set(person, had ? merged(had, list) : list);
       continue;
@@ -507,7 +525,7 @@ async function countsFrom(
       : {
           kind: shape.kind,
           events: shape.events,
-          valueIndex: shape.mathProperty ? properties.indexOf(shape.mathProperty) : null,
+          valueIndex: shape.mathProperty ? properties.findIndex((p) => p.key === shape.mathProperty) : null,
         },
   );
   const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));

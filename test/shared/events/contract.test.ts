@@ -489,7 +489,7 @@ describe('event store contract: experiment results', () => {
       bought('xa', D + H, '5.5'), // a numeric string
       bought('xa', D + 2 * H, ' 7 '), // with spaces
       bought('xa', 2 * D, 'abc'), // not a number: counts, adds 0
-      named('cart', 'xa', 2 * D + H),
+      named('cart', 'xa', 2 * D + H, { amount: 3 }),
       bought('xa', 2 * D + 2 * H, 1e3),
       exposed('xb-anon', 'test', 9 * H + 30 * 60_000),
       named('cart', 'xb-merged', 12 * H),
@@ -542,17 +542,55 @@ describe('event store contract: experiment results', () => {
     }
   });
 
+  it('keeps each event’s own exposure and values when a distinct id’s events share a microsecond', async () => {
+    const at = T0 + 5 * H;
+    const same = (name: string, properties: Record<string, unknown>) => ({
+      ...event(otherProjectId, name, 'same-µs', null, new Date(at)),
+      properties,
+    });
+    await insertBoth([
+      same('purchase', { amount: 5 }),
+      same('purchase', {}),
+      same('purchase', { amount: '7' }),
+      same('$feature_flag_called', { $feature_flag: FLAG, $feature_flag_response: 'test' }),
+      same('$feature_flag_called', { $feature_flag: FLAG, $feature_flag_response: 'control' }),
+      same('$feature_flag_called', { $feature_flag: 'another-flag', $feature_flag_response: 'x' }),
+      same('cart', { amount: 1 }),
+    ]);
+    const filter = { flagKey: FLAG, events: ['purchase', 'cart'], from: new Date(at), to: new Date(at + 1) };
+    const seen = async (store: EventStore) =>
+      (await collect(store.experimentEvents(otherProjectId, filter, [{ key: 'amount', events: ['purchase'] }])))
+        .map((e) => JSON.stringify([e.distinctId, e.t - at * 1000, e.event, e.exposure, e.values]))
+        .sort();
+    const fromPg = await seen(pg);
+    expect(fromPg).toEqual(
+      [
+        ['purchase', null, [5]],
+        ['purchase', null, [null]],
+        ['purchase', null, ['7']],
+        ['$feature_flag_called', 'test', [null]],
+        ['$feature_flag_called', 'control', [null]],
+        ['cart', null, [null]],
+      ]
+        .map(([name, exposure, values]) => JSON.stringify(['same-µs', 0, name, exposure, values]))
+        .sort(),
+    );
+    expect(await seen(ch)).toEqual(fromPg);
+  });
+
   it('reads the same events, and knows the same about late arrivals and distinct ids', async () => {
+    // A purchase's amount (a cart's, asked of purchases only, reads as null).
+    const AMOUNT = [{ key: 'amount', events: ['purchase'] }];
     const filter = { flagKey: FLAG, events: ['purchase', 'cart'], from: start, to: until };
     const read = async (store: EventStore, f: ExperimentEventFilter = filter) =>
-      (await collect(store.experimentEvents(projectId, f, ['amount']))).sort(
+      (await collect(store.experimentEvents(projectId, f, AMOUNT))).sort(
         (a, b) => a.t - b.t || a.event.localeCompare(b.event) || a.distinctId.localeCompare(b.distinctId),
       );
     const fromPg = await read(pg);
     expect(await read(ch)).toEqual(fromPg);
     // As they come: each distinct id's events together, in time order.
     for (const store of [pg, ch]) {
-      const found = await collect(store.experimentEvents(projectId, filter, ['amount']));
+      const found = await collect(store.experimentEvents(projectId, filter, AMOUNT));
       const order = found.map((e) => `${e.distinctId} ${e.t}`);
       const ids = found.map((e) => e.distinctId).filter((id, i, all) => i === 0 || all[i - 1] !== id);
       expect(new Set(ids).size).toBe(ids.length);
@@ -571,6 +609,7 @@ describe('event store contract: experiment results', () => {
       'test',
     ]);
     expect(fromPg.find((e) => e.distinctId === 'xa' && e.event === 'purchase')?.values).toEqual([10]);
+    expect(fromPg.find((e) => e.distinctId === 'xa' && e.event === 'cart')?.values).toEqual([null]);
     expect(fromPg.find((e) => e.distinctId.startsWith('xw'))).toMatchObject({
       distinctId: 'xw\t\\weird"\n',
       values: ['a\\b\tc\n'],
