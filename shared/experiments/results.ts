@@ -386,8 +386,9 @@ interface EventsRead {
 }
 
 /**
- * The events of `filter`, one distinct id's at a time as the store streams them (by distinct id,
- * each id's in time order), as persons' events.
+ * The events of `filter`, as persons' events, a distinct id's at a time as the store streams them
+ * (by distinct id, each id's in time order): each store chunk's complete ids at once (an id whose
+ * events go on into the next chunk comes with that one).
  */
 async function* distinctIdLists({
   events,
@@ -395,19 +396,22 @@ async function* distinctIdLists({
   filter,
   properties,
   exposedFrom,
-}: EventsRead): AsyncGenerator<[string, EventSince[]]> {
+}: EventsRead): AsyncGenerator<[string, EventSince[]][]> {
   let id: string | null = null;
   let list: EventSince[] = [];
-  for await (const chunk of events.experimentEvents(projectId, filter, properties))
+  for await (const chunk of events.experimentEvents(projectId, filter, properties)) {
+    const complete: [string, EventSince[]][] = [];
     for (const e of chunk) {
       if (e.distinctId !== id) {
-        if (id !== null) yield [id, list];
+        if (id !== null) complete.push([id, list]);
         id = e.distinctId;
         list = [];
       }
       list.push(asEvent(e, exposedFrom));
     }
-  if (id !== null) yield [id, list];
+    if (complete.length) yield complete;
+  }
+  if (id !== null) yield [[id, list]];
 }
 
 /**
@@ -417,7 +421,7 @@ async function* distinctIdLists({
  */
 async function eventsByPerson(tx: EntityManager, read: EventsRead): Promise<Map<string, EventSince[]>> {
   const lists: [string, EventSince[]][] = [];
-  for await (const list of distinctIdLists(read)) lists.push(list);
+  for await (const complete of distinctIdLists(read)) lists.push(...complete);
   const persons = await personsOf(
     tx,
     read.projectId,
@@ -447,26 +451,34 @@ async function* personBatches(
   read: EventsRead,
   batchEvents: number,
 ): AsyncGenerator<Map<string, EventSince[]>> {
-  const { persons: mapping, several: severalIds } = await projectMapping(tx, read.projectId);
+  // The mapping is read while the store starts its answer (two servers, or chDB's own threads).
+  const reading = projectMapping(tx, read.projectId);
+  reading.catch(() => {}); // (awaited below: a failed store read must not leave it unhandled)
+  let mapping: Map<string, string> | null = null;
+  let severalIds = new Set<string>();
   const several = new Map<string, EventSince[]>();
   let batch = new Map<string, EventSince[]>();
   let size = 0;
-  for await (const [id, list] of distinctIdLists(read)) {
-    const person = mapping.get(id);
-    if (person === undefined) continue;
-    if (severalIds.has(person)) {
-      const had = several.get(person);
-      several.set(person, had ? merged(had, list) : list);
-      continue;
-    }
-    batch.set(person, list);
-    size += list.length;
-    if (size >= batchEvents) {
-      yield batch;
-      batch = new Map();
-      size = 0;
+  for await (const complete of distinctIdLists(read)) {
+    if (!mapping) ({ persons: mapping, several: severalIds } = await reading);
+    for (const [id, list] of complete) {
+      const person = mapping.get(id);
+      if (person === undefined) continue;
+      if (severalIds.has(person)) {
+        const had = several.get(person);
+        several.set(person, had ? merged(had, list) : list);
+        continue;
+      }
+      batch.set(person, list);
+      size += list.length;
+      if (size >= batchEvents) {
+        yield batch;
+        batch = new Map();
+        size = 0;
+      }
     }
   }
+  if (!mapping) await reading; // (no event: nothing left running on the transaction)
   if (batch.size) yield batch;
   if (several.size) yield several;
 }
