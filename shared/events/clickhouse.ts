@@ -98,6 +98,15 @@ export const chTime = (d: Date) => d.toISOString().replace('T', ' ').replace('Z'
 
 const MICROS_PER_DAY = 86_400_000_000;
 
+export interface ClickHouseEventStoreOptions {
+  /** Events an experiment's read takes in one part (experimentEvents); default 750,000. */
+  experimentPart?: number;
+}
+
+// An experiment's read in parts of about this many events, at most this many parts.
+const EXPERIMENT_PART = 750_000;
+const EXPERIMENT_PARTS = 4;
+
 /** Strings in byte (UTF-8) order, ClickHouse's and PostgreSQL's `collate "C"`. */
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
@@ -106,7 +115,9 @@ export function createClickHouseEventStore(
   database: string,
   /** Where persons are (the analytics read them); a command that only ships passes `{ em }`. */
   orm: { em: EntityManager },
+  options: ClickHouseEventStoreOptions = {},
 ): ClickHouseEventStore {
+  const experimentPart = options.experimentPart ?? EXPERIMENT_PART;
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
   const db = database;
   const fork = () => orm.em.fork();
@@ -521,52 +532,84 @@ export function createClickHouseEventStore(
         params[`pe${i}`] = p.events;
       });
       const values = properties.map((_, i) => `v${i}`);
-      const result = await client.query({
-        query: `SELECT distinct_id, arrayPopFront(arrayDifference(arrayPushFront(arraySort(groupArray(rel)), 0))), arraySort((k, r) -> (r, k), groupArray(k), groupArray(rel)),
-                       arraySort(groupArrayIf((rel, k, exposure), exposure IS NOT NULL))
-                       ${values.length ? `, arraySort(groupArrayIf((rel, k, ${values.join(', ')}), ${values.map((v) => `${v} != ''`).join(' OR ')}))` : ''}
-                  FROM (SELECT distinct_id, indexOf({dict:Array(String)}, event) AS k,
-                               toUnixTimestamp64Micro(timestamp) - {fromMicros:Int64} AS rel,
-                               if(event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String},
-                                  ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
-                               ${values.map((v, i) => `, if(event IN {pe${i}:Array(String)}, JSONExtractRaw(properties, {p${i}:String}), '') AS ${v}`).join('')}
-                          FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid)
-                 GROUP BY distinct_id ORDER BY distinct_id`,
-        query_params: params,
-        format: 'JSONCompactEachRow',
-        clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
-      });
+      // A large read goes in parts by distinct id (ranges from a sample of them, in byte order): the
+      // engine computes the next part while the worker takes in this one. One part reads the range
+      // again (a scan of its names and times), so parts are large.
+      const [size] = await select<{ n: string; sample: string[] }>(
+        `SELECT count() AS n, arraySort(groupArraySample(1000, 1)(distinct_id)) AS sample
+           FROM ${db}.events WHERE ${where.sql}`,
+        where.params,
+      );
+      const parts = Math.min(EXPERIMENT_PARTS, Math.ceil(Number(size.n) / experimentPart));
+      const bounds = [
+        ...new Set(
+          Array.from(
+            { length: Math.max(0, parts - 1) },
+            (_, i) => size.sample[Math.floor(((i + 1) * size.sample.length) / parts)],
+          ),
+        ),
+      ];
+      const part = (i: number) =>
+        client.query({
+          query: `SELECT distinct_id, arrayPopFront(arrayDifference(arrayPushFront(arraySort(groupArray(rel)), 0))), arraySort((k, r) -> (r, k), groupArray(k), groupArray(rel)),
+                         arraySort(groupArrayIf((rel, k, exposure), exposure IS NOT NULL))
+                         ${values.length ? `, arraySort(groupArrayIf((rel, k, ${values.join(', ')}), ${values.map((v) => `${v} != ''`).join(' OR ')}))` : ''}
+                    FROM (SELECT distinct_id, indexOf({dict:Array(String)}, event) AS k,
+                                 toUnixTimestamp64Micro(timestamp) - {fromMicros:Int64} AS rel,
+                                 if(event = '$feature_flag_called' AND ${jsonText('properties', "'$feature_flag'")} = {flag:String},
+                                    ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
+                                 ${values.map((v, i) => `, if(event IN {pe${i}:Array(String)}, JSONExtractRaw(properties, {p${i}:String}), '') AS ${v}`).join('')}
+                            FROM ${db}.events WHERE ${where.sql}
+                             ${i > 0 ? 'AND distinct_id >= {lo:String}' : ''} ${i < bounds.length ? 'AND distinct_id < {hi:String}' : ''}
+                           LIMIT 1 BY uuid)
+                   GROUP BY distinct_id ORDER BY distinct_id`,
+          query_params: { ...params, lo: bounds[i - 1] ?? '', hi: bounds[i] ?? '' },
+          format: 'JSONCompactEachRow',
+          clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
+        });
       type Grouped = [string, number[], number[], [number, number, string][], [number, number, ...string[]][]?];
       // Raw JSON values ('' when missing), parsed here: the same values PostgreSQL's `->` gives.
       const raw = (v: string): unknown => (v === '' ? null : JSON.parse(v));
       // Events with none of the asked values share one list of nulls.
       const none = properties.map(() => null);
-      // Chunk by chunk as the answer streams (an experiment can read millions: no one string of it all).
-      // (A chunk of at most 65,536 events: chDB hands over its whole answer as one batch.)
+      // Chunk by chunk as the answer streams (an experiment can read millions: no one string of it
+      // all), of at most 65,536 events (chDB hands over a whole answer as one batch).
       let chunk: ExperimentEvent[] = [];
-      for await (const batch of result.stream<Grouped>())
-        for (const row of batch) {
-          if (chunk.length >= 65_536) {
-            yield chunk;
-            chunk = [];
-          }
-          const [distinctId, steps, keys, exposures, valued = []] = row.json();
-          // Events of equal time and name are alike but for these: each takes the next one of its key.
-          let x = 0;
-          let v = 0;
-          let rel = 0;
-          for (let i = 0; i < steps.length; i++) {
-            rel += steps[i];
-            const k = keys[i];
-            let exposure: string | null = null;
-            if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k) exposure = exposures[x++][2];
-            let asked: unknown[];
-            if (v < valued.length && valued[v][0] === rel && valued[v][1] === k)
-              asked = (valued[v++].slice(2) as string[]).map(raw);
-            else asked = none;
-            chunk.push({ distinctId, event: names[k - 1], t: from + rel, exposure, values: asked });
-          }
+      let next: ReturnType<typeof part> | null = part(0);
+      try {
+        for (let i = 0; next; i++) {
+          const result: Awaited<ReturnType<typeof part>> = await next;
+          next = i < bounds.length ? part(i + 1) : null;
+          next?.catch(() => {}); // (awaited in turn, or closed below)
+          for await (const batch of result.stream<Grouped>())
+            for (const row of batch) {
+              if (chunk.length >= 65_536) {
+                yield chunk;
+                chunk = [];
+              }
+              const [distinctId, steps, keys, exposures, valued = []] = row.json();
+              // Events of equal time and name are alike but for these: each takes the next one of its key.
+              let x = 0;
+              let v = 0;
+              let rel = 0;
+              for (let j = 0; j < steps.length; j++) {
+                rel += steps[j];
+                const k = keys[j];
+                let exposure: string | null = null;
+                if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k)
+                  exposure = exposures[x++][2];
+                let asked: unknown[];
+                if (v < valued.length && valued[v][0] === rel && valued[v][1] === k)
+                  asked = (valued[v++].slice(2) as string[]).map(raw);
+                else asked = none;
+                chunk.push({ distinctId, event: names[k - 1], t: from + rel, exposure, values: asked });
+              }
+            }
         }
+      } finally {
+        // A reader that stopped early: the part already asked for is not left holding a connection.
+        next?.then((r) => r.close()).catch(() => {});
+      }
       if (chunk.length) yield chunk;
     },
 

@@ -556,7 +556,8 @@ async function countsFrom(
     // as it was. Persons in id order (so sums add up in the same order on either engine). From the
     // start only persons exposed in the range count at all.
     const concerned: string[][] = shapes.map(() => []);
-    for (const person of [...byPerson.keys()].sort((a, b) => Number(a) - Number(b))) {
+    const inOrder = [...byPerson.keys()].map((person) => ({ person, id: Number(person) }));
+    for (const { person } of inOrder.sort((a, b) => a.id - b.id)) {
       const list = byPerson.get(person)!;
       let exposed = false;
       for (let k = 0; k < list.length && !exposed; k++) exposed = list[k].exposure !== null;

@@ -25,6 +25,8 @@ import { insertPerson } from './persons.ts';
 let orm: MikroORM;
 let pg: EventStore;
 let ch: ClickHouseEventStore;
+/** The same ClickHouse data, an experiment's events read in parts of about 3 events. */
+let chParts: ClickHouseEventStore;
 let projectId: number;
 let otherProjectId: number;
 const em = () => orm.em.fork() as EntityManager;
@@ -134,9 +136,11 @@ beforeAll(async () => {
   projectId = (await createAccount(orm)).projectId;
   otherProjectId = (await createAccount(orm)).projectId;
   pg = createPostgresEventStore(orm, { deleteChunk: 2 }); // small windows: several delete statements
-  ch = createClickHouseEventStore(chdbClient(), chdbDatabase('contract'), orm);
+  const database = chdbDatabase('contract');
+  ch = createClickHouseEventStore(chdbClient(), database, orm);
   expect(await ch.migrate()).toEqual(['0001-events', '0002-person-distinct-id', '0003-events-retention']);
   expect(await ch.migrate()).toEqual([]);
+  chParts = createClickHouseEventStore(chdbClient(), database, orm, { experimentPart: 3 });
 
   A = await person(projectId, 'a');
   B = await person(projectId, 'b');
@@ -520,7 +524,7 @@ describe('event store contract: experiment results', () => {
       const fromPg = await counts(pg, cuped);
       expect(await counts(ch, cuped)).toEqual(fromPg);
       // Folded a person or so at a time (batches of 2 events; the merged person last): the same.
-      for (const store of [pg, ch])
+      for (const store of [pg, ch, chParts])
         expect(
           await computeExperimentCounts(em(), store, experiment(cuped), metrics, until, { batchEvents: 2 }),
         ).toEqual(fromPg);
@@ -588,7 +592,13 @@ describe('event store contract: experiment results', () => {
       );
     const fromPg = await read(pg);
     expect(await read(ch)).toEqual(fromPg);
-    // As they come: each distinct id's events together, in time order.
+    expect(await read(chParts)).toEqual(fromPg);
+    // As they come: each distinct id's events together, in time order, and the ids in byte order
+    // (read in parts too).
+    const inParts = await collect(chParts.experimentEvents(projectId, filter, AMOUNT));
+    expect(inParts.map((e) => e.distinctId)).toEqual(
+      (await collect(pg.experimentEvents(projectId, filter, AMOUNT))).map((e) => e.distinctId),
+    );
     for (const store of [pg, ch]) {
       const found = await collect(store.experimentEvents(projectId, filter, AMOUNT));
       const order = found.map((e) => `${e.distinctId} ${e.t}`);
