@@ -23,7 +23,7 @@ export const SETTINGS_SCHEMA = {
     DATABASE_URL: { type: 'string', format: 'postgres-url', default: LOCAL_DATABASE },
     /** Defaults to DATABASE_URL. */
     DATABASE_DIRECT_URL: { type: 'string', format: 'postgres-url' },
-    /** At least 2: the experiment results job reads events (a cursor) beside its own transaction. */
+    /** At least 2: the experiment results job reads events on other connections beside its own transaction. */
     DATABASE_POOL_MAX: int(10, 2),
     ORM_DEBUG: bool(false),
     REDIS_URL: { type: 'string', format: 'redis-url', default: 'redis://127.0.0.1:6379' },

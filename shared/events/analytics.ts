@@ -316,45 +316,66 @@ function experimentEventsFrom(projectId: number, filter: ExperimentEventFilter):
   };
 }
 
-// Rows an experiment's read fetches from its cursor at a time.
-const EXPERIMENT_EVENTS_CHUNK = 200_000;
+// An experiment's read in parts of about this many events (the planner's estimate), at most this many parts.
+export const EXPERIMENT_PART = 750_000;
+const EXPERIMENT_PARTS = 4;
 
 /**
- * EventStore.experimentEvents on PostgreSQL: one read of the range (by event name and time), sorted,
- * through a cursor in a transaction of its own (`em` must be a fork for this read alone), fetched in
- * chunks. The rows come in the answer's own shape (the values as one JSON array): no second object
- * per event.
+ * EventStore.experimentEvents on PostgreSQL: the range (by event name and time) sorted by distinct id
+ * (byte order), time and name, in up to four parts by distinct id range (bounds from the project's
+ * distinct ids), each one statement in a transaction of its own: PostgreSQL's parallel workers can
+ * run it (a cursor's cannot), and the next part runs while the worker takes in this one. So memory
+ * holds about a part. The rows come in the answer's own shape (the values as one JSON array): no
+ * second object per event. `fork` gives an EntityManager for one part's read.
  */
 export async function* experimentEvents(
-  em: EntityManager,
+  fork: () => EntityManager,
   projectId: number,
   filter: ExperimentEventFilter,
   properties: readonly ExperimentProperty[],
+  partEvents = EXPERIMENT_PART,
 ): AsyncGenerator<ExperimentEvent[]> {
   const from = experimentEventsFrom(projectId, filter);
-  // (A cursor's query takes no bind parameters: the values are formatted in, as rows() does outside a transaction.)
-  const query = em.getPlatform().formatQuery(
-    `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
+  const select = `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
             case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
                  then e.properties->>'$feature_flag_response' end as exposure,
             json_build_array(${properties.map(() => 'case when e.event = any(?::text[]) then e.properties -> ? end').join(', ')}) as values
-       from ${from.sql} order by e.distinct_id collate "C", e.timestamp, e.event collate "C"`,
-    [filter.flagKey, ...properties.flatMap((p) => [pgArray(p.events), p.key]), ...from.params],
+       from ${from.sql}`;
+  const params = [filter.flagKey, ...properties.flatMap((p) => [pgArray(p.events), p.key]), ...from.params];
+  const em = fork();
+  const [plan] = await rows<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+    em,
+    `explain (format json) ${select}`,
+    params,
   );
-  await em.begin();
-  try {
-    await run(em, `set local work_mem = '${WORK_MEM}'`);
-    // Every row is wanted: plan for the whole answer, not (the cursor default) its first tenth.
-    await run(em, 'set local cursor_tuple_fraction = 1');
-    await run(em, `declare experiment_events no scroll cursor for ${query}`);
-    for (;;) {
-      const chunk = await rows<ExperimentEvent>(em, `fetch ${EXPERIMENT_EVENTS_CHUNK} from experiment_events`);
-      if (chunk.length === 0) break;
-      yield chunk;
-    }
-  } finally {
-    // Read only: nothing to keep (and a reader that stopped early leaves no open transaction).
-    await em.rollback();
+  const parts = Math.min(EXPERIMENT_PARTS, Math.ceil(plan['QUERY PLAN'][0].Plan['Plan Rows'] / partEvents));
+  const bounds =
+    parts > 1
+      ? ((
+          await rows<{ bounds: string[] }>(
+            em,
+            `select percentile_disc(?::float8[]) within group (order by distinct_id collate "C") as bounds
+               from person_distinct_id where project_id = ?`,
+            [pgArray(Array.from({ length: parts - 1 }, (_, i) => (i + 1) / parts)), projectId],
+          )
+        )[0].bounds?.filter((b, i, all) => b !== null && b !== all[i - 1]) ?? [])
+      : [];
+  const part = (i: number) =>
+    analyticsRead(fork(), (tx) =>
+      rows<ExperimentEvent>(
+        tx,
+        `select * from (${select}) e
+          where true ${i > 0 ? 'and e."distinctId" collate "C" >= ?' : ''} ${i < bounds.length ? 'and e."distinctId" collate "C" < ?' : ''}
+          order by e."distinctId" collate "C", e.t, e.event collate "C"`,
+        [...params, ...(i > 0 ? [bounds[i - 1]] : []), ...(i < bounds.length ? [bounds[i]] : [])],
+      ),
+    );
+  let next: ReturnType<typeof part> | null = part(0);
+  for (let i = 0; next; i++) {
+    const found: ExperimentEvent[] = await next;
+    next = i < bounds.length ? part(i + 1) : null;
+    next?.catch(() => {}); // (awaited in turn; a reader that stops early leaves it to finish)
+    if (found.length) yield found;
   }
 }
 

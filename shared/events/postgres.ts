@@ -24,6 +24,8 @@ import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } 
 export interface PostgresEventStoreOptions {
   /** Rows a delete statement aims at (DELETION_CHUNK_SIZE). */
   deleteChunk: number;
+  /** Events an experiment's read takes in one part (experimentEvents); default 750,000. */
+  experimentPart?: number;
 }
 
 export function createPostgresEventStore(orm: MikroORM, options: PostgresEventStoreOptions): EventStore {
@@ -43,7 +45,8 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
         ...e,
         timestamp: new Date(e.timestamp),
       })),
-    experimentEvents: (projectId, filter, properties) => experimentEvents(fork(), projectId, filter, properties),
+    experimentEvents: (projectId, filter, properties) =>
+      experimentEvents(fork, projectId, filter, properties, options.experimentPart),
     hasExperimentEvents: (projectId, filter, arrivedSince) =>
       hasExperimentEvents(fork(), projectId, filter, arrivedSince),
     deleteEventsBefore: (projectId, before, deletion) =>
