@@ -6,7 +6,14 @@
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
-import type { EventStore, ExperimentEvent, ExperimentEventFilter, ExperimentProperty } from './event-store.ts';
+import {
+  EXPERIMENT_READ_PART,
+  EXPERIMENT_READ_PARTS,
+  type EventStore,
+  type ExperimentEvent,
+  type ExperimentEventFilter,
+  type ExperimentProperty,
+} from './event-store.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
@@ -316,13 +323,10 @@ function experimentEventsFrom(projectId: number, filter: ExperimentEventFilter):
   };
 }
 
-// An experiment's read in parts of about this many events (the planner's estimate), at most this many parts.
-export const EXPERIMENT_PART = 750_000;
-const EXPERIMENT_PARTS = 4;
-
 /**
  * EventStore.experimentEvents on PostgreSQL: the range (by event name and time) sorted by distinct id
- * (byte order), time and name, in up to four parts by distinct id range (bounds from the project's
+ * (byte order), time and name, in parts by distinct id range (the planner's estimate of the rows
+ * over EXPERIMENT_READ_PART; bounds from the project's
  * distinct ids), each one statement in a transaction of its own: PostgreSQL's parallel workers can
  * run it (a cursor's cannot), and the next part runs while the worker takes in this one. So memory
  * holds about a part. The rows come in the answer's own shape (the values as one JSON array): no
@@ -333,7 +337,7 @@ export async function* experimentEvents(
   projectId: number,
   filter: ExperimentEventFilter,
   properties: readonly ExperimentProperty[],
-  partEvents = EXPERIMENT_PART,
+  partEvents = EXPERIMENT_READ_PART,
 ): AsyncGenerator<ExperimentEvent[]> {
   const from = experimentEventsFrom(projectId, filter);
   const select = `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
@@ -348,7 +352,7 @@ export async function* experimentEvents(
     `explain (format json) ${select}`,
     params,
   );
-  const parts = Math.min(EXPERIMENT_PARTS, Math.ceil(plan['QUERY PLAN'][0].Plan['Plan Rows'] / partEvents));
+  const parts = Math.min(EXPERIMENT_READ_PARTS, Math.ceil(plan['QUERY PLAN'][0].Plan['Plan Rows'] / partEvents));
   const bounds =
     parts > 1
       ? ((

@@ -13,14 +13,16 @@ import { pgArray } from '../db/sql.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { TrimmedRange } from './buffer.ts';
-import type {
-  EventDeletionGroup,
-  EventRow,
-  EventStore,
-  ExperimentEvent,
-  ExperimentEventFilter,
-  FunnelParams,
-  PersonEventCount,
+import {
+  EXPERIMENT_READ_PART,
+  EXPERIMENT_READ_PARTS,
+  type EventDeletionGroup,
+  type EventRow,
+  type EventStore,
+  type ExperimentEvent,
+  type ExperimentEventFilter,
+  type FunnelParams,
+  type PersonEventCount,
 } from './event-store.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
@@ -99,13 +101,9 @@ export const chTime = (d: Date) => d.toISOString().replace('T', ' ').replace('Z'
 const MICROS_PER_DAY = 86_400_000_000;
 
 export interface ClickHouseEventStoreOptions {
-  /** Events an experiment's read takes in one part (experimentEvents); default 750,000. */
+  /** Events an experiment's read takes in one part (experimentEvents); default EXPERIMENT_READ_PART. */
   experimentPart?: number;
 }
-
-// An experiment's read in parts of about this many events, at most this many parts.
-const EXPERIMENT_PART = 750_000;
-const EXPERIMENT_PARTS = 4;
 
 /** Strings in byte (UTF-8) order, ClickHouse's and PostgreSQL's `collate "C"`. */
 const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
@@ -117,7 +115,7 @@ export function createClickHouseEventStore(
   orm: { em: EntityManager },
   options: ClickHouseEventStoreOptions = {},
 ): ClickHouseEventStore {
-  const experimentPart = options.experimentPart ?? EXPERIMENT_PART;
+  const experimentPart = options.experimentPart ?? EXPERIMENT_READ_PART;
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(database)) throw new Error(`invalid ClickHouse database name ${database}`);
   const db = database;
   const fork = () => orm.em.fork();
@@ -540,7 +538,7 @@ export function createClickHouseEventStore(
            FROM ${db}.events WHERE ${where.sql}`,
         where.params,
       );
-      const parts = Math.min(EXPERIMENT_PARTS, Math.ceil(Number(size.n) / experimentPart));
+      const parts = Math.min(EXPERIMENT_READ_PARTS, Math.ceil(Number(size.n) / experimentPart));
       const bounds = [
         ...new Set(
           Array.from(

@@ -24,7 +24,7 @@ import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } 
 export interface PostgresEventStoreOptions {
   /** Rows a delete statement aims at (DELETION_CHUNK_SIZE). */
   deleteChunk: number;
-  /** Events an experiment's read takes in one part (experimentEvents); default 750,000. */
+  /** Events an experiment's read takes in one part (experimentEvents); default EXPERIMENT_READ_PART. */
   experimentPart?: number;
 }
 
