@@ -6,14 +6,8 @@
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
-import {
-  EXPERIMENT_READ_PART,
-  EXPERIMENT_READ_PARTS,
-  type EventStore,
-  type ExperimentEvent,
-  type ExperimentEventFilter,
-  type ExperimentProperty,
-} from './event-store.ts';
+import type { EventStore, ExperimentEvent, ExperimentEventFilter, ExperimentProperty } from './event-store.ts';
+import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
@@ -352,35 +346,37 @@ export async function* experimentEvents(
     `explain (format json) ${select}`,
     params,
   );
-  const parts = Math.min(EXPERIMENT_READ_PARTS, Math.ceil(plan['QUERY PLAN'][0].Plan['Plan Rows'] / partEvents));
+  const parts = partsFor(plan['QUERY PLAN'][0].Plan['Plan Rows'], partEvents);
   const bounds =
     parts > 1
-      ? ((
-          await rows<{ bounds: string[] }>(
-            em,
-            `select percentile_disc(?::float8[]) within group (order by distinct_id collate "C") as bounds
-               from person_distinct_id where project_id = ?`,
-            [pgArray(Array.from({ length: parts - 1 }, (_, i) => (i + 1) / parts)), projectId],
-          )
-        )[0].bounds?.filter((b, i, all) => b !== null && b !== all[i - 1]) ?? [])
+      ? partBounds(
+          (
+            await rows<{ bounds: (string | null)[] | null }>(
+              em,
+              `select percentile_disc(?::float8[]) within group (order by distinct_id collate "C") as bounds
+                 from person_distinct_id where project_id = ?`,
+              [pgArray(Array.from({ length: parts - 1 }, (_, i) => (i + 1) / parts)), projectId],
+            )
+          )[0].bounds ?? [],
+        )
       : [];
-  const part = (i: number) =>
-    analyticsRead(fork(), (tx) =>
+  const part = (i: number) => {
+    const { from, to } = partRange(bounds, i);
+    const range = [
+      ...(from === null ? [] : ['e."distinctId" collate "C" >= ?']),
+      ...(to === null ? [] : ['e."distinctId" collate "C" < ?']),
+    ];
+    return analyticsRead(fork(), (tx) =>
       rows<ExperimentEvent>(
         tx,
-        `select * from (${select}) e
-          where true ${i > 0 ? 'and e."distinctId" collate "C" >= ?' : ''} ${i < bounds.length ? 'and e."distinctId" collate "C" < ?' : ''}
+        `select * from (${select}) e ${range.length ? `where ${range.join(' and ')}` : ''}
           order by e."distinctId" collate "C", e.t, e.event collate "C"`,
-        [...params, ...(i > 0 ? [bounds[i - 1]] : []), ...(i < bounds.length ? [bounds[i]] : [])],
+        [...params, ...[from, to].filter((b) => b !== null)],
       ),
     );
-  let next: ReturnType<typeof part> | null = part(0);
-  for (let i = 0; next; i++) {
-    const found: ExperimentEvent[] = await next;
-    next = i < bounds.length ? part(i + 1) : null;
-    next?.catch(() => {}); // (awaited in turn; a reader that stops early leaves it to finish)
-    if (found.length) yield found;
-  }
+  };
+  // (A part already asked for runs to its end if the reader stops early: it holds no cursor.)
+  for await (const found of inTurn(bounds.length + 1, part)) if (found.length) yield found;
 }
 
 /** EventStore.hasExperimentEvents on PostgreSQL (arrivals through the index on created_at). */

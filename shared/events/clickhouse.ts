@@ -13,17 +13,16 @@ import { pgArray } from '../db/sql.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { TrimmedRange } from './buffer.ts';
-import {
-  EXPERIMENT_READ_PART,
-  EXPERIMENT_READ_PARTS,
-  type EventDeletionGroup,
-  type EventRow,
-  type EventStore,
-  type ExperimentEvent,
-  type ExperimentEventFilter,
-  type FunnelParams,
-  type PersonEventCount,
+import type {
+  EventDeletionGroup,
+  EventRow,
+  EventStore,
+  ExperimentEvent,
+  ExperimentEventFilter,
+  FunnelParams,
+  PersonEventCount,
 } from './event-store.ts';
+import { byteOrder, EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
 export interface ClickHouseEventRow {
@@ -104,9 +103,6 @@ export interface ClickHouseEventStoreOptions {
   /** Events an experiment's read takes in one part (experimentEvents); default EXPERIMENT_READ_PART. */
   experimentPart?: number;
 }
-
-/** Strings in byte (UTF-8) order, ClickHouse's and PostgreSQL's `collate "C"`. */
-const byteOrder = (a: string, b: string) => Buffer.compare(Buffer.from(a), Buffer.from(b));
 
 export function createClickHouseEventStore(
   client: ClickHouseClient,
@@ -538,17 +534,13 @@ export function createClickHouseEventStore(
            FROM ${db}.events WHERE ${where.sql}`,
         where.params,
       );
-      const parts = Math.min(EXPERIMENT_READ_PARTS, Math.ceil(Number(size.n) / experimentPart));
-      const bounds = [
-        ...new Set(
-          Array.from(
-            { length: Math.max(0, parts - 1) },
-            (_, i) => size.sample[Math.floor(((i + 1) * size.sample.length) / parts)],
-          ),
-        ),
-      ];
-      const part = (i: number) =>
-        client.query({
+      const parts = partsFor(Number(size.n), experimentPart);
+      const bounds = partBounds(
+        Array.from({ length: parts - 1 }, (_, i) => size.sample[Math.floor(((i + 1) * size.sample.length) / parts)]),
+      );
+      const part = (i: number) => {
+        const { from: lo, to: hi } = partRange(bounds, i);
+        return client.query({
           query: `SELECT distinct_id, arrayPopFront(arrayDifference(arrayPushFront(arraySort(groupArray(rel)), 0))), arraySort((k, r) -> (r, k), groupArray(k), groupArray(rel)),
                          arraySort(groupArrayIf((rel, k, exposure), exposure IS NOT NULL))
                          ${values.length ? `, arraySort(groupArrayIf((rel, k, ${values.join(', ')}), ${values.map((v) => `${v} != ''`).join(' OR ')}))` : ''}
@@ -558,13 +550,14 @@ export function createClickHouseEventStore(
                                     ${jsonText('properties', "'$feature_flag_response'")}, NULL) AS exposure
                                  ${values.map((v, i) => `, if(event IN {pe${i}:Array(String)}, JSONExtractRaw(properties, {p${i}:String}), '') AS ${v}`).join('')}
                             FROM ${db}.events WHERE ${where.sql}
-                             ${i > 0 ? 'AND distinct_id >= {lo:String}' : ''} ${i < bounds.length ? 'AND distinct_id < {hi:String}' : ''}
+                             ${lo === null ? '' : 'AND distinct_id >= {lo:String}'} ${hi === null ? '' : 'AND distinct_id < {hi:String}'}
                            LIMIT 1 BY uuid)
                    GROUP BY distinct_id ORDER BY distinct_id`,
-          query_params: { ...params, lo: bounds[i - 1] ?? '', hi: bounds[i] ?? '' },
+          query_params: { ...params, lo: lo ?? '', hi: hi ?? '' },
           format: 'JSONCompactEachRow',
           clickhouse_settings: { output_format_json_quote_64bit_integers: 0 },
         });
+      };
       type Grouped = [string, number[], number[], [number, number, string][], [number, number, ...string[]][]?];
       // Raw JSON values ('' when missing), parsed here: the same values PostgreSQL's `->` gives.
       const raw = (v: string): unknown => (v === '' ? null : JSON.parse(v));
@@ -573,41 +566,32 @@ export function createClickHouseEventStore(
       // Chunk by chunk as the answer streams (an experiment can read millions: no one string of it
       // all), of at most 65,536 events (chDB hands over a whole answer as one batch).
       let chunk: ExperimentEvent[] = [];
-      let next: ReturnType<typeof part> | null = part(0);
-      try {
-        for (let i = 0; next; i++) {
-          const result: Awaited<ReturnType<typeof part>> = await next;
-          next = i < bounds.length ? part(i + 1) : null;
-          next?.catch(() => {}); // (awaited in turn, or closed below)
-          for await (const batch of result.stream<Grouped>())
-            for (const row of batch) {
-              if (chunk.length >= 65_536) {
-                yield chunk;
-                chunk = [];
-              }
-              const [distinctId, steps, keys, exposures, valued = []] = row.json();
-              // Events of equal time and name are alike but for these: each takes the next one of its key.
-              let x = 0;
-              let v = 0;
-              let rel = 0;
-              for (let j = 0; j < steps.length; j++) {
-                rel += steps[j];
-                const k = keys[j];
-                let exposure: string | null = null;
-                if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k)
-                  exposure = exposures[x++][2];
-                let asked: unknown[];
-                if (v < valued.length && valued[v][0] === rel && valued[v][1] === k)
-                  asked = (valued[v++].slice(2) as string[]).map(raw);
-                else asked = none;
-                chunk.push({ distinctId, event: names[k - 1], t: from + rel, exposure, values: asked });
-              }
+      // (A part already asked for when the reader stops early is closed: it would hold a connection.)
+      for await (const result of inTurn(bounds.length + 1, part, (r) => r.close()))
+        for await (const batch of result.stream<Grouped>())
+          for (const row of batch) {
+            if (chunk.length >= 65_536) {
+              yield chunk;
+              chunk = [];
             }
-        }
-      } finally {
-        // A reader that stopped early: the part already asked for is not left holding a connection.
-        next?.then((r) => r.close()).catch(() => {});
-      }
+            const [distinctId, steps, keys, exposures, valued = []] = row.json();
+            // Events of equal time and name are alike but for these: each takes the next one of its key.
+            let x = 0;
+            let v = 0;
+            let rel = 0;
+            for (let j = 0; j < steps.length; j++) {
+              rel += steps[j];
+              const k = keys[j];
+              let exposure: string | null = null;
+              if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k)
+                exposure = exposures[x++][2];
+              let asked: unknown[];
+              if (v < valued.length && valued[v][0] === rel && valued[v][1] === k)
+                asked = (valued[v++].slice(2) as string[]).map(raw);
+              else asked = none;
+              chunk.push({ distinctId, event: names[k - 1], t: from + rel, exposure, values: asked });
+            }
+          }
       if (chunk.length) yield chunk;
     },
 

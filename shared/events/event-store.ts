@@ -112,14 +112,6 @@ export interface ExperimentEvent {
   values: unknown[];
 }
 
-/**
- * An experiment's read (experimentEvents) goes in parts of about this many events, by distinct id
- * range, so a worker holds about a part and the next one at a time; at most this many parts (each
- * part scans the range's names and times again).
- */
-export const EXPERIMENT_READ_PART = 750_000;
-export const EXPERIMENT_READ_PARTS = 64;
-
 /** A property an experiment reads (experimentEvents): its JSON value, of the events of these names only. */
 export interface ExperimentProperty {
   key: string;

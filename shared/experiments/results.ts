@@ -20,6 +20,7 @@ import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
 import type { EventStore, ExperimentEvent, ExperimentEventFilter, ExperimentProperty } from '../events/event-store.ts';
 import { pgArray } from '../db/sql.ts';
+import { byteOrder } from '../events/parts.ts';
 import { advance, type EventSince, eventValue, MICROS_PER_DAY, type PersonState, type Window } from './person-state.ts';
 import {
   analyseMetrics,
@@ -372,9 +373,12 @@ function asEvent(e: ExperimentEvent, exposedFrom: number): EventSince {
   return e as EventSince;
 }
 
-/** Merges a person's lists of several distinct ids in time order (the same instant: by name). */
+/**
+ * Merges a person's lists of several distinct ids in time order (the same instant: by name, in the
+ * stores' byte order).
+ */
 const merged = (a: EventSince[], b: EventSince[]) =>
-  a.concat(b).sort((x, y) => x.t - y.t || (x.event < y.event ? -1 : x.event > y.event ? 1 : 0));
+  a.concat(b).sort((x, y) => x.t - y.t || byteOrder(x.event, y.event));
 
 /** A read of an experiment's events: exposures before `exposedFrom` are not exposures. */
 interface EventsRead {
@@ -676,12 +680,12 @@ async function countsFrom(
   };
 
   if (days > 0) {
-    // From a stored day: the events since (a day or two), at once. From the start: in batches.
-    const filter = { flagKey, events: names, from: base ? base.end : new Date(0), to: until };
+    // From a stored day: the events since (a day or two), at once. From the start: in batches, and
+    // the CUPED lookback days before the start too (the covariates' events).
+    const from = base ? base.end : new Date(experiment.startDate.getTime() - lookback * DAY);
+    const filter = { flagKey, events: names, from, to: until };
     if (base) await fold(await eventsByPerson(tx, { events, projectId, filter, properties, exposedFrom: start }));
     else {
-      // The CUPED lookback days before the start are read too (the covariates' events).
-      filter.from = new Date(experiment.startDate.getTime() - lookback * DAY);
       for await (const batch of personBatches(
         tx,
         { events, projectId, filter, properties, exposedFrom: start },
