@@ -6,7 +6,13 @@
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
-import type { EventStore, ExperimentEvent, ExperimentEventFilter, ExperimentProperty } from './event-store.ts';
+import {
+  type EventStore,
+  type ExperimentEventFilter,
+  type ExperimentEvents,
+  type ExperimentProperty,
+  experimentNames,
+} from './event-store.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
 import { sql } from 'kysely';
@@ -323,8 +329,8 @@ function experimentEventsFrom(projectId: number, filter: ExperimentEventFilter):
  * over EXPERIMENT_READ_PART; bounds from the project's
  * distinct ids), each one statement in a transaction of its own: PostgreSQL's parallel workers can
  * run it (a cursor's cannot), and the next part runs while the worker takes in this one. So memory
- * holds about a part. The rows come in the answer's own shape (the values as one JSON array): no
- * second object per event. `fork` gives an EntityManager for one part's read.
+ * holds about a part. Each distinct id's rows become its columns (ExperimentEvents) as they are taken
+ * in. `fork` gives an EntityManager for one part's read.
  */
 export async function* experimentEvents(
   fork: () => EntityManager,
@@ -332,8 +338,10 @@ export async function* experimentEvents(
   filter: ExperimentEventFilter,
   properties: readonly ExperimentProperty[],
   partEvents = EXPERIMENT_READ_PART,
-): AsyncGenerator<ExperimentEvent[]> {
+): AsyncGenerator<ExperimentEvents[]> {
   const from = experimentEventsFrom(projectId, filter);
+  const names = experimentNames(filter);
+  const numbers = new Map(names.map((name, i) => [name, i]));
   const select = `select e.distinct_id as "distinctId", e.event, (extract(epoch from e.timestamp) * 1000000)::float8 as t,
             case when e.event = '$feature_flag_called' and e.properties->>'$feature_flag' = ?
                  then e.properties->>'$feature_flag_response' end as exposure,
@@ -367,7 +375,7 @@ export async function* experimentEvents(
       ...(to === null ? [] : ['e."distinctId" collate "C" < ?']),
     ];
     return analyticsRead(fork(), (tx) =>
-      rows<ExperimentEvent>(
+      rows<{ distinctId: string; event: string; t: number; exposure: string | null; values: unknown[] }>(
         tx,
         `select * from (${select}) e ${range.length ? `where ${range.join(' and ')}` : ''}
           order by e."distinctId" collate "C", e.t, e.event collate "C"`,
@@ -376,7 +384,29 @@ export async function* experimentEvents(
     );
   };
   // (A part already asked for runs to its end if the reader stops early: it holds no cursor.)
-  for await (const found of inTurn(bounds.length + 1, part)) if (found.length) yield found;
+  for await (const found of inTurn(bounds.length + 1, part)) {
+    // A part holds each of its distinct ids' rows together (ids do not straddle parts).
+    const lists: ExperimentEvents[] = [];
+    let list: ExperimentEvents | undefined;
+    for (const row of found) {
+      if (row.distinctId !== list?.distinctId) {
+        list = { distinctId: row.distinctId, t: [], name: [], exposureAt: [], exposure: [], valuedAt: [], values: [] };
+        lists.push(list);
+      }
+      const j = list.t.length;
+      list.t.push(row.t);
+      list.name.push(numbers.get(row.event)!);
+      if (row.exposure !== null) {
+        list.exposureAt.push(j);
+        list.exposure.push(row.exposure);
+      }
+      if (row.values.some((v) => v !== null)) {
+        list.valuedAt.push(j);
+        list.values.push(row.values);
+      }
+    }
+    if (lists.length) yield lists;
+  }
 }
 
 /** EventStore.hasExperimentEvents on PostgreSQL (arrivals through the index on created_at). */

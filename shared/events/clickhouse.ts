@@ -17,12 +17,13 @@ import type {
   EventDeletionGroup,
   EventRow,
   EventStore,
-  ExperimentEvent,
+  ExperimentEvents,
   ExperimentEventFilter,
   FunnelParams,
   PersonEventCount,
 } from './event-store.ts';
-import { byteOrder, EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
+import { experimentNames } from './event-store.ts';
+import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
 export interface ClickHouseEventRow {
@@ -518,7 +519,7 @@ export function createClickHouseEventStore(
       // about a third of a row per event, and the worker parses numbers, not a row per event. Names
       // are indexed in byte order, so the order within a time is the name's, as PostgreSQL's
       // `collate "C"`.
-      const names = [...new Set([...filter.events, '$feature_flag_called'])].sort(byteOrder);
+      const names = experimentNames(filter);
       const from = filter.from.getTime() * 1000;
       const params: Record<string, unknown> = { ...where.params, dict: names, fromMicros: from };
       properties.forEach((p, i) => {
@@ -561,35 +562,49 @@ export function createClickHouseEventStore(
       type Grouped = [string, number[], number[], [number, number, string][], [number, number, ...string[]][]?];
       // Raw JSON values ('' when missing), parsed here: the same values PostgreSQL's `->` gives.
       const raw = (v: string): unknown => (v === '' ? null : JSON.parse(v));
-      // Events with none of the asked values share one list of nulls.
-      const none = properties.map(() => null);
       // Chunk by chunk as the answer streams (an experiment can read millions: no one string of it
-      // all), of at most 65,536 events (chDB hands over a whole answer as one batch).
-      let chunk: ExperimentEvent[] = [];
+      // all), of at least 65,536 events (chDB hands over a whole answer as one batch).
+      let chunk: ExperimentEvents[] = [];
+      let chunkEvents = 0;
       // (A part already asked for when the reader stops early is closed: it would hold a connection.)
       for await (const result of inTurn(bounds.length + 1, part, (r) => r.close()))
         for await (const batch of result.stream<Grouped>())
           for (const row of batch) {
-            if (chunk.length >= 65_536) {
-              yield chunk;
-              chunk = [];
-            }
-            const [distinctId, steps, keys, exposures, valued = []] = row.json();
+            // The row's own arrays become the columns: steps summed into times, names numbered from 0.
+            const [distinctId, t, name, exposures, valued = []] = row.json();
+            const list: ExperimentEvents = {
+              distinctId,
+              t,
+              name,
+              exposureAt: [],
+              exposure: [],
+              valuedAt: [],
+              values: [],
+            };
             // Events of equal time and name are alike but for these: each takes the next one of its key.
             let x = 0;
             let v = 0;
             let rel = 0;
-            for (let j = 0; j < steps.length; j++) {
-              rel += steps[j];
-              const k = keys[j];
-              let exposure: string | null = null;
-              if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k)
-                exposure = exposures[x++][2];
-              let asked: unknown[];
-              if (v < valued.length && valued[v][0] === rel && valued[v][1] === k)
-                asked = (valued[v++].slice(2) as string[]).map(raw);
-              else asked = none;
-              chunk.push({ distinctId, event: names[k - 1], t: from + rel, exposure, values: asked });
+            for (let j = 0; j < t.length; j++) {
+              rel += t[j];
+              const k = name[j];
+              if (x < exposures.length && exposures[x][0] === rel && exposures[x][1] === k) {
+                list.exposureAt.push(j);
+                list.exposure.push(exposures[x++][2]);
+              }
+              if (v < valued.length && valued[v][0] === rel && valued[v][1] === k) {
+                list.valuedAt.push(j);
+                list.values.push((valued[v++].slice(2) as string[]).map(raw));
+              }
+              t[j] = from + rel;
+              name[j] = k - 1;
+            }
+            chunk.push(list);
+            chunkEvents += t.length;
+            if (chunkEvents >= 65_536) {
+              yield chunk;
+              chunk = [];
+              chunkEvents = 0;
             }
           }
       if (chunk.length) yield chunk;

@@ -5,6 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
 import type { EventRow } from './store.ts';
+import { byteOrder } from './parts.ts';
 
 export type { EventRow } from './store.ts';
 export type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
@@ -97,20 +98,36 @@ export interface ExperimentEventFilter {
   distinctIds?: readonly string[];
 }
 
-/** One event an experiment reads (experimentEvents). */
-export interface ExperimentEvent {
-  distinctId: string;
-  event: string;
-  /** Event time, epoch microseconds. */
-  t: number;
-  /** An exposure to the flag: its `$feature_flag_response` as text (PostgreSQL's `->>`); else null. */
-  exposure: string | null;
-  /**
-   * The asked properties' JSON values, in order (null when missing, or not asked of this event's
-   * name). Events may share one list that holds only nulls.
-   */
-  values: unknown[];
+/**
+ * Events as columns (one entry per event, in time order; the same instant: by name), with the
+ * exposures and the events that carry values listed apart: most events have neither.
+ */
+export interface EventColumns<V = unknown> {
+  /** Each event's time, epoch microseconds. */
+  t: number[];
+  /** Each event's name, as its place in the read's names (experimentNames: byte order). */
+  name: number[];
+  /** The exposures to the flag among the events: their places (ascending) … */
+  exposureAt: number[];
+  /** … and their `$feature_flag_response` as text (PostgreSQL's `->>`). */
+  exposure: string[];
+  /** The events with a value of an asked property: their places (ascending) … */
+  valuedAt: number[];
+  /** … and, for each, the asked properties' values in order (null: missing, or not asked of its name). */
+  values: V[][];
 }
+
+/** One distinct id's events an experiment reads (experimentEvents): all of them, with JSON values. */
+export interface ExperimentEvents extends EventColumns {
+  distinctId: string;
+}
+
+/**
+ * The names an experiment's read numbers its events by (EventColumns.name): the metrics' events and
+ * `$feature_flag_called`, in byte order, so the numbers order names as both stores do.
+ */
+export const experimentNames = (filter: Pick<ExperimentEventFilter, 'events'>): string[] =>
+  [...new Set([...filter.events, '$feature_flag_called'])].sort(byteOrder);
 
 /** A property an experiment reads (experimentEvents): its JSON value, of the events of these names only. */
 export interface ExperimentProperty {
@@ -173,15 +190,15 @@ export interface EventStore {
   recentEventsCarryFlagValues(projectId: number, events: string[]): Promise<boolean>;
   /**
    * The events an experiment's results read (see ExperimentEventFilter), each once, with the values of
-   * `properties`, in chunks as they are read, ordered by distinct id (bytewise), then time, then name:
-   * the caller groups them by distinct id as they come, maps distinct ids to persons by PostgreSQL's
-   * mapping now, and folds persons in batches, so millions of events need not be held at once.
+   * `properties`: each distinct id's at once (all of them), in chunks as they are read, ordered by
+   * distinct id (bytewise): the caller maps distinct ids to persons by PostgreSQL's mapping now and
+   * folds persons in batches, so millions of events need not be held at once.
    */
   experimentEvents(
     projectId: number,
     filter: ExperimentEventFilter,
     properties: readonly ExperimentProperty[],
-  ): AsyncIterable<ExperimentEvent[]>;
+  ): AsyncIterable<ExperimentEvents[]>;
   /**
    * Whether some event of the filter is stored; with `arrivedSince`, one that reached this store at or
    * after that time (PostgreSQL: created_at; ClickHouse: when the shipper inserted it): how a run of

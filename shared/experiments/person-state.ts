@@ -6,6 +6,7 @@
 // that exposure on, and leaves (taking everything they added) on the day they are first exposed to a
 // second variant; a funnel step is the first event of its kind at or after the previous step. Times
 // are epoch microseconds (the databases' precision); each person's events are in time order.
+import type { EventColumns } from '../events/event-store.ts';
 import type { MetricKind, VariantStats } from './moments.ts';
 
 export const MICROS_PER_DAY = 86400e6;
@@ -24,20 +25,17 @@ export interface PersonState {
   steps: number[];
 }
 
-/** One event since the stored day, of a person: an exposure (`exposure`: its variant) or a metric event. */
-export interface EventSince {
-  event: string;
-  t: number;
-  exposure: string | null;
-  /** The numeric property values the mean metrics sum (null: missing or not a number). */
-  values: (number | null)[];
-}
+/**
+ * A person's events since the stored day, as columns (EventColumns: times, name numbers, exposures by
+ * their variant, and the numeric values the mean metrics sum: null when missing or not a number).
+ */
+export type PersonEvents = EventColumns<number | null>;
 
 export interface MetricRule {
   kind: MetricKind;
-  /** Mean: the one event; funnel: the steps' events. */
-  events: string[];
-  /** Mean: which of EventSince.values to sum (null: count events). */
+  /** Mean: the one event; funnel: the steps' events (as their numbers in the read's names). */
+  events: number[];
+  /** Mean: which of the events' values to sum (null: count events). */
   valueIndex: number | null;
 }
 
@@ -64,8 +62,19 @@ interface Changes {
   steps: number[][];
 }
 
-export const eventValue = (rule: MetricRule, e: EventSince) =>
-  rule.valueIndex === null ? 1 : (e.values[rule.valueIndex] ?? 0);
+/**
+ * The values `rule` adds of `events`' events, asked in ascending order of place: 1 each when it counts
+ * events, else the event's value of its property (0 when it has none).
+ */
+export function valuesOf(rule: MetricRule, events: PersonEvents): (j: number) => number {
+  const index = rule.valueIndex;
+  if (index === null) return () => 1;
+  let p = 0;
+  return (j) => {
+    while (p < events.valuedAt.length && events.valuedAt[p] < j) p++;
+    return p < events.valuedAt.length && events.valuedAt[p] === j ? (events.values[p][index] ?? 0) : 0;
+  };
+}
 
 /**
  * One metric's cumulative change of the counts per variant for each day after `baseDay`, from the
@@ -75,7 +84,7 @@ export const eventValue = (rule: MetricRule, e: EventSince) =>
 export function advance(
   rule: MetricRule,
   window: Window,
-  persons: Iterable<[string, { state: PersonState | undefined; events: EventSince[]; covariate: number }]>,
+  persons: Iterable<[string, { state: PersonState | undefined; events: PersonEvents; covariate: number }]>,
 ): { changes: { kind: MetricKind; variants: VariantStats[] }[]; saved: Map<string, PersonState> } {
   const length = Math.max(0, window.days - window.baseDay - 1);
   const zeros = () => new Array<number>(length).fill(0);
@@ -123,16 +132,19 @@ export function advance(
       };
       let day = -1;
       let delta = 0;
-      for (const e of events) {
-        if (e.event !== rule.events[0] || e.t < member.t0) continue;
-        const d = dayOf(e.t);
+      const valueAt = valuesOf(rule, events);
+      const target = rule.events[0];
+      for (let j = 0; j < events.t.length; j++) {
+        const t = events.t[j];
+        if (events.name[j] !== target || t < member.t0) continue;
+        const d = dayOf(t);
         if (!counts(d)) continue;
         if (d !== day) {
           if (day >= 0) addDay(day, delta);
           day = d;
           delta = 0;
         }
-        delta += eventValue(rule, e);
+        delta += valueAt(j);
       }
       if (day >= 0) addDay(day, delta);
       if (dayOut !== null) {
@@ -148,10 +160,11 @@ export function advance(
       steps = [...steps];
       for (let prev = steps.at(-1) ?? member.t0; steps.length < rule.events.length; ) {
         const step = rule.events[steps.length];
-        const hit = events.find((e) => e.event === step && e.t >= prev);
-        if (!hit) break;
-        steps.push(hit.t);
-        prev = hit.t;
+        let hit = 0;
+        while (hit < events.t.length && (events.name[hit] !== step || events.t[hit] < prev)) hit++;
+        if (hit === events.t.length) break;
+        steps.push(events.t[hit]);
+        prev = events.t[hit];
       }
       for (let k = had; k < steps.length; k++) {
         const day = dayOf(steps[k]);
@@ -234,19 +247,21 @@ export function advance(
 /** Who the person is in the experiment now: their state's, or from their exposures since. */
 function membership(
   state: PersonState | undefined,
-  events: EventSince[],
+  events: PersonEvents,
   variants: readonly string[],
 ): { variant: string; t0: number; leftAt: number | null } | null {
   // Their variant (the state's, or their first exposure's) and when they leave: the first exposure
   // to another variant.
   let variant = state?.variant ?? null;
   let t0 = state?.t0 ?? 0;
-  for (const e of events) {
-    if (e.exposure === null || !variants.includes(e.exposure)) continue;
+  for (let x = 0; x < events.exposure.length; x++) {
+    const exposure = events.exposure[x];
+    if (!variants.includes(exposure)) continue;
+    const t = events.t[events.exposureAt[x]];
     if (variant === null) {
-      variant = e.exposure;
-      t0 = e.t;
-    } else if (e.exposure !== variant) return { variant, t0, leftAt: e.t };
+      variant = exposure;
+      t0 = t;
+    } else if (exposure !== variant) return { variant, t0, leftAt: t };
   }
   return variant === null ? null : { variant, t0, leftAt: null };
 }

@@ -9,7 +9,14 @@ import { initOrm } from '../../../shared/db/orm.ts';
 import { rows, run } from '../../../shared/db/sql.ts';
 import { chTime, createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import { mirrorProjectDistinctIds } from '../../../shared/events/clickhouse-mirror.ts';
-import type { EventRow, EventStore, ExperimentEventFilter, FunnelParams } from '../../../shared/events/event-store.ts';
+import {
+  type EventRow,
+  type EventStore,
+  type ExperimentEventFilter,
+  type ExperimentProperty,
+  experimentNames,
+  type FunnelParams,
+} from '../../../shared/events/event-store.ts';
 import {
   computeExperimentCounts,
   type ExperimentForResults,
@@ -61,6 +68,33 @@ async function collect<T>(chunks: AsyncIterable<T[]>): Promise<T[]> {
   const all: T[] = [];
   for await (const chunk of chunks) all.push(...chunk);
   return all;
+}
+
+/**
+ * An experiment read as one event a row (distinct id, name, time, exposure, the asked values: nulls
+ * when the event carries none), in the order the store gave them.
+ */
+async function experimentRead(
+  store: EventStore,
+  projectId: number,
+  filter: ExperimentEventFilter,
+  properties: ExperimentProperty[],
+) {
+  const names = experimentNames(filter);
+  const out: { distinctId: string; event: string; t: number; exposure: string | null; values: unknown[] }[] = [];
+  for (const list of await collect(store.experimentEvents(projectId, filter, properties)))
+    list.t.forEach((t, j) => {
+      const x = list.exposureAt.indexOf(j);
+      const v = list.valuedAt.indexOf(j);
+      out.push({
+        distinctId: list.distinctId,
+        event: names[list.name[j]],
+        t,
+        exposure: x < 0 ? null : list.exposure[x],
+        values: v < 0 ? properties.map(() => null) : list.values[v],
+      });
+    });
+  return out;
 }
 
 async function insertBoth(events: EventRow[]) {
@@ -567,7 +601,7 @@ describe('event store contract: experiment results', () => {
     ]);
     const filter = { flagKey: FLAG, events: ['purchase', 'cart'], from: new Date(at), to: new Date(at + 1) };
     const seen = async (store: EventStore) =>
-      (await collect(store.experimentEvents(otherProjectId, filter, [{ key: 'amount', events: ['purchase'] }])))
+      (await experimentRead(store, otherProjectId, filter, [{ key: 'amount', events: ['purchase'] }]))
         .map((e) => JSON.stringify([e.distinctId, e.t - at * 1000, e.event, e.exposure, e.values]))
         .sort();
     const fromPg = await seen(pg);
@@ -591,7 +625,7 @@ describe('event store contract: experiment results', () => {
     const AMOUNT = [{ key: 'amount', events: ['purchase'] }];
     const filter = { flagKey: FLAG, events: ['purchase', 'cart'], from: start, to: until };
     const read = async (store: EventStore, f: ExperimentEventFilter = filter) =>
-      (await collect(store.experimentEvents(projectId, f, AMOUNT))).sort(
+      (await experimentRead(store, projectId, f, AMOUNT)).sort(
         (a, b) => a.t - b.t || a.event.localeCompare(b.event) || a.distinctId.localeCompare(b.distinctId),
       );
     const fromPg = await read(pg);
@@ -601,13 +635,11 @@ describe('event store contract: experiment results', () => {
     // (read in parts too).
     expect(await read(pgParts)).toEqual(fromPg);
     const order = async (store: EventStore) =>
-      (await collect(store.experimentEvents(projectId, filter, AMOUNT))).map(
-        (e) => `${e.distinctId} ${e.t} ${e.event}`,
-      );
+      (await experimentRead(store, projectId, filter, AMOUNT)).map((e) => `${e.distinctId} ${e.t} ${e.event}`);
     expect(await order(chParts)).toEqual(await order(pg));
     expect(await order(pgParts)).toEqual(await order(pg));
     for (const store of [pg, ch]) {
-      const found = await collect(store.experimentEvents(projectId, filter, AMOUNT));
+      const found = await experimentRead(store, projectId, filter, AMOUNT);
       const order = found.map((e) => `${e.distinctId} ${e.t}`);
       const ids = found.map((e) => e.distinctId).filter((id, i, all) => i === 0 || all[i - 1] !== id);
       expect(new Set(ids).size).toBe(ids.length);
