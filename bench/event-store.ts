@@ -157,16 +157,18 @@ const windowMicros = WINDOW_DAYS * DAY_MS * 1000;
 // first printed, the person stamped on each event at ingestion: not the same answer once persons merge.
 const currentMapping = `SELECT distinct_id, argMax(person_id, version) AS person_id FROM bench.person_distinct_id
    WHERE project_id = ${projectId} GROUP BY distinct_id HAVING argMax(is_deleted, version) = 0`;
-const chLevels = (stamped: boolean) => `SELECT ${stamped ? 'e.person_id' : 'd.person_id'} AS person_id,
+/** Each person's funnel level; with `extra`, whether they did that event in the range too (correlation). */
+const chLevels = (stamped: boolean, extra?: string) => `SELECT ${stamped ? 'e.person_id' : 'd.person_id'} AS person_id,
          windowFunnel(${windowMicros})(toUInt64(toUnixTimestamp64Micro(e.timestamp)),
          e.event = 'signup', e.event = 'activate', e.event = 'pay') AS level
+         ${extra ? `, countIf(e.event = '${extra}') > 0 AS extra` : ''}
     FROM bench.events AS e ${stamped ? '' : `INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id`}
-   WHERE e.project_id = ${projectId} AND e.event IN ('signup', 'activate', 'pay')
+   WHERE e.project_id = ${projectId} AND e.event IN ('signup', 'activate', 'pay'${extra ? `, '${extra}'` : ''})
      AND e.timestamp >= fromUnixTimestamp64Milli(${T0}) AND e.timestamp < fromUnixTimestamp64Milli(${T0 + 31 * DAY_MS})
    GROUP BY person_id`;
 // PostHog's rule in plain SQL: every signup starts an attempt; the first activate after it within the
 // window, then the first pay after that still within the signup's window; a person's furthest attempt.
-const duckLevels = `with s as (select person, ts from ev where event = 'signup'
+const duckFunnel = `with s as (select person, ts from ev where event = 'signup'
                                  and ts >= epoch_ms(${T0}) and ts < epoch_ms(${T0 + 31 * DAY_MS})),
      a as (select s.person, s.ts as t0, min(e.ts) as t1 from s join ev e
              on e.person = s.person and e.event = 'activate' and e.ts >= s.ts
@@ -174,8 +176,8 @@ const duckLevels = `with s as (select person, ts from ev where event = 'signup'
            group by all),
      p as (select distinct a.person from a join ev e
              on e.person = a.person and e.event = 'pay' and e.ts >= a.t1
-            and e.ts <= a.t0 + interval ${WINDOW_DAYS} day and e.ts < epoch_ms(${T0 + 31 * DAY_MS}))
-select (select count(distinct person) from a) as reached2, (select count(*) from p) as reached3`;
+            and e.ts <= a.t0 + interval ${WINDOW_DAYS} day and e.ts < epoch_ms(${T0 + 31 * DAY_MS}))`;
+const duckLevels = `${duckFunnel} select (select count(distinct person) from a) as reached2, (select count(*) from p) as reached3`;
 const behavioural: PerformedEventQuery = {
   event: 'pay',
   since: new Date(T0 + 10 * DAY_MS),
@@ -219,6 +221,15 @@ const analyses: Analysis[] = [
       );
       return started - Number(reached2);
     },
+  },
+  {
+    name: 'funnel correlation: converted persons who also had a pageview',
+    store: async (s) => (await s.funnelCorrelationPersonIds(projectId, funnel, 'pageview', true, page)).count,
+    chBest: (stamped) =>
+      chCount(`SELECT count() AS n FROM (${chLevels(stamped, 'pageview')}) WHERE extra AND level = 3`),
+    duck: () =>
+      duckCount(`${duckFunnel} select count(*) from p where exists (select 1 from ev where ev.person = p.person
+                   and ev.event = 'pageview' and ev.ts >= epoch_ms(${T0}) and ev.ts < epoch_ms(${T0 + 31 * DAY_MS}))`),
   },
   {
     name: 'behavioural cohort: 2+ pays with plan=pro since day 10',
