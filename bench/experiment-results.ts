@@ -401,12 +401,17 @@ if (process.env.BENCH_CLICKHOUSE !== '0') {
       );
     }
   };
+  // After PostgreSQL's run, ClickHouse's statements once untimed before the next ClickHouse timing:
+  // chDB gives its memory back while PostgreSQL works, and the first statements after that gap pay
+  // its page faults (bench/event-store.ts).
+  let afterPostgres = false;
+  const warm = async () => {
+    if (afterPostgres) await bestStatements();
+    afterPostgres = false;
+  };
   for (let rep = 0; rep < REPS; rep++) {
     for (const engine of rep % 2 ? (['ch', 'pg'] as const) : (['pg', 'ch'] as const)) {
-      // After PostgreSQL's run (and before the best statements below, in the reps where they follow
-      // it), ClickHouse's statements once untimed: chDB gives its memory back while PostgreSQL works,
-      // and the first statements after that gap pay its page faults (bench/event-store.ts).
-      if (engine === 'ch' && rep % 2 === 0) await bestStatements();
+      if (engine === 'ch') await warm();
       let counts: Awaited<ReturnType<typeof computeExperimentCounts>> = [];
       timings[engine].push(
         await timed(async () => {
@@ -420,8 +425,9 @@ if (process.env.BENCH_CLICKHOUSE !== '0') {
         }),
       );
       answers = { ...answers, [engine]: lastDay(counts) };
+      if (engine === 'pg') afterPostgres = true;
     }
-    if (rep % 2) await bestStatements();
+    await warm();
     timings.chBest.push(await timed(bestStatements));
   }
   const sameRows = chRows.every(

@@ -13,16 +13,16 @@ import { pgArray } from '../db/sql.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { TrimmedRange } from './buffer.ts';
-import type {
-  EventDeletionGroup,
-  EventRow,
-  EventStore,
-  ExperimentEvents,
-  ExperimentEventFilter,
-  FunnelParams,
-  PersonEventCount,
+import {
+  type EventDeletionGroup,
+  type EventRow,
+  type EventStore,
+  type ExperimentEventFilter,
+  type ExperimentEvents,
+  experimentNames,
+  type FunnelParams,
+  type PersonEventCount,
 } from './event-store.ts';
-import { experimentNames } from './event-store.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */

@@ -455,11 +455,10 @@ function merged(a: PersonEvents, b: PersonEvents): PersonEvents {
   return out;
 }
 
-/** `a`'s events, then `b`'s. */
-function concatenated(a: PersonEvents, b: PersonEvents): PersonEvents {
-  const out = noEvents();
-  for (const c of [cursor(a), cursor(b)]) while (c.j < c.list.t.length) take(out, c);
-  return out;
+/** Adds a distinct id's events to its person's in `byPerson` (merged with those of their other ids). */
+function addTo(byPerson: Map<string, PersonEvents>, person: string, list: PersonEvents) {
+  const had = byPerson.get(person);
+  byPerson.set(person, had ? merged(had, list) : list);
 }
 
 /** The events of `list` from `from` (inclusive) to `to` (exclusive). */
@@ -510,9 +509,7 @@ async function eventsByPerson(tx: EntityManager, read: EventsRead): Promise<Map<
   const byPerson = new Map<string, PersonEvents>();
   for (const list of lists) {
     const person = persons.get(list.distinctId);
-    if (person === undefined) continue;
-    const had = byPerson.get(person);
-    byPerson.set(person, had ? merged(had, list) : list);
+    if (person !== undefined) addTo(byPerson, person, list);
   }
   return byPerson;
 }
@@ -544,9 +541,7 @@ async function* personBatches(
       let person = mapping.single.get(list.distinctId);
       if (person === undefined) {
         person = mapping.several.get(list.distinctId);
-        if (person === undefined) continue;
-        const had = several.get(person);
-        several.set(person, had ? merged(had, list) : list);
+        if (person !== undefined) addTo(several, person, list);
         continue;
       }
       batch.set(person, list);
@@ -696,14 +691,20 @@ async function countsFrom(
       }
       const earlier = base && exposed.size ? new Map<string, PersonEvents>() : byPerson;
       if (base && exposed.size) {
-        const times = [...exposed.values()];
+        // (A loop, not Math.min(...times): a spread of many thousands of arguments overflows the stack.)
+        let first = Infinity;
+        let lastExposure = -Infinity;
+        for (const t0 of exposed.values()) {
+          first = Math.min(first, t0);
+          lastExposure = Math.max(lastExposure, t0);
+        }
         const distinctIds = await distinctIdsOf(tx, projectId, [...exposed.keys()]);
         for (const slice of slices(distinctIds)) {
           const filter = {
             flagKey,
             events: names,
-            from: new Date(Math.floor((Math.min(...times) - lookbackMicros) / 1000)),
-            to: new Date(Math.ceil(Math.max(...times) / 1000) + 1),
+            from: new Date(Math.floor((first - lookbackMicros) / 1000)),
+            to: new Date(Math.ceil(lastExposure / 1000) + 1),
             distinctIds: slice,
           };
           for (const [person, list] of await eventsByPerson(tx, {
@@ -713,7 +714,7 @@ async function countsFrom(
             properties,
             exposedFrom: Infinity,
           }))
-            earlier.set(person, concatenated(earlier.get(person) ?? noEvents(), list));
+            addTo(earlier, person, list);
         }
       }
       for (const [person, t0] of exposed)
