@@ -3,6 +3,8 @@
 // that does not exist or is not migrated, and an unreachable PostgreSQL or Redis exit 1 with one
 // line on stderr; a malformed command exits 2 with usage; `help` exits 0 with usage on stdout.
 // No command creates or migrates a database: `npm run migrate` and `npm start` do.
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import pg from 'pg';
@@ -69,7 +71,7 @@ type Command = {
   options: ParseArgsOptionsConfig;
   required?: string[];
 } & (
-  | { needs?: 'migrated'; run: (em: EntityManager, values: Values) => Promise<unknown> }
+  | { needs?: 'migrated'; run: (em: EntityManager, values: Values, io: Output) => Promise<unknown> }
   | { needs: 'database' | 'redis'; run: (values: Values) => Promise<unknown> }
 );
 const opensItsOwn = (command: Command): command is Extract<Command, { needs: 'database' | 'redis' }> =>
@@ -148,7 +150,7 @@ async function connectRedis(): Promise<RedisConnection> {
  * backfillEvents): progress on stderr, the mark kept in PostgreSQL, so a run stopped anywhere resumes
  * and a run again copies nothing.
  */
-async function backfillCommand(em: EntityManager, v: Values) {
+async function backfillCommand(em: EntityManager, v: Values, io: Output) {
   if (config.events.engine !== 'clickhouse')
     throw new OperatorError(
       'EVENT_STORE is postgres: run this with EVENT_STORE=clickhouse and CLICKHOUSE_URL (those the API and worker will use)',
@@ -177,11 +179,11 @@ async function backfillCommand(em: EntityManager, v: Values) {
       batchSize,
       settleSeconds: config.events.shipSettleSeconds,
       projectId,
-      onBusy: () => process.stderr.write('events backfill: the worker is shipping; waiting for the mark\n'),
+      onBusy: () => io.err('events backfill: the worker is shipping; waiting for the mark'),
       onProgress: (p) => {
         const share = p.total > 0 ? ` (${Math.min(100, Math.floor((100 * p.events) / p.total))}%)` : '';
         const rate = p.elapsedMs > 0 ? `, ${Math.round((p.events * 1000) / p.elapsedMs)} events/s` : '';
-        process.stderr.write(`events backfill, ${scope}: ${p.events} of ${p.total} events${share}${rate}\n`);
+        io.err(`events backfill, ${scope}: ${p.events} of ${p.total} events${share}${rate}`);
       },
     });
     return {
@@ -597,7 +599,7 @@ const commands: Record<string, Command> = {
     usage: '--key PROPERTY [--kind number|text|date|all]   (builds without blocking writes; may take minutes)',
     options: { ...text('key'), ...text('kind') },
     required: ['key'],
-    run: async (em, v) => {
+    run: async (em, v, io) => {
       const kind = String(v.kind ?? 'all');
       const kinds = kind === 'all' ? PROPERTY_INDEX_KINDS : PROPERTY_INDEX_KINDS.filter((k) => k === kind);
       if (!kinds.length) throw new AccountError(`Invalid kind: ${kind} (${PROPERTY_INDEX_KINDS.join(', ')} or all)`);
@@ -606,7 +608,7 @@ const commands: Record<string, Command> = {
         for (const build of await personIndexBuilds(em.fork()).catch(() => [])) {
           const share =
             build.total > 0 ? ` ${Math.floor((100 * build.done) / build.total)}% (${build.done}/${build.total})` : '';
-          process.stderr.write(`${build.index || 'index'}: ${build.phase}${share}\n`);
+          io.err(`${build.index || 'index'}: ${build.phase}${share}`);
         }
       }, PROGRESS_EVERY_MS);
       try {
@@ -631,7 +633,7 @@ const commands: Record<string, Command> = {
     usage:
       '[--project ID] [--batch-size N]   (EVENT_STORE=clickhouse: copies the events PostgreSQL holds to ClickHouse; resumable)',
     options: { ...text('project'), ...text('batch-size') },
-    run: (em, v) => backfillCommand(em, v),
+    run: (em, v, io) => backfillCommand(em, v, io),
   },
   'queue status': {
     usage: '',
@@ -695,35 +697,46 @@ function usage(): string {
   ].join('\n');
 }
 
-function print(result: unknown, json: boolean) {
-  if (json) return console.log(JSON.stringify(result, null, 2));
+/** Where the command writes: its answer to `out`, errors and progress to `err` (a line each). */
+export interface Output {
+  out(text: string): void;
+  err(text: string): void;
+}
+const consoleOutput: Output = { out: (text) => console.log(text), err: (text) => console.error(text) };
+
+function print(result: unknown, json: boolean, output: Output) {
+  if (json) return output.out(JSON.stringify(result, null, 2));
   const cell = (v: unknown) => (v === null || v === undefined ? '' : Array.isArray(v) ? v.join(',') : String(v));
   if (Array.isArray(result)) {
-    if (result.length === 0) return console.log('(none)');
+    if (result.length === 0) return output.out('(none)');
     const columns = Object.keys(result[0]);
     const rows = [columns, ...result.map((row) => columns.map((c) => cell(row[c])))];
     const widths = columns.map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows)
-      console.log(
+      output.out(
         r
           .map((v, i) => v.padEnd(widths[i]))
           .join('  ')
           .trimEnd(),
       );
   } else {
-    for (const [k, v] of Object.entries(result as object)) console.log(`${k}: ${cell(v)}`);
+    for (const [k, v] of Object.entries(result as object)) output.out(`${k}: ${cell(v)}`);
   }
 }
 
-async function main(argv: string[]): Promise<number> {
+/**
+ * Runs one command line and returns its exit code (0, 1 for a failure, 2 for a usage error). The
+ * tests call it in their own process with their own `output`; `npm run manage` runs it with the console.
+ */
+export async function main(argv: string[], output: Output = consoleOutput): Promise<number> {
   if (['help', '--help', '-h'].includes(argv[0])) {
-    console.log(usage());
+    output.out(usage());
     return 0;
   }
   const name = argv.slice(0, 2).join(' ');
   const command = commands[name];
   if (!command) {
-    console.error(argv.length && !argv[0].startsWith('-') ? `Unknown command: ${name}\n\n${usage()}` : usage());
+    output.err(argv.length && !argv[0].startsWith('-') ? `Unknown command: ${name}\n\n${usage()}` : usage());
     return 2;
   }
   const commandUsage = `Usage: npm run manage -- ${name} ${command.usage}`.trimEnd();
@@ -736,17 +749,17 @@ async function main(argv: string[]): Promise<number> {
     };
     values = parseArgs({ args: argv.slice(2), options, strict: true }).values as Values;
     if (values.help) {
-      console.log(commandUsage);
+      output.out(commandUsage);
       return 0;
     }
     for (const option of command.required ?? []) if (!values[option]) throw new UsageError(`--${option} is required`);
   } catch (error) {
-    console.error(`${(error as Error).message}\n\n${commandUsage}`);
+    output.err(`${(error as Error).message}\n\n${commandUsage}`);
     return 2;
   }
   let orm: Awaited<ReturnType<typeof initOrm>> | null = null;
   try {
-    if (opensItsOwn(command)) print(await command.run(values), values.json === true);
+    if (opensItsOwn(command)) print(await command.run(values), values.json === true, output);
     else {
       const pending = (await migrationState(config.databaseUrl)).filter((m) => m.status === 'pending');
       const database = decodeURIComponent(new URL(config.databaseUrl).pathname.slice(1));
@@ -755,13 +768,13 @@ async function main(argv: string[]): Promise<number> {
           `database "${database}" is not migrated (${pending.length} pending migrations); run \`npm run migrate\``,
         );
       orm = await initOrm();
-      print(await command.run(orm.em.fork(), values), values.json === true);
+      print(await command.run(orm.em.fork(), values, output), values.json === true, output);
     }
     return 0;
   } catch (error) {
     // Whatever went wrong, the operator gets one line: bad input, a service away, a database to migrate.
     const known = error instanceof AccountError || error instanceof OperatorError;
-    console.error(`Error: ${known ? (error as Error).message : describeFailure(error)}`);
+    output.err(`Error: ${known ? (error as Error).message : describeFailure(error)}`);
     return 1;
   } finally {
     await orm?.close().catch(() => undefined);
@@ -776,4 +789,6 @@ function describeFailure(error: unknown): string {
   return reason(error);
 }
 
-process.exitCode = await main(process.argv.slice(2));
+// Run as a program (`node scripts/manage.ts`), not when imported.
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url))
+  process.exitCode = await main(process.argv.slice(2));

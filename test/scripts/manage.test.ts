@@ -1,5 +1,6 @@
-// The management command (`npm run manage -- …`) run as a real process against the test database;
-// the keys it makes are then used on the running API.
+// The management command (`npm run manage -- …`) against the test database; the keys it makes are
+// then used on the running API. Most commands run in this process (`main`, as the program calls it);
+// those that need another environment, the progress test and the plain-text forms run as real processes.
 import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -9,6 +10,7 @@ import { migrationsList } from '../../shared/db/migrations/index.ts';
 import { recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { createQueues } from '../../shared/queues.ts';
 import { createApiRedis } from '../../shared/redis.ts';
+import { main } from '../../scripts/manage.ts';
 import { call, eventually, startApi, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -26,8 +28,17 @@ interface Run {
   json: any;
 }
 
-function manage(...args: string[]): Promise<Run> {
-  return run([...args, '--json']);
+/** The command with --json, in this process: what it would print, and its exit code. */
+async function manage(...args: string[]): Promise<Run> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main([...args, '--json'], { out: (text) => out.push(text), err: (text) => err.push(text) });
+  const stdout = out.map((line) => `${line}\n`).join('');
+  let json: any = null;
+  try {
+    json = JSON.parse(stdout);
+  } catch {}
+  return { code, stdout, stderr: err.map((line) => `${line}\n`).join(''), json };
 }
 
 /** The command as an operator types it, with extra environment. */
