@@ -63,6 +63,8 @@ export const PersonDistinctId = defineEntity({
   uniques: [{ properties: ['projectId', 'distinctId'] }],
   indexes: [
     { name: 'person_distinct_id_person_idx', properties: ['personId', 'id'] },
-    { name: 'person_distinct_id_project_updated_idx', properties: ['projectId', 'updatedAt'] },
+    // Led by updatedAt: an index led by projectId would compete with the unique one for ingestion's
+    // lookup (migration 0054).
+    { name: 'person_distinct_id_updated_idx', properties: ['updatedAt', 'projectId'] },
   ],
 });

@@ -1001,7 +1001,7 @@ async function staleSince(
     to: base.end,
   };
   // A distinct id that got another person since D was computed (a merge or a split), with such
-  // events: those count for another person now. Through the index on (project_id, updated_at), then
+  // events: those count for another person now. Through the index on (updated_at, project_id), then
   // those ids' events.
   const moved = await db(em)
     .selectFrom('person_distinct_id')

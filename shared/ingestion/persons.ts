@@ -180,7 +180,7 @@ const createPersons = prepared((db: Kysely<DB>, records: string, projectId: numb
 // key is always the index condition. With `= any(array)`, statistics older than the project (it
 // looked empty) made the planner scan all the project's distinct ids and filter: ingestion into a
 // new project slowed as it grew, down to ~550 events/s in bench/ingestion.
-const personsOf = (db: Kysely<DB>, distinctIds: string[], projectId: number) =>
+export const personsOf = (db: Kysely<DB>, distinctIds: string[], projectId: number) =>
   db
     .selectFrom(sql<{ distinct_id: string }>`unnest(${distinctIds}::text[])`.as<'r'>(sql`r(distinct_id)`))
     .crossJoinLateral((eb) =>

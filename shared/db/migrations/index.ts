@@ -32,6 +32,7 @@ import { Migration0050ExperimentGuardrails } from './0050-experiment-guardrails.
 import { Migration0051EventShipping } from './0051-event-shipping.ts';
 import { Migration0052ExperimentPersonState } from './0052-experiment-person-state.ts';
 import { Migration0053EventBuffer } from './0053-event-buffer.ts';
+import { Migration0054DistinctIdMovedIndex } from './0054-distinct-id-moved-index.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -66,4 +67,5 @@ export const migrationsList = [
   { name: '0051-event-shipping', class: Migration0051EventShipping },
   { name: '0052-experiment-person-state', class: Migration0052ExperimentPersonState },
   { name: '0053-event-buffer', class: Migration0053EventBuffer },
+  { name: '0054-distinct-id-moved-index', class: Migration0054DistinctIdMovedIndex },
 ];
