@@ -3,7 +3,7 @@
 // that does not exist or is not migrated, and an unreachable PostgreSQL or Redis exit 1 with one
 // line on stderr; a malformed command exits 2 with usage; `help` exits 0 with usage on stdout.
 // No command creates or migrates a database: `npm run migrate` and `npm start` do.
-import { resolve } from 'node:path';
+import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -789,6 +789,7 @@ function describeFailure(error: unknown): string {
   return reason(error);
 }
 
-// Run as a program (`node scripts/manage.ts`), not when imported.
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url))
+// Run as a program (`node scripts/manage.ts`, also through a symbolic link: Node names a module by its
+// real path), not when imported.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url))
   process.exitCode = await main(process.argv.slice(2));
