@@ -10,6 +10,8 @@
 //
 //   node bench/generate.ts            generates BENCH_EVENTS (10,000,000) events, BENCH_PERSONS
 //                                     (200,000) persons, BENCH_DAYS (90) days into a new project
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { progress } from './stats.ts';
 
@@ -137,7 +139,8 @@ export async function generateEvents(
   return { events, persons, seconds: (Date.now() - started) / 1000 };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a program, also through a symbolic link (as scripts/manage.ts checks), not when imported.
+if (process.argv[1] && realpathSync(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const { benchSetup } = await import('./harness.ts');
   const { orm, account, pool } = await benchSetup();
   const events = Number(process.env.BENCH_EVENTS ?? 10_000_000);

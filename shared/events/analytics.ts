@@ -12,6 +12,7 @@ import {
   type ExperimentEvents,
   type ExperimentProperty,
   experimentNames,
+  noEventColumns,
 } from './event-store.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
@@ -390,7 +391,7 @@ export async function* experimentEvents(
     let list: ExperimentEvents | undefined;
     for (const row of found) {
       if (row.distinctId !== list?.distinctId) {
-        list = { distinctId: row.distinctId, t: [], name: [], exposureAt: [], exposure: [], valuedAt: [], values: [] };
+        list = { distinctId: row.distinctId, ...noEventColumns() };
         lists.push(list);
       }
       const j = list.t.length;

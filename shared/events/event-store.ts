@@ -117,6 +117,16 @@ export interface EventColumns<V = unknown> {
   values: V[][];
 }
 
+/** Columns of no event, to append to. */
+export const noEventColumns = <V = unknown>(): EventColumns<V> => ({
+  t: [],
+  name: [],
+  exposureAt: [],
+  exposure: [],
+  valuedAt: [],
+  values: [],
+});
+
 /** One distinct id's events an experiment reads (experimentEvents): all of them, with JSON values. */
 export interface ExperimentEvents extends EventColumns {
   distinctId: string;

@@ -24,6 +24,7 @@ import {
   type ExperimentEvents,
   type ExperimentProperty,
   experimentNames,
+  noEventColumns,
 } from '../events/event-store.ts';
 import { pgArray } from '../db/sql.ts';
 import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
@@ -402,8 +403,6 @@ function asPersonEvents(list: ExperimentEvents, exposedFrom: number): IdEvents {
   return list as IdEvents;
 }
 
-const noEvents = (): PersonEvents => ({ t: [], name: [], exposureAt: [], exposure: [], valuedAt: [], values: [] });
-
 /** A place in a list of events, with its place in the list's exposures and valued events. */
 interface Cursor {
   list: PersonEvents;
@@ -443,7 +442,7 @@ function take(out: PersonEvents, c: Cursor, keep = true) {
  * numbers are in the stores' byte order; then `a`'s first).
  */
 function merged(a: PersonEvents, b: PersonEvents): PersonEvents {
-  const out = noEvents();
+  const out = noEventColumns<number | null>();
   const ca = cursor(a);
   const cb = cursor(b);
   while (ca.j < a.t.length || cb.j < b.t.length) {
@@ -463,7 +462,7 @@ function addTo(byPerson: Map<string, PersonEvents>, person: string, list: Person
 
 /** The events of `list` from `from` (inclusive) to `to` (exclusive). */
 function within(list: PersonEvents, from: number, to: number): PersonEvents {
-  const out = noEvents();
+  const out = noEventColumns<number | null>();
   const c = cursor(list);
   while (c.j < list.t.length) take(out, c, list.t[c.j] >= from && list.t[c.j] < to);
   return out;
@@ -718,7 +717,7 @@ async function countsFrom(
         }
       }
       for (const [person, t0] of exposed)
-        pre.set(person, within(earlier.get(person) ?? noEvents(), t0 - lookbackMicros, t0));
+        pre.set(person, within(earlier.get(person) ?? noEventColumns<number | null>(), t0 - lookbackMicros, t0));
     }
 
     for (const i of valid) {

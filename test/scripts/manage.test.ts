@@ -2,7 +2,7 @@
 // then used on the running API. Most commands run in this process (`main`, as the program calls it);
 // those that need another environment, the progress test and the plain-text forms run as real processes.
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmdirSync, symlinkSync, unlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -344,13 +344,17 @@ describe('npm run manage: help, databases, outages', () => {
     expect(one.code).toBe(0);
     expect(one.stdout).toContain('Usage: npm run manage -- key create --user EMAIL --label LABEL');
     // Reached through a symbolic link (a deployment's `current` directory), it is still the program.
-    const link = join(mkdtempSync(join(tmpdir(), 'manage-link-')), 'current');
+    const dir = mkdtempSync(join(tmpdir(), 'manage-link-'));
+    const link = join(dir, 'current');
     symlinkSync(root, link);
     const linked = await new Promise<{ code: number; stdout: string }>((resolve) =>
       execFile(process.execPath, [join(link, 'scripts/manage.ts'), 'help'], { cwd: link }, (error, stdout) =>
         resolve({ code: error ? Number(error.code ?? 1) : 0, stdout }),
       ),
-    );
+    ).finally(() => {
+      unlinkSync(link); // the link itself, never what it points to
+      rmdirSync(dir);
+    });
     expect(linked.code).toBe(0);
     expect(linked.stdout).toContain('Usage: npm run manage -- <command> [options] [--json]');
   }, 120_000);
