@@ -82,7 +82,11 @@ async function experimentRead(
 ) {
   const names = experimentNames(filter);
   const out: { distinctId: string; event: string; t: number; exposure: string | null; values: unknown[] }[] = [];
-  for (const list of await collect(store.experimentEvents(projectId, filter, properties)))
+  const lists = await collect(store.experimentEvents(projectId, filter, properties));
+  // Each distinct id comes once, with all its events (the fold takes a single-id person's list whole).
+  const ids = lists.map((list) => list.distinctId);
+  expect(new Set(ids).size).toBe(ids.length);
+  for (const list of lists)
     list.t.forEach((t, j) => {
       const x = list.exposureAt.indexOf(j);
       const v = list.valuedAt.indexOf(j);
