@@ -9,7 +9,13 @@ import { readRawBody } from './body.ts';
 import { ApiError, permissionDenied, unsupportedMediaType } from './errors.ts';
 import { parseJsonBody, rejectDeepJsonParameters, rejectUnstorableValues } from './json.ts';
 import { enforceThrottle } from './throttle.ts';
-import { responseMismatch, validate, type JsonSchema } from './validation.ts';
+import {
+  responseMismatch,
+  UNDECLARED_MEMBER_NOTE,
+  validate,
+  withUndeclaredMembers,
+  type JsonSchema,
+} from './validation.ts';
 import type { AppDeps } from '../deps.ts';
 import type { Actor } from '../../shared/activity-log.ts';
 
@@ -63,6 +69,11 @@ export interface RouteDefinition<Q = Unvalidated, B = unknown> {
   responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string; noBody?: true }>;
   /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
   rawBody?: boolean;
+  /**
+   * The route deletes or stops work (every DELETE is, whatever this says): its query and body take only
+   * what they declare, so a misspelt option (`dry_run[]`, `dryRun`) is a 400 naming it, never ignored.
+   */
+  destructive?: true;
   /** Optional request headers the route reads, for the OpenAPI document (name → description, string schema). */
   headers?: Record<string, { description: string; schema: JsonSchema }>;
   /**
@@ -117,7 +128,11 @@ async function jsonBody(ctx: Context, limitBytes: number): Promise<unknown> {
 
 /** The route's handler behind authentication, throttling and validation; it ends the chain (no `next`). */
 function routeMiddleware(route: RouteDefinition): Middleware {
-  const hasBody = route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody);
+  const closed = route.destructive === true || route.method === 'DELETE';
+  const hasBody =
+    route.body !== undefined || (['POST', 'PATCH', 'PUT'].includes(route.method) && !route.rawBody) || closed;
+  const querySchema = closed ? closedRequestSchema(route.query) : route.query;
+  const bodySchema = closed ? closedRequestSchema(route.body) : route.body;
   const projectRoute = route.path.includes(':project_id');
   return async (ctx) => {
     const apiCtx = ctx as ApiContext<Unvalidated, unknown>;
@@ -162,14 +177,27 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       if (!/^\d+$/.test(String(query[name]))) delete query[name];
       else if (Number(query[name]) > Number.MAX_SAFE_INTEGER) query[name] = String(Number.MAX_SAFE_INTEGER);
     }
-    apiCtx.state.query = route.query ? validate(route.query, query, { query: true }) : query;
+    apiCtx.state.query = querySchema ? validate(querySchema, query, { query: true }) : query;
     if (hasBody && body !== undefined) {
       if (body && typeof body === 'object' && !Array.isArray(body)) Reflect.deleteProperty(body, 'personal_api_key');
-      apiCtx.state.body = route.body ? validate(route.body, body) : body;
+      apiCtx.state.body = bodySchema ? validate(bodySchema, body) : body;
     }
     await route.handler(apiCtx);
     if (deps.config.validateResponses) checkResponseContract(route, ctx);
     if (route.csv && apiCtx.state.query.format === 'csv') answerCsv(ctx, route);
+  };
+}
+
+/**
+ * A destructive route's query or body schema (none: nothing) where every object takes only the members
+ * it declares; the 400 for another names it and says that nothing was done.
+ */
+function closedRequestSchema(schema: JsonSchema | undefined): JsonSchema {
+  const closed = withUndeclaredMembers(schema ?? { type: 'object', properties: {} }, false) as JsonSchema;
+  return {
+    ...closed,
+    [UNDECLARED_MEMBER_NOTE]:
+      'This endpoint deletes or stops work: it takes only the parameters it documents, and nothing was done.',
   };
 }
 

@@ -8,6 +8,9 @@ import { isStorableInstant } from '../../shared/time.ts';
 
 export type JsonSchema = Record<string, unknown>;
 
+/** A closed schema's own sentence after "Unknown field …" (a keyword ajv ignores). */
+export const UNDECLARED_MEMBER_NOTE = 'x-undeclared-member';
+
 // ajv-formats is CommonJS: its default import is module.exports, which carries the plugin as `default` too.
 const addFormats = addFormatsModule.default;
 
@@ -261,11 +264,13 @@ export function toApiError(error: ErrorObject | undefined, root: unknown): ApiEr
       return validationError(`Ensure this value is greater than ${params.limit}.`, attr, 'min_value');
     case 'exclusiveMaximum':
       return validationError(`Ensure this value is less than ${params.limit}.`, attr, 'max_value');
-    case 'additionalProperties':
+    case 'additionalProperties': {
+      const note = (error.parentSchema as Record<string, unknown> | undefined)?.[UNDECLARED_MEMBER_NOTE];
       return validationError(
-        `Unknown field "${params.additionalProperty}".`,
+        `Unknown field "${params.additionalProperty}".${typeof note === 'string' ? ` ${note}` : ''}`,
         attrOf(error.instancePath, String(params.additionalProperty)),
       );
+    }
     case 'format':
       if (params.format === 'date-time')
         return validationError(

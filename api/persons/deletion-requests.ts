@@ -129,19 +129,13 @@ export const SUPPRESS_PARAM = {
 } as const;
 
 /**
- * The query of an endpoint that creates deletion work, with `dry_run` and `suppress`. With dry_run the
- * query takes only the parameters declared here: any other is a 400 rather than ignored, so a dry run
- * never answers for a request other than the one asked; dry_run with suppress=true is a 400 too (a
- * dry run changes nothing, so it cannot suppress).
+ * The query of an endpoint that creates deletion work, with `dry_run` and `suppress`. Such a route is
+ * destructive (defineRoute's `destructive`): any parameter not declared here is a 400, so a misspelt
+ * dry run never deletes; dry_run with suppress=true is a 400 too (a dry run changes nothing, so it
+ * cannot suppress).
  */
 export function deletionQuery<const P extends Record<string, unknown>>(properties: P) {
-  const all = { suppress: SUPPRESS_PARAM, ...properties, dry_run: DRY_RUN_PARAM };
-  const schema = { type: 'object' as const, properties: all };
-  const onlyDeclared = {
-    properties: Object.fromEntries(Object.keys(all).map((k) => [k, true])),
-    additionalProperties: false,
-  };
-  return Object.assign(schema, { dependencies: { dry_run: onlyDeclared } }) as typeof schema;
+  return { type: 'object' as const, properties: { suppress: SUPPRESS_PARAM, ...properties, dry_run: DRY_RUN_PARAM } };
 }
 
 /** The request's Idempotency-Key, fingerprinted with what it asks (format aside), or null without one. */
@@ -234,6 +228,7 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
       'Cancel a pending deletion request (before a worker has claimed it); 409 once claimed, completed or failed',
     tags: ['persons'],
     scopes: ['person:write'],
+    destructive: true,
     responses: {
       200: { description: 'The cancelled request', schema: deletionRequestSchema },
       404: { description: 'No such request in this project' },
@@ -265,6 +260,7 @@ export const deletionRequestRoutes = [
       "Lift a request's suppression (suppress=true): capture stores its distinct ids' events again, and a new event makes a new person",
     tags: ['persons'],
     scopes: ['person:write'],
+    destructive: true,
     responses: {
       200: { description: 'The request, suppression lifted (again: the same answer)', schema: deletionRequestSchema },
       404: { description: 'No such request in this project' },

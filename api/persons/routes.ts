@@ -18,7 +18,6 @@ import {
   deletionRequestSchema,
   deletionWork,
   dryRunSchema,
-  SUPPRESS_PARAM,
 } from './deletion-requests.ts';
 import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
 import { requeueDeletions } from '../../shared/queues.ts';
@@ -319,11 +318,8 @@ function idList(fromBody: unknown, fromQuery: string | undefined, name: 'ids' | 
   return fromQuery.split(',');
 }
 
-/** A boolean option of bulk_delete: the body's, else the query's (`true` or `1`). */
-const flag = (fromBody: unknown, fromQuery: unknown) => {
-  const v = fromBody ?? fromQuery;
-  return v === true || v === 'true' || v === '1' || v === 1;
-};
+/** A boolean option of bulk_delete: the body's, else the query's (both validated booleans). */
+const flag = (fromBody: boolean | undefined, fromQuery: boolean | undefined) => (fromBody ?? fromQuery) === true;
 
 /** POST /persons/:id/<action>: records a deletion request for the person, who stays. */
 function deletionRequestRoute(
@@ -338,6 +334,7 @@ function deletionRequestRoute(
     summary,
     tags: ['persons'],
     scopes: ['person:write'],
+    destructive: true,
     query: deletionQuery(FORMAT),
     headers: deletionWork.headers,
     csv: CSV,
@@ -422,12 +419,12 @@ export const personDeletionRoutes = [
     summary: 'Delete the persons named by ids (uuid or numeric) and those owning distinct_ids (up to 1000 each)',
     tags: ['persons'],
     scopes: ['person:write'],
+    destructive: true,
     query: deletionQuery({
       ...FORMAT,
-      delete_events: { type: 'string' },
-      delete_recordings: { type: 'string' },
-      keep_person: { type: 'string' },
-      suppress: { type: 'string', description: SUPPRESS_PARAM.description },
+      delete_events: { type: 'boolean' },
+      delete_recordings: { type: 'boolean' },
+      keep_person: { type: 'boolean' },
       ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
       distinct_ids: { type: 'string', description: 'JSON array or comma-separated list (the body is preferred)' },
     }),

@@ -513,6 +513,72 @@ describe('dry run', () => {
   });
 });
 
+describe('a dry run spelled any other way (issue #43)', () => {
+  // qs-style clients send dry_run[], JavaScript clients dryRun: a destructive endpoint refuses every
+  // parameter or body member it does not declare, naming it, and nothing happens.
+  const cases: Array<
+    [string, (person: { id: number; uuid: string }) => Promise<{ status: number; body: any }>, string]
+  > = [
+    ['dry_run[]', (p) => del(`${P()}/${p.uuid}/?delete_events=true&dry_run[]=true`), 'dry_run[]'],
+    ['dryRun', (p) => del(`${P()}/${p.uuid}/?delete_events=true&dryRun=true`), 'dryRun'],
+    ['DRY_RUN', (p) => del(`${P()}/${p.uuid}/?delete_events=true&DRY_RUN=true`), 'DRY_RUN'],
+    ['dry-run', (p) => del(`${P()}/${p.uuid}/?delete_events=true&dry-run=true`), 'dry-run'],
+    ['dry_run[0]', (p) => del(`${P()}/${p.uuid}/?delete_events=true&dry_run[0]=true`), 'dry_run[0]'],
+    ['dry_run%20', (p) => del(`${P()}/${p.uuid}/?delete_events=true&dry_run%20=true`), 'dry_run '],
+    ['delete_events?dry_run[]', (p) => post(`${P()}/${p.id}/delete_events/?dry_run[]=true`), 'dry_run[]'],
+    ['delete_recordings?dryRun', (p) => post(`${P()}/${p.id}/delete_recordings/?dryRun=true`), 'dryRun'],
+    [
+      'delete_events with {"dry_run": true} in a body it does not take',
+      (p) => post(`${P()}/${p.id}/delete_events/`, { body: { dry_run: true } }),
+      'dry_run',
+    ],
+    [
+      'bulk_delete {"dryRun": true}',
+      (p) => post(`${P()}/bulk_delete/`, { body: { ids: [p.uuid], delete_events: true, dryRun: true } }),
+      'dryRun',
+    ],
+    [
+      'bulk_delete?dry_run[]',
+      (p) => post(`${P()}/bulk_delete/?dry_run[]=true`, { body: { ids: [p.uuid], delete_events: true } }),
+      'dry_run[]',
+    ],
+    [
+      'bulk_delete?delete_events=yes',
+      (p) => post(`${P()}/bulk_delete/?delete_events=yes`, { body: { ids: [p.uuid] } }),
+      'delete_events',
+    ],
+  ];
+  it.each(cases)('%s: 400 naming it, and the person, its events and its requests stay', async (name, send, attr) => {
+    const distinctId = `misspelt-${name.replace(/[^a-z0-9]/gi, '-')}`;
+    await capture(api.baseUrl, account.projectToken, events(distinctId, 3));
+    const person = await personByDistinctId(distinctId);
+    const before = await countEvents(distinctId);
+    const res = await send(person);
+    expect(res.status, JSON.stringify(res.body)).toBe(400);
+    expect(res.body).toMatchObject({ type: 'validation_error', attr });
+    // An unknown parameter is named in the detail too; a known one with a bad value says what it takes.
+    expect(res.body.detail).toMatch(name.endsWith('=yes') ? /valid boolean/ : attr);
+    expect(await personByDistinctId(distinctId)).toMatchObject({ uuid: person.uuid });
+    expect(await requestsOf(person.uuid)).toHaveLength(0);
+    expect(await countEvents(distinctId)).toBe(before);
+  });
+
+  it('cancel refuses what it does not declare, and the request stays pending', async () => {
+    await capture(api.baseUrl, account.projectToken, events('misspelt-cancel', 1));
+    const person = await personByDistinctId('misspelt-cancel');
+    const id = (await post(`${P()}/${person.id}/delete_events/`)).body.deletion_requests[0].id;
+    for (const res of [
+      await post(`${P()}/deletion_status/${id}/cancel/?dryRun=true`),
+      await post(`${P()}/deletion_status/${id}/cancel/`, { body: { dryRun: true } }),
+      await del(`${P()}/deletion_status/${id}/?dry_run[]=true`),
+    ]) {
+      expect(res.status, JSON.stringify(res.body)).toBe(400);
+      expect(res.body.type).toBe('validation_error');
+    }
+    expect((await row(id)).status).toBe('pending');
+  });
+});
+
 describe('from the command line (npm run manage)', () => {
   const manage = (...args: string[]) => manageJson(args, { REDIS_PREFIX: prefix });
 
