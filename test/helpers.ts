@@ -212,7 +212,8 @@ export async function startTestWorker(redisPrefix: string, overrides: (config: C
     logger,
     queues: createQueues(connection, config),
   };
-  const running = await startWorkers(deps);
+  const running = startWorkers(deps);
+  await running.started;
   return {
     deps,
     close: async () => {

@@ -24,26 +24,27 @@ const deps: WorkerDeps = {
 };
 
 const metrics = startWorkerMetrics(deps);
-// The workers take jobs before startWorkers resolves (it goes on to register the schedules), so the
-// signal handlers are in place first: a SIGTERM in between still finishes active jobs and exits 0.
-const starting = startWorkers(deps, { onJobDuration: metrics.observe, schedules: true });
+// The workers take jobs as soon as they are made, before the schedules are registered, so the signal
+// handlers are in place first: a SIGTERM in between still finishes active jobs and exits 0.
+const running = startWorkers(deps, { onJobDuration: metrics.observe, schedules: true });
 
 let stopping = false;
 async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'worker shutting down: finishing active jobs');
-  await (await starting).close();
+  // Bounded whatever Redis is doing (running.close() is); the disconnect ends its pending commands.
+  await running.close();
   await metrics.close();
+  connection.disconnect();
   await deps.events.close().catch(() => undefined);
   await orm.close().catch(() => undefined);
-  connection.disconnect();
   process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
 
-await starting;
+await running.started;
 logger.info(
   { concurrency: config.worker.concurrency, workerId: metrics.workerId, metricsHttp: metrics.address() },
   'worker started',

@@ -18,6 +18,7 @@ import {
   registerConnectionMetrics,
   removeWorkerMetrics,
 } from '../shared/metrics.ts';
+import { withTimeout } from '../shared/timeout.ts';
 
 export interface WorkerMetricsOptions {
   /** 0: no HTTP server (the default). */
@@ -112,8 +113,12 @@ export function startWorkerMetrics(
     close: async () => {
       clearInterval(timer);
       closed = true;
-      await inFlight;
-      await removeWorkerMetrics(deps.connection, prefix, workerId).catch(() => undefined);
+      // Without Redis neither the last push nor the removal ever answers: the entry then expires by itself.
+      await withTimeout(
+        inFlight.then(() => removeWorkerMetrics(deps.connection, prefix, workerId)),
+        1000,
+        'worker metrics removal',
+      ).catch(() => undefined);
       const open = server;
       server = null;
       if (open?.listening) await new Promise<void>((resolve) => open.close(() => resolve()));

@@ -37,10 +37,17 @@ export async function syncSchedulers(deps: WorkerDeps, list: Schedule[]): Promis
 
 export interface RunningWorker {
   workers: Worker[];
+  /** The first reconcile pass has run (it waits for Redis: it never settles while Redis is away). */
+  started: Promise<void>;
+  /** Stops within `timeoutMs` (default WORKER_SHUTDOWN_TIMEOUT_MS) whatever Redis is doing, even before `started`. */
   close: (timeoutMs?: number) => Promise<void>;
 }
 
-export async function startWorkers(
+/**
+ * The workers take jobs at once; the handle comes back before the first reconcile pass (which needs
+ * Redis), so a process can always be stopped.
+ */
+export function startWorkers(
   deps: WorkerDeps,
   options: {
     concurrency?: number;
@@ -48,7 +55,7 @@ export async function startWorkers(
     /** Keep the schedulers in Redis (the worker process does; in-process test workers don't). */
     schedules?: boolean;
   } = {},
-): Promise<RunningWorker> {
+): RunningWorker {
   const prefix = queuePrefix(deps.config);
   // Connection errors repeat with every retry while Redis is away: once per 30 s for all queues.
   const logWorkerError = repeatingErrorLog((fields) => deps.logger.error(fields, 'worker error'));
@@ -143,16 +150,23 @@ export async function startWorkers(
   const onReady = () => void reconcile();
   deps.connection.on('ready', onReady);
   // Requests made while Redis was down are picked up at once, then on every tick.
-  await reconcile();
-  const timer = setInterval(() => void reconcile(), deps.config.deletion.reconcileSeconds * 1000);
-  timer.unref();
+  let timer: NodeJS.Timeout | undefined;
+  let closing = false;
+  const started = reconcile().then(() => {
+    if (closing) return;
+    timer = setInterval(() => void reconcile(), deps.config.deletion.reconcileSeconds * 1000);
+    timer.unref();
+  });
 
   return {
     workers,
+    started,
     close: async (timeoutMs = deps.config.worker.shutdownTimeoutMs) => {
+      closing = true;
       clearInterval(timer);
       deps.connection.off('ready', onReady);
       // Finish active jobs within the limit; past it, force: the jobs stall and another worker takes them.
+      // (Without Redis, BullMQ's close waits for commands that never return: the limit ends that too.)
       const timedOut = await withTimeout(Promise.allSettled(workers.map((w) => w.close())), timeoutMs, 'shutdown').then(
         () => false,
         () => true,
@@ -165,7 +179,9 @@ export async function startWorkers(
           () => undefined,
         );
       }
-      await Promise.allSettled(Object.values(deps.queues).map((q) => q.close()));
+      await withTimeout(Promise.allSettled(Object.values(deps.queues).map((q) => q.close())), 500, 'queues').catch(
+        () => undefined,
+      );
     },
   };
 }

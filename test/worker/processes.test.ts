@@ -159,6 +159,41 @@ describe('worker processes', () => {
     expect(Number(done.rows_deleted)).toBe(100_000);
   }, 120_000);
 
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    'exits within its shutdown limit on %s while Redis cannot be reached',
+    async (signal) => {
+      // Nothing listens on this port: every Redis command of the worker waits for a connection.
+      const child = spawn(process.execPath, ['worker/main.ts'], {
+        cwd: root,
+        env: {
+          ...process.env,
+          REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+          REDIS_PREFIX: prefix,
+          LOG_LEVEL: 'warn',
+          WORKER_SHUTDOWN_TIMEOUT_MS: '1000',
+          WORKER_METRICS_PORT: String(await freePort()),
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.push(child);
+      let output = '';
+      child.stdout!.on('data', (chunk) => (output += chunk));
+      child.stderr!.on('data', (chunk) => (output += chunk));
+      const exited = new Promise<{ code: number | null; signal: string | null }>((r) =>
+        child.once('exit', (code, sig) => r({ code, signal: sig })),
+      );
+      // Up (its signal handlers are set before it first connects) and failing to reach Redis.
+      await eventually(async () => output.includes('redis connection error'), 60_000, 50);
+      const sent = Date.now();
+      child.kill(signal);
+      const outcome = await Promise.race([exited, new Promise((r) => setTimeout(() => r('still running'), 20_000))]);
+      // 1 s of shutdown limit plus the closing of PostgreSQL, with room for a busy machine.
+      expect(outcome, output).toEqual({ code: 0, signal: null });
+      expect(Date.now() - sent).toBeLessThan(10_000);
+    },
+    90_000,
+  );
+
   it('two worker processes never both process one request', async () => {
     startWorkerProcess({ WORKER_CONCURRENCY: '4' });
     startWorkerProcess({ WORKER_CONCURRENCY: '4' });
