@@ -1,4 +1,4 @@
-// `npm run manage -- <object> <action> [options]`: organizations, projects, users, personal API
+// `npm run manage -- <object> <action> [options]` (`npm run -s manage -- … --json` to pipe JSON): organizations, projects, users, personal API
 // keys, deletions, schedules, queues and migrations from the command line. Bad input, a database
 // that does not exist or is not migrated, and an unreachable PostgreSQL or Redis exit 1 with one
 // line on stderr; a malformed command exits 2 with usage; `help` exits 0 with usage on stdout.
@@ -27,7 +27,9 @@ import { cancelDeletion } from '../shared/deletions/service.ts';
 import { deletionReceipt } from '../shared/deletions/receipts.ts';
 import {
   deletionRequestsByIds,
-  listDeletionRequests,
+  listOperatorDeletionRequests,
+  OPERATOR_DELETION_FILTERS,
+  type OperatorDeletionFilter,
   releaseDeletions,
   retryFailedDeletion,
 } from '../shared/deletions/store.ts';
@@ -304,8 +306,6 @@ async function handToWorker(
 /** How often long work (an index build) reports its progress on stderr. */
 const PROGRESS_EVERY_MS = 2000;
 
-const DELETION_STATUSES = ['pending', 'running', 'completed', 'failed', 'cancelled', 'all'];
-
 const commands: Record<string, Command> = {
   'org create': {
     usage: '--name NAME',
@@ -494,16 +494,17 @@ const commands: Record<string, Command> = {
     run: async (em, v) => ({ id: v.key, value: await rollPersonalApiKey(em, String(v.key)) }),
   },
   'deletion list': {
-    usage: '[--project PROJECT_ID] [--status pending|running|completed|failed|cancelled|all] [--limit 100]',
+    // The words and the order of /admin/deletions: the API's statuses, open (not done) and all.
+    usage: `[--project PROJECT_ID] [--status ${OPERATOR_DELETION_FILTERS.join('|')}] [--limit 100]   (default all)`,
     options: { ...text('project'), ...text('status'), ...text('limit') },
     run: async (em, v) => {
-      const status = String(v.status ?? 'all');
-      if (!DELETION_STATUSES.includes(status))
-        throw new AccountError(`Invalid status: ${status} (one of ${DELETION_STATUSES.join(', ')})`);
+      const status = String(v.status ?? 'all') as OperatorDeletionFilter;
+      if (!OPERATOR_DELETION_FILTERS.includes(status))
+        throw new AccountError(`Invalid status: ${status} (one of ${OPERATOR_DELETION_FILTERS.join(', ')})`);
       const limit = Number(v.limit ?? 100);
       if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new AccountError(`Invalid limit: ${v.limit}`);
       const projectId = v.project === undefined ? null : projectIds(v.project)[0];
-      const { results } = await listDeletionRequests(em, { projectId, status: status as 'all' }, { limit, offset: 0 });
+      const { results } = await listOperatorDeletionRequests(em, { projectId, status, limit });
       return results.map((r) => ({
         id: r.id,
         project: r.project_id,
@@ -622,7 +623,13 @@ const commands: Record<string, Command> = {
     usage: '--key PROPERTY',
     options: text('key'),
     required: ['key'],
-    run: async (em, v) => ({ dropped: await dropPersonPropertyIndexes(em, propertyKey(v.key)) }),
+    run: async (em, v) => {
+      const key = propertyKey(v.key);
+      const dropped = await dropPersonPropertyIndexes(em, key);
+      // A typo must not look like success.
+      if (dropped.length === 0) throw new AccountError(`No index on person property ${key} (see \`property indexes\`)`);
+      return { dropped };
+    },
   },
   'property indexes': {
     usage: '',
@@ -686,16 +693,23 @@ const commands: Record<string, Command> = {
   },
 };
 
-function usage(): string {
-  const lines = Object.entries(commands).map(([name, c]) => `  ${name} ${c.usage}`.trimEnd());
+/** The usage of every command, or of those of one object (`deletion`: deletion list, deletion show, …). */
+function usage(object?: string): string {
+  const lines = Object.entries(commands)
+    .filter(([name]) => object === undefined || name.split(' ')[0] === object)
+    .map(([name, c]) => `  ${name} ${c.usage}`.trimEnd());
   return [
     'Usage: npm run manage -- <command> [options] [--json]',
     '',
     ...lines,
     '',
-    'help: this list; <command> --help: its options',
+    'help: this list; <object> --help: its commands; <command> --help: its options',
+    // npm prints its "> analytics@… manage" banner on stdout; -s (--silent) leaves the JSON alone there.
+    '--json: the answer as JSON on stdout; to pipe it, run `npm run -s manage -- <command> --json | jq`',
   ].join('\n');
 }
+const OBJECTS = new Set(Object.keys(commands).map((name) => name.split(' ')[0]));
+const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h';
 
 /** Where the command writes: its answer to `out`, errors and progress to `err` (a line each). */
 export interface Output {
@@ -704,9 +718,30 @@ export interface Output {
 }
 const consoleOutput: Output = { out: (text) => console.log(text), err: (text) => console.error(text) };
 
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
+
 function print(result: unknown, json: boolean, output: Output) {
   if (json) return output.out(JSON.stringify(result, null, 2));
-  const cell = (v: unknown) => (v === null || v === undefined ? '' : Array.isArray(v) ? v.join(',') : String(v));
+  const cell = (v: unknown): string =>
+    v === null || v === undefined
+      ? ''
+      : v instanceof Date
+        ? v.toISOString()
+        : Array.isArray(v)
+          ? v.map((x) => (typeof x === 'object' && x !== null ? JSON.stringify(x) : cell(x))).join(',')
+          : typeof v === 'object'
+            ? JSON.stringify(v)
+            : String(v);
+  /** `key: value` lines; an object's fields indented under its key (`deletion show`: request, receipt). */
+  const fields = (object: Record<string, unknown>, indent: string) => {
+    for (const [k, v] of Object.entries(object)) {
+      if (isRecord(v)) {
+        output.out(`${indent}${k}:`);
+        fields(v, `${indent}  `);
+      } else output.out(`${indent}${k}: ${cell(v)}`.trimEnd());
+    }
+  };
   if (Array.isArray(result)) {
     if (result.length === 0) return output.out('(none)');
     const columns = Object.keys(result[0]);
@@ -719,9 +754,7 @@ function print(result: unknown, json: boolean, output: Output) {
           .join('  ')
           .trimEnd(),
       );
-  } else {
-    for (const [k, v] of Object.entries(result as object)) output.out(`${k}: ${cell(v)}`);
-  }
+  } else fields(result as Record<string, unknown>, '');
 }
 
 /**
@@ -730,8 +763,14 @@ function print(result: unknown, json: boolean, output: Output) {
  */
 export async function main(argv: string[], output: Output = consoleOutput): Promise<number> {
   if (['help', '--help', '-h'].includes(argv[0])) {
-    output.out(usage());
+    output.out(usage(OBJECTS.has(argv[1]) ? argv[1] : undefined));
     return 0;
+  }
+  if (OBJECTS.has(argv[0]) && (argv.length === 1 || isHelp(argv[1]))) {
+    // `deletion --help`: that object's commands; `deletion` alone is a malformed command.
+    if (argv.length > 1) output.out(usage(argv[0]));
+    else output.err(usage(argv[0]));
+    return argv.length > 1 ? 0 : 2;
   }
   const name = argv.slice(0, 2).join(' ');
   const command = commands[name];

@@ -46,6 +46,7 @@ export const SETTINGS_SCHEMA = {
     RATE_LIMIT_PER_HOUR: int(4800, 1),
     AUTH_CACHE_SECONDS: int(60, 0),
     MAX_JSON_BODY_BYTES: int(1024 * 1024, 1),
+    MAX_EVENT_BYTES: int(1_000_000, 1024),
     DECODE_BUDGET_BYTES: int(128 * 1024 * 1024, 1024 * 1024),
     DECODE_CONCURRENCY: int(4, 1),
     DECODE_SMALL_BYTES: int(1024 * 1024, 0),
@@ -278,6 +279,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     authCacheSeconds: s.AUTH_CACHE_SECONDS,
     /** JSON request bodies of the management API. */
     maxJsonBodyBytes: s.MAX_JSON_BODY_BYTES,
+    /**
+     * One captured event's largest size, measured as PostHog's capture measures it: the Kafka message it
+     * would produce (the event's JSON, escaped into the envelope's `data` string). PostHog's default is its
+     * capture's KAFKA_PRODUCER_MESSAGE_MAX_BYTES, librdkafka's message.max.bytes of 1 000 000
+     * (rust/capture/src/config.rs); past it the sink fails with EventTooBig: 413 and a
+     * message_size_too_large ingestion warning (rust/capture/src/ingestion_warnings/legacy.rs).
+     */
+    maxEventBytes: s.MAX_EVENT_BYTES,
     /**
      * Decoding of SDK bodies (gzip, lz64, base64, JSON) across the requests of this process: each body
      * is first decoded in a small slot allowed `smallBytes` of output (as many small slots as a quarter of

@@ -214,13 +214,35 @@ const givenUuid = (raw: Record<string, unknown>) =>
   typeof raw.uuid === 'string' && isUuid(raw.uuid) ? raw.uuid : null;
 
 /**
+ * The size of the Kafka message PostHog's capture produces for an event, the one its per-event limit
+ * bounds (KAFKA_PRODUCER_MESSAGE_MAX_BYTES, librdkafka's message.max.bytes, default 1 000 000: see
+ * maxEventBytes in shared/config.ts): the event's JSON as the envelope's `data` string (its quotes and
+ * backslashes escaped once more) with the envelope's other fields. The client's address, unknown here,
+ * is counted as the longest IPv6 text, so an event that fits here fits there.
+ */
+function capturedMessageBytes(raw: Record<string, unknown>, uuid: string, distinctId: string, token: string): number {
+  const envelope = {
+    uuid,
+    distinct_id: distinctId,
+    ip: 'ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255',
+    data: JSON.stringify(raw),
+    now: new Date().toISOString(),
+    sent_at: new Date().toISOString(),
+    token,
+  };
+  return Buffer.byteLength(JSON.stringify(envelope));
+}
+
+/**
  * The request's events, checked and repaired; `warnings` holds one ingestion warning for each event
- * dropped or stored otherwise than sent.
+ * dropped or stored otherwise than sent. `oversized` holds a message_size_too_large warning for each
+ * event over `maxEventBytes`: PostHog answers such a request 413 (its sink's EventTooBig), so the caller
+ * fails the request and records only these.
  */
 export function eventsOf(
   request: SdkRequest,
-  options: { querySentAt?: string },
-): { events: IngestEvent[]; warnings: IngestionWarningInput[] } {
+  options: { querySentAt?: string; maxEventBytes?: number },
+): { events: IngestEvent[]; warnings: IngestionWarningInput[]; oversized: IngestionWarningInput[] } {
   const now = new Date();
   const { sentAtValue } = request;
   let sentAt: Date | null =
@@ -232,6 +254,7 @@ export function eventsOf(
 
   const events: IngestEvent[] = [];
   const warnings: IngestionWarningInput[] = [];
+  const oversized: IngestionWarningInput[] = [];
   const repairs = { strings: 0 };
   for (const raw of request.rawEvents) {
     if (!isObject(raw)) throw captureError('event submitted with an invalid body');
@@ -274,6 +297,23 @@ export function eventsOf(
     }
     const uuid = typeof raw.uuid === 'string' && raw.uuid !== '' ? raw.uuid : randomUUID();
     if (!isUuid(uuid)) throw captureError('event submitted with an invalid uuid');
+    if (options.maxEventBytes !== undefined) {
+      const bytes = capturedMessageBytes(raw, uuid, distinctId, request.token);
+      if (bytes > options.maxEventBytes) {
+        oversized.push({
+          type: 'message_size_too_large',
+          eventUuid: uuid,
+          distinctId,
+          details: {
+            eventName: clipped(raw.event, MAX_EVENT_NAME),
+            bytes,
+            limitBytes: options.maxEventBytes,
+            reason: 'larger than PostHog captures (its Kafka message limit); the request was answered 413',
+          },
+        });
+        continue;
+      }
+    }
     const eventWarnings: Warning[] = [];
     const timestamp = timestampOf(raw, properties, sentAt, sentAtValue, now, eventWarnings);
     const event = clipped(raw.event, MAX_EVENT_NAME);
@@ -294,5 +334,5 @@ export function eventsOf(
     for (const warning of eventWarnings) warnings.push({ ...warning, eventUuid: uuid, distinctId });
     events.push({ uuid, event, distinctId, properties, timestamp });
   }
-  return { events, warnings };
+  return { events, warnings, oversized };
 }

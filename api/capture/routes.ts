@@ -5,12 +5,22 @@ import { readRawBody } from '../http/body.ts';
 import { projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
+import { recordWarnings } from '../../shared/ingestion/warnings.ts';
+import { ApiError } from '../http/errors.ts';
 import { countDropped, directLookup, dropSuppressed } from '../../shared/deletions/suppression.ts';
 import { logger } from '../../shared/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
 import { eventsOf, requestOf } from './events.ts';
 
 const MB = 1024 * 1024;
+
+const eventTooBig = (limitBytes: number) =>
+  new ApiError(
+    413,
+    'invalid_request',
+    'event_too_big',
+    `An event is larger than the limit of ${limitBytes} bytes (PostHog's per-event limit); nothing of the request was stored.`,
+  );
 
 export function sdkCors(ctx: Context): void {
   ctx.set('Access-Control-Allow-Origin', ctx.get('origin') || '*');
@@ -39,7 +49,16 @@ async function capture(ctx: RouteContext, options: { limitBytes: number; legacy:
   const payload = await decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
   const request = requestOf(payload, { engagePath: options.engage });
   const project = await projectByApiToken(ctx.state.em, request.token);
-  const { events, warnings } = eventsOf(request, { querySentAt: ctx.query._ as string | undefined });
+  const maxEventBytes = ctx.deps.config.maxEventBytes;
+  const { events, warnings, oversized } = eventsOf(request, {
+    querySentAt: ctx.query._ as string | undefined,
+    maxEventBytes,
+  });
+  if (oversized.length > 0) {
+    // PostHog's sink refuses the event (EventTooBig): 413, with a warning the project sees.
+    await recordWarnings(ctx.state.em, project.id, oversized);
+    throw eventTooBig(maxEventBytes);
+  }
   const lookup = ctx.deps.suppressionCache ?? directLookup;
   const suppressed = await dropSuppressed(ctx.state.em, lookup, project.id, events);
   await ingestEvents(ctx.state.em, project.id, suppressed.kept, [...warnings, ...suppressed.warnings]);
@@ -116,7 +135,10 @@ export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
           schema: successSchema,
         },
         401: { description: 'Missing or invalid project API key' },
-        413: { description: 'The body, decoded, is larger than the endpoint allows' },
+        413: {
+          description:
+            'The body, decoded, is larger than the endpoint allows; or an event is larger than MAX_EVENT_BYTES (nothing stored, a message_size_too_large warning)',
+        },
         503: { description: "The process's decoding budget is in use: try again after Retry-After" },
       },
       handler: (ctx) => capture(ctx, endpoint),

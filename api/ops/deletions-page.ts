@@ -7,6 +7,7 @@ import type { Context } from 'koa';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
 import { deletionReceiptOfRequest } from '../../shared/deletions/receipts.ts';
 import {
+  DELETION_STATUSES,
   deletionCountsByStatus,
   listOperatorDeletionRequests,
   OPERATOR_DELETION_FILTERS,
@@ -126,6 +127,7 @@ const TITLES: Record<OperatorDeletionFilter, string> = {
   failed: 'Failed deletion requests',
   cancelled: 'Cancelled deletion requests',
   completed: 'Completed (verified) deletion requests',
+  all: 'All deletion requests',
 };
 
 /** `?project=ID`: null when absent; a 400 when malformed. */
@@ -136,7 +138,7 @@ function projectFilter(ctx: Context): number | null {
   return project === undefined ? null : Number(project);
 }
 
-/** `?status=`: open (the default: pending, running, failed), or one of pending, running, failed, cancelled, completed. */
+/** `?status=`: open (the default: pending, running, failed), all, or one status (the API's words, as the CLI's). */
 function statusFilter(ctx: Context): OperatorDeletionFilter {
   const status = ctx.query.status ?? 'open';
   if (typeof status !== 'string' || !(OPERATOR_DELETION_FILTERS as readonly string[]).includes(status))
@@ -163,10 +165,10 @@ export async function deletionsPage(ctx: Context, deps: AppDeps, dashboardPath: 
   const counts = await deletionCountsByStatus(em);
   // The windows the workers follow (recorded in PostgreSQL; seeded from the settings if no worker has).
   const crons = deletionCrons((await recordedSchedules(em, defaultSchedules(deps.config))).schedules);
-  const byStatus = ['pending', 'running', 'failed', 'cancelled', 'completed']
-    .map((s) => `${s} <b>${counts.find((c) => c.status === s)?.n ?? 0}</b>`)
-    .join(' · ');
-  const order = status === 'cancelled' || status === 'completed' ? 'newest first' : 'failed first, then oldest';
+  const byStatus = DELETION_STATUSES.map((s) => `${s} <b>${counts.find((c) => c.status === s)?.n ?? 0}</b>`).join(
+    ' · ',
+  );
+  const order = ['cancelled', 'completed', 'all'].includes(status) ? 'newest first' : 'failed first, then oldest';
   const shown = total > results.length ? `the first ${results.length} of ${total} (${order})` : `${total}`;
   const link = (s: OperatorDeletionFilter) => {
     const query = new URLSearchParams({
@@ -185,14 +187,18 @@ export async function deletionsPage(ctx: Context, deps: AppDeps, dashboardPath: 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5rem;color:#1d1f27;font-size:14px}
+@media (max-width:600px){body{margin:.75rem}}
+p,h1{overflow-wrap:anywhere}
+.table-scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;width:100%}
+td code,td pre{overflow-wrap:anywhere;word-break:break-word}
 th,td{border-bottom:1px solid #ddd;padding:.35rem .5rem;text-align:left;vertical-align:top}
 th{background:#f4f4f6;position:sticky;top:0}code,pre{font-family:ui-monospace,monospace;font-size:12px}
 time{white-space:nowrap}small{color:#666}
-pre{margin:0;white-space:pre-wrap;max-width:28rem;max-height:6rem;overflow:auto;color:#a11}
+pre{margin:0;white-space:pre-wrap;min-width:12rem;max-width:28rem;max-height:6rem;overflow:auto;color:#a11}
 .status{padding:0 .4em;border-radius:3px}.failed{background:#fbe3e3;color:#a11}.pending{background:#fff4d6}
 .running{background:#e3effb}.cancelled{background:#eee;color:#555}.completed{background:#e2f5e6}
-nav a,nav b{margin-right:1rem}nav.filters{margin-top:.5rem}
+nav a,nav b{margin-right:1rem;display:inline-block}nav.filters{margin-top:.5rem}
 </style></head><body>
 <nav><a href="${escapeHtml(dashboardPath)}">Queue dashboard</a><a href="${DELETIONS_PAGE_PATH}">All projects</a></nav>
 <nav class="filters">Show: ${OPERATOR_DELETION_FILTERS.map(link).join(' ')}</nav>
@@ -200,8 +206,8 @@ nav a,nav b{margin-right:1rem}nav.filters{margin-top:.5rem}
 <p>In PostgreSQL, every project: ${byStatus}. Shown: ${shown}${projectId === null ? '' : ' of this project'}.
 Times are UTC. Read-only: retry a failed request with <code>npm run manage -- deletion retry --id ID</code>,
 release a window's requests now with <code>npm run manage -- deletion run-window --mode weekly|off_peak</code>.</p>
-<table><thead><tr>${COLUMNS.map((c) => `<th>${c}</th>`).join('')}</tr></thead>
-<tbody>${results.map((r) => row(r, crons, now)).join('\n')}</tbody></table>
+<div class="table-scroll"><table><thead><tr>${COLUMNS.map((c) => `<th>${c}</th>`).join('')}</tr></thead>
+<tbody>${results.map((r) => row(r, crons, now)).join('\n')}</tbody></table></div>
 ${results.length ? '' : `<p>None${status === 'open' ? ': every request is done' : ''}.</p>`}
 </body></html>`;
 }

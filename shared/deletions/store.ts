@@ -15,6 +15,8 @@ import type { EventStore } from '../events/event-store.ts';
  * pending → cancelled (by a user, before any worker claimed it; final).
  */
 export type DeletionStatus = 'pending' | 'running' | 'completed' | 'failed' | 'cancelled';
+/** The statuses, in the order of the API's enum; the CLI, the operators' page and the metrics all say these. */
+export const DELETION_STATUSES: readonly DeletionStatus[] = ['pending', 'running', 'completed', 'failed', 'cancelled'];
 
 export interface DeletionRequest {
   projectId: number;
@@ -233,8 +235,20 @@ export async function listDeletionRequests(
   return { count: found.count, results: found.rows.map(view) };
 }
 
-/** What the operators' page lists: the requests not done yet (`open`), or those of one status. */
-export const OPERATOR_DELETION_FILTERS = ['open', 'pending', 'running', 'failed', 'cancelled', 'completed'] as const;
+/**
+ * What the operators' page and `manage deletion list` list: the requests of one status (exactly that
+ * status, unlike the API's `pending`, which includes running ones), those not done yet (`open`: pending,
+ * running, failed) or every request (`all`).
+ */
+export const OPERATOR_DELETION_FILTERS = [
+  'pending',
+  'running',
+  'completed',
+  'failed',
+  'cancelled',
+  'open',
+  'all',
+] as const satisfies readonly (DeletionStatus | 'open' | 'all')[];
 export type OperatorDeletionFilter = (typeof OPERATOR_DELETION_FILTERS)[number];
 
 export interface OperatorDeletionView extends DeletionRequestView {
@@ -245,9 +259,9 @@ export interface OperatorDeletionView extends DeletionRequestView {
 }
 
 /**
- * A page of requests for the operators' page, of one project or of all; `total` counts them all. Not
- * done yet (`open`, the default: pending, running, failed) and each of those: failed first, then oldest
- * first; cancelled and completed: newest first.
+ * A page of requests for the operators (the page and the CLI), of one project or of all; `total` counts
+ * them all. Not done yet (`open`: pending, running, failed) and each of those: failed first, then oldest
+ * first; cancelled, completed and `all`: the most recently done (or made) first.
  */
 export async function listOperatorDeletionRequests(
   em: EntityManager,
@@ -258,7 +272,12 @@ export async function listOperatorDeletionRequests(
     filter.status === 'pending' ||
     filter.status === 'running' ||
     filter.status === 'failed';
-  const statuses = filter.status === 'open' ? ['pending', 'running', 'failed'] : [filter.status];
+  const statuses: string[] =
+    filter.status === 'open'
+      ? ['pending', 'running', 'failed']
+      : filter.status === 'all'
+        ? [...DELETION_STATUSES]
+        : [filter.status];
   let query = db(em)
     .selectFrom('async_deletion')
     .select(viewColumns)

@@ -11,6 +11,8 @@ export const WARNING_RETENTION_DAYS = 30;
 export type IngestionWarningType =
   /** A timestamp outside years 1–9999 (after clock-skew correction): stored at the Unix epoch. */
   | 'ignored_invalid_timestamp'
+  /** An event larger than PostHog's capture takes (MAX_EVENT_BYTES): the request is answered 413, nothing of it stored. */
+  | 'message_size_too_large'
   /** A timestamp more than 23 hours ahead: stored at the server's time. */
   | 'event_timestamp_in_future'
   /** Ours: properties nested more than 128 levels deep; the event is not stored. */

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrationsList } from '../../shared/db/migrations/index.ts';
-import { recordDeletionRequests } from '../../shared/deletions/store.ts';
+import { OPERATOR_DELETION_FILTERS, recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { createQueues } from '../../shared/queues.ts';
 import { createApiRedis } from '../../shared/redis.ts';
 import { main } from '../../scripts/manage.ts';
@@ -576,4 +576,87 @@ describe('npm run manage: queues and typed JSON', () => {
     expect(new Date(weekly.next_run).getUTCHours()).toBe(5);
     expect(schedules.find((s: { id: string }) => s.id === 'experiment-results-daily').queue).toBe('experiment-results');
   }, 180_000);
+});
+
+/** The command without --json, in this process: its text on stdout and stderr, and its exit code. */
+async function manageText(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await main(args, { out: (text) => out.push(text), err: (text) => err.push(text) });
+  return { code, stdout: out.join('\n'), stderr: err.join('\n') };
+}
+
+describe('npm run manage: deletions and property indexes as an operator reads them', () => {
+  it('deletion show in text prints each field of the request and receipt, never [object Object]', async () => {
+    const { web } = await setUp();
+    const [id] = await recordDeletionRequests(api.orm.em.fork() as any, [
+      {
+        projectId: web.id,
+        type: 'person_events',
+        mode: 'weekly',
+        key: randomUUID(),
+        distinctIds: ['d'],
+        createdById: null,
+      },
+    ]);
+    const shown = await manageText('deletion', 'show', '--id', id);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).not.toContain('[object Object]');
+    expect(shown.stdout).toMatch(new RegExp(`^ +id: ${id}$`, 'm'));
+    expect(shown.stdout).toMatch(/^ +status: pending$/m);
+    expect(shown.stdout).toMatch(/^receipt: *$/m);
+  }, 60_000);
+
+  it('the help says how --json output is piped (npm run -s keeps the banner off stdout)', async () => {
+    const help = await manageText('help');
+    expect(help.stdout).toContain('npm run -s manage --');
+  });
+
+  it('<object> --help prints the help of its commands; the object alone is a usage error', async () => {
+    const help = await manageText('deletion', '--help');
+    expect(help.code, help.stderr).toBe(0);
+    expect(help.stderr).toBe('');
+    for (const command of ['deletion list', 'deletion show', 'deletion retry', 'deletion cancel'])
+      expect(help.stdout).toContain(`  ${command} `);
+    expect(help.stdout).not.toContain('key create');
+    expect((await manageText('help', 'deletion')).stdout).toBe(help.stdout);
+    const bare = await manageText('deletion');
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('  deletion list ');
+    expect((await manageText('nothing', '--help')).code).toBe(2);
+  });
+
+  it('property unindex of a key without indexes exits 1 with a message', async () => {
+    const key = `never-indexed-${randomUUID().slice(0, 8)}`;
+    const result = await manageText('property', 'unindex', '--key', key);
+    expect(result.code).toBe(1);
+    expect(result.stderr).toBe(`Error: No index on person property ${key} (see \`property indexes\`)`);
+  });
+
+  it('deletion statuses: the same words and meaning as the API and the operators’ page', async () => {
+    const help = await manageText('deletion', 'list', '--help');
+    const words = help.stdout.match(/--status ([a-z|]+)/)?.[1].split('|');
+    // The API's status enum, then the page's two views: not done (open) and every status (all).
+    expect(words).toEqual(['pending', 'running', 'completed', 'failed', 'cancelled', 'open', 'all']);
+    expect([...OPERATOR_DELETION_FILTERS]).toEqual(words);
+    // A running request is running, not pending, as on the page.
+    const { web } = await setUp();
+    const [id] = await recordDeletionRequests(api.orm.em.fork() as any, [
+      {
+        projectId: web.id,
+        type: 'person_events',
+        mode: 'weekly',
+        key: randomUUID(),
+        distinctIds: ['d'],
+        createdById: null,
+      },
+    ]);
+    await api.orm.em.fork().getConnection().execute(`update async_deletion set status = 'running' where id = ?`, [id]);
+    const ids = async (status: string) =>
+      (await ok('deletion', 'list', '--project', String(web.id), '--status', status)).map((r: any) => r.id);
+    expect(await ids('pending')).toEqual([]);
+    expect(await ids('running')).toEqual([id]);
+    expect(await ids('open')).toEqual([id]);
+    expect(await ids('all')).toEqual([id]);
+  }, 60_000);
 });

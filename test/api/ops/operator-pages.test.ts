@@ -104,6 +104,29 @@ describe.skipIf(missingPackage('chromium'))('deletion requests page', () => {
     expect(outside()).toEqual([]);
     await page.context().close();
   });
+
+  it('fits the window at 1280 and 390 px: the table scrolls in its own box, long ids and errors wrap', async () => {
+    // A failed request with an unbroken error line and a long person id, beside the ones above.
+    const kept = await newPerson(`page-wide-${'x'.repeat(120)}`);
+    const queued = await call(api.baseUrl, 'POST', `${P()}/${kept.id}/delete_events/`, { key: account.apiKey });
+    await markDeletionFailed(api.orm.em.fork(), queued.body.deletion_requests[0].id, `E${'0123456789'.repeat(40)}`, {
+      retryFirstDelaySeconds: 900,
+      retryMaxDelaySeconds: 21_600,
+    });
+    for (const width of [1280, 390]) {
+      const { page } = await localOnlyPage(browser, { httpCredentials: READ, viewport: { width, height: 800 } });
+      expect((await page.goto(`${api.baseUrl}/admin/deletions`))?.status()).toBe(200);
+      const { scrollWidth, innerWidth, tableBoxWidth } = await page.evaluate(() => ({
+        scrollWidth: document.documentElement.scrollWidth,
+        innerWidth: window.innerWidth,
+        tableBoxWidth: document.querySelector('.table-scroll')?.getBoundingClientRect().width ?? Infinity,
+      }));
+      expect(scrollWidth, `document at ${width} px`).toBeLessThanOrEqual(innerWidth);
+      expect(tableBoxWidth, `table box at ${width} px`).toBeLessThanOrEqual(innerWidth);
+      await page.screenshot({ path: join(screenshots, `deletions-${width}.png`), fullPage: true });
+      await page.context().close();
+    }
+  });
 });
 
 const as = (credential: typeof READ) => ({ headers: { authorization: basic(credential) } });
