@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { eventually } from './helpers.ts';
+import { CHDB_DIRECTORY_PREFIX } from './chdb-directories.ts';
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -78,6 +79,45 @@ export async function startApiProcess(env: Record<string, string>): Promise<Serv
 
 export function startWorkerProcess(env: Record<string, string>): ServiceProcess {
   return startNode('worker/main.ts', env);
+}
+
+/**
+ * The test-only ClickHouse HTTP front (test/clickhouse-server.ts) on a port of its own, owning a chDB
+ * directory of its own; `url` is what CLICKHOUSE_URL takes. Resolves once it answers /ping.
+ */
+export async function startClickHouseServer(
+  port?: number,
+  path = mkdtempSync(join(tmpdir(), CHDB_DIRECTORY_PREFIX)),
+): Promise<ServiceProcess & { url: string; path: string; port: number }> {
+  const chosen = port ?? (await freePort());
+  const child = spawn(process.execPath, ['test/clickhouse-server.ts', '--port', String(chosen), '--path', path], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const url = `http://127.0.0.1:${chosen}`;
+  await eventually(async () => {
+    if (child.exitCode !== null) throw new Error(`ClickHouse front exited: ${output}`);
+    return fetch(`${url}/ping`).then(
+      (r) => r.ok,
+      () => false,
+    );
+  }, 60_000);
+  return {
+    child,
+    output: () => output,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGKILL');
+      }),
+    url,
+    path,
+    port: chosen,
+  };
 }
 
 /**

@@ -68,10 +68,16 @@ export async function renderGlobalMetrics(deps: AppDeps, em: EntityManager): Pro
     deletionAges(em),
     deps.events.engine === 'clickhouse' ? shippingLag(em) : null,
   ]);
-  const [redisRead, postgresRead] = await Promise.allSettled([
+  const [redisRead, postgresRead, clickhouseRead] = await Promise.allSettled([
     withTimeout(redis, SOURCE_TIMEOUT_MS, 'Redis'),
     withTimeout(postgres, SOURCE_TIMEOUT_MS, 'PostgreSQL'),
+    withTimeout(deps.events.ping(), SOURCE_TIMEOUT_MS, 'ClickHouse'),
   ]);
+  if (deps.events.engine === 'clickhouse')
+    gauge(
+      'clickhouse_up',
+      '1 when the ClickHouse event store answered this scrape (EVENT_STORE=clickhouse); 0: it did not',
+    ).set(clickhouseRead.status === 'fulfilled' ? 1 : 0);
   for (const [source, read] of [
     ['redis', redisRead],
     ['postgres', postgresRead],

@@ -64,11 +64,13 @@ const CONSEQUENCES: Record<string, string> = {
   auth_cache: 'The auth cache is not listening for auth_changed: it is off, every request reads PostgreSQL.',
   migrations:
     'The database lacks migrations of this version: requests that need their tables or columns fail. Run `npm run migrate`.',
+  clickhouse:
+    'ClickHouse does not answer: analytics (funnels, lifecycle, cohorts, experiment results) fail. Capture still stores events in PostgreSQL, which ships them once ClickHouse answers again.',
   event_shipping:
     'Events wait longer than EVENT_SHIP_MAX_LAG_SECONDS to reach ClickHouse: analytics miss the newest events (is a worker running?).',
 };
 /** Without these the API cannot serve requests as it should: 503. The others only degrade it. */
-const NEEDED = new Set(['postgres', 'redis', 'queues', 'migrations']);
+const NEEDED = new Set(['postgres', 'redis', 'queues', 'migrations', 'clickhouse']);
 /** Apps whose database had every migration: no migration is ever taken back, so they are not asked again. */
 const migrated = new WeakSet<object>();
 
@@ -149,12 +151,17 @@ export const opsRoutes = [
         auth_cache: authCache,
         migrations,
       };
-      if (deps.events.engine === 'clickhouse')
-        checks.event_shipping = await check('event_shipping', async () => {
-          const lag = await shippingLag(ctx.state.em);
-          if (lag > deps.config.events.shipMaxLagSeconds)
-            throw new Error(`oldest unshipped event is ${Math.round(lag)} s old`);
-        });
+      let lag: number | undefined;
+      if (deps.events.engine === 'clickhouse') {
+        [checks.clickhouse, checks.event_shipping] = await Promise.all([
+          check('clickhouse', () => deps.events.ping()),
+          check('event_shipping', async () => {
+            lag = await shippingLag(ctx.state.em);
+            if (lag > deps.config.events.shipMaxLagSeconds)
+              throw new Error(`oldest unshipped event is ${Math.round(lag)} s old`);
+          }),
+        ]);
+      }
       const down = Object.keys(checks).filter((name) => checks[name] === 'unavailable');
       const ready = !down.some((name) => NEEDED.has(name));
       ctx.status = ready ? 200 : 503;
@@ -162,6 +169,7 @@ export const opsRoutes = [
         status: down.length === 0 ? 'ok' : ready ? 'degraded' : 'unavailable',
         checks,
         ...(down.length > 0 ? { details: Object.fromEntries(down.map((name) => [name, CONSEQUENCES[name]])) } : {}),
+        ...(lag === undefined ? {} : { event_shipping_lag_seconds: Math.round(lag) }),
       };
     },
   }),

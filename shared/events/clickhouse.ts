@@ -658,6 +658,11 @@ export function createClickHouseEventStore(
       });
     },
 
+    async ping() {
+      const answer = await client.ping();
+      if (!answer.success) throw answer.error;
+    },
+
     close: () => client.close(),
   };
   return store;

@@ -226,5 +226,7 @@ export interface EventStore {
   deleteEventsBefore(projectId: number, before: Date, deletion: RetentionDeletion): Promise<number>;
   /** The project's events (of one name, if given), for verification. */
   countEvents(projectId: number, event?: string): Promise<number>;
+  /** Resolves when the engine answers (PostgreSQL's own: at once; the API checks PostgreSQL apart); throws otherwise. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -123,6 +123,7 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
       );
       return row.n;
     },
+    ping: async () => undefined,
     close: async () => undefined,
   };
 }
