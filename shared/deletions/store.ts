@@ -618,6 +618,27 @@ export async function renewLeases(em: EntityManager, batch: string[], leaseSecon
     .execute();
 }
 
+/**
+ * Companions a lead claimed but could not complete (each failed on its own after the batch failed),
+ * handed back to their own jobs: its own again (claimed_by), lease gone, so its job may claim it at
+ * once, and the lead's claim uncounted, so its attempts are its own job's (at most JOB_ATTEMPTS before
+ * it fails) and a request that cannot be deleted is not counted once for every batch it was taken into.
+ */
+export async function handBackCompanions(em: EntityManager, leadId: string, ids: string[]): Promise<void> {
+  await db(em)
+    .updateTable('async_deletion')
+    .set((eb) => ({
+      claimed_by: eb.ref('async_deletion.id'),
+      lease_until: sql`now()`,
+      attempts: sql`greatest(async_deletion.attempts - 1, 0)`,
+    }))
+    .where((eb) => eb('id', '=', eb.fn.any(eb.val(ids))))
+    .where('claimed_by', '=', leadId)
+    .where('status', '=', 'running')
+    .where('delete_verified_at', 'is', null)
+    .execute();
+}
+
 /** Counts deleted rows on the request that did the work, in the delete's own transaction. */
 export async function addRowsDeleted(em: EntityManager, id: string, n: number): Promise<void> {
   if (n > 0)

@@ -3,6 +3,8 @@
 // when it was asked for), run in short chunks, and the row completes only when nothing survives.
 // Event deletions are batched: the job also claims the project's other released requests, so a
 // weekly run over 1000 persons is a few large deletes (one per time window) rather than thousands.
+// A batch that fails is retried request by request in the same run: one request that cannot be deleted
+// fails alone (its own job's attempts, its own error) and the others complete.
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -21,13 +23,15 @@ import {
   completeDeletions,
   deletionRequestsByIds,
   dropLeases,
+  dueDeletionIds,
   eventDeletionTargets,
+  handBackCompanions,
   markDeletionFailed,
   renewLeases,
 } from '../../shared/deletions/store.ts';
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
 import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
-import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
+import { enqueueWebhookDeliveries, requeueDeletions } from '../../shared/queues.ts';
 import {
   eventCounter,
   type EventCountTarget,
@@ -116,15 +120,17 @@ export async function deletePersonData(
   // The receipts' signing key, read while the deletes run.
   const signing = options.receipts ? receiptSigner(em.fork(), deps.config.deletion.receiptPrivateKey) : null;
   signing?.catch(() => undefined); // awaited below; a failure surfaces there
-  try {
+  // Deletes what `requests` (the batch, or one of its requests) cover, verifies that nothing survived,
+  // and marks them completed with their receipts: all of them, or none (it throws).
+  const deleteAndComplete = async (requests: string[]) => {
     // The job's own store (events or recordings), deleted here: the statement that counts what survived.
     let own: { store: string; statement: string; count: () => Promise<number> };
     if (row.deletionType === 'person_events') {
-      const groups = await eventDeletionGroups(em, batch);
+      const groups = await eventDeletionGroups(em, requests);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
       // transaction where the engine has one; each request's own count (its receipt's events before)
       // comes from the same windows, by person and distinct id.
-      const counters = new Map([...groups].map(([group, requests]) => [group, eventCounter(requests)]));
+      const counters = new Map([...groups].map(([group, targets]) => [group, eventCounter(targets)]));
       await deps.events.deletePersonEvents(row.projectId, [...groups.keys()], {
         record: (n, tx) => addRowsDeleted(tx ?? em, id, n),
         recordKeys: options.receipts ? (counts, tx, group) => counters.get(group)!(tx, counts) : undefined,
@@ -157,10 +163,14 @@ export async function deletePersonData(
     // Every count after, once every delete committed: the job's own store's, and beside it (a connection
     // of its own) the receipts' other stores'. Only then are the receipts built and signed, their
     // verified_at taken after all of them.
-    const [survivors, stores] = await Promise.all([own.count(), signing ? receiptStoresAfter(em.fork(), batch) : null]);
+    const [survivors, stores] = await Promise.all([
+      own.count(),
+      signing ? receiptStoresAfter(em.fork(), requests) : null,
+    ]);
     if (survivors > 0) {
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
-      throw new Error(`deletion request ${id}: ${survivors} ${what}; retrying`);
+      const whose = requests.length === 1 ? `deletion request ${requests[0]}` : `the batch of deletion request ${id}`;
+      throw new Error(`${whose}: ${survivors} ${what}; retrying`);
     }
     // The receipts, built once every count is in, with a verified_at taken after them all.
     let receipts: { signer: ReceiptSigner; verifiedAt: string; built: UnsignedReceipt[] } | null = null;
@@ -171,21 +181,43 @@ export async function deletePersonData(
       receipts = { signer, verifiedAt, built: deletionReceipts(stores, verified, verifiedAt, signer) };
     }
     const completed = await em.transactional(async (tx) => {
-      // Signed on the thread pool while this transaction marks the batch completed at their verified_at.
+      // Signed on the thread pool while this transaction marks the requests completed at their verified_at.
       const [signed, deliveries] = await Promise.all([
         receipts ? signDeletionReceipts(receipts.built, receipts.signer) : [],
-        completeDeletions(tx, batch, receipts?.verifiedAt).then(() =>
-          queueDeletionEvents(tx, row.projectId, 'completed', batch),
+        completeDeletions(tx, requests, receipts?.verifiedAt).then(() =>
+          queueDeletionEvents(tx, row.projectId, 'completed', requests),
         ),
       ]);
       await insertDeletionReceipts(tx, signed);
       return deliveries;
     });
     await enqueueWebhookDeliveries(deps.queues.webhooks, completed);
-    deps.logger.info(
-      { deletionId: id, requests: batch.length, deleted, ms: Date.now() - started },
-      'deletion completed',
-    );
+  };
+  try {
+    // The requests that could not be completed, with their own error.
+    const failed = new Map<string, Error>();
+    try {
+      await deleteAndComplete(batch);
+    } catch (error) {
+      if (batch.length === 1) throw error;
+      // One request that cannot be deleted (a trigger, a constraint, a lock) fails a batch's statements
+      // for all of them: each request on its own, so the others complete in this run and only it fails.
+      deps.logger.warn(
+        { deletionId: id, requests: batch.length, err: (error as Error).message },
+        'deletion batch failed; retrying its requests one by one',
+      );
+      for (const request of batch) await deleteAndComplete([request]).catch((e: Error) => failed.set(request, e));
+    }
+    // A companion that failed goes back to its own job, this attempt uncounted: its attempts are its own
+    // job's, and it fails with its own error. The lead's own failure is this job's, retried by BullMQ.
+    const handedBack = [...failed.keys()].filter((r) => r !== id);
+    if (handedBack.length) {
+      await handBackCompanions(em, id, handedBack);
+      await requeueDeletions(deps.queues.deletions, handedBack, (ids) => dueDeletionIds(em, ids));
+      deps.logger.warn({ deletionId: id, handedBack }, 'deletion requests handed back to their own jobs');
+    }
+    const done = batch.length - failed.size;
+    deps.logger.info({ deletionId: id, requests: done, deleted, ms: Date.now() - started }, 'deletion completed');
     // Past the threshold the dead rows would slow every plan over these tables until a vacuum.
     if (deleted > deps.config.maintenance.vacuumDeadRows)
       await enqueueVacuums(
@@ -194,7 +226,9 @@ export async function deletePersonData(
           ? eventPartitionsBetween(em, deletedSpan.from, deletedSpan.to)
           : ['session_recording', 'session_recording_snapshot'],
       );
-    return { deleted, requests: batch.length };
+    const own = failed.get(id);
+    if (own) throw own;
+    return { deleted, requests: done };
   } catch (error) {
     await dropLeases(em, batch).catch(() => undefined);
     throw error;
