@@ -140,9 +140,7 @@ export function serve(path: string, port: number, host = '127.0.0.1') {
       return;
     }
     if (url.pathname !== '/' || (req.method !== 'POST' && req.method !== 'GET')) {
-      res
-        .writeHead(404, { 'content-type': 'text/plain; charset=UTF-8' })
-        .end('There is no handle ' + url.pathname + '\n');
+      res.writeHead(404, { 'content-type': 'text/plain; charset=UTF-8' }).end(`There is no handle ${url.pathname}\n`);
       return;
     }
     const queryId = url.searchParams.get('query_id') ?? randomUUID();
@@ -196,7 +194,14 @@ export function serve(path: string, port: number, host = '127.0.0.1') {
     });
   });
   server.listen(port, host);
-  return { server, close: () => new Promise<void>((done) => server.close(() => (session.close(), done()))) };
+  const close = () =>
+    new Promise<void>((done) =>
+      server.close(() => {
+        session.close();
+        done();
+      }),
+    );
+  return { server, close };
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
