@@ -10,7 +10,7 @@ import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { hostOf, PrivateAddressError, type ResolvedAddress, resolveWebhookHost } from './addresses.ts';
-import { deliveryBody, signWebhook } from './service.ts';
+import { deliveryBody, webhookSignatureHeaders } from './service.ts';
 import { deliveryToSend, failDelivery, recordAttempt, type AttemptRecord } from './store.ts';
 
 export interface DeliverySettings {
@@ -47,16 +47,13 @@ export async function deliverWebhook(
     return { skipped: 'the webhook is disabled' };
   }
   const body = deliveryBody(delivery);
-  const timestamp = String(Math.floor(Date.now() / 1000));
   const { record: result, refused } = await post(
     delivery.url,
     body,
     {
       'content-type': 'application/json',
       'user-agent': 'analytics-webhooks/1',
-      'x-webhook-id': delivery.id,
-      'x-webhook-timestamp': timestamp,
-      'x-webhook-signature': signWebhook(delivery.secret, timestamp, body),
+      ...webhookSignatureHeaders(delivery.secret, delivery.id, new Date(), body),
     },
     settings,
   );

@@ -2,7 +2,7 @@
 // Redis) to receivers on 127.0.0.1: at least once per transition (a receiver that fails each delivery's
 // first call gets exactly one successful call per transition), signed, retried with backoff, logged; a
 // receiver that never answers is cut off by the time limit, and an endless answer is read only up to the cap.
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
@@ -42,6 +42,14 @@ const personByDistinctId = async (id: string) =>
 const deliveriesOf = async (webhookId: number, key = account.apiKey, projectId = account.projectId) =>
   (await call(api.baseUrl, 'GET', `/api/projects/${projectId}/webhooks/${webhookId}/deliveries/?limit=1000`, { key }))
     .body;
+
+/** The secret of the webhook of delivery `id`, as stored. */
+const webhookSecretOf = async (id: string) =>
+  (
+    await sql(api.orm, 'select w.secret from webhook w join webhook_delivery d on d.webhook_id = w.id where d.id = ?', [
+      id,
+    ])
+  )[0].secret as string;
 
 /** Nothing of the webhooks queue left to run: every job has completed or failed for good. */
 const webhookQueueIdle = async () => {
@@ -133,13 +141,13 @@ describe('deletion transitions', () => {
           expect(verified(secret, c.headers, c.body)).toBe(true);
           expect(verified('whsec_wrong', c.headers, c.body)).toBe(false);
           const body = JSON.parse(c.body);
-          expect(c.headers['x-webhook-id']).toBe(body.id);
+          expect(c.headers['webhook-id']).toBe(body.id);
           expect(body.project_id).toBe(account.projectId);
           expect(c.headers['content-type']).toBe('application/json');
         }
         for (const s of successes) {
           const failed = receiver.calls.find(
-            (c) => c.answered === 500 && c.headers['x-webhook-id'] === s.headers['x-webhook-id'],
+            (c) => c.answered === 500 && c.headers['webhook-id'] === s.headers['webhook-id'],
           );
           expect(failed?.body).toBe(s.body);
         }
@@ -250,12 +258,12 @@ describe('deletion transitions', () => {
 });
 
 describe("the customer's URL is not trusted", () => {
-  /** A webhook of a project of its own at `url`, and one event sent to it now. */
-  async function sendOne(url: string) {
+  /** A webhook of a project of its own at `url` (with `secret` when given), and one event sent to it now. */
+  async function sendOne(url: string, secret?: string) {
     const other = await createAccount(api.orm);
     const created = await call(api.baseUrl, 'POST', `/api/projects/${other.projectId}/webhooks/`, {
       key: other.apiKey,
-      body: { url },
+      body: { url, secret },
     });
     expect(created.status, created.text).toBe(201);
     const ids = await (api.orm.em.fork() as EntityManager).transactional((tx) =>
@@ -315,6 +323,48 @@ describe("the customer's URL is not trusted", () => {
       await eventually(async () => closed);
       // More than the cap was on its way.
       expect(written).toBeGreaterThan(64 * 1024);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('signed as Standard Webhooks says: the standardwebhooks library verifies each call, whatever the secret', async () => {
+    const receiver = await startReceiver((c, res) => {
+      c.answered = 200;
+      res.writeHead(200).end();
+    });
+    try {
+      const ownKey = randomBytes(24);
+      // Generated; a Standard Webhooks secret of the customer's (whsec_ and base64); one of 16+ characters
+      // that is not base64, used as it is (the library's raw format).
+      for (const [given, raw] of [
+        [undefined, false],
+        [`whsec_${ownKey.toString('base64')}`, false],
+        ['my-own-secret-0123456789', true],
+      ] as const) {
+        const before = receiver.calls.length;
+        const delivery = await sendOne(receiver.url, given);
+        expect(delivery.status, given).toBe('delivered');
+        const [c] = receiver.calls.slice(before);
+        const secret = given ?? (await webhookSecretOf(delivery.id));
+        const body = JSON.parse(c.body);
+        expect(c.headers['webhook-id']).toBe(body.id);
+        expect(c.headers['webhook-id']).toBe(delivery.id);
+        expect(Number(c.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -2);
+        expect(c.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+        expect(verified(secret, c.headers, c.body, raw), given).toBe(true);
+        // Another body, another id or another key: refused.
+        expect(verified(secret, c.headers, `${c.body} `, raw)).toBe(false);
+        expect(verified(secret, { ...c.headers, 'webhook-id': `${delivery.id}0` }, c.body, raw)).toBe(false);
+        expect(verified(`whsec_${randomBytes(24).toString('base64')}`, c.headers, c.body)).toBe(false);
+        if (given?.startsWith('whsec_')) {
+          // The spec's construction by hand: HMAC-SHA256 over id.timestamp.body, keyed with the decoded secret.
+          const signed = `${c.headers['webhook-id']}.${c.headers['webhook-timestamp']}.${c.body}`;
+          expect(c.headers['webhook-signature']).toBe(
+            `v1,${createHmac('sha256', ownKey).update(signed).digest('base64')}`,
+          );
+        }
+      }
     } finally {
       await receiver.close();
     }

@@ -113,6 +113,8 @@ describe('webhooks', () => {
       [{ url: 'https://example.com/', event_types: [] }, 'event_types'],
       [{ url: 'https://example.com/', secret: 'short' }, 'secret'],
       [{ url: 'https://example.com/', secret: 'has spaces in the secret' }, 'secret'],
+      // whsec_ announces a Standard Webhooks secret: base64 must follow.
+      [{ url: 'https://example.com/', secret: 'whsec_not-base64-at-all!' }, 'secret'],
       [{ url: 'https://example.com/', enabled: 'yes' }, 'enabled'],
       [{ url: 42 }, 'url'],
     ];
