@@ -373,7 +373,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       attempts: s.WEBHOOK_ATTEMPTS,
       /** The first retry's delay; each next one doubles it. */
       backoffMs: s.WEBHOOK_BACKOFF_MS,
-      /** Whether a webhook may post to a loopback, private, link-local or unspecified address (refused by default). */
+      /** Whether a webhook may post to an address that is not public unicast (loopback, private...: refused by default). */
       allowPrivateUrls: s.WEBHOOK_ALLOW_PRIVATE_URLS,
     },
     /**

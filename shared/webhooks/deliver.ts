@@ -18,7 +18,7 @@ export interface DeliverySettings {
   maxResponseBytes: number;
   /** The first retry's delay (BullMQ's exponential backoff), for the delivery's next_attempt_at. */
   backoffMs: number;
-  /** WEBHOOK_ALLOW_PRIVATE_URLS: whether a delivery may go to a loopback, private, link-local or unspecified address. */
+  /** WEBHOOK_ALLOW_PRIVATE_URLS: whether a delivery may go to an address that is not public unicast (addresses.ts). */
   allowPrivateUrls: boolean;
 }
 

@@ -391,7 +391,7 @@ describe("the customer's URL is not trusted", () => {
 });
 
 describe('a delivery to a private address is refused by default (WEBHOOK_ALLOW_PRIVATE_URLS unset)', () => {
-  it('a name resolving to 127.0.0.1, and 127.0.0.1, 10.x, 169.254.169.254 and [::1]: failed at once, nothing sent', async () => {
+  it('a name resolving to 127.0.0.1, and 127.0.0.1, 10.x, 169.254.169.254, [::1], IPv4 carried in IPv6 and special-purpose ranges: failed at once, nothing sent', async () => {
     const receiver = await startReceiver((c, res) => {
       c.answered = 200;
       res.writeHead(200).end();
@@ -406,6 +406,15 @@ describe('a delivery to a private address is refused by default (WEBHOOK_ALLOW_P
         ['http://10.20.30.40/hook', '10.20.30.40'],
         ['http://169.254.169.254/latest/meta-data/', '169.254.169.254'],
         [`http://[::1]:${port}/hook`, '::1'],
+        [`http://[::127.0.0.1]:${port}/hook`, '::7f00:1'],
+        [`http://[::ffff:127.0.0.1]:${port}/hook`, '::ffff:7f00:1'],
+        ['http://[64:ff9b::127.0.0.1]/hook', '64:ff9b::7f00:1'],
+        ['http://[2002:7f00:1::]/hook', '2002:7f00:1::'],
+        ['http://100.64.0.1/hook', '100.64.0.1'],
+        ['http://192.0.0.192/hook', '192.0.0.192'],
+        ['http://198.18.0.1/hook', '198.18.0.1'],
+        ['http://224.0.0.1/hook', '224.0.0.1'],
+        ['http://255.255.255.255/hook', '255.255.255.255'],
       ]) {
         const em = api.orm.em.fork() as EntityManager;
         // Stored as it was accepted (the check at creation is tested over the API).

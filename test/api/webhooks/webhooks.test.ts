@@ -62,6 +62,31 @@ describe('webhooks', () => {
     ['http://[fd00::1]/', 'fd00::1'],
     ['http://[fe80::1]/', 'fe80::1'],
     ['http://localhost:8080/hook', '127.0.0.1'], // a name that resolves to loopback
+    // IPv6 forms that carry an IPv4 address: IPv4-compatible, NAT64, 6to4, IPv4-mapped.
+    ['http://[::127.0.0.1]/', '::7f00:1'],
+    ['http://[64:ff9b::127.0.0.1]/', '64:ff9b::7f00:1'],
+    ['http://[2002:7f00:1::]/', '2002:7f00:1::'],
+    ['http://[::ffff:10.0.0.1]/', '::ffff:a00:1'],
+    ['http://[64:ff9b::169.254.169.254]/', '64:ff9b::a9fe:a9fe'],
+    // IANA special-purpose IPv4: shared (CGNAT), IETF protocol assignments, benchmarking, documentation,
+    // multicast, reserved, broadcast.
+    ['http://100.64.0.1/', '100.64.0.1'],
+    ['http://100.127.255.254/', '100.127.255.254'],
+    ['http://192.0.0.192/', '192.0.0.192'],
+    ['http://198.18.0.1/', '198.18.0.1'],
+    ['http://198.19.255.1/', '198.19.255.1'],
+    ['http://192.0.2.10/', '192.0.2.10'],
+    ['http://224.0.0.1/', '224.0.0.1'],
+    ['http://239.255.255.250/', '239.255.255.250'],
+    ['http://240.0.0.1/', '240.0.0.1'],
+    ['http://255.255.255.255/', '255.255.255.255'],
+    ['http://0x7f.1/', '127.0.0.1'], // the URL parser's spelling of 127.0.0.1
+    // IPv6 special-purpose: multicast, documentation, Teredo, discard-only, NAT64 local use.
+    ['http://[ff02::1]/', 'ff02::1'],
+    ['http://[2001:db8::1]/', '2001:db8::1'],
+    ['http://[2001::1]/', '2001::1'],
+    ['http://[100::1]/', '100::1'],
+    ['http://[64:ff9b:1::1]/', '64:ff9b:1::1'],
   ])('a URL to a private address (%s) is refused by default: 400 with PostHog’s body', async (url, address) => {
     const res = await as('POST', `${P}/`, { url });
     expect(res.status, res.text).toBe(400);
@@ -71,6 +96,23 @@ describe('webhooks', () => {
     const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
     expect(patched.status).toBe(400);
     expect(patched.body).toMatchObject({ type: 'validation_error', code: 'invalid_input', attr: 'url' });
+  });
+
+  it.each([
+    'http://8.8.8.8/hook',
+    'https://1.1.1.1/',
+    'http://93.184.215.14:8080/',
+    'http://100.128.0.1/', // just past the shared 100.64.0.0/10
+    'http://198.20.0.1/', // just past benchmarking 198.18.0.0/15
+    'http://[2606:4700:4700::1111]/',
+    'http://[2a00:1450:4001:80b::200e]/',
+    'http://[64:ff9b::8.8.8.8]/', // NAT64 of a public address
+    'http://[2002:808:808::1]/', // 6to4 of a public address
+    'http://[::ffff:8.8.8.8]/',
+  ])('a URL to a public address (%s) is accepted', async (url) => {
+    const res = await as('POST', `${P}/`, { url });
+    expect(res.status, res.text).toBe(201);
+    expect((await as('DELETE', `${P}/${res.body.id}/`)).status).toBe(204);
   });
 
   it('WEBHOOK_ALLOW_PRIVATE_URLS=true lets an operator post inside the network', async () => {
