@@ -182,6 +182,19 @@ export function deliveryToSend(em: EntityManager, id: string): Promise<DeliveryT
   return selectDeliveriesToSend(em).where('d.id', '=', id).executeTakeFirst();
 }
 
+/** How many attempts a delivery has made, and its project's id (undefined: gone with its webhook). */
+export function deliveryProgress(
+  em: EntityManager,
+  id: string,
+): Promise<{ attempts: number; project_id: number } | undefined> {
+  return db(em)
+    .selectFrom('webhook_delivery as d')
+    .innerJoin('webhook as w', 'w.id', 'd.webhook_id')
+    .select(['d.attempts', 'w.project_id'])
+    .where('d.id', '=', id)
+    .executeTakeFirst();
+}
+
 /** Attempts the log keeps per delivery (the oldest go first). */
 const ATTEMPT_LOG_MAX = 50;
 

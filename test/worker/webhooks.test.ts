@@ -15,7 +15,7 @@ import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
-import { call, createAccount, eventually, apiAndWorker } from '../helpers.ts';
+import { call, createAccount, eventually, apiAndWorker, startApi } from '../helpers.ts';
 
 const TIMEOUT_MS = 1500;
 // A deletion job fails finally at its first error (and its automatic retry is an hour away); a delivery
@@ -31,6 +31,7 @@ const settings = (config: Config) => {
   config.webhooks.allowPrivateUrls = true; // the receivers are on 127.0.0.1
 };
 const {
+  prefix,
   api,
   worker,
   accounts: [account],
@@ -386,6 +387,48 @@ describe("the customer's URL is not trusted", () => {
     } finally {
       await receiver.close();
       await target.close();
+    }
+  });
+});
+
+describe("the worker's settings decide a delivery's attempts, not the queuing process's", () => {
+  it.each([5, 1])('an API with WEBHOOK_ATTEMPTS=%i queues, the worker (2) makes 2 attempts', async (apiAttempts) => {
+    const receiver = await startReceiver((c, res) => {
+      c.answered = 503;
+      res.writeHead(503).end('down');
+    });
+    // An API process of another configuration on the same queues.
+    const other = await startApi((config) => {
+      settings(config);
+      config.redisPrefix = prefix;
+      config.webhooks.attempts = apiAttempts;
+    });
+    try {
+      const owner = await createAccount(api.orm);
+      const created = await call(other.baseUrl, 'POST', `/api/projects/${owner.projectId}/webhooks/`, {
+        key: owner.apiKey,
+        body: { url: receiver.url },
+      });
+      expect(created.status, created.text).toBe(201);
+      const ids = await (other.orm.em.fork() as EntityManager).transactional((tx) =>
+        queueWebhookEvent(tx as EntityManager, owner.projectId, 'deletion.queued', { n: 1 }),
+      );
+      await enqueueWebhookDeliveries(other.deps.queues.webhooks, ids);
+      const delivery = await eventually(async () => {
+        const d = (await deliveriesOf(created.body.id, owner.apiKey, owner.projectId)).results[0];
+        return d && d.status !== 'pending' ? d : null;
+      });
+      // Its job is done too: no attempt is left to come.
+      await eventually(async () => {
+        const job = await worker.deps.queues.webhooks.getJob(`webhook-delivery-${ids[0]}`);
+        return job && ((await job.isCompleted()) || (await job.isFailed()));
+      });
+      expect(delivery).toMatchObject({ status: 'failed', attempts: 2, last_status_code: 503, next_attempt_at: null });
+      expect(receiver.calls).toHaveLength(2);
+      expect((await deliveriesOf(created.body.id, owner.apiKey, owner.projectId)).results[0].attempts).toBe(2);
+    } finally {
+      await other.close();
+      await receiver.close();
     }
   });
 });
