@@ -24,12 +24,15 @@ export const WEBHOOK_URL_MAX_LENGTH = 2048;
 export const WEBHOOK_SECRET_MIN_LENGTH = 16;
 export const WEBHOOK_SECRET_MAX_LENGTH = 200;
 
-/** Bad input for a webhook: the message and the field, for a 400. */
+/** Bad input for a webhook: the message and the field (null: the request as a whole), for a 400. */
 export class WebhookInputError extends Error {
-  readonly attr: string;
-  /** PostHog's error code: `invalid` for a malformed value, `invalid_input` for a URL refused by policy. */
-  readonly code: 'invalid' | 'invalid_input';
-  constructor(message: string, attr: string, code: 'invalid' | 'invalid_input' = 'invalid') {
+  readonly attr: string | null;
+  /**
+   * PostHog's error code: `invalid` for a malformed value, `invalid_input` for a URL refused by policy,
+   * `max_count` for one webhook too many.
+   */
+  readonly code: 'invalid' | 'invalid_input' | 'max_count';
+  constructor(message: string, attr: string | null, code: WebhookInputError['code'] = 'invalid') {
     super(message);
     this.attr = attr;
     this.code = code;
@@ -39,6 +42,8 @@ export class WebhookInputError extends Error {
 /** What the operator allows (config.webhooks). */
 export interface WebhookPolicy {
   allowPrivateUrls: boolean;
+  /** WEBHOOK_MAX_PER_PROJECT: how many webhooks a project may have. */
+  maxPerProject: number;
 }
 
 /** The URL's host must not resolve to an address inside our network, unless the operator allows it. */
@@ -104,7 +109,10 @@ export interface WebhookInput {
   enabled?: boolean;
 }
 
-/** Creates a webhook (every event type unless given, a generated secret unless given). */
+/**
+ * Creates a webhook (every event type unless given, a generated secret unless given), unless the project
+ * has policy.maxPerProject already.
+ */
 export async function createWebhook(
   em: EntityManager,
   projectId: number,
@@ -116,11 +124,20 @@ export async function createWebhook(
   checkWebhookUrl(input.url);
   if (input.secret !== undefined) checkSecret(input.secret);
   await checkWebhookDestination(input.url, policy);
-  return store.insertWebhook(em, projectId, createdById, {
+  const fields = {
     url: input.url,
     secret: input.secret ?? generateWebhookSecret(),
     eventTypes: checkEventTypes(input.event_types ?? [...WEBHOOK_EVENT_TYPES]),
     enabled: input.enabled ?? true,
+  };
+  return em.transactional(async (tx) => {
+    if ((await store.countWebhooksLocked(tx as EntityManager, projectId)) >= policy.maxPerProject)
+      throw new WebhookInputError(
+        `A project may have at most ${policy.maxPerProject} webhooks: delete one to create another.`,
+        null,
+        'max_count',
+      );
+    return store.insertWebhook(tx as EntityManager, projectId, createdById, fields);
   });
 }
 

@@ -4,9 +4,12 @@
 // row: the job's own attempts option is the queuing process's, and a job the reconciler made again
 // starts its count anew. The reconciler gives a live job to every pending delivery that its own has
 // missed for a minute: its hand-off failed (Redis down at the commit), or its job was lost with Redis.
+// Fair across projects: at most WEBHOOK_PROJECT_CONCURRENCY attempts of one project run at once over all
+// workers (a lease per attempt in Redis); a delivery of a project at its limit waits in the delayed set
+// and asks again, so one project's receivers that hang cannot take every worker slot.
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { JobData } from '../../shared/jobs.ts';
-import { requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/queues.ts';
+import { queuePrefix, requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/queues.ts';
 import { DeliveryAttemptFailed, deliverWebhook } from '../../shared/webhooks/deliver.ts';
 import { deliveryProgress, failDelivery, overdueDeliveryIds } from '../../shared/webhooks/store.ts';
 import type { WorkerDeps } from '../deps.ts';
@@ -19,6 +22,12 @@ export async function deliverWebhookJob(job: Job<JobData['webhookDelivery']>, de
   const progress = await deliveryProgress(em, id);
   if (!progress) return { skipped: 'the webhook was deleted' };
   const attempt = progress.attempts + 1;
+  const slot = await takeProjectSlot(deps, progress.project_id, id);
+  if (!slot) {
+    // Its project has as many attempts running as it may: ask again in a moment (no attempt is spent).
+    await job.moveToDelayed(Date.now() + PROJECT_SLOT_WAIT_MS * (0.5 + Math.random() * 0.5), job.token);
+    throw new DelayedError();
+  }
   try {
     return await deliverWebhook(
       em,
@@ -33,7 +42,48 @@ export async function deliverWebhookJob(job: Job<JobData['webhookDelivery']>, de
       throw new DelayedError();
     }
     throw error;
+  } finally {
+    await slot.release();
   }
+}
+
+/** How long a delivery of a project at its limit waits before it asks again (up to; half at least). */
+const PROJECT_SLOT_WAIT_MS = 1000;
+
+// KEYS[1]: the project's running attempts (a sorted set: delivery id → lease end, ms of Redis's clock).
+// ARGV: the delivery id, the limit, the lease in ms. Drops the expired leases (a worker that died
+// mid-attempt), then takes a lease (or renews its own) when under the limit: 1, else 0.
+const TAKE_SLOT = `
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+if redis.call('zscore', KEYS[1], ARGV[1]) or redis.call('zcard', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+  redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
+  return 1
+end
+return 0`;
+
+/**
+ * A lease on one of the project's WEBHOOK_PROJECT_CONCURRENCY attempt slots for delivery `id`, or null
+ * when they are all taken. The lease outlasts an attempt (its time limit, and a minute for the rest), so
+ * a worker that dies mid-attempt frees its slot then.
+ */
+async function takeProjectSlot(
+  deps: WorkerDeps,
+  projectId: number,
+  id: string,
+): Promise<{ release: () => Promise<void> } | null> {
+  // Under the queues' hash tag: one Redis Cluster slot with them.
+  const key = `${queuePrefix(deps.config)}:webhook-project-attempts:${projectId}`;
+  const leaseMs = deps.config.webhooks.timeoutMs + 60_000;
+  const taken = await deps.connection.eval(TAKE_SLOT, 1, key, id, deps.config.webhooks.projectConcurrency, leaseMs);
+  if (taken !== 1) return null;
+  return {
+    release: async () => {
+      await deps.connection.zrem(key, id).catch(() => undefined);
+    },
+  };
 }
 
 /** A failed attempt has recorded itself; any other error (a fault of ours) ends the delivery here. */

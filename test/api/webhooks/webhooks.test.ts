@@ -96,6 +96,7 @@ describe('webhooks', () => {
     const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
     expect(patched.status).toBe(400);
     expect(patched.body).toMatchObject({ type: 'validation_error', code: 'invalid_input', attr: 'url' });
+    expect((await as('DELETE', `${P}/${created.body.id}/`)).status).toBe(204); // under WEBHOOK_MAX_PER_PROJECT
   });
 
   it.each([
@@ -113,6 +114,32 @@ describe('webhooks', () => {
     const res = await as('POST', `${P}/`, { url });
     expect(res.status, res.text).toBe(201);
     expect((await as('DELETE', `${P}/${res.body.id}/`)).status).toBe(204);
+  });
+
+  it('a project has at most WEBHOOK_MAX_PER_PROJECT (10) webhooks: one more is 400 with PostHog’s body', async () => {
+    const owner = await createAccount(api.orm);
+    const path = `/api/projects/${owner.projectId}/webhooks/`;
+    const create = () =>
+      call(api.baseUrl, 'POST', path, { key: owner.apiKey, body: { url: 'https://hooks.example.com/' } });
+    // Made at the same time: exactly 10 are created.
+    const answers = await Promise.all(Array.from({ length: 14 }, create));
+    expect(answers.map((r) => r.status).sort()).toEqual([...Array(10).fill(201), ...Array(4).fill(400)]);
+    const refused = answers.find((r) => r.status === 400)!;
+    expect(refused.body).toEqual({
+      type: 'validation_error',
+      code: 'max_count',
+      detail: 'A project may have at most 10 webhooks: delete one to create another.',
+      attr: null,
+    });
+    expect((await call(api.baseUrl, 'GET', path, { key: owner.apiKey })).body.count).toBe(10);
+    // Another project is not affected; a deleted webhook makes room.
+    const mine = await as('POST', `${P}/`, { url: 'https://ok.example.com/' });
+    expect(mine.status).toBe(201);
+    expect((await as('DELETE', `${P}/${mine.body.id}/`)).status).toBe(204);
+    const id = answers.find((r) => r.status === 201)!.body.id;
+    expect((await call(api.baseUrl, 'DELETE', `${path}${id}/`, { key: owner.apiKey })).status).toBe(204);
+    expect((await create()).status).toBe(201);
+    expect((await create()).status).toBe(400);
   });
 
   it('WEBHOOK_ALLOW_PRIVATE_URLS=true lets an operator post inside the network', async () => {
@@ -145,6 +172,7 @@ describe('webhooks', () => {
     const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
     expect(patched.status).toBe(400);
     expect(patched.body.attr).toBe('url');
+    expect((await as('DELETE', `${P}/${created.body.id}/`)).status).toBe(204); // under WEBHOOK_MAX_PER_PROJECT
   });
 
   it('other bad input is 400 with PostHog’s body', async () => {
