@@ -92,6 +92,8 @@ export const SETTINGS_SCHEMA = {
     WEBHOOK_ATTEMPTS: int(12, 1),
     WEBHOOK_BACKOFF_MS: int(10_000, 0),
     WEBHOOK_ALLOW_PRIVATE_URLS: bool(false),
+    WEBHOOK_PROJECT_CONCURRENCY: int(1, 1),
+    WEBHOOK_MAX_PER_PROJECT: int(10, 1),
     /** Which engine answers event analytics: postgres (the `event` table) or clickhouse (capture still writes PostgreSQL). */
     EVENT_STORE: { type: 'string', enum: ['postgres', 'clickhouse'], default: 'postgres' },
     CLICKHOUSE_URL: { type: 'string', format: 'http-url', default: 'http://127.0.0.1:8123' },
@@ -382,8 +384,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       attempts: s.WEBHOOK_ATTEMPTS,
       /** The first retry's delay; each next one doubles it. */
       backoffMs: s.WEBHOOK_BACKOFF_MS,
-      /** Whether a webhook may post to a loopback, private, link-local or unspecified address (refused by default). */
+      /** Whether a webhook may post to an address that is not public unicast (loopback, private...: refused by default). */
       allowPrivateUrls: s.WEBHOOK_ALLOW_PRIVATE_URLS,
+      /**
+       * Attempts of one project's deliveries that may run at once over all workers: the others wait, so
+       * that its slow receivers cannot take every worker slot from other projects' deliveries.
+       */
+      projectConcurrency: s.WEBHOOK_PROJECT_CONCURRENCY,
+      /** Webhooks a project may have (a create beyond is 400). */
+      maxPerProject: s.WEBHOOK_MAX_PER_PROJECT,
     },
     /**
      * Basic-auth credentials of the operator pages (/admin/queues, /admin/deletions): ADMIN_PASSWORD

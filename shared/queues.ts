@@ -28,7 +28,9 @@ export function createQueues(
   config: Pick<Config, 'redisPrefix' | 'jobs'> & Partial<Pick<Config, 'webhooks'>>,
 ): Queues {
   const prefix = queuePrefix(config);
-  // A customer's endpoint may be down for hours: webhook deliveries have retries of their own.
+  // A customer's endpoint may be down for hours: webhook deliveries have retries of their own. (A failed
+  // delivery attempt is retried by the worker's job itself, by the worker's settings; these options
+  // only retry a fault of ours in the job.)
   const retriesOf = (key: string) => (key === 'webhooks' && config.webhooks ? config.webhooks : config.jobs);
   return Object.fromEntries(
     Object.entries(QUEUE_NAMES).map(([key, name]) => [key, createQueue(name, connection, prefix, retriesOf(key))]),

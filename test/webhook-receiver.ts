@@ -1,7 +1,7 @@
 // A webhook receiver on 127.0.0.1 for tests, and the signature check README shows a receiver.
-import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
 
 export interface Received {
   headers: IncomingHttpHeaders;
@@ -35,15 +35,21 @@ export async function startReceiver(answer: (call: Received, res: ServerResponse
 
 /** Each delivery's first call fails with 500; every later call succeeds. */
 export const failsOnce = (received: Received, res: ServerResponse, calls: Received[]) => {
-  const id = received.headers['x-webhook-id'];
-  const first = calls.filter((c) => c.headers['x-webhook-id'] === id).length === 1;
+  const id = received.headers['webhook-id'];
+  const first = calls.filter((c) => c.headers['webhook-id'] === id).length === 1;
   received.answered = first ? 500 : 200;
   res.writeHead(received.answered, { 'content-type': 'text/plain' }).end(first ? 'try again' : 'ok');
 };
 
-/** The receiver's check of a call, as README shows it. */
-export function verified(secret: string, headers: IncomingHttpHeaders, body: string): boolean {
-  const timestamp = String(headers['x-webhook-timestamp']);
-  const expected = `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
-  return headers['x-webhook-signature'] === expected && Math.abs(Date.now() / 1000 - Number(timestamp)) < 300;
+/**
+ * The receiver's check of a call, as README shows it: the Standard Webhooks library's verify (signature
+ * and timestamp). `raw`: a secret of the customer's own that is not base64 is the key as it is.
+ */
+export function verified(secret: string, headers: IncomingHttpHeaders, body: string, raw = false): boolean {
+  try {
+    new Webhook(secret, raw ? { format: 'raw' } : undefined).verify(body, headers as Record<string, string>);
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -37,7 +37,8 @@ const webhookBody = {
     secret: {
       type: 'string',
       maxLength: WEBHOOK_SECRET_MAX_LENGTH,
-      description: 'The HMAC key of X-Webhook-Signature (16–200 printable characters); generated when not given',
+      description:
+        'The signing key (Standard Webhooks: whsec_ and base64; else 16–200 printable characters, the key as it is); generated when not given',
     },
     event_types: {
       type: 'array',
@@ -71,7 +72,7 @@ const attemptSchema = record({
 });
 
 const deliverySchema = record({
-  id: { type: 'string', description: 'Also the X-Webhook-Id header of every attempt' },
+  id: { type: 'string', description: 'Also the webhook-id header of every attempt' },
   event_type: { type: 'string' },
   payload: openObject('The event data, sent as `data` in the body'),
   status: { enum: ['pending', 'delivered', 'failed'] },

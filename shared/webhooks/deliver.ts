@@ -2,28 +2,43 @@
 // the delivery row. The URL is the customer's, so nothing about the answer is trusted: the whole attempt
 // (connect, answer, reading it) has a time limit, at most `maxResponseBytes` of the answer are read, and
 // a redirect is not followed, and a host inside our network is refused (addresses.ts: the delivery fails
-// at once, without retries). A 2xx status delivers (its body need not finish within the limit). A failed attempt throws, so BullMQ retries the job
-// with its exponential backoff; the last one marks the delivery failed.
+// at once, without retries). A 2xx status delivers (its body need not finish within the limit). A failed
+// attempt throws DeliveryAttemptFailed with the time of the next one (exponential backoff), which the job
+// waits for; the last one marks the delivery failed.
+import { UnrecoverableError } from 'bullmq';
 import type { IncomingMessage } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { hostOf, PrivateAddressError, type ResolvedAddress, resolveWebhookHost } from './addresses.ts';
-import { deliveryBody, signWebhook } from './service.ts';
+import { deliveryBody, webhookSignatureHeaders } from './service.ts';
 import { deliveryToSend, failDelivery, recordAttempt, type AttemptRecord } from './store.ts';
 
 export interface DeliverySettings {
   timeoutMs: number;
   maxResponseBytes: number;
-  /** The first retry's delay (BullMQ's exponential backoff), for the delivery's next_attempt_at. */
+  /** The first retry's delay; each next one doubles it (less a random part of up to half). */
   backoffMs: number;
-  /** WEBHOOK_ALLOW_PRIVATE_URLS: whether a delivery may go to a loopback, private, link-local or unspecified address. */
+  /** WEBHOOK_ALLOW_PRIVATE_URLS: whether a delivery may go to an address that is not public unicast (addresses.ts). */
   allowPrivateUrls: boolean;
 }
 
-/** A failed attempt, recorded; thrown so that the queue retries it. */
-export class DeliveryAttemptFailed extends Error {}
+/**
+ * A failed attempt, recorded. `retryAt`: when the next attempt is due (the job waits for it), null after
+ * the last. Unrecoverable for BullMQ: the attempts are the delivery's (counted on its row), not the job's.
+ */
+export class DeliveryAttemptFailed extends UnrecoverableError {
+  readonly retryAt: Date | null;
+  constructor(message: string, retryAt: Date | null) {
+    super(message);
+    this.retryAt = retryAt;
+  }
+}
+
+/** The wait before attempt `failed + 1`: backoffMs · 2^(failed − 1), less a random part of up to half (BullMQ's jitter 0.5). */
+export const retryDelayMs = (backoffMs: number, failed: number) =>
+  Math.round(backoffMs * 2 ** (failed - 1) * (1 - Math.random() * 0.5));
 
 /** The start of the answer kept in the delivery log. */
 const RESPONSE_EXCERPT = 500;
@@ -47,16 +62,13 @@ export async function deliverWebhook(
     return { skipped: 'the webhook is disabled' };
   }
   const body = deliveryBody(delivery);
-  const timestamp = String(Math.floor(Date.now() / 1000));
   const { record: result, refused } = await post(
     delivery.url,
     body,
     {
       'content-type': 'application/json',
       'user-agent': 'analytics-webhooks/1',
-      'x-webhook-id': delivery.id,
-      'x-webhook-timestamp': timestamp,
-      'x-webhook-signature': signWebhook(delivery.secret, timestamp, body),
+      ...webhookSignatureHeaders(delivery.secret, delivery.id, new Date(), body),
     },
     settings,
   );
@@ -64,13 +76,16 @@ export async function deliverWebhook(
     result.error === null && result.status_code !== null && result.status_code >= 200 && result.status_code < 300;
   // A refused destination fails the delivery at once: retrying would only be refused again.
   const status = ok ? 'delivered' : attempt.last || refused ? 'failed' : 'pending';
-  // BullMQ's exponential backoff waits up to delay * 2^(attempt - 1) (less with its jitter).
   const nextAttemptAt =
-    status === 'pending' ? new Date(Date.now() + settings.backoffMs * 2 ** (attempt.number - 1)) : null;
+    status === 'pending' ? new Date(Date.now() + retryDelayMs(settings.backoffMs, attempt.number)) : null;
   const recorded = await recordAttempt(em, id, result, { status, nextAttemptAt });
   if (!recorded) return { skipped: 'finished by another attempt' };
   if (refused) return { refused: result.error! };
-  if (!ok) throw new DeliveryAttemptFailed(`webhook delivery ${id}: ${result.error ?? `HTTP ${result.status_code}`}`);
+  if (!ok)
+    throw new DeliveryAttemptFailed(
+      `webhook delivery ${id}: ${result.error ?? `HTTP ${result.status_code}`}`,
+      nextAttemptAt,
+    );
   return { statusCode: result.status_code!, ms: result.duration_ms };
 }
 

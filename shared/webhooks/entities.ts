@@ -10,7 +10,7 @@ export const Webhook = defineEntity({
     id: p.integer().primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     url: p.string().length(2048),
-    /** The HMAC key of X-Webhook-Signature; shown once when the webhook is created. */
+    /** The key of the Standard Webhooks signature (webhook-signature); shown once when the webhook is created. */
     secret: p.string().length(200),
     eventTypes: p.array(),
     enabled: p.boolean().default(true),

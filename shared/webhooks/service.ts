@@ -3,8 +3,9 @@
 // caller's transaction (an outbox: an event is never lost because Redis was down). Once that transaction
 // has committed, the caller hands the returned ids to the queue (enqueueWebhookDeliveries in
 // shared/queues.ts); the worker's reconciler picks up any it could not.
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { Webhook } from 'standardwebhooks';
 import { checkWebhookHost, PrivateAddressError } from './addresses.ts';
 import * as store from './store.ts';
 
@@ -23,12 +24,15 @@ export const WEBHOOK_URL_MAX_LENGTH = 2048;
 export const WEBHOOK_SECRET_MIN_LENGTH = 16;
 export const WEBHOOK_SECRET_MAX_LENGTH = 200;
 
-/** Bad input for a webhook: the message and the field, for a 400. */
+/** Bad input for a webhook: the message and the field (null: the request as a whole), for a 400. */
 export class WebhookInputError extends Error {
-  readonly attr: string;
-  /** PostHog's error code: `invalid` for a malformed value, `invalid_input` for a URL refused by policy. */
-  readonly code: 'invalid' | 'invalid_input';
-  constructor(message: string, attr: string, code: 'invalid' | 'invalid_input' = 'invalid') {
+  readonly attr: string | null;
+  /**
+   * PostHog's error code: `invalid` for a malformed value, `invalid_input` for a URL refused by policy,
+   * `max_count` for one webhook too many.
+   */
+  readonly code: 'invalid' | 'invalid_input' | 'max_count';
+  constructor(message: string, attr: string | null, code: WebhookInputError['code'] = 'invalid') {
     super(message);
     this.attr = attr;
     this.code = code;
@@ -38,6 +42,8 @@ export class WebhookInputError extends Error {
 /** What the operator allows (config.webhooks). */
 export interface WebhookPolicy {
   allowPrivateUrls: boolean;
+  /** WEBHOOK_MAX_PER_PROJECT: how many webhooks a project may have. */
+  maxPerProject: number;
 }
 
 /** The URL's host must not resolve to an address inside our network, unless the operator allows it. */
@@ -71,6 +77,9 @@ function checkSecret(secret: string): void {
     );
   if (!/^[\x21-\x7e]+$/.test(secret))
     throw new WebhookInputError('The secret may hold printable ASCII characters only, no spaces.', 'secret');
+  // whsec_ announces a Standard Webhooks secret: receivers' libraries base64-decode what follows.
+  if (secret.startsWith('whsec_') && !standardKeyOf(secret))
+    throw new WebhookInputError('A secret starting with whsec_ must continue in base64 (Standard Webhooks).', 'secret');
 }
 
 function checkEventTypes(types: string[]): string[] {
@@ -84,7 +93,10 @@ function checkEventTypes(types: string[]): string[] {
   return [...new Set(types)];
 }
 
-/** A new secret: `whsec_` and 32 random bytes in hex. */
+/**
+ * A new secret: `whsec_` and 32 random bytes in hex. Hex is base64 too: Standard Webhooks libraries key
+ * with its base64 decoding (48 bytes, within the spec's 24 to 64).
+ */
 export const generateWebhookSecret = () => `whsec_${randomBytes(32).toString('hex')}`;
 
 /** `whsec_...abcd`: enough to tell secrets apart, never the secret. */
@@ -97,7 +109,10 @@ export interface WebhookInput {
   enabled?: boolean;
 }
 
-/** Creates a webhook (every event type unless given, a generated secret unless given). */
+/**
+ * Creates a webhook (every event type unless given, a generated secret unless given), unless the project
+ * has policy.maxPerProject already.
+ */
 export async function createWebhook(
   em: EntityManager,
   projectId: number,
@@ -109,11 +124,20 @@ export async function createWebhook(
   checkWebhookUrl(input.url);
   if (input.secret !== undefined) checkSecret(input.secret);
   await checkWebhookDestination(input.url, policy);
-  return store.insertWebhook(em, projectId, createdById, {
+  const fields = {
     url: input.url,
     secret: input.secret ?? generateWebhookSecret(),
     eventTypes: checkEventTypes(input.event_types ?? [...WEBHOOK_EVENT_TYPES]),
     enabled: input.enabled ?? true,
+  };
+  return em.transactional(async (tx) => {
+    if ((await store.countWebhooksLocked(tx as EntityManager, projectId)) >= policy.maxPerProject)
+      throw new WebhookInputError(
+        `A project may have at most ${policy.maxPerProject} webhooks: delete one to create another.`,
+        null,
+        'max_count',
+      );
+    return store.insertWebhook(tx as EntityManager, projectId, createdById, fields);
   });
 }
 
@@ -175,7 +199,27 @@ export function deliveryBody(delivery: store.DeliveryToSend): string {
   });
 }
 
-/** `v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>`: what X-Webhook-Signature carries. */
-export function signWebhook(secret: string, timestamp: string, body: string): string {
-  return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+/** The Standard Webhooks signer of a secret it can read (whsec_ optional, then base64); null otherwise. */
+function standardKeyOf(secret: string): Webhook | null {
+  try {
+    return new Webhook(secret);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The Standard Webhooks headers of one attempt (webhook-id, webhook-timestamp, webhook-signature:
+ * `v1,<base64 HMAC-SHA256 of "id.timestamp.body">`), signed by the standardwebhooks library itself, so
+ * that its verify (`new Webhook(secret)`) accepts them. The key is the base64 decoding of the secret
+ * (after whsec_); a secret of the customer's own that is not base64 is the key as it is, as the
+ * library's `{ format: 'raw' }` reads it.
+ */
+export function webhookSignatureHeaders(secret: string, id: string, at: Date, body: string): Record<string, string> {
+  const signer = standardKeyOf(secret) ?? new Webhook(secret, { format: 'raw' });
+  return {
+    'webhook-id': id,
+    'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+    'webhook-signature': signer.sign(id, at, body),
+  };
 }

@@ -49,6 +49,20 @@ export async function insertWebhook(
     .executeTakeFirstOrThrow();
 }
 
+/**
+ * How many webhooks the project has, counted under a lock of the caller's transaction that concurrent
+ * creates of the same project wait for (so that a cap checked against it holds).
+ */
+export async function countWebhooksLocked(em: EntityManager, projectId: number): Promise<number> {
+  await sql`select pg_advisory_xact_lock(hashtext('webhook_create'), ${projectId}::int)`.execute(db(em));
+  const { n } = await db(em)
+    .selectFrom('webhook')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('project_id', '=', projectId)
+    .executeTakeFirstOrThrow();
+  return Number(n);
+}
+
 export async function findWebhook(em: EntityManager, projectId: number, id: number): Promise<StoredWebhook | null> {
   const row = await selectWebhooks(em).where('project_id', '=', projectId).where('id', '=', id).executeTakeFirst();
   return row ?? null;
@@ -180,6 +194,19 @@ export type DeliveryToSend = InferResult<ReturnType<typeof selectDeliveriesToSen
 /** A delivery with its webhook's address and secret (undefined: gone with its webhook). */
 export function deliveryToSend(em: EntityManager, id: string): Promise<DeliveryToSend | undefined> {
   return selectDeliveriesToSend(em).where('d.id', '=', id).executeTakeFirst();
+}
+
+/** How many attempts a delivery has made, and its project's id (undefined: gone with its webhook). */
+export function deliveryProgress(
+  em: EntityManager,
+  id: string,
+): Promise<{ attempts: number; project_id: number } | undefined> {
+  return db(em)
+    .selectFrom('webhook_delivery as d')
+    .innerJoin('webhook as w', 'w.id', 'd.webhook_id')
+    .select(['d.attempts', 'w.project_id'])
+    .where('d.id', '=', id)
+    .executeTakeFirst();
 }
 
 /** Attempts the log keeps per delivery (the oldest go first). */

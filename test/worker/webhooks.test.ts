@@ -2,7 +2,7 @@
 // Redis) to receivers on 127.0.0.1: at least once per transition (a receiver that fails each delivery's
 // first call gets exactly one successful call per transition), signed, retried with backoff, logged; a
 // receiver that never answers is cut off by the time limit, and an endless answer is read only up to the cap.
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import type { Config } from '../../shared/config.ts';
@@ -10,12 +10,12 @@ import { claimDeletion, completeDeletions, dropLeases, recordDeletionRequests } 
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import { deliverWebhook } from '../../shared/webhooks/deliver.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
-import { insertWebhook } from '../../shared/webhooks/store.ts';
+import { insertWebhook, overdueDeliveryIds } from '../../shared/webhooks/store.ts';
 import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
 import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
-import { call, createAccount, eventually, apiAndWorker } from '../helpers.ts';
+import { call, createAccount, eventually, apiAndWorker, startApi } from '../helpers.ts';
 
 const TIMEOUT_MS = 1500;
 // A deletion job fails finally at its first error (and its automatic retry is an hour away); a delivery
@@ -31,6 +31,7 @@ const settings = (config: Config) => {
   config.webhooks.allowPrivateUrls = true; // the receivers are on 127.0.0.1
 };
 const {
+  prefix,
   api,
   worker,
   accounts: [account],
@@ -42,6 +43,14 @@ const personByDistinctId = async (id: string) =>
 const deliveriesOf = async (webhookId: number, key = account.apiKey, projectId = account.projectId) =>
   (await call(api.baseUrl, 'GET', `/api/projects/${projectId}/webhooks/${webhookId}/deliveries/?limit=1000`, { key }))
     .body;
+
+/** The secret of the webhook of delivery `id`, as stored. */
+const webhookSecretOf = async (id: string) =>
+  (
+    await sql(api.orm, 'select w.secret from webhook w join webhook_delivery d on d.webhook_id = w.id where d.id = ?', [
+      id,
+    ])
+  )[0].secret as string;
 
 /** Nothing of the webhooks queue left to run: every job has completed or failed for good. */
 const webhookQueueIdle = async () => {
@@ -109,8 +118,12 @@ describe('deletion transitions', () => {
           return page.count === expected.length && page.results.every((d: any) => d.status !== 'pending') ? page : null;
         });
         await eventually(webhookQueueIdle);
-        // A reconcile finds nothing left to send, however fresh.
-        expect((await reconcileWebhookDeliveries(worker.deps, 0)).enqueued).toBe(0);
+        // A reconcile finds nothing of these left to send, however fresh (other files' deliveries, in the
+        // same database, may be pending now).
+        const ours = log.results.map((d: any) => d.id);
+        expect(await overdueDeliveryIds(api.orm.em.fork() as EntityManager, { among: ours, graceSeconds: 0 })).toEqual(
+          [],
+        );
 
         const transitions = log.results.map((d: any) => `${d.payload.deletion.id} ${d.event_type}`).sort();
         expect(transitions).toEqual(expected);
@@ -133,13 +146,13 @@ describe('deletion transitions', () => {
           expect(verified(secret, c.headers, c.body)).toBe(true);
           expect(verified('whsec_wrong', c.headers, c.body)).toBe(false);
           const body = JSON.parse(c.body);
-          expect(c.headers['x-webhook-id']).toBe(body.id);
+          expect(c.headers['webhook-id']).toBe(body.id);
           expect(body.project_id).toBe(account.projectId);
           expect(c.headers['content-type']).toBe('application/json');
         }
         for (const s of successes) {
           const failed = receiver.calls.find(
-            (c) => c.answered === 500 && c.headers['x-webhook-id'] === s.headers['x-webhook-id'],
+            (c) => c.answered === 500 && c.headers['webhook-id'] === s.headers['webhook-id'],
           );
           expect(failed?.body).toBe(s.body);
         }
@@ -250,12 +263,12 @@ describe('deletion transitions', () => {
 });
 
 describe("the customer's URL is not trusted", () => {
-  /** A webhook of a project of its own at `url`, and one event sent to it now. */
-  async function sendOne(url: string) {
+  /** A webhook of a project of its own at `url` (with `secret` when given), and one event sent to it now. */
+  async function sendOne(url: string, secret?: string) {
     const other = await createAccount(api.orm);
     const created = await call(api.baseUrl, 'POST', `/api/projects/${other.projectId}/webhooks/`, {
       key: other.apiKey,
-      body: { url },
+      body: { url, secret },
     });
     expect(created.status, created.text).toBe(201);
     const ids = await (api.orm.em.fork() as EntityManager).transactional((tx) =>
@@ -320,6 +333,48 @@ describe("the customer's URL is not trusted", () => {
     }
   });
 
+  it('signed as Standard Webhooks says: the standardwebhooks library verifies each call, whatever the secret', async () => {
+    const receiver = await startReceiver((c, res) => {
+      c.answered = 200;
+      res.writeHead(200).end();
+    });
+    try {
+      const ownKey = randomBytes(24);
+      // Generated; a Standard Webhooks secret of the customer's (whsec_ and base64); one of 16+ characters
+      // that is not base64, used as it is (the library's raw format).
+      for (const [given, raw] of [
+        [undefined, false],
+        [`whsec_${ownKey.toString('base64')}`, false],
+        ['my-own-secret-0123456789', true],
+      ] as const) {
+        const before = receiver.calls.length;
+        const delivery = await sendOne(receiver.url, given);
+        expect(delivery.status, given).toBe('delivered');
+        const [c] = receiver.calls.slice(before);
+        const secret = given ?? (await webhookSecretOf(delivery.id));
+        const body = JSON.parse(c.body);
+        expect(c.headers['webhook-id']).toBe(body.id);
+        expect(c.headers['webhook-id']).toBe(delivery.id);
+        expect(Number(c.headers['webhook-timestamp'])).toBeCloseTo(Date.now() / 1000, -2);
+        expect(c.headers['webhook-signature']).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+        expect(verified(secret, c.headers, c.body, raw), given).toBe(true);
+        // Another body, another id or another key: refused.
+        expect(verified(secret, c.headers, `${c.body} `, raw)).toBe(false);
+        expect(verified(secret, { ...c.headers, 'webhook-id': `${delivery.id}0` }, c.body, raw)).toBe(false);
+        expect(verified(`whsec_${randomBytes(24).toString('base64')}`, c.headers, c.body)).toBe(false);
+        if (given?.startsWith('whsec_')) {
+          // The spec's construction by hand: HMAC-SHA256 over id.timestamp.body, keyed with the decoded secret.
+          const signed = `${c.headers['webhook-id']}.${c.headers['webhook-timestamp']}.${c.body}`;
+          expect(c.headers['webhook-signature']).toBe(
+            `v1,${createHmac('sha256', ownKey).update(signed).digest('base64')}`,
+          );
+        }
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('a redirect is not followed: it counts as a failed attempt', async () => {
     const target = await startReceiver((c, res) => {
       c.answered = 200;
@@ -340,8 +395,50 @@ describe("the customer's URL is not trusted", () => {
   });
 });
 
+describe("the worker's settings decide a delivery's attempts, not the queuing process's", () => {
+  it.each([5, 1])('an API with WEBHOOK_ATTEMPTS=%i queues, the worker (2) makes 2 attempts', async (apiAttempts) => {
+    const receiver = await startReceiver((c, res) => {
+      c.answered = 503;
+      res.writeHead(503).end('down');
+    });
+    // An API process of another configuration on the same queues.
+    const other = await startApi((config) => {
+      settings(config);
+      config.redisPrefix = prefix;
+      config.webhooks.attempts = apiAttempts;
+    });
+    try {
+      const owner = await createAccount(api.orm);
+      const created = await call(other.baseUrl, 'POST', `/api/projects/${owner.projectId}/webhooks/`, {
+        key: owner.apiKey,
+        body: { url: receiver.url },
+      });
+      expect(created.status, created.text).toBe(201);
+      const ids = await (other.orm.em.fork() as EntityManager).transactional((tx) =>
+        queueWebhookEvent(tx as EntityManager, owner.projectId, 'deletion.queued', { n: 1 }),
+      );
+      await enqueueWebhookDeliveries(other.deps.queues.webhooks, ids);
+      const delivery = await eventually(async () => {
+        const d = (await deliveriesOf(created.body.id, owner.apiKey, owner.projectId)).results[0];
+        return d && d.status !== 'pending' ? d : null;
+      });
+      // Its job is done too: no attempt is left to come.
+      await eventually(async () => {
+        const job = await worker.deps.queues.webhooks.getJob(`webhook-delivery-${ids[0]}`);
+        return job && ((await job.isCompleted()) || (await job.isFailed()));
+      });
+      expect(delivery).toMatchObject({ status: 'failed', attempts: 2, last_status_code: 503, next_attempt_at: null });
+      expect(receiver.calls).toHaveLength(2);
+      expect((await deliveriesOf(created.body.id, owner.apiKey, owner.projectId)).results[0].attempts).toBe(2);
+    } finally {
+      await other.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe('a delivery to a private address is refused by default (WEBHOOK_ALLOW_PRIVATE_URLS unset)', () => {
-  it('a name resolving to 127.0.0.1, and 127.0.0.1, 10.x, 169.254.169.254 and [::1]: failed at once, nothing sent', async () => {
+  it('a name resolving to 127.0.0.1, and 127.0.0.1, 10.x, 169.254.169.254, [::1], IPv4 carried in IPv6 and special-purpose ranges: failed at once, nothing sent', async () => {
     const receiver = await startReceiver((c, res) => {
       c.answered = 200;
       res.writeHead(200).end();
@@ -356,6 +453,15 @@ describe('a delivery to a private address is refused by default (WEBHOOK_ALLOW_P
         ['http://10.20.30.40/hook', '10.20.30.40'],
         ['http://169.254.169.254/latest/meta-data/', '169.254.169.254'],
         [`http://[::1]:${port}/hook`, '::1'],
+        [`http://[::127.0.0.1]:${port}/hook`, '::7f00:1'],
+        [`http://[::ffff:127.0.0.1]:${port}/hook`, '::ffff:7f00:1'],
+        ['http://[64:ff9b::127.0.0.1]/hook', '64:ff9b::7f00:1'],
+        ['http://[2002:7f00:1::]/hook', '2002:7f00:1::'],
+        ['http://100.64.0.1/hook', '100.64.0.1'],
+        ['http://192.0.0.192/hook', '192.0.0.192'],
+        ['http://198.18.0.1/hook', '198.18.0.1'],
+        ['http://224.0.0.1/hook', '224.0.0.1'],
+        ['http://255.255.255.255/hook', '255.255.255.255'],
       ]) {
         const em = api.orm.em.fork() as EntityManager;
         // Stored as it was accepted (the check at creation is tested over the API).

@@ -62,6 +62,31 @@ describe('webhooks', () => {
     ['http://[fd00::1]/', 'fd00::1'],
     ['http://[fe80::1]/', 'fe80::1'],
     ['http://localhost:8080/hook', '127.0.0.1'], // a name that resolves to loopback
+    // IPv6 forms that carry an IPv4 address: IPv4-compatible, NAT64, 6to4, IPv4-mapped.
+    ['http://[::127.0.0.1]/', '::7f00:1'],
+    ['http://[64:ff9b::127.0.0.1]/', '64:ff9b::7f00:1'],
+    ['http://[2002:7f00:1::]/', '2002:7f00:1::'],
+    ['http://[::ffff:10.0.0.1]/', '::ffff:a00:1'],
+    ['http://[64:ff9b::169.254.169.254]/', '64:ff9b::a9fe:a9fe'],
+    // IANA special-purpose IPv4: shared (CGNAT), IETF protocol assignments, benchmarking, documentation,
+    // multicast, reserved, broadcast.
+    ['http://100.64.0.1/', '100.64.0.1'],
+    ['http://100.127.255.254/', '100.127.255.254'],
+    ['http://192.0.0.192/', '192.0.0.192'],
+    ['http://198.18.0.1/', '198.18.0.1'],
+    ['http://198.19.255.1/', '198.19.255.1'],
+    ['http://192.0.2.10/', '192.0.2.10'],
+    ['http://224.0.0.1/', '224.0.0.1'],
+    ['http://239.255.255.250/', '239.255.255.250'],
+    ['http://240.0.0.1/', '240.0.0.1'],
+    ['http://255.255.255.255/', '255.255.255.255'],
+    ['http://0x7f.1/', '127.0.0.1'], // the URL parser's spelling of 127.0.0.1
+    // IPv6 special-purpose: multicast, documentation, Teredo, discard-only, NAT64 local use.
+    ['http://[ff02::1]/', 'ff02::1'],
+    ['http://[2001:db8::1]/', '2001:db8::1'],
+    ['http://[2001::1]/', '2001::1'],
+    ['http://[100::1]/', '100::1'],
+    ['http://[64:ff9b:1::1]/', '64:ff9b:1::1'],
   ])('a URL to a private address (%s) is refused by default: 400 with PostHog’s body', async (url, address) => {
     const res = await as('POST', `${P}/`, { url });
     expect(res.status, res.text).toBe(400);
@@ -71,6 +96,50 @@ describe('webhooks', () => {
     const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
     expect(patched.status).toBe(400);
     expect(patched.body).toMatchObject({ type: 'validation_error', code: 'invalid_input', attr: 'url' });
+    expect((await as('DELETE', `${P}/${created.body.id}/`)).status).toBe(204); // under WEBHOOK_MAX_PER_PROJECT
+  });
+
+  it.each([
+    'http://8.8.8.8/hook',
+    'https://1.1.1.1/',
+    'http://93.184.215.14:8080/',
+    'http://100.128.0.1/', // just past the shared 100.64.0.0/10
+    'http://198.20.0.1/', // just past benchmarking 198.18.0.0/15
+    'http://[2606:4700:4700::1111]/',
+    'http://[2a00:1450:4001:80b::200e]/',
+    'http://[64:ff9b::8.8.8.8]/', // NAT64 of a public address
+    'http://[2002:808:808::1]/', // 6to4 of a public address
+    'http://[::ffff:8.8.8.8]/',
+  ])('a URL to a public address (%s) is accepted', async (url) => {
+    const res = await as('POST', `${P}/`, { url });
+    expect(res.status, res.text).toBe(201);
+    expect((await as('DELETE', `${P}/${res.body.id}/`)).status).toBe(204);
+  });
+
+  it('a project has at most WEBHOOK_MAX_PER_PROJECT (10) webhooks: one more is 400 with PostHog’s body', async () => {
+    const owner = await createAccount(api.orm);
+    const path = `/api/projects/${owner.projectId}/webhooks/`;
+    const create = () =>
+      call(api.baseUrl, 'POST', path, { key: owner.apiKey, body: { url: 'https://hooks.example.com/' } });
+    // Made at the same time: exactly 10 are created.
+    const answers = await Promise.all(Array.from({ length: 14 }, create));
+    expect(answers.map((r) => r.status).sort()).toEqual([...Array(10).fill(201), ...Array(4).fill(400)]);
+    const refused = answers.find((r) => r.status === 400)!;
+    expect(refused.body).toEqual({
+      type: 'validation_error',
+      code: 'max_count',
+      detail: 'A project may have at most 10 webhooks: delete one to create another.',
+      attr: null,
+    });
+    expect((await call(api.baseUrl, 'GET', path, { key: owner.apiKey })).body.count).toBe(10);
+    // Another project is not affected; a deleted webhook makes room.
+    const mine = await as('POST', `${P}/`, { url: 'https://ok.example.com/' });
+    expect(mine.status).toBe(201);
+    expect((await as('DELETE', `${P}/${mine.body.id}/`)).status).toBe(204);
+    const id = answers.find((r) => r.status === 201)!.body.id;
+    expect((await call(api.baseUrl, 'DELETE', `${path}${id}/`, { key: owner.apiKey })).status).toBe(204);
+    expect((await create()).status).toBe(201);
+    expect((await create()).status).toBe(400);
   });
 
   it('WEBHOOK_ALLOW_PRIVATE_URLS=true lets an operator post inside the network', async () => {
@@ -103,6 +172,7 @@ describe('webhooks', () => {
     const patched = await as('PATCH', `${P}/${created.body.id}/`, { url });
     expect(patched.status).toBe(400);
     expect(patched.body.attr).toBe('url');
+    expect((await as('DELETE', `${P}/${created.body.id}/`)).status).toBe(204); // under WEBHOOK_MAX_PER_PROJECT
   });
 
   it('other bad input is 400 with PostHog’s body', async () => {
@@ -113,6 +183,8 @@ describe('webhooks', () => {
       [{ url: 'https://example.com/', event_types: [] }, 'event_types'],
       [{ url: 'https://example.com/', secret: 'short' }, 'secret'],
       [{ url: 'https://example.com/', secret: 'has spaces in the secret' }, 'secret'],
+      // whsec_ announces a Standard Webhooks secret: base64 must follow.
+      [{ url: 'https://example.com/', secret: 'whsec_not-base64-at-all!' }, 'secret'],
       [{ url: 'https://example.com/', enabled: 'yes' }, 'enabled'],
       [{ url: 42 }, 'url'],
     ];
