@@ -13,10 +13,13 @@ import { createAccount, eventually } from '../helpers.ts';
 import { freePort, root, startApiProcess, startWorkerProcess, type ServiceProcess } from '../services.ts';
 import { missingPackage } from '../packages.ts';
 
-function composeConfig(env: Record<string, string>): { code: number; stdout: string; stderr: string } {
+function composeConfig(
+  env: Record<string, string>,
+  files = ['docker-compose.yml'],
+): { code: number; stdout: string; stderr: string } {
   // Only PATH: a POSTGRES_PASSWORD or ADMIN_EMAIL of the machine must not leak into the check.
   try {
-    const stdout = execFileSync('docker-compose', ['-f', 'docker-compose.yml', 'config'], {
+    const stdout = execFileSync('docker-compose', [...files.flatMap((f) => ['-f', f]), 'config'], {
       cwd: root,
       env: { PATH: process.env.PATH!, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -81,6 +84,29 @@ describe.skipIf(missingPackage('dockerCompose'))('docker-compose.yml', () => {
     }
     expect(env('api').DATABASE_URL).toBe('postgres://postgres:pw-for-the-test@postgres:5432/analytics');
     expect(env('worker').REDIS_URL).toBe('redis://redis:6379');
+  });
+
+  it('passes every setting from .env to the API, the worker and bootstrap (empty: the default)', () => {
+    // Set by the file itself, per service: the addresses of its PostgreSQL and Redis, where the API listens.
+    const own = new Set([
+      'DATABASE_URL',
+      'REDIS_URL',
+      'HOST',
+      'PORT',
+      'SERVICE_NAME',
+      'NODE_ENV',
+      'VALIDATE_RESPONSES',
+    ]);
+    const settings = Object.keys(SETTINGS_SCHEMA.properties).filter((name) => !own.has(name));
+    const chosen = Object.fromEntries(settings.map((name) => [name, `value-of-${name}`]));
+    const withEnv = composeConfig({ POSTGRES_PASSWORD: 'pw-for-the-test', ...chosen });
+    expect(withEnv.code, withEnv.stderr).toBe(0);
+    const configured = parseYaml(withEnv.stdout).services;
+    for (const service of ['api', 'worker', 'bootstrap'])
+      for (const name of settings)
+        expect(configured[service].environment[name], `${service}: ${name}`).toBe(`value-of-${name}`);
+    // And none set: each service starts with its defaults.
+    for (const service of ['api', 'worker', 'bootstrap']) expect(() => loadConfig(env(service))).not.toThrow();
   });
 
   it('restarts the long-running services, runs bootstrap once before the API and worker', () => {
@@ -170,6 +196,54 @@ describe.skipIf(missingPackage('dockerCompose'))('docker-compose.yml', () => {
     await worker.stop();
     expect(await probe(test, { WORKER_METRICS_PORT: port })).toBe(1);
   }, 90_000);
+
+  describe('with ClickHouse (docker-compose.clickhouse.yml)', () => {
+    const FILES = ['docker-compose.yml', 'docker-compose.clickhouse.yml'];
+    const both = composeConfig({ POSTGRES_PASSWORD: 'pw-for-the-test', CLICKHOUSE_PASSWORD: 'ch-pw' }, FILES);
+    const withClickHouse = both.code === 0 ? parseYaml(both.stdout).services : {};
+
+    it('adds a pinned ClickHouse server with a health check, its volume and the open files its docs ask for', () => {
+      expect(both.code, both.stderr).toBe(0);
+      expect(Object.keys(withClickHouse).sort()).toEqual([
+        'api',
+        'bootstrap',
+        'clickhouse',
+        'postgres',
+        'redis',
+        'worker',
+      ]);
+      const clickhouse = withClickHouse.clickhouse;
+      expect(clickhouse.image).toMatch(/^clickhouse\/clickhouse-server:\d+\.\d+/);
+      expect(clickhouse.restart).toBe('unless-stopped');
+      expect(clickhouse.healthcheck.test.join(' ')).toContain('http://127.0.0.1:8123/ping');
+      expect(clickhouse.ulimits.nofile).toEqual({ soft: 262144, hard: 262144 });
+      const volumes: string[] = clickhouse.volumes.map((v: any) =>
+        typeof v === 'string' ? v : `${v.source}:${v.target}`,
+      );
+      expect(volumes.some((v) => v.startsWith('clickhousedata:/var/lib/clickhouse'))).toBe(true);
+      for (const port of clickhouse.ports) {
+        const hostIp = typeof port === 'string' ? port.split(':')[0] : port.host_ip;
+        expect(hostIp).toBe('127.0.0.1');
+      }
+      const missing = composeConfig({ POSTGRES_PASSWORD: 'pw-for-the-test' }, FILES);
+      expect(missing.code).not.toBe(0);
+      expect(missing.stderr).toContain('set CLICKHOUSE_PASSWORD in .env');
+    });
+
+    it('points the API, the worker and bootstrap at it once it is healthy, with settings the service accepts', () => {
+      for (const name of ['api', 'worker', 'bootstrap']) {
+        const service = withClickHouse[name];
+        expect(service.depends_on.clickhouse, name).toEqual({ condition: 'service_healthy' });
+        const config = loadConfig(service.environment);
+        expect(config.events.engine, name).toBe('clickhouse');
+        expect(config.events.clickhouseUrl, name).toBe('http://analytics:ch-pw@clickhouse:8123');
+        expect(config.events.clickhouseDatabase, name).toBe(withClickHouse.clickhouse.environment.CLICKHOUSE_DB);
+        // The rest of the environment stays the main file's.
+        expect(service.environment.DATABASE_URL).toBe('postgres://postgres:pw-for-the-test@postgres:5432/analytics');
+      }
+      expect(withClickHouse.api.depends_on.bootstrap).toEqual({ condition: 'service_completed_successfully' });
+    });
+  });
 
   it('bootstrap --if-new migrates and succeeds on an install that has users, creating nothing', async () => {
     const orm = await initOrm();
