@@ -107,7 +107,7 @@ export const deletionWork = {
   headers: {
     [IDEMPOTENCY_HEADER]: {
       description:
-        'Any text up to 255 characters: a retry with the same key answers the first answer (header Idempotent-Replayed: true) and creates nothing new, for 24 hours; the same key with another request is 422',
+        'Any text up to 255 characters, per user: a retry with the same key answers the first answer (header Idempotent-Replayed: true) and creates nothing new, for 24 hours; the same key with another request is 422',
       schema: { type: 'string', minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
     },
   },
@@ -144,7 +144,7 @@ export function deletionQuery<const P extends Record<string, unknown>>(propertie
   return Object.assign(schema, { dependencies: { dry_run: onlyDeclared } }) as typeof schema;
 }
 
-/** The request's Idempotency-Key, fingerprinted with what it asks (format aside), or null without one. */
+/** The user's Idempotency-Key, fingerprinted with what the request asks (format aside), or null without one. */
 function idempotencyKeyOf(ctx: ApiContext, action: string) {
   const raw = ctx.get(IDEMPOTENCY_HEADER);
   if (ctx.headers['idempotency-key'] === undefined) return null;
@@ -156,7 +156,12 @@ function idempotencyKeyOf(ctx: ApiContext, action: string) {
       'max_length',
     );
   const { format: _format, ...query } = ctx.state.query;
-  return idempotencyKey(raw, { action, id: ctx.state.params.id ?? null, query, body: ctx.state.body ?? null });
+  return idempotencyKey(ctx.state.auth.userId, raw, {
+    action,
+    id: ctx.state.params.id ?? null,
+    query,
+    body: ctx.state.body ?? null,
+  });
 }
 
 /**
