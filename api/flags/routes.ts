@@ -101,6 +101,8 @@ const sdkRoute = (method: 'GET' | 'POST', path: string, defaultVersion: number, 
     rawBody: true,
     responses: {
       200: { description: 'Flag values for the person', schema: flagsResponseSchema },
+      400: { description: 'A payload that does not decode to a JSON object, or no distinct_id' },
+      401: { description: 'No project API token (token or api_key), or one of no project' },
       503: { description: "The process's decoding budget is in use: try again after Retry-After" },
     },
     handler: (ctx) => flagsHandler(ctx, defaultVersion),

@@ -54,6 +54,11 @@ export interface RouteDefinition<Q = Unvalidated, B = unknown> {
   personalApiKeyAccess?: false;
   query?: JsonSchema;
   body?: JsonSchema;
+  /**
+   * Body members the handler requires itself, answering PostHog's own 400 (validation would word it otherwise):
+   * `required` in the OpenAPI document, not in validation.
+   */
+  requiredByHandler?: string[];
   /** Schemas of path parameters, for the OpenAPI document (`:project_id` and undeclared ones are strings). */
   params?: Record<string, JsonSchema>;
   /**

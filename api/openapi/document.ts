@@ -68,8 +68,15 @@ const takesCsv = (route: RouteDefinition) =>
 function bodyOptional(route: RouteDefinition): boolean {
   const body = Object.keys((route.body?.properties as object | undefined) ?? {});
   const query = (route.query?.properties as object | undefined) ?? {};
-  const required = (route.body?.required as string[] | undefined) ?? [];
+  const required = (documentedBody(route)?.required as string[] | undefined) ?? [];
   return body.length > 0 && required.length === 0 && body.every((name) => name in query);
+}
+
+/** The body schema with the members the handler requires itself marked required too. */
+function documentedBody(route: RouteDefinition): JsonSchema | undefined {
+  if (!route.body || !route.requiredByHandler) return route.body;
+  const required = new Set([...((route.body.required as string[] | undefined) ?? []), ...route.requiredByHandler]);
+  return { ...route.body, required: [...required] };
 }
 
 const ERROR_BODY = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
@@ -161,7 +168,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         ? {
             requestBody: {
               required: !bodyOptional(route),
-              content: { 'application/json': { schema: openRequestSchema(route.body) } },
+              content: { 'application/json': { schema: openRequestSchema(documentedBody(route)) } },
             },
           }
         : {}),

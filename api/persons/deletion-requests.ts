@@ -19,6 +19,13 @@ import {
 import type { DeletionRequestView } from '../../shared/deletions/store.ts';
 
 const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
+
+/** A deletion request's id as the API answers it (a bigint, as a string) and takes it in paths, everywhere alike. */
+export const DELETION_REQUEST_ID = {
+  type: 'string',
+  pattern: '^[0-9]+$',
+  description: "The deletion request's id",
+} as const;
 export const deletionRequestSchema = {
   type: 'object',
   required: [
@@ -40,7 +47,7 @@ export const deletionRequestSchema = {
     'suppressed_events',
   ],
   properties: {
-    id: { type: 'string' },
+    id: DELETION_REQUEST_ID,
     project_id: { type: 'integer' },
     person_uuid: { type: 'string' },
     deletion_type: { enum: ['person_events', 'person_recordings'] },
@@ -235,6 +242,7 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
   defineRoute({
     method,
     path,
+    params: { id: DELETION_REQUEST_ID },
     summary:
       'Cancel a pending deletion request (before a worker has claimed it); 409 once claimed, completed or failed',
     tags: ['persons'],
@@ -266,6 +274,7 @@ export const deletionRequestRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/deletion_status/:id/unsuppress`,
+    params: { id: DELETION_REQUEST_ID },
     summary:
       "Lift a request's suppression (suppress=true): capture stores its distinct ids' events again, and a new event makes a new person",
     tags: ['persons'],

@@ -221,6 +221,56 @@ describe('what a strict generated client needs', () => {
   });
 });
 
+describe('what the server demands and answers, documented', () => {
+  it('a person update (PUT and PATCH) requires `properties`, which the server demands', async () => {
+    for (const method of ['put', 'patch']) {
+      const body =
+        doc.paths['/api/projects/{project_id}/persons/{id}/'][method].requestBody.content['application/json'];
+      expect(body.schema.required, method).toEqual(['properties']);
+    }
+  });
+
+  it('/flags and /decide document the 400 and 401 they answer', async () => {
+    const answered = {
+      400: await call(api.baseUrl, 'POST', '/flags/', { body: [1] }),
+      401: await call(api.baseUrl, 'POST', '/decide/', { body: { token: 'phc_nobody', distinct_id: 'd' } }),
+    };
+    expect(answered[400].status).toBe(400);
+    expect(answered[401].status).toBe(401);
+    for (const [path, method] of [
+      ['/flags/', 'post'],
+      ['/flags/', 'get'],
+      ['/decide/', 'post'],
+    ]) {
+      const responses = doc.paths[path][method].responses;
+      for (const status of ['400', '401'])
+        expect(responses[status]?.content, `${method} ${path} ${status}`).toEqual({
+          'application/json': { schema: { $ref: '#/components/schemas/Error' } },
+        });
+    }
+  });
+
+  it('types a deletion request id one way everywhere: as the string the API answers', () => {
+    const answered = doc.components.schemas.DeletionRequest.properties.id;
+    expect(typesOf(answered)).toEqual(['string']);
+    const seen: string[] = [];
+    for (const { path, method, op } of operations()) {
+      for (const param of op.parameters) {
+        const names =
+          (path.includes('/deletion_status/{id}/') && param.name === 'id') ||
+          (path.includes('/deletion_receipts/{request_id}/') && param.name === 'request_id');
+        if (param.in !== 'path' || !names) continue;
+        expect(param.schema, `${method} ${path} ${param.name}`).toEqual(answered);
+        seen.push(`${method} ${path}`);
+      }
+    }
+    expect(seen).toHaveLength(5); // cancel (POST and DELETE), unsuppress, retry, a receipt
+    const receipt = responseSchema('/api/projects/{project_id}/persons/deletion_receipts/{request_id}/', 'get', '200');
+    expect(receipt.properties.request_id).toEqual(answered);
+    expect(receipt.properties.receipt.properties.request_id).toEqual(answered);
+  });
+});
+
 describe('the response check (VALIDATE_RESPONSES=1) is strict about undeclared fields', () => {
   const person = {
     id: 1,
