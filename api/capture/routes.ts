@@ -2,7 +2,7 @@
 // Authenticated by the project API token in the payload; CORS open, as PostHog's are.
 import type { Context, Middleware } from 'koa';
 import { readRawBody } from '../http/body.ts';
-import { projectByApiToken } from '../http/project-token.ts';
+import { invalidProjectToken, projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
 import { countDropped, directLookup, dropSuppressed } from '../../shared/deletions/suppression.ts';
@@ -115,7 +115,7 @@ export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
             'Committed: every event stored, except those dropped or altered with an ingestion warning (see ingestion_warnings)',
           schema: successSchema,
         },
-        401: { description: 'Missing or invalid project API key' },
+        401: { description: 'Missing or invalid project API key', example: invalidProjectToken().body },
         413: { description: 'The body, decoded, is larger than the endpoint allows' },
         503: { description: "The process's decoding budget is in use: try again after Retry-After" },
       },

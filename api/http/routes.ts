@@ -65,7 +65,17 @@ export interface RouteDefinition<Q = Unvalidated, B = unknown> {
    * Documented response schema per status, for OpenAPI and the contract test. An error status without a
    * schema is documented with PostHog's error body unless `noBody` says the answer has none.
    */
-  responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string; noBody?: true }>;
+  responses?: Record<
+    number,
+    {
+      description: string;
+      schema?: JsonSchema;
+      contentType?: string;
+      noBody?: true;
+      /** An error's sample body in the reference, where the status's usual one would mislead. */
+      example?: unknown;
+    }
+  >;
   /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
   rawBody?: boolean;
   /** Optional request headers the route reads, for the OpenAPI document (name → description, string schema). */

@@ -132,7 +132,7 @@ const DRY_RUN_PARAM = {
 export const SUPPRESS_PARAM = {
   type: 'boolean',
   description:
-    "Also suppress the persons' distinct ids: capture drops their later events (counted in the request's suppressed_events) until POST …/deletion_status/<id>/unsuppress/. Needs delete_events or delete_recordings; not with dry_run. Default: a new event makes a new person, as in PostHog",
+    "Also suppress the persons' distinct ids: capture drops their later events (counted in the request's suppressed_events) until POST …/deletion_status/{id}/unsuppress/. Needs delete_events or delete_recordings; not with dry_run. Default: a new event makes a new person, as in PostHog",
 } as const;
 
 /**

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { responseMismatch } from '../../../api/http/validation.ts';
 import { experimentSchema } from '../../../api/experiments/serializers.ts';
@@ -186,8 +187,10 @@ describe('what a strict generated client needs', () => {
           continue;
         }
         // Readiness documents its own 503 body; everything else answers PostHog's error body.
-        if (path !== '/_ready')
-          expect(response.content, `${method} ${path} ${status}`).toEqual({ 'application/json': { schema: error } });
+        if (path !== '/_ready') {
+          expect(Object.keys(response.content), `${method} ${path} ${status}`).toEqual(['application/json']);
+          expect(response.content['application/json'].schema, `${method} ${path} ${status}`).toEqual(error);
+        }
       }
       if (op.security.length && path.includes('{')) expect(op.responses, `${method} ${path}`).toHaveProperty('404');
     }
@@ -244,8 +247,8 @@ describe('what the server demands and answers, documented', () => {
     ]) {
       const responses = doc.paths[path][method].responses;
       for (const status of ['400', '401'])
-        expect(responses[status]?.content, `${method} ${path} ${status}`).toEqual({
-          'application/json': { schema: { $ref: '#/components/schemas/Error' } },
+        expect(responses[status]?.content?.['application/json']?.schema, `${method} ${path} ${status}`).toEqual({
+          $ref: '#/components/schemas/Error',
         });
     }
   });
@@ -268,6 +271,48 @@ describe('what the server demands and answers, documented', () => {
     const receipt = responseSchema('/api/projects/{project_id}/persons/deletion_receipts/{request_id}/', 'get', '200');
     expect(receipt.properties.request_id).toEqual(answered);
     expect(receipt.properties.receipt.properties.request_id).toEqual(answered);
+  });
+});
+
+describe('the reference page’s samples and version', () => {
+  // What each error status answers: its type and, where one code stands for the status, that code.
+  const FITTING: Record<string, { type: string; code?: string }> = {
+    400: { type: 'validation_error' },
+    401: { type: 'authentication_error' },
+    403: { type: 'authentication_error', code: 'permission_denied' },
+    404: { type: 'invalid_request', code: 'not_found' },
+    405: { type: 'invalid_request', code: 'method_not_allowed' },
+    409: { type: 'invalid_request', code: 'conflict' },
+    413: { type: 'invalid_request', code: 'payload_too_large' },
+    422: { type: 'invalid_request', code: 'idempotency_key_reused' },
+    429: { type: 'throttled_error', code: 'throttled' },
+    503: { type: 'server_error' },
+  };
+
+  it('shows each error status with a sample error body that fits it, not validation_error for all', () => {
+    const statuses = new Set<string>();
+    for (const { path, method, op } of operations()) {
+      for (const [status, response] of Object.entries<any>(op.responses)) {
+        const json = response.content?.['application/json'];
+        if (Number(status) < 400 || json?.schema?.$ref !== '#/components/schemas/Error') continue;
+        statuses.add(status);
+        const where = `${method} ${path} ${status}`;
+        expect(FITTING[status], where).toBeDefined();
+        expect(json.example, where).toMatchObject(FITTING[status]);
+        expect(responseMismatch(doc.components.schemas.Error, json.example), where).toBeNull();
+      }
+    }
+    expect([...statuses].sort()).toEqual(Object.keys(FITTING).sort());
+    // An SDK endpoint's 401 is about its project token, a management endpoint's about the personal API key.
+    expect(doc.paths['/flags/'].post.responses['401'].content['application/json'].example.code).toBe('invalid_api_key');
+    expect(
+      doc.paths['/api/projects/{project_id}/persons/'].get.responses['401'].content['application/json'].example.code,
+    ).toBe('not_authenticated');
+  });
+
+  it('says the version package.json says', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+    expect(doc.info.version).toBe(pkg.version);
   });
 });
 
