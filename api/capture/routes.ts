@@ -2,7 +2,7 @@
 // Authenticated by the project API token in the payload; CORS open, as PostHog's are.
 import type { Context, Middleware } from 'koa';
 import { readRawBody } from '../http/body.ts';
-import { projectByApiToken } from '../http/project-token.ts';
+import { invalidProjectToken, projectByApiToken } from '../http/project-token.ts';
 import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
 import { recordWarnings } from '../../shared/ingestion/warnings.ts';
@@ -134,7 +134,7 @@ export const captureRoutes = ENDPOINTS.flatMap((endpoint) => [
             'Committed: every event stored, except those dropped or altered with an ingestion warning (see ingestion_warnings)',
           schema: successSchema,
         },
-        401: { description: 'Missing or invalid project API key' },
+        401: { description: 'Missing or invalid project API key', example: invalidProjectToken().body },
         413: {
           description:
             'The body, decoded, is larger than the endpoint allows; or an event is larger than MAX_EVENT_BYTES (nothing stored, a message_size_too_large warning)',

@@ -5,7 +5,7 @@ import { readRawBody } from '../http/body.ts';
 import { validationError } from '../http/errors.ts';
 import { decodeSdkPayload } from '../capture/decode.ts';
 import { sdkPreflight } from '../capture/routes.ts';
-import { projectByApiToken } from '../http/project-token.ts';
+import { invalidProjectToken, projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { type ApiContext, defineRoute } from '../http/routes.ts';
 import { evaluateFlagsForPerson } from '../../shared/flags/service.ts';
@@ -101,6 +101,11 @@ const sdkRoute = (method: 'GET' | 'POST', path: string, defaultVersion: number, 
     rawBody: true,
     responses: {
       200: { description: 'Flag values for the person', schema: flagsResponseSchema },
+      400: { description: 'A payload that does not decode to a JSON object, or no distinct_id' },
+      401: {
+        description: 'No project API token (token or api_key), or one of no project',
+        example: invalidProjectToken().body,
+      },
       503: { description: "The process's decoding budget is in use: try again after Retry-After" },
     },
     handler: (ctx) => flagsHandler(ctx, defaultVersion),

@@ -60,13 +60,28 @@ export interface RouteDefinition<Q = Unvalidated, B = unknown> {
   personalApiKeyAccess?: false;
   query?: JsonSchema;
   body?: JsonSchema;
+  /**
+   * Body members the handler requires itself, answering PostHog's own 400 (validation would word it otherwise):
+   * `required` in the OpenAPI document, not in validation.
+   */
+  requiredByHandler?: string[];
   /** Schemas of path parameters, for the OpenAPI document (`:project_id` and undeclared ones are strings). */
   params?: Record<string, JsonSchema>;
   /**
    * Documented response schema per status, for OpenAPI and the contract test. An error status without a
    * schema is documented with PostHog's error body unless `noBody` says the answer has none.
    */
-  responses?: Record<number, { description: string; schema?: JsonSchema; contentType?: string; noBody?: true }>;
+  responses?: Record<
+    number,
+    {
+      description: string;
+      schema?: JsonSchema;
+      contentType?: string;
+      noBody?: true;
+      /** An error's sample body in the reference, where the status's usual one would mislead. */
+      example?: unknown;
+    }
+  >;
   /** The handler reads the body itself (capture's gzip / form / base64 payloads). */
   rawBody?: boolean;
   /**
@@ -255,8 +270,10 @@ const shapeOf = (path: string) =>
  * decode is kept as it came) and never empty. Where two routes match a path, the one with a literal where the
  * other has a parameter wins (`/persons/bulk_delete` over `/persons/:id`) whatever the declaration order: they
  * are registered sorted, literal before parameter position by position (otherwise in declaration order), and
- * a route's handler ends the chain, so the first route matched answers. `ctx.matched` then holds every route
- * of the path whatever its method, for the Allow header of a 405 or an OPTIONS (see allowedMethods).
+ * a route's handler ends the chain, so the first route matched answers. A path such a literal route matches
+ * is its own for every method: `GET /persons/bulk_delete` is a 405, not a person named `bulk_delete`.
+ * `ctx.matched` then holds every route of the path whatever its method, for the Allow header of a 405 or an
+ * OPTIONS (see allowedMethods); a 405 a route answers itself gets that header too.
  */
 export function mountRoutes(routes: RouteDefinition[]): Router {
   const router = new Router({ sensitive: true });
@@ -269,14 +286,56 @@ export function mountRoutes(routes: RouteDefinition[]): Router {
     // format=csv must show in validation and the OpenAPI document wherever it is honoured.
     if (route.csv && !(route.query?.properties as Record<string, unknown> | undefined)?.format)
       throw new Error(`${route.method} ${route.path} renders CSV but its query schema does not declare format`);
-    router.register(route.path, [route.method], routeMiddleware(route));
+    const middleware = routeMiddleware(route);
+    const layer = router.register(route.path, [route.method], async (ctx, next) => {
+      // A route with a literal where this one has a parameter owns the path: it answers, or the 405 after the router.
+      if (!pathOwners(ctx).includes(layer)) return next();
+      try {
+        await middleware(ctx, next);
+      } catch (error) {
+        if (error instanceof ApiError && error.status === 405) ctx.set('Allow', allowedMethods(ctx).join(', '));
+        throw error;
+      }
+      if (ctx.status === 405) ctx.set('Allow', allowedMethods(ctx).join(', '));
+    }) as Layer;
+    mounted.set(layer, { route, shape: shapes.get(route)! });
   }
   return router;
 }
 
-/** The methods routed for the request's path whatever its method, once the router has seen it (HEAD with GET). */
+type Layer = NonNullable<RouterContext['matched']>[number];
+/** Each mounted layer's route and its shape. */
+const mounted = new WeakMap<Layer, { route: RouteDefinition; shape: string }>();
+
+/**
+ * The routes of the request's path that own it: of ours it matches (whatever their method), the ones with
+ * the most literal shape (shapes of one path have one length; '0' sorts before '1'); another router's all.
+ */
+function pathOwners(ctx: Context): Layer[] {
+  const matched = (ctx as RouterContext).matched ?? [];
+  const shapeOfLayer = (layer: Layer) => mounted.get(layer)?.shape ?? '';
+  const shape = matched.reduce((min, layer) => {
+    const own = shapeOfLayer(layer);
+    return own && own < min ? own : min;
+  }, '2');
+  return matched.filter((layer) => !mounted.has(layer) || shapeOfLayer(layer) === shape);
+}
+
+/** A route declared only to answer 405 (hard-deleting an experiment, creating a person): its method is not allowed. */
+const alwaysRefused = (route: RouteDefinition) => {
+  const statuses = Object.keys(route.responses ?? {});
+  return statuses.length > 0 && statuses.every((status) => status === '405');
+};
+
+/**
+ * The methods the request's path allows whatever its method, once the router has seen it (HEAD with GET): those
+ * of the routes that own it, but for routes that always answer 405.
+ */
 export function allowedMethods(ctx: Context): string[] {
   const allowed = new Set<string>();
-  for (const layer of (ctx as RouterContext).matched ?? []) for (const method of layer.methods) allowed.add(method);
+  for (const layer of pathOwners(ctx)) {
+    const route = mounted.get(layer)?.route;
+    if (!route || !alwaysRefused(route)) for (const method of layer.methods) allowed.add(method);
+  }
   return [...allowed];
 }

@@ -1,5 +1,17 @@
 // The OpenAPI 3.1 document, generated from the same route declarations (and ajv schemas) the
 // API validates with, so the reference can never drift from what the server accepts.
+import { createRequire } from 'node:module';
+import {
+  ApiError,
+  methodNotAllowed,
+  notAuthenticated,
+  notFound,
+  payloadTooLarge,
+  permissionDenied,
+  throttled,
+  unsupportedMediaType,
+  validationError,
+} from '../http/errors.ts';
 import type { RouteDefinition } from '../http/routes.ts';
 import { withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
 import { NAMED_SCHEMAS } from './components.ts';
@@ -68,11 +80,52 @@ const takesCsv = (route: RouteDefinition) =>
 function bodyOptional(route: RouteDefinition): boolean {
   const body = Object.keys((route.body?.properties as object | undefined) ?? {});
   const query = (route.query?.properties as object | undefined) ?? {};
-  const required = (route.body?.required as string[] | undefined) ?? [];
+  const required = (documentedBody(route)?.required as string[] | undefined) ?? [];
   return body.length > 0 && required.length === 0 && body.every((name) => name in query);
 }
 
-const ERROR_BODY = { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } };
+/** The body schema with the members the handler requires itself marked required too. */
+function documentedBody(route: RouteDefinition): JsonSchema | undefined {
+  if (!route.body || !route.requiredByHandler) return route.body;
+  const required = new Set([...((route.body.required as string[] | undefined) ?? []), ...route.requiredByHandler]);
+  return { ...route.body, required: [...required] };
+}
+
+/**
+ * A sample body per error status, made by the API's own error constructors (api/http/errors.ts), so the
+ * reference shows each status its own error; generated from the schema alone, every sample was the
+ * enum's first type, validation_error. A route may show another (`example` of its response).
+ */
+const ERROR_SAMPLES: Record<string, unknown> = {
+  400: validationError('This field is required.', 'name', 'required').body,
+  401: notAuthenticated().body,
+  403: permissionDenied().body,
+  404: notFound().body,
+  405: methodNotAllowed('DELETE').body,
+  409: new ApiError(
+    409,
+    'invalid_request',
+    'conflict',
+    'Deletion request 42 is running; only a pending request can be cancelled.',
+  ).body,
+  413: payloadTooLarge(1024 * 1024).body,
+  415: unsupportedMediaType('text/plain').body,
+  422: new ApiError(
+    422,
+    'invalid_request',
+    'idempotency_key_reused',
+    'This Idempotency-Key was already used with a different request in the last 24 hours; use a new key.',
+    'Idempotency-Key',
+  ).body,
+  429: throttled(1, 100).body,
+  503: new ApiError(503, 'server_error', 'service_unavailable', 'The service is unavailable. Try again in a second.')
+    .body,
+};
+
+/** PostHog's error body, with the route's sample or one fitting the status. */
+const errorBody = (status: string, example: unknown = ERROR_SAMPLES[status]) => ({
+  'application/json': { schema: { $ref: '#/components/schemas/Error' }, ...(example ? { example } : {}) },
+});
 const CSV_BODY = { 'text/csv': { schema: { type: 'string', description: 'With format=csv' } } };
 
 function queryParameters(schema: JsonSchema | undefined) {
@@ -99,6 +152,9 @@ function operationId(route: RouteDefinition): string {
   );
 }
 
+/** The document's version is the package's. */
+const PACKAGE_VERSION: string = createRequire(import.meta.url)('../../package.json').version;
+
 export const API_TITLE = 'Project analytics management API (PostHog-compatible)';
 
 export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: string) {
@@ -110,6 +166,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     let id = operationId(route);
     while (seen.has(id)) id += '_';
     seen.add(id);
+    const authenticated = route.scopes !== null;
     const responses: Record<string, unknown> = {};
     for (const [status, response] of Object.entries(route.responses ?? { 200: { description: 'Success' } })) {
       // A non-JSON body (an HTML page, a CSV file) is a string unless its schema says more.
@@ -122,20 +179,22 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
       const content = schema
         ? { [response.contentType ?? 'application/json']: { schema } }
         : Number(status) >= 400 && !response.noBody
-          ? { ...ERROR_BODY }
+          ? errorBody(status, response.example)
           : undefined;
       // format=csv answers the same data as CSV.
       if (content && status.startsWith('2') && takesCsv(route)) Object.assign(content, CSV_BODY);
       responses[status] = { description: response.description, ...(content ? { content } : {}) };
     }
-    const authenticated = route.scopes !== null;
     if (authenticated) {
-      responses['401'] ??= { description: 'No or invalid personal API key', content: ERROR_BODY };
-      responses['403'] ??= { description: 'Missing scope or no access to the project', content: ERROR_BODY };
+      responses['401'] ??= { description: 'No or invalid personal API key', content: errorBody('401') };
+      responses['403'] ??= {
+        description: 'Missing scope or no access to the project',
+        content: errorBody('403'),
+      };
       // An unknown project or object.
-      if (route.path.includes('/:')) responses['404'] ??= { description: 'Not found', content: ERROR_BODY };
+      if (route.path.includes('/:')) responses['404'] ??= { description: 'Not found', content: errorBody('404') };
     }
-    if (route.body || route.query) responses['400'] ??= { description: 'Invalid input', content: ERROR_BODY };
+    if (route.body || route.query) responses['400'] ??= { description: 'Invalid input', content: errorBody('400') };
     const scopes = route.scopes ?? [];
     paths[path] ??= {};
     paths[path][method] = {
@@ -161,7 +220,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
         ? {
             requestBody: {
               required: !bodyOptional(route),
-              content: { 'application/json': { schema: openRequestSchema(route.body) } },
+              content: { 'application/json': { schema: openRequestSchema(documentedBody(route)) } },
             },
           }
         : {}),
@@ -177,7 +236,7 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     openapi: '3.1.0',
     info: {
       title: API_TITLE,
-      version: '1.0.0',
+      version: PACKAGE_VERSION,
       description: 'Experiments, persons and event definitions inside a project, and event capture for SDKs.',
     },
     ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),

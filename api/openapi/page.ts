@@ -55,6 +55,10 @@ export const REFERENCE_PAGE_CSP = [
   "frame-ancestors 'none'",
 ].join('; ');
 
+// Redoc's path bar (the path beside the method) clips what overflows it, and at its font's normal line
+// height that is the underscores of a path: `bulk_delete` read as `bulk delete`. A taller line holds them.
+const PATH_BAR_STYLE = '.http-verb+span{line-height:1.5}';
+
 const escapeAttribute = (text: string) => text.replace(/&/g, '&amp;').replace(/'/g, '&#39;').replace(/</g, '&lt;');
 
 /** The page: Redoc's element (options as attributes, read by the bundle as it loads) and the bundle. */
@@ -62,7 +66,7 @@ export function referencePage(title: string, documentUrl: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>${escapeAttribute(title)} — API reference</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<style>body{margin:0}</style>
+<style>body{margin:0}${PATH_BAR_STYLE}</style>
 </head><body>
 <redoc spec-url='${escapeAttribute(documentUrl)}' theme='${escapeAttribute(JSON.stringify(THEME))}'
   path-in-middle-panel='true' required-props-first='true'></redoc>

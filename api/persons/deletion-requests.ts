@@ -19,6 +19,13 @@ import {
 import type { DeletionRequestView } from '../../shared/deletions/store.ts';
 
 const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
+
+/** A deletion request's id as the API answers it (a bigint, as a string) and takes it in paths, everywhere alike. */
+export const DELETION_REQUEST_ID = {
+  type: 'string',
+  pattern: '^[0-9]+$',
+  description: "The deletion request's id",
+} as const;
 export const deletionRequestSchema = {
   type: 'object',
   required: [
@@ -40,7 +47,7 @@ export const deletionRequestSchema = {
     'suppressed_events',
   ],
   properties: {
-    id: { type: 'string' },
+    id: DELETION_REQUEST_ID,
     project_id: { type: 'integer' },
     person_uuid: { type: 'string' },
     deletion_type: { enum: ['person_events', 'person_recordings'] },
@@ -107,7 +114,7 @@ export const deletionWork = {
   headers: {
     [IDEMPOTENCY_HEADER]: {
       description:
-        'Any text up to 255 characters: a retry with the same key answers the first answer (header Idempotent-Replayed: true) and creates nothing new, for 24 hours; the same key with another request is 422',
+        'Any text up to 255 characters, per user: a retry with the same key answers the first answer (header Idempotent-Replayed: true) and creates nothing new, for 24 hours; the same key with another request is 422',
       schema: { type: 'string', minLength: 1, maxLength: IDEMPOTENCY_KEY_MAX_LENGTH },
     },
   },
@@ -125,7 +132,7 @@ const DRY_RUN_PARAM = {
 export const SUPPRESS_PARAM = {
   type: 'boolean',
   description:
-    "Also suppress the persons' distinct ids: capture drops their later events (counted in the request's suppressed_events) until POST …/deletion_status/<id>/unsuppress/. Needs delete_events or delete_recordings; not with dry_run. Default: a new event makes a new person, as in PostHog",
+    "Also suppress the persons' distinct ids: capture drops their later events (counted in the request's suppressed_events) until POST …/deletion_status/{id}/unsuppress/. Needs delete_events or delete_recordings; not with dry_run. Default: a new event makes a new person, as in PostHog",
 } as const;
 
 /**
@@ -138,7 +145,7 @@ export function deletionQuery<const P extends Record<string, unknown>>(propertie
   return { type: 'object' as const, properties: { suppress: SUPPRESS_PARAM, ...properties, dry_run: DRY_RUN_PARAM } };
 }
 
-/** The request's Idempotency-Key, fingerprinted with what it asks (format aside), or null without one. */
+/** The user's Idempotency-Key, fingerprinted with what the request asks (format aside), or null without one. */
 function idempotencyKeyOf(ctx: ApiContext, action: string) {
   const raw = ctx.get(IDEMPOTENCY_HEADER);
   if (ctx.headers['idempotency-key'] === undefined) return null;
@@ -150,7 +157,12 @@ function idempotencyKeyOf(ctx: ApiContext, action: string) {
       'max_length',
     );
   const { format: _format, ...query } = ctx.state.query;
-  return idempotencyKey(raw, { action, id: ctx.state.params.id ?? null, query, body: ctx.state.body ?? null });
+  return idempotencyKey(ctx.state.auth.userId, raw, {
+    action,
+    id: ctx.state.params.id ?? null,
+    query,
+    body: ctx.state.body ?? null,
+  });
 }
 
 /**
@@ -224,6 +236,7 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
   defineRoute({
     method,
     path,
+    params: { id: DELETION_REQUEST_ID },
     summary:
       'Cancel a pending deletion request (before a worker has claimed it); 409 once claimed, completed or failed',
     tags: ['persons'],
@@ -256,6 +269,7 @@ export const deletionRequestRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/deletion_status/:id/unsuppress`,
+    params: { id: DELETION_REQUEST_ID },
     summary:
       "Lift a request's suppression (suppress=true): capture stores its distinct ids' events again, and a new event makes a new person",
     tags: ['persons'],

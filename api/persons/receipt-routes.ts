@@ -5,6 +5,7 @@ import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../ht
 import { defineRoute } from '../http/routes.ts';
 import { dateTime, nullableDateTime, nullableInteger, nullableString, record, stringArray } from '../http/schemas.ts';
 import { csvOfAnswer, FORMAT_QUERY } from './csv.ts';
+import { DELETION_REQUEST_ID } from './deletion-requests.ts';
 import {
   deletionReceipt,
   listDeletionReceipts,
@@ -28,7 +29,7 @@ const receiptBodySchema = record({
   receipt_version: { type: 'integer' },
   algorithm: { const: RECEIPT_ALGORITHM },
   key_id: { type: 'string' },
-  request_id: { type: 'string' },
+  request_id: DELETION_REQUEST_ID,
   project_id: { type: 'integer' },
   person_uuid: { type: 'string' },
   distinct_ids: stringArray,
@@ -53,7 +54,7 @@ const receiptBodySchema = record({
 });
 
 const receiptSchema = record({
-  request_id: { type: 'string' },
+  request_id: DELETION_REQUEST_ID,
   project_id: { type: 'integer' },
   person_uuid: { type: 'string' },
   created_at: dateTime,
@@ -117,7 +118,7 @@ export const deletionReceiptRoutes = [
   defineRoute({
     method: 'GET',
     path: `${R}/:request_id`,
-    params: { request_id: { type: 'string', pattern: '^[0-9]+$', description: "The deletion request's id" } },
+    params: { request_id: DELETION_REQUEST_ID },
     summary: 'The signed receipt of a verified deletion request (format=csv: one row)',
     tags: ['persons'],
     scopes: ['person:read'],

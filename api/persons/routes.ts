@@ -15,6 +15,7 @@ import { changePersonProperties } from '../../shared/persons/service.ts';
 import {
   answerDeletionRequest,
   deletionQuery,
+  DELETION_REQUEST_ID,
   deletionRequestSchema,
   deletionWork,
   dryRunSchema,
@@ -186,6 +187,7 @@ export const personRoutes = [
       scopes: ['person:write'],
       query: { type: 'object', properties: FORMAT },
       body: { type: 'object', properties: { properties: {} } },
+      requiredByHandler: ['properties'],
       responses: { 200: { description: 'The updated person', schema: personRecordSchema } },
       csv: CSV,
       handler: async (ctx) => {
@@ -510,7 +512,7 @@ export const personDeletionRoutes = [
   defineRoute({
     method: 'POST',
     path: `${P}/deletion_status/:id/retry`,
-    params: { id: { type: 'string', pattern: '^[0-9]+$', description: "The deletion request's id" } },
+    params: { id: DELETION_REQUEST_ID },
     summary:
       'Retry a failed deletion request now (failed requests are also retried automatically, with a growing delay)',
     tags: ['persons'],

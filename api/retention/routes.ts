@@ -89,12 +89,13 @@ export const retentionRoutes = [
       const em = ctx.state.em;
       const { schedules } = await recordedSchedules(em, defaultSchedules(ctx.deps.config));
       const at = nextRun(schedules.find((s) => s.schedulerId === RETENTION_SCHEDULER)!.pattern);
-      const project = ctx.state.project;
+      // The days the preview counted with (ctx.state.project may be the auth cache's, older than a PATCH).
+      const preview = await previewRetention(em, ctx.deps.events, ctx.state.project.id, at);
       ctx.body = {
         next_run_at: at.toISOString(),
-        event_retention_days: project.event_retention_days,
-        recording_retention_days: project.recording_retention_days,
-        ...countsOf(await previewRetention(em, ctx.deps.events, project.id, at)),
+        event_retention_days: preview.eventRetentionDays,
+        recording_retention_days: preview.recordingRetentionDays,
+        ...countsOf(preview),
       };
     },
   }),

@@ -103,6 +103,9 @@ export const introspectionRoutes = [
       ['PATCH', '/api/personal_api_keys/:key_id'],
       ['DELETE', '/api/personal_api_keys/:key_id'],
       ['POST', '/api/personal_api_keys/:key_id/roll'],
+      // The literal path owns `@current` for every method (api/http/routes.ts): refused as any key is.
+      ['PATCH', '/api/personal_api_keys/@current'],
+      ['DELETE', '/api/personal_api_keys/@current'],
     ] as const
   ).map(([method, path]) =>
     defineRoute({

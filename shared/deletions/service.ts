@@ -150,13 +150,16 @@ export const IDEMPOTENCY_KEY_HOURS = 24;
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 
 export interface IdempotencyKey {
+  /** The user who sent it: keys are per project and user, so another user's equal key is another key. */
+  userId: number;
   key: string;
   /** sha256 of the request: the same key with another request is refused. */
   fingerprint: string;
 }
 
-/** The key with the fingerprint of `request` (anything JSON; object key order does not matter). */
-export const idempotencyKey = (key: string, request: unknown): IdempotencyKey => ({
+/** The user's key with the fingerprint of `request` (anything JSON; object key order does not matter). */
+export const idempotencyKey = (userId: number, key: string, request: unknown): IdempotencyKey => ({
+  userId,
   key,
   fingerprint: createHash('sha256').update(canonicalJson(request)).digest('hex'),
 });
@@ -177,7 +180,7 @@ export async function answerOnce(
   const result = await em.fork().transactional(async (tx) => {
     const txEm = tx;
     if (key) {
-      const earlier = await takeIdempotencyKey(txEm, projectId, key.key, key.fingerprint, IDEMPOTENCY_KEY_HOURS);
+      const earlier = await takeIdempotencyKey(txEm, projectId, key, IDEMPOTENCY_KEY_HOURS);
       if (earlier) {
         if (earlier.fingerprint !== key.fingerprint) return 'key_reused' as const;
         return { status: earlier.status, body: earlier.body, replayed: true };
@@ -185,7 +188,7 @@ export async function answerOnce(
     }
     const done = await work(txEm);
     afterCommit = done.afterCommit;
-    if (key) await storeIdempotentAnswer(txEm, projectId, key.key, done.answer);
+    if (key) await storeIdempotentAnswer(txEm, projectId, key, done.answer);
     return { ...done.answer, replayed: false };
   });
   if (afterCommit) await afterCommit();

@@ -766,28 +766,28 @@ export interface StoredAnswer {
 }
 
 /**
- * Takes the project's key for this request in the caller's transaction, kept `hours`: null when it is
- * taken now (new, or its earlier use expired), else the earlier use's fingerprint and answer. A
- * concurrent use of the key waits here until the first transaction ends, then sees its answer.
+ * Takes the user's key in the project for this request in the caller's transaction, kept `hours`: null
+ * when it is taken now (new, or its earlier use expired), else the earlier use's fingerprint and
+ * answer. A concurrent use of the key waits here until the first transaction ends, then sees its answer.
  */
 export async function takeIdempotencyKey(
   em: EntityManager,
   projectId: number,
-  key: string,
-  fingerprint: string,
+  { userId, key, fingerprint }: { userId: number; key: string; fingerprint: string },
   hours: number,
 ): Promise<(StoredAnswer & { fingerprint: string }) | null> {
   const taken = await db(em)
     .insertInto('deletion_idempotency_key')
     .values({
       project_id: projectId,
+      user_id: userId,
       key,
       fingerprint,
       expires_at: sql<Date>`now() + make_interval(hours => ${hours})`,
     })
     .onConflict((oc) =>
       oc
-        .columns(['project_id', 'key'])
+        .columns(['project_id', 'user_id', 'key'])
         .doUpdateSet((eb) => ({
           fingerprint: eb.ref('excluded.fingerprint'),
           response_status: null,
@@ -804,6 +804,7 @@ export async function takeIdempotencyKey(
     .selectFrom('deletion_idempotency_key')
     .select(['fingerprint', 'response_status', 'response_body'])
     .where('project_id', '=', projectId)
+    .where('user_id', '=', userId)
     .where('key', '=', key)
     .executeTakeFirstOrThrow();
   // The transaction that took the key answered before it committed: its status is set.
@@ -814,7 +815,7 @@ export async function takeIdempotencyKey(
 export async function storeIdempotentAnswer(
   em: EntityManager,
   projectId: number,
-  key: string,
+  { userId, key }: { userId: number; key: string },
   answer: StoredAnswer,
 ): Promise<void> {
   const body = answer.body === null || answer.body === undefined ? null : JSON.stringify(answer.body);
@@ -822,6 +823,7 @@ export async function storeIdempotentAnswer(
     .updateTable('deletion_idempotency_key')
     .set({ response_status: answer.status, response_body: sql`${body}::jsonb` })
     .where('project_id', '=', projectId)
+    .where('user_id', '=', userId)
     .where('key', '=', key)
     .execute();
 }

@@ -6,7 +6,14 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventStore } from '../events/event-store.ts';
 import { eventPartitions, type MonthPartition } from '../events/store.ts';
-import { linesAt, mayDropPartition, type ProjectLines, type RetentionCounts, retentionCutoff } from './rules.ts';
+import {
+  linesAt,
+  mayDropPartition,
+  type ProjectLines,
+  type ProjectRetention,
+  type RetentionCounts,
+  retentionCutoff,
+} from './rules.ts';
 import {
   countEventsBefore,
   countProjectEventsIn,
@@ -42,18 +49,28 @@ export async function planRetention(em: EntityManager, at: Date): Promise<Retent
   return { at, lines, drops };
 }
 
-/** What the run at `at` removes from `projectId`, with its settings as they are now. */
+export type RetentionPreview = RetentionCounts &
+  Pick<ProjectRetention, 'eventRetentionDays' | 'recordingRetentionDays'>;
+
+/**
+ * What the run at `at` removes from `projectId`, with its settings as they are now (read here, and
+ * answered with the counts: the caller's project row may be older, e.g. the API's auth cache).
+ */
 export async function previewRetention(
   em: EntityManager,
   events: EventStore,
   projectId: number,
   at: Date,
-): Promise<RetentionCounts> {
+): Promise<RetentionPreview> {
   const plan = await planRetention(em, at);
   const [settings] = await projectRetentions(em, projectId);
-  const eventCutoff = retentionCutoff(settings?.eventRetentionDays ?? null, at);
-  const recordingCutoff = retentionCutoff(settings?.recordingRetentionDays ?? null, at);
-  const counts: RetentionCounts = {
+  const eventRetentionDays = settings?.eventRetentionDays ?? null;
+  const recordingRetentionDays = settings?.recordingRetentionDays ?? null;
+  const eventCutoff = retentionCutoff(eventRetentionDays, at);
+  const recordingCutoff = retentionCutoff(recordingRetentionDays, at);
+  const counts: RetentionPreview = {
+    eventRetentionDays,
+    recordingRetentionDays,
     eventCutoff,
     recordingCutoff,
     events: 0,

@@ -7,6 +7,7 @@ import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import { call, createKey, eventually, manageJson, settledJob, apiAndWorker } from '../helpers.ts';
 import { deletionJobId } from '../../shared/queues.ts';
+import { createUser } from '../../shared/accounts.ts';
 
 const {
   prefix,
@@ -353,6 +354,36 @@ describe('Idempotency-Key', () => {
     expect(res.headers.get('idempotent-replayed')).toBeNull();
   });
 
+  it('keys are per user: another user of the project with the same key gets its own request, attributed to itself', async () => {
+    await capture(api.baseUrl, account.projectToken, [recording('idem-users', 's-idem-users')]);
+    const person = await personByDistinctId('idem-users');
+    const headers = { 'Idempotency-Key': 'shared-by-two-users' };
+    const path = `${P()}/${person.id}/delete_recordings/`;
+    const first = await post(path, { headers });
+    expect(first.status).toBe(200);
+    const firstId = first.body.deletion_requests[0].id;
+    await eventually(async () => (await row(firstId)).status === 'completed');
+
+    const colleague = await createUser(api.orm.em.fork(), {
+      email: `idem-colleague-${account.projectId}@example.com`,
+      organizationId: account.organizationId,
+    });
+    const theirs = await post(path, { headers, key: await createKey(api.orm, colleague.id) });
+    expect(theirs.status, theirs.text).toBe(200);
+    expect(theirs.headers.get('idempotent-replayed')).toBeNull();
+    const theirId = theirs.body.deletion_requests[0].id;
+    expect(theirId).not.toBe(firstId);
+    const made = await row(theirId);
+    expect(made.created_by_id).toBe(colleague.id);
+    expect(made.receipt_basis.requested_by.user_id).toBe(colleague.id);
+    expect((await row(firstId)).created_by_id).toBe(account.userId);
+
+    // The first user's retry still answers the first answer.
+    const retried = await post(path, { headers });
+    expect(retried.headers.get('idempotent-replayed')).toBe('true');
+    expect(retried.body).toEqual(first.body);
+  });
+
   it('is documented on the four endpoints in the OpenAPI document, with its 422', async () => {
     const doc = (await call(api.baseUrl, 'GET', '/api/schema/')).body;
     const base = '/api/projects/{project_id}/persons';
@@ -394,10 +425,10 @@ describe('Idempotency-Key', () => {
   it('expired keys are purged by the daily off-peak release job, live ones kept', async () => {
     await sql(
       api.orm,
-      `insert into deletion_idempotency_key (project_id, key, fingerprint, response_status, response_body, created_at, expires_at)
-       values (?, 'old-key', 'x', 204, null, now() - interval '25 hours', now() - interval '1 hour'),
-              (?, 'live-key', 'x', 204, null, now(), now() + interval '23 hours')`,
-      [account.projectId, account.projectId],
+      `insert into deletion_idempotency_key (project_id, user_id, key, fingerprint, response_status, response_body, created_at, expires_at)
+       values (?, ?, 'old-key', 'x', 204, null, now() - interval '25 hours', now() - interval '1 hour'),
+              (?, ?, 'live-key', 'x', 204, null, now(), now() + interval '23 hours')`,
+      [account.projectId, account.userId, account.projectId, account.userId],
     );
     const job = await settledJob(
       worker.deps.queues.deletions,

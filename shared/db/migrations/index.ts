@@ -33,6 +33,7 @@ import { Migration0051EventShipping } from './0051-event-shipping.ts';
 import { Migration0052ExperimentPersonState } from './0052-experiment-person-state.ts';
 import { Migration0053EventBuffer } from './0053-event-buffer.ts';
 import { Migration0054DistinctIdMovedIndex } from './0054-distinct-id-moved-index.ts';
+import { Migration0055DeletionIdempotencyPerUser } from './0055-deletion-idempotency-per-user.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -68,4 +69,5 @@ export const migrationsList = [
   { name: '0052-experiment-person-state', class: Migration0052ExperimentPersonState },
   { name: '0053-event-buffer', class: Migration0053EventBuffer },
   { name: '0054-distinct-id-moved-index', class: Migration0054DistinctIdMovedIndex },
+  { name: '0055-deletion-idempotency-per-user', class: Migration0055DeletionIdempotencyPerUser },
 ];

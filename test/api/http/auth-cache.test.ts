@@ -122,6 +122,22 @@ describe('authentication cache', () => {
     expect(await status(again)).toBe(200);
   });
 
+  it('the retention preview answers the retention days it counts with, not the cached project’s', async () => {
+    const account = await cachedAccount();
+    const preview = async () =>
+      (
+        await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/retention/preview/`, {
+          key: account.apiKey,
+        })
+      ).body;
+    expect(await preview()).toMatchObject({ event_retention_days: null, event_cutoff: null });
+    // As right after a PATCH whose notification has not reached this process yet.
+    await silently(`update project set event_retention_days = 30 where id = ${account.projectId}`);
+    const res = await preview();
+    expect(res.event_cutoff).not.toBeNull();
+    expect(res).toMatchObject({ event_retention_days: 30, recording_retention_days: null });
+  });
+
   it('does not keep a result read before an invalidation', () => {
     const cache = new AuthCache('postgres://unused', 60_000);
     (cache as unknown as { listener: { up: boolean } }).listener.up = true; // as if listening

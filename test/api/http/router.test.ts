@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../../api/app.ts';
 import { defineRoute } from '../../../api/http/routes.ts';
 import { allRoutes } from '../../../api/routes.ts';
-import { call, serveApp, startApi, type TestApi } from '../../helpers.ts';
+import { call, createAccount, serveApp, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 
 const answering = (path: string, route: string) =>
   defineRoute({
@@ -32,8 +32,10 @@ let api: TestApi;
 let app: ReturnType<typeof createApp>;
 let server: Server;
 let baseUrl: string;
+let account: TestAccount;
 beforeAll(async () => {
   api = await startApi();
+  account = await createAccount(api.orm);
   app = createApp(api.deps, [...allRoutes, ...routes]);
   ({ server, baseUrl } = await serveApp(app));
 });
@@ -93,7 +95,36 @@ describe('router', () => {
     expect(allowed(wrongMethod.headers)).toEqual(['GET', 'HEAD']);
     const persons = await call(baseUrl, 'PUT', '/api/projects/1/persons/', { body: {} });
     expect(persons.status).toBe(405);
-    expect(allowed(persons.headers)).toEqual(['GET', 'HEAD', 'POST']);
+    // POST is routed only to answer 405 (persons are created by ingestion): it is not allowed.
+    expect(allowed(persons.headers)).toEqual(['GET', 'HEAD']);
+  });
+
+  it('names the allowed methods in the 405 a route answers itself, leaving out the methods that always answer 405', async () => {
+    const key = account.apiKey;
+    const experiment = await call(baseUrl, 'DELETE', `/api/projects/${account.projectId}/experiments/12345/`, { key });
+    expect(experiment.status).toBe(405);
+    expect(experiment.text).toBe('');
+    expect(allowed(experiment.headers)).toEqual(['GET', 'HEAD', 'PATCH', 'PUT']);
+    const options = await call(baseUrl, 'OPTIONS', `/api/projects/${account.projectId}/experiments/12345/`);
+    expect(options.status).toBe(204);
+    expect(allowed(options.headers)).toEqual(['GET', 'HEAD', 'PATCH', 'PUT']);
+    const persons = await call(baseUrl, 'POST', `/api/projects/${account.projectId}/persons/`, { key, body: {} });
+    expect(persons.status).toBe(405);
+    expect(persons.body).toMatchObject({ type: 'invalid_request', code: 'method_not_allowed' });
+    expect(allowed(persons.headers)).toEqual(['GET', 'HEAD']);
+  });
+
+  it('a path a literal route owns is not taken for a parameter by another method: 405 with its own methods', async () => {
+    const key = account.apiKey;
+    const bulk = await call(baseUrl, 'GET', `/api/projects/${account.projectId}/persons/bulk_delete/`, { key });
+    expect(bulk.status).toBe(405);
+    expect(bulk.body).toMatchObject({ type: 'invalid_request', code: 'method_not_allowed' });
+    expect(allowed(bulk.headers)).toEqual(['POST']);
+    const options = await call(baseUrl, 'OPTIONS', `/api/projects/${account.projectId}/persons/bulk_delete/`);
+    expect(allowed(options.headers)).toEqual(['POST']);
+    // A person's own path still answers every method it is routed for.
+    const person = await call(baseUrl, 'GET', `/api/projects/${account.projectId}/persons/12345/`, { key });
+    expect(person.status).toBe(404);
   });
 
   it('answers OPTIONS on an API path with 204 and the Allow header, and 404 where nothing is routed', async () => {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { responseMismatch } from '../../../api/http/validation.ts';
 import { experimentSchema } from '../../../api/experiments/serializers.ts';
@@ -186,8 +187,10 @@ describe('what a strict generated client needs', () => {
           continue;
         }
         // Readiness documents its own 503 body; everything else answers PostHog's error body.
-        if (path !== '/_ready')
-          expect(response.content, `${method} ${path} ${status}`).toEqual({ 'application/json': { schema: error } });
+        if (path !== '/_ready') {
+          expect(Object.keys(response.content), `${method} ${path} ${status}`).toEqual(['application/json']);
+          expect(response.content['application/json'].schema, `${method} ${path} ${status}`).toEqual(error);
+        }
       }
       if (op.security.length && path.includes('{')) expect(op.responses, `${method} ${path}`).toHaveProperty('404');
     }
@@ -218,6 +221,98 @@ describe('what a strict generated client needs', () => {
     expect(put.responses['200'].content['application/json'].schema).toEqual({
       $ref: '#/components/schemas/Experiment',
     });
+  });
+});
+
+describe('what the server demands and answers, documented', () => {
+  it('a person update (PUT and PATCH) requires `properties`, which the server demands', async () => {
+    for (const method of ['put', 'patch']) {
+      const body =
+        doc.paths['/api/projects/{project_id}/persons/{id}/'][method].requestBody.content['application/json'];
+      expect(body.schema.required, method).toEqual(['properties']);
+    }
+  });
+
+  it('/flags and /decide document the 400 and 401 they answer', async () => {
+    const answered = {
+      400: await call(api.baseUrl, 'POST', '/flags/', { body: [1] }),
+      401: await call(api.baseUrl, 'POST', '/decide/', { body: { token: 'phc_nobody', distinct_id: 'd' } }),
+    };
+    expect(answered[400].status).toBe(400);
+    expect(answered[401].status).toBe(401);
+    for (const [path, method] of [
+      ['/flags/', 'post'],
+      ['/flags/', 'get'],
+      ['/decide/', 'post'],
+    ]) {
+      const responses = doc.paths[path][method].responses;
+      for (const status of ['400', '401'])
+        expect(responses[status]?.content?.['application/json']?.schema, `${method} ${path} ${status}`).toEqual({
+          $ref: '#/components/schemas/Error',
+        });
+    }
+  });
+
+  it('types a deletion request id one way everywhere: as the string the API answers', () => {
+    const answered = doc.components.schemas.DeletionRequest.properties.id;
+    expect(typesOf(answered)).toEqual(['string']);
+    const seen: string[] = [];
+    for (const { path, method, op } of operations()) {
+      for (const param of op.parameters) {
+        const names =
+          (path.includes('/deletion_status/{id}/') && param.name === 'id') ||
+          (path.includes('/deletion_receipts/{request_id}/') && param.name === 'request_id');
+        if (param.in !== 'path' || !names) continue;
+        expect(param.schema, `${method} ${path} ${param.name}`).toEqual(answered);
+        seen.push(`${method} ${path}`);
+      }
+    }
+    expect(seen).toHaveLength(5); // cancel (POST and DELETE), unsuppress, retry, a receipt
+    const receipt = responseSchema('/api/projects/{project_id}/persons/deletion_receipts/{request_id}/', 'get', '200');
+    expect(receipt.properties.request_id).toEqual(answered);
+    expect(receipt.properties.receipt.properties.request_id).toEqual(answered);
+  });
+});
+
+describe('the reference page’s samples and version', () => {
+  // What each error status answers: its type and, where one code stands for the status, that code.
+  const FITTING: Record<string, { type: string; code?: string }> = {
+    400: { type: 'validation_error' },
+    401: { type: 'authentication_error' },
+    403: { type: 'authentication_error', code: 'permission_denied' },
+    404: { type: 'invalid_request', code: 'not_found' },
+    405: { type: 'invalid_request', code: 'method_not_allowed' },
+    409: { type: 'invalid_request', code: 'conflict' },
+    413: { type: 'invalid_request', code: 'payload_too_large' },
+    422: { type: 'invalid_request', code: 'idempotency_key_reused' },
+    429: { type: 'throttled_error', code: 'throttled' },
+    503: { type: 'server_error' },
+  };
+
+  it('shows each error status with a sample error body that fits it, not validation_error for all', () => {
+    const statuses = new Set<string>();
+    for (const { path, method, op } of operations()) {
+      for (const [status, response] of Object.entries<any>(op.responses)) {
+        const json = response.content?.['application/json'];
+        if (Number(status) < 400 || json?.schema?.$ref !== '#/components/schemas/Error') continue;
+        statuses.add(status);
+        const where = `${method} ${path} ${status}`;
+        expect(FITTING[status], where).toBeDefined();
+        expect(json.example, where).toMatchObject(FITTING[status]);
+        expect(responseMismatch(doc.components.schemas.Error, json.example), where).toBeNull();
+      }
+    }
+    expect([...statuses].sort()).toEqual(Object.keys(FITTING).sort());
+    // An SDK endpoint's 401 is about its project token, a management endpoint's about the personal API key.
+    expect(doc.paths['/flags/'].post.responses['401'].content['application/json'].example.code).toBe('invalid_api_key');
+    expect(
+      doc.paths['/api/projects/{project_id}/persons/'].get.responses['401'].content['application/json'].example.code,
+    ).toBe('not_authenticated');
+  });
+
+  it('says the version package.json says', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+    expect(doc.info.version).toBe(pkg.version);
   });
 });
 

@@ -104,4 +104,41 @@ describe.skipIf(missingPackage('chromium'))('GET /api/docs/ in a browser', () =>
       await browser.close();
     }
   }, 120_000);
+
+  it('shows paths whole (underscores too), descriptions with their <id>, and a fitting sample per error status', async () => {
+    const schema = (await call(api.baseUrl, 'GET', '/api/schema/')).body;
+    const browser = await launchChromium();
+    try {
+      const { page } = await localOnlyPage(browser);
+      await page.goto(`${api.baseUrl}/api/docs/`);
+      await page.locator('.menu-content').waitFor({ timeout: 60_000 });
+      const path = '/api/projects/{project_id}/persons/bulk_delete/';
+      const operation = page.locator(`[id$="operation/${schema.paths[path].post.operationId}"]`).first();
+      await operation.scrollIntoViewIfNeeded();
+      // The path bar shows its underscores (they were drawn below its box, which clips): the bar looks
+      // different once they are taken out.
+      const bar = (await operation.getByText(path, { exact: true }).first().elementHandle())!;
+      const withUnderscores = await bar.screenshot();
+      await bar.evaluate((e) => {
+        e.textContent = e.textContent!.replaceAll('_', ' ');
+      });
+      const without = await bar.screenshot();
+      expect(withUnderscores.equals(without), 'the underscores of the path bar are not visible').toBe(false);
+      expect(await operation.innerText()).toContain('…/deletion_status/{id}/unsuppress/');
+
+      // Response samples: the 403 tab shows a permission_denied body, the 422 one the reused key.
+      for (const [status, code] of [
+        ['403', 'permission_denied'],
+        ['422', 'idempotency_key_reused'],
+        ['401', 'not_authenticated'],
+      ]) {
+        await operation.getByRole('tab', { name: status, exact: true }).click();
+        const sample = operation.getByRole('tabpanel').filter({ hasText: '"type"' }).last();
+        expect(await sample.innerText(), status).toContain(`"${code}"`);
+        expect(await sample.innerText(), status).not.toContain('validation_error');
+      }
+    } finally {
+      await browser.close();
+    }
+  }, 120_000);
 });

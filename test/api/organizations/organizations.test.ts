@@ -117,6 +117,8 @@ describe('organizations', () => {
       ['POST', '/api/personal_api_keys/'],
       ['DELETE', '/api/personal_api_keys/abc/'],
       ['POST', '/api/personal_api_keys/abc/roll/'],
+      ['PATCH', '/api/personal_api_keys/@current/'],
+      ['DELETE', '/api/personal_api_keys/@current/'],
     ]) {
       const res = await call(api.baseUrl, method, path, {
         key: account.apiKey,

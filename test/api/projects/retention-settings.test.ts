@@ -117,6 +117,8 @@ describe('GET /api/projects/:id/retention/preview/ and /runs/', () => {
       const res = await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/retention/preview/`, {
         key: account.apiKey,
       });
+      // The days it counts with.
+      expect(res.body).toMatchObject({ event_retention_days: 30, recording_retention_days: 7 });
       const next = new Date(res.body.next_run_at);
       const day = Date.UTC(next.getUTCFullYear(), next.getUTCMonth(), next.getUTCDate());
       expect(res.body.event_cutoff).toBe(new Date(day - 30 * 86_400_000).toISOString());
