@@ -1,6 +1,6 @@
 // Ingesting a request's events: persons, events, recordings and the ingestion warnings of events
 // dropped or altered in one transaction, so a 200 means everything is committed and a failure stores nothing.
-import type { EntityManager } from '@mikro-orm/postgresql';
+import { type EntityManager, TransactionPropagation } from '@mikro-orm/postgresql';
 import { rememberEventDefinitions, storeEvents } from '../events/store.ts';
 import { processPersons, type IngestEvent } from './persons.ts';
 import { sql } from 'kysely';
@@ -11,8 +11,13 @@ const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
 /** Projects whose ingested_event flag this process has set (it is never cleared): one write per project, not per request. */
 const projectsIngesting = new Set<number>();
+/** transactional() forks `em` for the transaction: a fork of our own before it would be one more per request. */
+const NEW_TRANSACTION = { propagation: TransactionPropagation.REQUIRES_NEW };
 
-/** Stores `events` and the request's `warnings` (capture's), with those person processing adds. */
+/**
+ * Stores `events` and the request's `warnings` (capture's), with those person processing adds, in a
+ * transaction of its own (even when `em` holds one), on a fork of `em` that MikroORM makes for it.
+ */
 export async function ingestEvents(
   em: EntityManager,
   projectId: number,
@@ -27,7 +32,7 @@ export async function ingestEvents(
     const now = new Date();
     let stored: { projectId: number; event: string }[] = [];
     try {
-      await em.fork().transactional(async (tx) => {
+      await em.transactional(async (tx) => {
         const allWarnings = [...warnings];
         const personIds = await processPersons(tx, projectId, events, allWarnings);
         const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
@@ -52,7 +57,7 @@ export async function ingestEvents(
             .where('id', '=', projectId)
             .where((eb) => eb.not(eb.ref('ingested_event')))
             .execute();
-      });
+      }, NEW_TRANSACTION);
       projectsIngesting.add(projectId);
       rememberEventDefinitions(stored, now);
       return;
