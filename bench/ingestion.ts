@@ -111,8 +111,10 @@ const rawInsert: PairSide = {
   request: async () => {
     const values: unknown[] = [];
     const now = new Date().toISOString();
+    const personIds = new Map<string, string>();
     const tuples = personlessBatch(batchNumber++).map((e, k) => {
-      const personId = personUuidFor(baselineProjectId, e.distinct_id);
+      const personId = personIds.get(e.distinct_id) ?? personUuidFor(baselineProjectId, e.distinct_id);
+      personIds.set(e.distinct_id, personId);
       values.push(e.uuid, baselineProjectId, e.event, e.distinct_id, personId, JSON.stringify(e.properties));
       values.push(e.timestamp, now);
       const b = k * 8;
