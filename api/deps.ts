@@ -4,6 +4,7 @@ import type { AuthCache } from './http/auth-cache.ts';
 import type { KeyWithProject } from '../shared/accounts.ts';
 import type { FlagCache } from './flags/cache.ts';
 import type { SuppressionCache } from './capture/suppression-cache.ts';
+import type { ProjectCache } from './capture/project-cache.ts';
 import type { Queues } from '../shared/queues.ts';
 import type { Config } from '../shared/config.ts';
 import type { EventStore } from '../shared/events/event-store.ts';
@@ -25,4 +26,6 @@ export interface AppDeps {
   flagCache?: FlagCache | null;
   /** Deletion suppressions per project until they change (`deletion_suppression_changed`); null: capture reads PostgreSQL. */
   suppressionCache?: SuppressionCache | null;
+  /** Capture's project per API token until it changes (`flag_definitions_changed`); null: read on every request. */
+  projectCache?: ProjectCache | null;
 }

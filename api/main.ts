@@ -8,6 +8,7 @@ import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
 import { startSuppressionCache } from './capture/suppression-cache.ts';
+import { startProjectCache } from './capture/project-cache.ts';
 import { createEventStore } from '../shared/events/create.ts';
 
 const orm = await initOrm();
@@ -18,8 +19,9 @@ const queues = createQueues(redis, config);
 const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
 const flagCache = await startFlagCache(config.databaseDirectUrl);
 const suppressionCache = await startSuppressionCache(config.databaseDirectUrl);
+const projectCache = await startProjectCache(config.databaseDirectUrl);
 const events = createEventStore(config, orm);
-const app = createApp({ config, orm, events, redis, queues, authCache, flagCache, suppressionCache });
+const app = createApp({ config, orm, events, redis, queues, authCache, flagCache, suppressionCache, projectCache });
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
@@ -45,6 +47,7 @@ async function shutdown(signal: string) {
   await authCache?.stop();
   await flagCache.stop();
   await suppressionCache.stop();
+  await projectCache.stop();
   await events.close().catch(() => undefined);
   await orm.close().catch(() => undefined);
   await Promise.allSettled(Object.values(queues).map((q) => q.close()));

@@ -46,7 +46,8 @@ export async function withoutEventIndexes<T>(pool: pg.Pool, load: () => Promise<
 }
 
 /** The API as its own process (what users run), on a free port; resolves once /_ready answers 200. */
-export const startApiProcess = (env: Record<string, string> = {}) => startServerProcess(['api/main.ts'], { env });
+export const startApiProcess = (env: Record<string, string> = {}, nodeArgs: string[] = []) =>
+  startServerProcess(['api/main.ts'], { env, nodeArgs });
 
 /** The Koa + @koa/router + pg baseline (bench/baseline/koa-router.ts) as its own process. */
 export const startKoaRouterProcess = () =>
@@ -87,11 +88,12 @@ const ORPHAN_GUARD = `data:text/javascript,${encodeURIComponent(
  */
 export async function startServerProcess(
   args: string[],
-  options: { env?: Record<string, string>; readyPath?: string; timeoutMs?: number } = {},
+  options: { env?: Record<string, string>; nodeArgs?: string[]; readyPath?: string; timeoutMs?: number } = {},
 ): Promise<{ baseUrl: string; child: ChildProcess; stop: () => Promise<void> }> {
   const port = 20_000 + Math.floor(Math.random() * 10_000);
   // BENCH_NODE_ARGS (e.g. `--cpu-prof`) profiles the server process.
-  const nodeArgs = process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+  // options.nodeArgs: e.g. `--import` of a module the process must load first (bench/record-queries.ts).
+  const nodeArgs = [...(process.env.BENCH_NODE_ARGS?.split(' ').filter(Boolean) ?? []), ...(options.nodeArgs ?? [])];
   const child = spawn(process.execPath, [...nodeArgs, `--import=${ORPHAN_GUARD}`, ...args], {
     cwd: root,
     env: {

@@ -17,6 +17,7 @@ import { createQueues } from '../shared/queues.ts';
 import { startAuthCache } from '../api/http/auth-cache.ts';
 import { startFlagCache } from '../api/flags/cache.ts';
 import { startSuppressionCache } from '../api/capture/suppression-cache.ts';
+import { startProjectCache } from '../api/capture/project-cache.ts';
 import type { AppDeps } from '../api/deps.ts';
 import { createEventStore } from '../shared/events/create.ts';
 
@@ -40,11 +41,12 @@ export async function serveApp(app: ReturnType<typeof createApp>): Promise<{ ser
 /**
  * Starts the real app against the test database and Redis. Throttling is off unless asked for; so
  * are the flag definition cache (tests change flags with SQL and ask again at once; its own tests
- * turn it on) and the deletion suppression cache (capture then reads PostgreSQL; its tests turn it on). `clock` fixes the time the throttle counts in.
+ * turn it on), the deletion suppression cache and capture's project cache (capture then reads PostgreSQL;
+ * their tests turn them on). `clock` fixes the time the throttle counts in.
  */
 export async function startApi(
   overrides: (config: Config) => void = () => undefined,
-  options: { clock?: () => number; flagCache?: boolean; suppressionCache?: boolean } = {},
+  options: { clock?: () => number; flagCache?: boolean; suppressionCache?: boolean; projectCache?: boolean } = {},
 ): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
@@ -57,6 +59,7 @@ export async function startApi(
   const authCache = await startAuthCache(config.databaseDirectUrl, config.authCacheSeconds);
   const flagCache = options.flagCache ? await startFlagCache(config.databaseDirectUrl) : null;
   const suppressionCache = options.suppressionCache ? await startSuppressionCache(config.databaseDirectUrl) : null;
+  const projectCache = options.projectCache ? await startProjectCache(config.databaseDirectUrl) : null;
   const deps: AppDeps = {
     config,
     orm,
@@ -66,6 +69,7 @@ export async function startApi(
     authCache,
     flagCache,
     suppressionCache,
+    projectCache,
     clock: options.clock,
   };
   const { server, baseUrl } = await serveApp(createApp(deps));
@@ -83,6 +87,7 @@ export async function startApi(
       await authCache?.stop();
       await flagCache?.stop();
       await suppressionCache?.stop();
+      await projectCache?.stop();
       await orm.close();
     },
   };

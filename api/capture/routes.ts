@@ -2,7 +2,7 @@
 // Authenticated by the project API token in the payload; CORS open, as PostHog's are.
 import type { Context, Middleware } from 'koa';
 import { readRawBody } from '../http/body.ts';
-import { invalidProjectToken, projectByApiToken } from '../http/project-token.ts';
+import { invalidProjectToken } from '../http/project-token.ts';
 import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { ingestEvents } from '../../shared/ingestion/ingest.ts';
 import { recordWarnings } from '../../shared/ingestion/warnings.ts';
@@ -11,6 +11,7 @@ import { countDropped, directLookup, dropSuppressed } from '../../shared/deletio
 import { logger } from '../../shared/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
 import { eventsOf, requestOf } from './events.ts';
+import { projectIdByApiToken } from './project-cache.ts';
 
 const MB = 1024 * 1024;
 
@@ -48,7 +49,10 @@ async function capture(ctx: RouteContext, options: { limitBytes: number; legacy:
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, options.limitBytes) : Buffer.alloc(0);
   const payload = await decodeSdkPayload(ctx, raw, options.limitBytes, options.legacy);
   const request = requestOf(payload, { engagePath: options.engage });
-  const project = await projectByApiToken(ctx.state.em, request.token);
+  // The process's EntityManager, not a fork per request (the route's em is forked only if read): every
+  // statement here is Kysely's, bound to no identity map, and ingestEvents' transaction forks its own.
+  const em = ctx.deps.orm.em;
+  const projectId = await projectIdByApiToken(em, ctx.deps.projectCache, request.token);
   const maxEventBytes = ctx.deps.config.maxEventBytes;
   const { events, warnings, oversized } = eventsOf(request, {
     querySentAt: ctx.query._ as string | undefined,
@@ -56,18 +60,18 @@ async function capture(ctx: RouteContext, options: { limitBytes: number; legacy:
   });
   if (oversized.length > 0) {
     // PostHog's sink refuses the event (EventTooBig): 413, with a warning the project sees.
-    await recordWarnings(ctx.state.em, project.id, oversized);
+    await recordWarnings(em, projectId, oversized);
     throw eventTooBig(maxEventBytes);
   }
   const lookup = ctx.deps.suppressionCache ?? directLookup;
-  const suppressed = await dropSuppressed(ctx.state.em, lookup, project.id, events);
-  await ingestEvents(ctx.state.em, project.id, suppressed.kept, [...warnings, ...suppressed.warnings]);
+  const suppressed = await dropSuppressed(em, lookup, projectId, events);
+  await ingestEvents(em, projectId, suppressed.kept, [...warnings, ...suppressed.warnings]);
   ctx.metrics.eventsIngested.inc(suppressed.kept.length);
   if (suppressed.droppedTotal > 0) {
     ctx.metrics.eventsSuppressed.inc(suppressed.droppedTotal);
     // After the commit: a statistic; failing to count must not fail (and so repeat) the request.
-    await countDropped(ctx.state.em, suppressed.dropped).catch((error: unknown) =>
-      logger.warn({ err: (error as Error).message, projectId: project.id }, 'suppressed events not counted'),
+    await countDropped(em, suppressed.dropped).catch((error: unknown) =>
+      logger.warn({ err: (error as Error).message, projectId }, 'suppressed events not counted'),
     );
   }
   if (ctx.query.beacon === '1') {

@@ -152,15 +152,16 @@ function routeMiddleware(route: RouteDefinition): Middleware {
   return async (ctx) => {
     const apiCtx = ctx as ApiContext<Unvalidated, unknown>;
     const deps = apiCtx.deps;
-    const em = deps.orm.em.fork();
+    // Forked on first use: a route that reads no entity (capture) makes none.
+    let forked: EntityManager | undefined;
+    Object.defineProperty(apiCtx.state, 'em', { get: () => (forked ??= deps.orm.em.fork()), enumerable: true });
     ctx.state.routePath = route.path;
-    apiCtx.state.em = em;
     apiCtx.state.params = (ctx as RouterContext).params;
     const body = hasBody ? await jsonBody(ctx, deps.config.maxJsonBodyBytes) : undefined;
     if (route.scopes !== null) {
       const { key, project } = await authenticate(
         ctx,
-        em,
+        apiCtx.state.em,
         body,
         projectRoute ? apiCtx.state.params.project_id : undefined,
         deps.authCache,
@@ -176,7 +177,8 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       if (route.personalApiKeyAccess === false)
         throw permissionDenied('This action does not support Personal API Key access');
       requireScopes(key, route.scopes);
-      if (projectRoute) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id, project);
+      if (projectRoute)
+        apiCtx.state.project = await resolveProject(apiCtx.state.em, key, apiCtx.state.params.project_id, project);
     }
     const query = { ...ctx.query } as Record<string, unknown>;
     delete query.personal_api_key;

@@ -15,14 +15,17 @@ export interface EventRow {
   timestamp: Date;
 }
 
+/** Events per multi-row INSERT of storeEvents(). */
+export const EVENTS_PER_INSERT = 500;
+
 /**
  * Inserts events with multi-row INSERTs (a repeated uuid is ignored, so SDK retries are harmless)
  * and upserts their event definitions. Pass the transaction's `em` for atomicity with person changes.
  */
 export async function storeEvents(em: EntityManager, rows: EventRow[], now = new Date()): Promise<DefinitionKey[]> {
   if (rows.length === 0) return [];
-  for (let start = 0; start < rows.length; start += 500) {
-    const chunk = rows.slice(start, start + 500);
+  for (let start = 0; start < rows.length; start += EVENTS_PER_INSERT) {
+    const chunk = rows.slice(start, start + EVENTS_PER_INSERT);
     const values: unknown[] = [];
     const nowText = now.toISOString();
     const tuples = chunk.map((row, k) => {
@@ -69,6 +72,14 @@ export function rememberEventDefinitions(rows: DefinitionKey[], seenAt: Date): v
   for (const row of rows) definitionsWritten.set(definitionKey(row.projectId, row.event), seenAt.getTime());
 }
 
+const isFresh = (key: string, freshSince: number) => (definitionsWritten.get(key) ?? -Infinity) > freshSince;
+
+/** Whether upsertEventDefinitions(em, rows, seenAt) has nothing to write (so storeEvents sends no statement for them). */
+export function definitionsFresh(rows: DefinitionKey[], seenAt: Date): boolean {
+  const freshSince = seenAt.getTime() - LAST_SEEN_RESOLUTION_SECONDS * 1000;
+  return rows.every((row) => isFresh(definitionKey(row.projectId, row.event), freshSince));
+}
+
 /** A deleted definition: the next event of that name recreates it. */
 export function forgetEventDefinition(projectId: number, name: string): void {
   definitionsWritten.delete(definitionKey(projectId, name));
@@ -90,7 +101,7 @@ export async function upsertEventDefinitions(
   const freshSince = seenAt.getTime() - LAST_SEEN_RESOLUTION_SECONDS * 1000;
   for (const row of rows) {
     const key = definitionKey(row.projectId, row.event);
-    if ((definitionsWritten.get(key) ?? -Infinity) <= freshSince) unique.set(key, row);
+    if (!isFresh(key, freshSince)) unique.set(key, row);
   }
   if (unique.size === 0) return [];
   const entries = [...unique.values()].sort((a, b) => a.projectId - b.projectId || (a.event < b.event ? -1 : 1)); // fixed lock order

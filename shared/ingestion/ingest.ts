@@ -1,8 +1,9 @@
 // Ingesting a request's events: persons, events, recordings and the ingestion warnings of events
-// dropped or altered in one transaction, so a 200 means everything is committed and a failure stores nothing.
-import type { EntityManager } from '@mikro-orm/postgresql';
-import { rememberEventDefinitions, storeEvents } from '../events/store.ts';
-import { processPersons, type IngestEvent } from './persons.ts';
+// dropped or altered in one transaction (or one statement), so a 200 means everything is committed and a
+// failure stores nothing.
+import { type EntityManager, TransactionPropagation } from '@mikro-orm/postgresql';
+import { definitionsFresh, EVENTS_PER_INSERT, rememberEventDefinitions, storeEvents } from '../events/store.ts';
+import { processesPerson, processPersons, type IngestEvent } from './persons.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
 import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
@@ -11,8 +12,14 @@ const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
 const RETRYABLE = new Set(['40P01', '40001']); // deadlock, serialization failure
 /** Projects whose ingested_event flag this process has set (it is never cleared): one write per project, not per request. */
 const projectsIngesting = new Set<number>();
+/** transactional() forks `em` for the transaction: a fork of our own before it would be one more per request. */
+const NEW_TRANSACTION = { propagation: TransactionPropagation.REQUIRES_NEW };
 
-/** Stores `events` and the request's `warnings` (capture's), with those person processing adds. */
+/**
+ * Stores `events` and the request's `warnings` (capture's), with those person processing adds, in a
+ * transaction of its own (even when `em` holds one), on a fork of `em` that MikroORM makes for it; or,
+ * when that is a single INSERT (oneInsert), as that statement alone.
+ */
 export async function ingestEvents(
   em: EntityManager,
   projectId: number,
@@ -26,33 +33,35 @@ export async function ingestEvents(
   for (let attempt = 1; ; attempt++) {
     const now = new Date();
     let stored: { projectId: number; event: string }[] = [];
+    const write = async (tx: EntityManager) => {
+      const allWarnings = [...warnings];
+      const personIds = await processPersons(tx, projectId, events, allWarnings);
+      const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
+      const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
+      const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
+      const eventRows = ordinary.map((r) => ({
+        uuid: r.uuid,
+        projectId,
+        event: r.event,
+        distinctId: r.distinctId,
+        personId: r.personId,
+        properties: r.properties,
+        timestamp: r.timestamp,
+      }));
+      stored = await storeEvents(tx, eventRows, now);
+      await storeRecordings(tx, projectId, recordings, allWarnings);
+      await recordWarnings(tx, projectId, allWarnings);
+      if (!projectsIngesting.has(projectId))
+        await db(tx)
+          .updateTable('project')
+          .set({ ingested_event: true })
+          .where('id', '=', projectId)
+          .where((eb) => eb.not(eb.ref('ingested_event')))
+          .execute();
+    };
     try {
-      await em.fork().transactional(async (tx) => {
-        const allWarnings = [...warnings];
-        const personIds = await processPersons(tx, projectId, events, allWarnings);
-        const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
-        const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
-        const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
-        const eventRows = ordinary.map((r) => ({
-          uuid: r.uuid,
-          projectId,
-          event: r.event,
-          distinctId: r.distinctId,
-          personId: r.personId,
-          properties: r.properties,
-          timestamp: r.timestamp,
-        }));
-        stored = await storeEvents(tx, eventRows, now);
-        await storeRecordings(tx, projectId, recordings, allWarnings);
-        await recordWarnings(tx, projectId, allWarnings);
-        if (!projectsIngesting.has(projectId))
-          await db(tx)
-            .updateTable('project')
-            .set({ ingested_event: true })
-            .where('id', '=', projectId)
-            .where((eb) => eb.not(eb.ref('ingested_event')))
-            .execute();
-      });
+      if (oneInsert(projectId, events, warnings, now)) await write(em);
+      else await em.transactional(write, NEW_TRANSACTION);
       projectsIngesting.add(projectId);
       rememberEventDefinitions(stored, now);
       return;
@@ -61,6 +70,30 @@ export async function ingestEvents(
       throw error;
     }
   }
+}
+
+/**
+ * Whether writing `events` is one INSERT and nothing else: personless events (no person to find or
+ * change: posthog-js's anonymous traffic) that are no recordings, of names whose definitions are fresh,
+ * one INSERT's worth, no warning, for a project already marked as ingesting. One statement is atomic on
+ * its own: it needs no BEGIN and COMMIT around it (two round trips and a transaction per request).
+ */
+function oneInsert(
+  projectId: number,
+  events: IngestEvent[],
+  warnings: readonly IngestionWarningInput[],
+  now: Date,
+): boolean {
+  return (
+    events.length <= EVENTS_PER_INSERT &&
+    warnings.length === 0 &&
+    projectsIngesting.has(projectId) &&
+    events.every((e) => !processesPerson(e) && !SNAPSHOT_EVENTS.has(e.event)) &&
+    definitionsFresh(
+      events.map((e) => ({ projectId, event: e.event })),
+      now,
+    )
+  );
 }
 
 /**

@@ -75,9 +75,16 @@ export async function processPersons(
         ? session.uuidOf(events[i].distinctId)!
         : (session.applyIfLocked(events[i]) ?? session.uuidOf(events[i].distinctId)!);
   };
+  // A personless event's deterministic uuid, once per distinct id (anonymous visitors send many events each).
+  const personless = new Map<string, string>();
   for (const [index, event] of events.entries()) {
     if (!processesPerson(event)) {
-      personIds[index] = session.uuidOf(event.distinctId) ?? personUuidFor(projectId, event.distinctId);
+      let uuid = session.uuidOf(event.distinctId) ?? personless.get(event.distinctId);
+      if (uuid === undefined) {
+        uuid = personUuidFor(projectId, event.distinctId);
+        personless.set(event.distinctId, uuid);
+      }
+      personIds[index] = uuid;
       continue;
     }
     const partner = mergePartner(event);
