@@ -5,15 +5,19 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
-import { createAccount, eventually, workerWithAccount } from '../helpers.ts';
+import { createAccount, eventually, ownDatabase, workerWithAccount } from '../helpers.ts';
 import { recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { enqueueDeletions } from '../../shared/queues.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { MikroORM } from '@mikro-orm/postgresql';
 import { ormConfig } from '../../shared/db/orm.ts';
 
-// One job at a time: the first job of a batch leads it, the others wait in the queue meanwhile.
+// A database of its own: another file's worker reconciling the shared one would take these due requests.
+const database = await ownDatabase('deletion_companions');
 const { worker, account } = await workerWithAccount((config) => {
+  config.databaseUrl = database;
+  config.databaseDirectUrl = database;
+  // One job at a time: the first job of a batch leads it, the others wait in the queue meanwhile.
   config.worker.concurrency = 1;
 });
 const { orm } = worker.deps;

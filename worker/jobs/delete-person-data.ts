@@ -3,6 +3,8 @@
 // when it was asked for), run in short chunks, and the row completes only when nothing survives.
 // Event deletions are batched: the job also claims the project's other released requests, so a
 // weekly run over 1000 persons is a few large deletes (one per time window) rather than thousands.
+// The lead removes the queued jobs of the requests it completed; one that runs anyway (active meanwhile)
+// answers from a single read of its row.
 // A batch that fails is retried request by request in the same run: one request that cannot be deleted
 // fails alone (its own job's attempts, its own error) and the others complete.
 import type { Job } from 'bullmq';
