@@ -6,9 +6,11 @@
 //   untimed warm-up run. Each run is one raw DELETE … WHERE person_id = ANY(…) of 1000 persons' rows,
 //   then the worker's chunked, verified deletion of 1000 other persons' rows (as many), both from the
 //   same partitioned event table with all its indexes, each with the p99 of person reads running
-//   meanwhile. The worker is timed until every request of its batch is completed: every request's job
-//   runs, in id order on WORKER_CONCURRENCY lanes as a worker runs them (the first claims the batch,
-//   the others find their requests taken or done). Printed per run with the load average, then side
+//   meanwhile. The worker is the real thing: a BullMQ Worker (WORKER_CONCURRENCY) on the deletions
+//   queue in Redis (under BENCH_REDIS_PREFIX-deletion), timed from the enqueueing of the batch's 1000
+//   jobs (as a window's release does) until none of them is waiting, delayed or active: the first job
+//   claims the batch and removes the queued jobs of the requests it completed, the jobs that ran
+//   beside it find their requests taken or done. Printed per run with the load average, then side
 //   by side as medians over the rounds: receipts' share of the run time (target < 10%; also the median
 //   of each round's own pair) and raw against worker (target ≥ 0.4×, with receipts), reads p99
 //   (target < 50 ms);
@@ -18,8 +20,10 @@
 //   statistics job's vacuum.
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
-import type { Job } from 'bullmq';
+import { type Job, Worker } from 'bullmq';
 import { recordDeletionRequests } from '../shared/deletions/store.ts';
+import { createQueues, enqueueDeletions, QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
+import { createWorkerRedis } from '../shared/redis.ts';
 import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
 import type { JobData } from '../shared/jobs.ts';
@@ -46,19 +50,22 @@ const loadAverage = () =>
 const { orm, account, pool } = await benchSetup();
 const only = process.env.BENCH_ONLY?.split(',') ?? null;
 
-// What the worker's jobs get, minus the queues and Redis (no webhooks are configured in the bench; a
-// batch that failed would hand requests back to their jobs through the deletions queue: none here; the
-// vacuum a large delete queues is not run, as before, so every run meets the same table).
+// The deletions queue is real (Redis, under a prefix of the bench's own); the webhooks and maintenance
+// queues are not (no webhooks are configured in the bench; the vacuum a large delete queues is not run,
+// as before, so every run meets the same table).
+const benchConfig = { ...config, redisPrefix: `${process.env.BENCH_REDIS_PREFIX ?? 'bench'}-deletion` };
+const connection = createWorkerRedis();
+const queues = createQueues(connection, benchConfig);
 const workerDeps = () =>
   ({
     orm,
     logger,
     config,
     events: createEventStore(config, orm),
-    connection: {},
+    connection,
     queues: {
+      ...queues,
       webhooks: { addBulk: async () => [] },
-      deletions: { addBulk: async () => [], getJob: async () => undefined },
       maintenance: { add: async () => undefined },
     },
   }) as unknown as WorkerDeps;
@@ -93,6 +100,43 @@ async function eventDeletion() {
 
   const rowsPerRun = (EVENTS / PERSONS) * VICTIMS;
   const deps = workerDeps();
+  const deletions = deps.queues.deletions;
+  await deletions.obliterate({ force: true }); // nothing of an earlier, interrupted run
+  let receiptsOn = true;
+  const worker = new Worker(
+    QUEUE_NAMES.deletions,
+    (job: Job<JobData['deletion']>) => deletePersonData(job, deps, { receipts: receiptsOn }),
+    {
+      connection,
+      prefix: queuePrefix(benchConfig),
+      concurrency: config.worker.concurrency,
+      lockDuration: config.worker.lockDurationMs,
+    },
+  );
+  worker.on('failed', (job, error) => console.error(`  job ${job?.id} failed: ${error.message}`));
+  await worker.waitUntilReady();
+  // Resolves once no job of the queue is waiting, delayed or active: checked again after every job that ends.
+  const untilQueueIdle = async () => {
+    let ended = 0;
+    let wake = () => {};
+    const onEnd = () => {
+      ended++;
+      wake();
+    };
+    worker.on('completed', onEnd);
+    worker.on('failed', onEnd);
+    try {
+      for (;;) {
+        const seen = ended;
+        const counts = await deletions.getJobCounts('waiting', 'delayed', 'prioritized', 'active');
+        if (Object.values(counts).every((n) => n === 0)) return;
+        if (ended === seen) await new Promise<void>((resolve) => (wake = resolve));
+      }
+    } finally {
+      worker.off('completed', onEnd);
+      worker.off('failed', onEnd);
+    }
+  };
 
   // Person reads (an indexed lookup, as GET /persons/:id does) run back to back during each deletion,
   // so the raw DELETE and the worker share the machine with the same load and their ratio is fair.
@@ -120,8 +164,12 @@ async function eventDeletion() {
     receipts: boolean;
     raw: { ms: number; reads: number[] };
     worker: { ms: number; reads: number[] };
-    /** The first job's own time (it claims and deletes the batch). */
+    /** The lead job's own time (it claims and deletes the batch), as BullMQ recorded it. */
     lead: number;
+    /** Enqueueing the batch's jobs (part of the worker's time). */
+    enqueueMs: number;
+    /** Jobs of the batch other than the lead that ran their body (the rest were removed by the lead). */
+    companionsRun: number;
     load: string;
     left: number;
     completed: number;
@@ -150,30 +198,32 @@ async function eventDeletion() {
         createdById: null,
       })),
     );
-    const job = (id: string) =>
-      ({ id, data: { deletionId: id }, updateProgress: async () => undefined }) as unknown as Job<JobData['deletion']>;
-    // Every request's job, in id order on the worker's lanes: the first claims the batch, the others,
-    // run beside it, find their requests taken or done. Timed until the last job returned.
-    let lead = 0;
-    let next = 0;
-    const worker = await whileReading(() =>
-      Promise.all(
-        Array.from({ length: Math.max(1, config.worker.concurrency) }, async () => {
-          for (let i = next++; i < ids.length; i = next++) {
-            const ms = await timed(() => deletePersonData(job(ids[i]), deps, { receipts }));
-            if (i === 0) lead = ms;
-          }
-        }),
-      ),
-    );
+    // The batch's jobs enqueued as a window's release does, on the worker's queue: timed until none of
+    // them is left waiting, delayed or active (the lead removes those of the requests it completed).
+    receiptsOn = receipts;
+    const ran = { lead: 0, others: 0 };
+    const onCompleted = (job: Job, result: { requests?: number }) => {
+      if (result?.requests) ran.lead = (job.finishedOn ?? 0) - (job.processedOn ?? 0);
+      else ran.others++;
+    };
+    worker.on('completed', onCompleted);
+    let enqueueMs = 0;
+    const timedRun = await whileReading(async () => {
+      enqueueMs = await timed(() => enqueueDeletions(deletions, ids));
+      await untilQueueIdle();
+    });
+    worker.off('completed', onCompleted);
+    const lead = ran.lead;
     const load = loadAverage();
     const count = async (statement: string, params: unknown[]) =>
       ((await pool.query(statement, params)).rows[0] as { n: number }).n;
     return {
       receipts,
       raw,
-      worker,
+      worker: timedRun,
       lead,
+      enqueueMs,
+      companionsRun: ran.others,
       load,
       left: await count(`select count(*)::int as n from event where project_id = $1 and person_id = any($2::uuid[])`, [
         pid,
@@ -203,7 +253,7 @@ async function eventDeletion() {
       console.log(
         `  round ${round + 1} ${receipts ? 'with receipts   ' : 'without receipts'}: worker ${rowsPerRun} rows in ${(r.worker.ms / 1000).toFixed(2)} s` +
           ` (raw DELETE ${(r.raw.ms / 1000).toFixed(2)} s, ratio ${(r.raw.ms / r.worker.ms).toFixed(2)}×, target ≥ ${RATIO_TARGET}×, load average ${r.load});` +
-          ` first job ${(r.lead / 1000).toFixed(2)} s; left ${r.left}, completed ${r.completed}, receipts ${r.signed};` +
+          ` lead job ${(r.lead / 1000).toFixed(2)} s, enqueue ${r.enqueueMs.toFixed(0)} ms, other jobs run ${r.companionsRun} of ${VICTIMS - 1}; left ${r.left}, completed ${r.completed}, receipts ${r.signed};` +
           ` worker ${readFigures(r.worker.reads)}; raw ${readFigures(r.raw.reads)}`,
       );
     }
@@ -245,6 +295,8 @@ async function eventDeletion() {
       `median of the rounds' pairs ${(median(pairs) * 100).toFixed(1)}% (${pairs.map((p) => `${(p * 100).toFixed(1)}%`).join(', ')})`,
   );
 
+  await worker.close();
+  await deletions.obliterate({ force: true });
   await pool.query(`delete from event where project_id = $1`, [pid]);
 }
 
@@ -369,5 +421,7 @@ async function personDeletion() {
 
 if (!only || only.includes('events')) await eventDeletion();
 if (!only || only.includes('persons')) await personDeletion();
+await Promise.all(Object.values(queues).map((q) => q.close()));
+connection.disconnect();
 await pool.end();
 await orm.close();

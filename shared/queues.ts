@@ -155,6 +155,27 @@ export const requeueDeletions = (
   stillDue?: (ids: string[]) => Promise<string[]>,
 ) => requeueRowJobs(queue, DELETION_JOB, deletionIds, stillDue);
 
+/**
+ * Removes the queued jobs of deletion requests another job completed (a batch's companions), so they do
+ * not each run only to find their request done. Issued together, so they travel as one pipeline. A job
+ * active on a worker is locked and stays (BullMQ removes only unlocked jobs): it finds its request done.
+ * Never throws: a job left behind costs only its run. Returns how many were removed.
+ */
+export async function removeDeletionJobs(queue: Queue, deletionIds: string[]): Promise<number> {
+  if (deletionIds.length === 0) return 0;
+  try {
+    const removed = await withTimeout(
+      Promise.all(deletionIds.map((id) => queue.remove(deletionJobId(id)))),
+      ENQUEUE_TIMEOUT_MS,
+      'Redis',
+    );
+    return removed.reduce((n, r) => n + r, 0);
+  } catch (error) {
+    logger.warn({ err: (error as Error).message, ids: deletionIds.length }, 'removing completed deletion jobs failed');
+    return 0;
+  }
+}
+
 /** Hands webhook deliveries (written in a transaction that has committed) to the worker; never throws. */
 export const enqueueWebhookDeliveries = (queue: Queue, deliveryIds: string[]) =>
   enqueueRowJobs(queue, WEBHOOK_DELIVERY_JOB, deliveryIds);

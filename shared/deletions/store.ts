@@ -468,6 +468,36 @@ export async function dueDeletionIds(
   return due.map((r) => r.id);
 }
 
+/**
+ * What a request's own job reads before anything else, by primary key, outside any transaction: its
+ * status, who holds it, and whether a live batch holds it (running in another request's batch, not
+ * orphaned). A job whose request is done or so held has nothing to do; a batch's companions are
+ * mostly such jobs, so they cost one read. Undefined: no such request.
+ */
+export async function deletionState(
+  em: EntityManager,
+  id: string,
+): Promise<{ status: DeletionStatus; claimedBy: string | null; inLiveBatch: boolean } | undefined> {
+  const row = await db(em)
+    .selectFrom('async_deletion')
+    .select((eb) => [
+      'async_deletion.status',
+      eb.cast<string | null>('async_deletion.claimed_by', 'text').as('claimed_by'),
+      eb
+        .and([
+          eb('async_deletion.status', '=', 'running'),
+          eb('async_deletion.claimed_by', '<>', eb.ref('async_deletion.id')),
+          eb.not(orphaned(eb)),
+        ])
+        .$castTo<boolean | null>()
+        .as('in_live_batch'),
+    ])
+    .where('async_deletion.id', '=', id)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  return { status: row.status as DeletionStatus, claimedBy: row.claimed_by, inLiveBatch: row.in_live_batch === true };
+}
+
 export interface ClaimedDeletion {
   /** The request as it is after the claim, or, when not claimed, as it was before this statement. */
   request: AsyncDeletionRow;

@@ -3,6 +3,8 @@
 // when it was asked for), run in short chunks, and the row completes only when nothing survives.
 // Event deletions are batched: the job also claims the project's other released requests, so a
 // weekly run over 1000 persons is a few large deletes (one per time window) rather than thousands.
+// The lead removes the queued jobs of the requests it completed; one that runs anyway (active meanwhile)
+// answers from a single read of its row.
 // A batch that fails is retried request by request in the same run: one request that cannot be deleted
 // fails alone (its own job's attempts, its own error) and the others complete.
 import type { Job } from 'bullmq';
@@ -22,6 +24,7 @@ import {
   claimDeletion,
   completeDeletions,
   deletionRequestsByIds,
+  deletionState,
   dropLeases,
   dueDeletionIds,
   eventDeletionTargets,
@@ -31,7 +34,7 @@ import {
 } from '../../shared/deletions/store.ts';
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
 import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
-import { enqueueWebhookDeliveries, requeueDeletions } from '../../shared/queues.ts';
+import { enqueueWebhookDeliveries, removeDeletionJobs, requeueDeletions } from '../../shared/queues.ts';
 import {
   eventCounter,
   type EventCountTarget,
@@ -66,6 +69,14 @@ export async function deletePersonData(
   if (typeof id !== 'string' || !/^\d+$/.test(id))
     throw new UnrecoverableError(`invalid deletion id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork();
+  // Nothing to do (completed, cancelled, or held by a live batch: the usual case of a batch's companions):
+  // answered from one read of the row, without a transaction. Anything else goes on to the claim, which
+  // decides again under the row's lock (an orphaned request is taken over there).
+  const state = await deletionState(em, id);
+  if (!state) throw new UnrecoverableError(`deletion request ${id} does not exist`);
+  if (state.status === 'completed') return { deleted: 0, skipped: 'already completed' };
+  if (state.status === 'cancelled') return { deleted: 0, skipped: 'cancelled' };
+  if (state.inLiveBatch) return { deleted: 0, skipped: `in the batch of deletion request ${state.claimedBy}` };
   // A claim holds leaseSeconds without renewal (renewed every third of it while the job runs); an event
   // deletion takes up to batchSize requests of its project in one pass (a bulk_delete makes up to 1000).
   const { leaseSeconds, batchSize } = deps.config.deletion;
@@ -217,6 +228,11 @@ export async function deletePersonData(
       deps.logger.warn({ deletionId: id, handedBack }, 'deletion requests handed back to their own jobs');
     }
     const done = batch.length - failed.size;
+    // The companions' own jobs, still queued, have nothing left to do: removed rather than each run.
+    await removeDeletionJobs(
+      deps.queues.deletions,
+      batch.filter((r) => r !== id && !failed.has(r)),
+    );
     deps.logger.info({ deletionId: id, requests: done, deleted, ms: Date.now() - started }, 'deletion completed');
     // Past the threshold the dead rows would slow every plan over these tables until a vacuum.
     if (deleted > deps.config.maintenance.vacuumDeadRows)
