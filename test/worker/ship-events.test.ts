@@ -18,6 +18,7 @@ import { shipEventsJob } from '../../worker/jobs/ship-events.ts';
 import { call, createAccount, ownDatabase, startApi, type TestApi } from '../helpers.ts';
 import { metricValue, scrape } from '../api/ops/exposition.ts';
 import { chdbClient, chdbDatabase } from '../clickhouse.ts';
+import { startClickHouseServer } from '../services.ts';
 
 const TOKEN = 'ship-events-test-token';
 let url: string;
@@ -26,6 +27,7 @@ let config: Config;
 let ch: ClickHouseEventStore;
 let events: EventStore;
 let api: TestApi;
+let front: Awaited<ReturnType<typeof startClickHouseServer>>;
 let projectId: number;
 const job = {} as Job<Record<string, never>>;
 
@@ -39,16 +41,19 @@ beforeAll(async () => {
   config.events.shipMaxLagSeconds = 60;
   ch = createClickHouseEventStore(chdbClient(), chdbDatabase('ship_job'), orm);
   events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch, orm);
+  // The API's /_ready also asks ClickHouse whether it answers: a server (the test-only front) it can reach.
+  front = await startClickHouseServer();
   api = await startApi((c) => {
     c.databaseUrl = url;
     c.databaseDirectUrl = url;
     c.metricsToken = TOKEN;
-    c.events = { ...config.events };
+    c.events = { ...config.events, clickhouseUrl: front.url };
   });
 });
 
 afterAll(async () => {
   await api?.close();
+  await front?.stop();
   await orm?.close();
 });
 

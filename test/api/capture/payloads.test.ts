@@ -270,7 +270,8 @@ describe('rejections: the whole request, nothing stored', () => {
     ).toBe(400);
     const big = JSON.stringify({
       api_key: account.projectToken,
-      batch: [event('big', { properties: { blob: 'x'.repeat(2.5 * 1024 * 1024) } })],
+      // 2.7 MB in three events, each under PostHog's 1 MB event limit (MAX_EVENT_BYTES).
+      batch: [1, 2, 3].map((i) => event(`big-${i}`, { properties: { blob: 'x'.repeat(900 * 1024) } })),
     });
     const res = await send('/e', big);
     expect(res.status).toBe(413);
