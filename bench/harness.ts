@@ -48,9 +48,9 @@ export async function withoutEventIndexes<T>(pool: pg.Pool, load: () => Promise<
 /** The API as its own process (what users run), on a free port; resolves once /_ready answers 200. */
 export const startApiProcess = (env: Record<string, string> = {}) => startServerProcess(['api/main.ts'], { env });
 
-/** The Koa + @koa/router + pg baseline (bench/baseline/koa-router.ts) as its own process. */
-export const startKoaRouterProcess = () =>
-  startServerProcess(['bench/baseline/koa-router.ts'], { readyPath: '/_health' });
+/** The Koa + @koa/router + pg baseline (bench/baseline/koa-router.ts) as its own process; `env` configures it. */
+export const startKoaRouterProcess = (env: Record<string, string> = {}) =>
+  startServerProcess(['bench/baseline/koa-router.ts'], { readyPath: '/_health', env });
 
 // Every server process a benchmark starts, killed however the benchmark ends (normal exit, a thrown
 // error, Ctrl-C, SIGTERM), so none is left holding a port and database connections. A benchmark
