@@ -295,7 +295,13 @@ export function mountRoutes(routes: RouteDefinition[]): Router {
   // segment of every route is a literal or a :parameter (which never spans a '/'), only the routes with as
   // many segments as the path can match it: those are tried, in the router's order, by its own match. What
   // it finds for a declared path without parameters (/flags, /decide, /e…) is found once per method and kept.
-  const segmentsOf = (path: string) => path.replace(/\/+$/, '').split('/').length;
+  const segmentsOf = (path: string) => {
+    let end = path.length;
+    while (end > 0 && path.charCodeAt(end - 1) === 47) end--; // trailing '/'s
+    let segments = 1;
+    for (let i = 0; i < end; i++) if (path.charCodeAt(i) === 47) segments++;
+    return segments;
+  };
   const bySegments = new Map<number, Router['stack']>();
   for (const layer of router.stack) {
     const n = segmentsOf(layer.path as string);
