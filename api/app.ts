@@ -20,6 +20,19 @@ declare module 'koa' {
   }
 }
 
+/**
+ * Trailing slash optional everywhere; /api/environments/:id/… is an alias of /api/projects/:id/…. Done in the
+ * first middleware rather than one of its own: every request passes here, and each layer costs a turn.
+ */
+function normalisePath(ctx: Koa.Context): void {
+  const requested = ctx.path;
+  ctx.state.requestPath = requested;
+  let path = requested;
+  if (path.length > 1 && path.endsWith('/')) path = path.replace(/\/+$/, '');
+  if (path.startsWith('/api/environments/')) path = `/api/projects/${path.slice('/api/environments/'.length)}`;
+  if (path !== requested) ctx.path = path;
+}
+
 /** A client's own X-Request-Id is kept when it is a token of visible ASCII this long at most; else a fresh one. */
 const CLIENT_REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
@@ -41,6 +54,7 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
     ctx.state.requestId = requestId;
     ctx.set('X-Request-Id', requestId);
     try {
+      normalisePath(ctx);
       await next();
     } catch (error) {
       if (error instanceof ApiError) {
@@ -57,16 +71,6 @@ export function createApp(deps: AppDeps, routes: RouteDefinition[] = allRoutes) 
       logger.info({ requestId, method: ctx.method, path: ctx.path, status: ctx.status, ms }, 'request');
       metrics.observeRequest(ctx, ms);
     }
-  });
-
-  // Trailing slash optional everywhere; /api/environments/:id/… is an alias of /api/projects/:id/….
-  app.use(async (ctx, next) => {
-    ctx.state.requestPath = ctx.path;
-    let path = ctx.path;
-    if (path.length > 1 && path.endsWith('/')) path = path.replace(/\/+$/, '');
-    if (path.startsWith('/api/environments/')) path = `/api/projects/${path.slice('/api/environments/'.length)}`;
-    if (path !== ctx.path) ctx.path = path;
-    await next();
   });
 
   app.use(sdkCorsOnEveryAnswer);

@@ -49,9 +49,9 @@ export async function withoutEventIndexes<T>(pool: pg.Pool, load: () => Promise<
 export const startApiProcess = (env: Record<string, string> = {}, nodeArgs: string[] = []) =>
   startServerProcess(['api/main.ts'], { env, nodeArgs });
 
-/** The Koa + @koa/router + pg baseline (bench/baseline/koa-router.ts) as its own process. */
-export const startKoaRouterProcess = () =>
-  startServerProcess(['bench/baseline/koa-router.ts'], { readyPath: '/_health' });
+/** The Koa + @koa/router + pg baseline (bench/baseline/koa-router.ts) as its own process; `env` configures it. */
+export const startKoaRouterProcess = (env: Record<string, string> = {}) =>
+  startServerProcess(['bench/baseline/koa-router.ts'], { readyPath: '/_health', env });
 
 // Every server process a benchmark starts, killed however the benchmark ends (normal exit, a thrown
 // error, Ctrl-C, SIGTERM), so none is left holding a port and database connections. A benchmark

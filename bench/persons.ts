@@ -15,6 +15,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import pg from 'pg';
 import { createAccount, type TestAccount } from '../test/helpers.ts';
 import { rows } from '../shared/db/sql.ts';
@@ -23,7 +24,7 @@ import {
   indexPersonProperty,
   personPropertyIndexes,
 } from '../shared/persons/property-indexes.ts';
-import { personListFilter } from '../shared/persons/store.ts';
+import { findPerson, personListFilter } from '../shared/persons/store.ts';
 import {
   BENCH_DATABASE_URL,
   benchSetup,
@@ -107,7 +108,7 @@ const sizes = await pool.query(
 console.log(`  person indexes: ${sizes.rows.map((r) => `${r.name} ${r.size}`).join(', ')}`);
 
 const api = await startApiProcess();
-const koaRouter = await startKoaRouterProcess();
+const koaRouter = await startKoaRouterProcess({ BASELINE_PERSON_SQL: await personByIdSqlTemplate() });
 const pid = big.projectId;
 const auth = (account: TestAccount) => ({ authorization: `Bearer ${account.apiKey}` });
 const fmt = (ms: number) => (ms < 10 ? ms.toFixed(2) : ms.toFixed(0));
@@ -142,6 +143,38 @@ async function compare(
 const ids = (
   await pool.query(`select id from person where project_id = $1 order by random() limit $2`, [pid, SAMPLES])
 ).rows.map((r) => r.id);
+
+/**
+ * The statement the API sends for a GET by id (shared/persons/store.ts findPerson, values inlined), caught
+ * on its way to pg, with `{project_id}` and `{id}` where the values go: the baseline sends the same text.
+ */
+async function personByIdSqlTemplate(): Promise<string> {
+  const em = orm.em.fork();
+  const native = (await em.getConnection().getNativeClient()) as pg.Pool;
+  const sent: string[] = [];
+  const query = native.query;
+  native.query = function (this: pg.Pool, ...args: unknown[]) {
+    if (typeof args[0] === 'string') sent.push(args[0]);
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof native.query;
+  const statementFor = async (projectId: number, id: string) => {
+    sent.length = 0;
+    await findPerson(em, projectId, { id });
+    if (sent.length !== 1) throw new Error(`GET by id: expected one statement, caught ${sent.length}`);
+    return sent[0];
+  };
+  try {
+    const template = (await statementFor(987_654_321, '123456789012345'))
+      .replace(' = 987654321 ', ' = {project_id} ')
+      .replace(`'123456789012345'`, `'{id}'`);
+    const check = await statementFor(big.projectId, '42');
+    if (template.replace('{project_id}', String(big.projectId)).replace('{id}', '42') !== check)
+      throw new Error(`GET by id: the statement template does not give the API's statement:\n${template}\n${check}`);
+    return template;
+  } finally {
+    native.query = query;
+  }
+}
 const P = (account: TestAccount) => `/api/projects/${account.projectId}/persons`;
 // Every baseline fetches what the API returns: the person rows with their distinct ids.
 const WITH_IDS = `select p.*, array(select d.distinct_id from person_distinct_id d where d.person_id = p.id order by d.id) as distinct_ids`;
@@ -166,8 +199,28 @@ if (wants('get')) {
     serverPid: koaRouter.child.pid,
     request: (i) => getOk(`${koaRouter.baseUrl}${P(big)}/${ids[i % ids.length]}/`),
   };
+  // Like for like: the baseline must answer with the API's very bytes (it sends the same statement).
+  for (const id of ids.slice(0, 20)) {
+    const [ours, theirs] = await Promise.all([
+      fetch(`${api.baseUrl}${P(big)}/${id}/`, { headers: auth(big) }),
+      fetch(`${koaRouter.baseUrl}${P(big)}/${id}/`),
+    ]);
+    const [a, b] = [Buffer.from(await ours.arrayBuffer()), Buffer.from(await theirs.arrayBuffer())];
+    if (
+      a.length !== b.length ||
+      !a.equals(b) ||
+      ours.headers.get('content-type') !== theirs.headers.get('content-type')
+    )
+      throw new Error(
+        `GET by id ${id}: the baseline's answer is not the API's (${b.length} bytes, ${theirs.headers.get('content-type')} vs ${a.length} bytes, ${ours.headers.get('content-type')}):\n${b}\n${a}`,
+      );
+  }
   const result = await interleavedPairs({ a: apiSide, b: koaRouterSide, concurrency: 16, meterPool: pool });
   printPairs('GET by id, 16 clients (target ≥ 0.8×)', { a: apiSide, b: koaRouterSide }, result);
+  console.log(
+    `GET person by id ÷ Koa+router+pg: ${result.median.ratio.toFixed(2)}x (target ≥ 0.8×; pairs ${Math.min(...result.ratios).toFixed(2)}–${Math.max(...result.ratios).toFixed(2)}×) load ${os.loadavg()[0].toFixed(1)}` +
+      ` | server CPU per request ${(result.median.a.cpu.server * 1000).toFixed(0)} µs vs ${(result.median.b.cpu.server * 1000).toFixed(0)} µs`,
+  );
 }
 
 if (wants('search')) {

@@ -33,16 +33,16 @@ export async function startFlagCache(databaseUrl: string): Promise<FlagCache> {
 
 /**
  * The project behind an SDK's project token and its active flags: from `cache` when it may serve,
- * else two queries. An unknown token is a 401 (never cached: a new project may get it).
+ * else two queries (`em` is called only then). An unknown token is a 401 (never cached: a new project may get it).
  */
 export async function projectFlags(
-  em: EntityManager,
+  em: () => EntityManager,
   cache: FlagCache | null | undefined,
   token: unknown,
 ): Promise<ProjectFlags> {
   const load = async (): Promise<ProjectFlags> => {
-    const project = await projectByApiToken(em, token);
-    return { projectId: project.id, flags: prepareFlags(await activeFlags(em, project.id)) };
+    const project = await projectByApiToken(em(), token);
+    return { projectId: project.id, flags: prepareFlags(await activeFlags(em(), project.id)) };
   };
   // The cache key is the token as projectByApiToken looks it up; anything else it refuses.
   if (!cache || typeof token !== 'string') return load();

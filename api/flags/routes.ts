@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto';
 import { readRawBody } from '../http/body.ts';
 import { validationError } from '../http/errors.ts';
-import { decodeSdkPayload } from '../capture/decode.ts';
+import { decodeSdkPayload, plainSmallJson } from '../capture/decode.ts';
 import { sdkPreflight } from '../capture/routes.ts';
 import { invalidProjectToken, projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
@@ -18,12 +18,16 @@ const MAX_FLAGS_BODY = 1024 * 1024;
 async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   const query = ctx.query as Record<string, string | undefined>;
   const raw = ctx.method === 'POST' ? await readRawBody(ctx, MAX_FLAGS_BODY) : Buffer.alloc(0);
-  const payload: unknown = raw.length || query.data ? await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false) : {};
+  const payload: unknown =
+    raw.length || query.data
+      ? (plainSmallJson(ctx, raw, MAX_FLAGS_BODY) ?? (await decodeSdkPayload(ctx, raw, MAX_FLAGS_BODY, false)))
+      : {};
   if (!payload || typeof payload !== 'object' || Array.isArray(payload))
     throw validationError('Request body must be a JSON object.');
   const body = payload as Record<string, unknown>;
   const token = body.token ?? body.api_key ?? query.token ?? query.api_key;
-  const project = await projectFlags(ctx.state.em, ctx.deps.flagCache, token);
+  const em = () => ctx.state.em; // forked only if read: a cached project and no person needed read none
+  const project = await projectFlags(em, ctx.deps.flagCache, token);
   const distinctId = body.distinct_id ?? query.distinct_id;
   if (typeof distinctId !== 'string' && typeof distinctId !== 'number')
     throw validationError('Decide requires a distinct_id.', 'distinct_id', 'required');
@@ -34,7 +38,7 @@ async function flagsHandler(ctx: ApiContext, defaultVersion: number) {
   const onlyKeys = Array.isArray(body.flag_keys_to_evaluate)
     ? (body.flag_keys_to_evaluate as unknown[]).filter((k): k is string => typeof k === 'string')
     : undefined;
-  const evaluations = await evaluateFlagsForPerson(ctx.state.em, project.projectId, project.flags, {
+  const evaluations = await evaluateFlagsForPerson(em, project.projectId, project.flags, {
     distinctId: String(distinctId),
     personProperties,
     anonDistinctId: typeof body.$anon_distinct_id === 'string' ? body.$anon_distinct_id : undefined,

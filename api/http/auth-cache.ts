@@ -7,7 +7,7 @@
 import type { KeyWithProject } from '../../shared/accounts.ts';
 import { ChannelListener } from './listener.ts';
 
-/** Rows by key (the API's: what keyWithProject() found for a key and project). */
+/** Rows by key (the API's: what keyWithProject() found for a personal API key, as sent, and a project). */
 export class AuthCache<Row extends object = Record<string, unknown>> {
   private readonly entries = new Map<string, { row: Row; expiresAt: number }>();
   /** Bumped by every invalidation: a read that started before one must not be stored after it. */

@@ -55,7 +55,7 @@ const parseProjectParam = (param: string): number | 'current' | null =>
  */
 export async function authenticate(
   ctx: Context,
-  em: EntityManager,
+  em: () => EntityManager,
   body: unknown,
   projectIdParam?: string,
   cache?: AuthCache<KeyWithProject> | null,
@@ -63,13 +63,16 @@ export async function authenticate(
   const found = findKey(ctx, body);
   if (!found) throw notAuthenticated();
   const wanted = projectIdParam === undefined ? null : parseProjectParam(projectIdParam);
-  const secureValue = hashPersonalApiKey(found.value);
-  const cacheKey = `${secureValue} ${wanted}`;
+  // Cached by the key as sent, so a request seen before does not hash it again (a key and its hash name
+  // the same row); the entry goes with every invalidation and expiry as any other.
+  const cacheKey = `${found.value} ${wanted}`;
   let row = cache?.read(cacheKey);
   if (!row) {
     const generation = cache?.snapshot() ?? 0;
+    const secureValue = hashPersonalApiKey(found.value);
     row =
-      (await keyWithProject(em, secureValue, wanted !== null, typeof wanted === 'number' ? wanted : null)) ?? undefined;
+      (await keyWithProject(em(), secureValue, wanted !== null, typeof wanted === 'number' ? wanted : null)) ??
+      undefined;
     if (!row) throw authenticationFailed(`Personal API key found in request ${found.source} is invalid.`);
     cache?.store(cacheKey, row, generation);
   }
@@ -78,7 +81,7 @@ export async function authenticate(
   const lastUsed = row.key_last_used_at ? new Date(row.key_last_used_at).getTime() : 0;
   if (Date.now() - lastUsed > 3600_000) {
     row.key_last_used_at = new Date();
-    touchPersonalApiKey(em, row.key_id).catch(() => undefined);
+    touchPersonalApiKey(em(), row.key_id).catch(() => undefined);
   }
   const { key, project } = splitKeyRow(row);
   if (wanted === null || (wanted === 'current' && key.currentProjectId === null)) return { key };
@@ -130,13 +133,14 @@ export function requireScopes(key: AuthenticatedKey, required: readonly string[]
  * the row authenticate() found for it (null: none), undefined when it was not looked up.
  */
 export async function resolveProject(
-  em: EntityManager,
+  entityManager: EntityManager | (() => EntityManager),
   key: AuthenticatedKey,
   projectIdParam: string,
   prefetched?: ProjectWithMembership | null,
 ): Promise<ProjectRow> {
   let project = prefetched;
   if (project === undefined) {
+    const em = typeof entityManager === 'function' ? entityManager() : entityManager;
     const wanted = parseProjectParam(projectIdParam);
     const projectId =
       wanted === 'current' ? (key.currentProjectId ?? (await firstProjectIdOf(em, key.userId))) : wanted;

@@ -36,9 +36,10 @@ export interface FlagRequest {
  * Evaluates `flags` (a project's active flags) for the person behind `distinctId`. The person is
  * read only when a flag's conditions need a property the SDK did not send, or a flag with experience
  * continuity buckets by the hash key stored for the person (first set from `$anon_distinct_id`).
+ * `entityManager` is called only then (the API forks one per request only when it is read).
  */
 export async function evaluateFlagsForPerson(
-  em: EntityManager,
+  entityManager: () => EntityManager,
   projectId: number,
   allFlags: PreparedFlag[],
   request: FlagRequest,
@@ -50,11 +51,12 @@ export async function evaluateFlagsForPerson(
   const needsPerson = flags.some(
     (f) => f.ensure_experience_continuity || f.personKeys.some((k) => !Object.hasOwn(sent, k)),
   );
-  const person = needsPerson ? await personForFlags(em, projectId, request.distinctId) : null;
+  const em = needsPerson ? entityManager() : null;
+  const person = em ? await personForFlags(em, projectId, request.distinctId) : null;
   const properties = { ...(person?.properties ?? {}), ...request.personProperties };
   let hashKeys = new Map<string, string>();
   const continuity = flags.filter((f) => f.ensure_experience_continuity);
-  if (person && continuity.length) {
+  if (em && person && continuity.length) {
     if (request.anonDistinctId) {
       const keys = continuity.map((f) => f.key);
       await recordHashKeys(em, projectId, person.id, keys, request.anonDistinctId);

@@ -7,7 +7,7 @@
 // replica) notifies no one: it shows whether an answer came from the cache.
 import pg from 'pg';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { FlagCache } from '../../../api/flags/cache.ts';
 import { call, createAccount, eventually, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 
@@ -390,6 +390,25 @@ describe('queries per /flags request after warm-up', () => {
       expect(await counter.during(() => flagsFor(account, 'user-1', others))).toEqual(ZERO);
     } finally {
       counter.stop();
+    }
+  });
+
+  it('forks no EntityManager for a request answered from memory, one when the person is read', async () => {
+    const account = await createAccount(api.orm);
+    await sqlFlag(account, 'plain', everyone);
+    await eventually(async () => api.deps.flagCache!.active, 30_000, 50);
+    await flagsFor(account); // warm-up: the definitions are read (with an EntityManager) and kept
+    const fork = vi.spyOn(api.orm.em, 'fork');
+    try {
+      expect((await flagsFor(account, 'user-1')).plain.enabled).toBe(true);
+      expect(fork).not.toHaveBeenCalled();
+      await sqlFlag(account, 'by-email', emailRule('@corp.com'));
+      await eventually(async () => Object.keys(await flagsFor(account)).length === 2, 5000, 20);
+      fork.mockClear();
+      expect((await flagsFor(account, 'user-1')).plain.enabled).toBe(true);
+      expect(fork).toHaveBeenCalledTimes(1);
+    } finally {
+      fork.mockRestore();
     }
   });
 

@@ -2,10 +2,11 @@
 // segment winning over a parameter whatever the declaration order, decoded parameters, HEAD on GET routes,
 // 404 and 405 in PostHog's error shape, 405 and OPTIONS naming the routed methods in Allow, SDK paths keeping
 // their CORS answers, and the route label of the request metric. Routes declared only for this test.
+import { Router } from '@koa/router';
 import type { Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../../api/app.ts';
-import { defineRoute } from '../../../api/http/routes.ts';
+import { defineRoute, mountRoutes } from '../../../api/http/routes.ts';
 import { allRoutes } from '../../../api/routes.ts';
 import { call, createAccount, serveApp, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 
@@ -161,3 +162,35 @@ const allowed = (headers: Headers) =>
     .map((method) => method.trim())
     .filter(Boolean)
     .sort();
+
+describe('route matching by segment count', () => {
+  it("finds what the router's own match over every route finds, for every route's paths and their neighbours", () => {
+    const router = mountRoutes(allRoutes);
+    const everyRoute = (path: string, method: string) => Router.prototype.match.call(router, path, method);
+    const shown = (found: ReturnType<Router['match']>) => ({
+      path: found.path.map((layer) => layer.path),
+      pathAndMethod: found.pathAndMethod.map((layer) => layer.path),
+      route: found.route,
+    });
+    const paths = new Set(['/', '/nothing', '/api', '/api/projects/1/nothing/2/3/4/5/6']);
+    for (const route of allRoutes)
+      for (const value of ['123', '@current', 'bulk_delete', 'a%2Fb']) {
+        const path = route.path.replace(/:\w+/g, value);
+        for (const variant of [
+          path,
+          `${path}/`,
+          `${path}/extra`,
+          path.split('/').slice(0, -1).join('/'),
+          path.replace('/api/', '/api//'),
+        ])
+          paths.add(variant || '/');
+      }
+    for (const path of paths)
+      for (const method of ['GET', 'HEAD', 'POST', 'PATCH', 'PUT', 'DELETE', 'OPTIONS'])
+        expect(shown(router.match(path, method)), `${method} ${path}`).toEqual(shown(everyRoute(path, method)));
+    // A literal path's answer is kept, but each call gets arrays of its own (the router keeps them on the context).
+    const [first, second] = [router.match('/flags', 'POST'), router.match('/flags', 'POST')];
+    expect(first.path).not.toBe(second.path);
+    expect(first.pathAndMethod).not.toBe(second.pathAndMethod);
+  });
+});
