@@ -1,7 +1,7 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { RedisConnection } from '../shared/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
-import type { KeyWithProject } from '../shared/accounts.ts';
+import type { KeyWithProject } from '../shared/accounts/service.ts';
 import type { FlagCache } from './flags/cache.ts';
 import type { SuppressionCache } from './capture/suppression-cache.ts';
 import type { ProjectCache } from './capture/project-cache.ts';

@@ -20,7 +20,7 @@ import {
   rotateProjectToken,
   setMembership,
   setUserActive,
-} from '../shared/accounts.ts';
+} from '../shared/accounts/service.ts';
 import { config } from '../shared/config.ts';
 import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
 import { cancelDeletion } from '../shared/deletions/service.ts';
@@ -47,7 +47,7 @@ import {
   PROPERTY_INDEX_KINDS,
   personPropertyIndexes,
 } from '../shared/persons/property-indexes.ts';
-import { storableText } from '../shared/persons/property-filters.ts';
+import { storableText } from '../shared/db/property-filters.ts';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
 import { backfillEvents } from '../shared/events/shipper.ts';

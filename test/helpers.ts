@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll } from 'vitest';
 import type { Job, Queue } from 'bullmq';
 import { createApp, listen } from '../api/app.ts';
-import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts.ts';
+import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts/service.ts';
 import { loadConfig, type Config } from '../shared/config.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
 import pg from 'pg';

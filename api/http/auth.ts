@@ -14,7 +14,7 @@ import {
   touchPersonalApiKey,
   type KeyWithProject,
   type ProjectRow,
-} from '../../shared/accounts.ts';
+} from '../../shared/accounts/service.ts';
 
 export type { ProjectRow };
 

@@ -1,5 +1,6 @@
 import { activityPage as storedActivityPage } from '../../shared/activity-log.ts';
-import { personCohorts as cohortsOfPerson, type Page, type PersonIdPage } from '../../shared/events/analytics.ts';
+import type { Page, PersonIdPage } from '../../shared/events/analytics.ts';
+import { personCohorts as cohortsOfPerson } from '../../shared/cohorts/membership.ts';
 import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
 import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
 import { isoTimestamp } from '../../shared/time.ts';

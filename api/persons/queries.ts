@@ -4,7 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { EventStore } from '../../shared/events/event-store.ts';
-import { FilterError, type SqlFragment } from '../../shared/persons/property-filters.ts';
+import { FilterError, type SqlFragment } from '../../shared/db/property-filters.ts';
 import * as store from '../../shared/persons/store.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';

@@ -14,10 +14,10 @@ import {
   type PropertyFilterItem,
   type SpecialFilter,
   type SqlFragment,
-} from '../persons/property-filters.ts';
+} from '../db/property-filters.ts';
 import { isStorableInstant } from '../time.ts';
 import { db } from '../db/kysely.ts';
-import { pgArray } from '../db/sql.ts';
+import { pgArray, rows } from '../db/sql.ts';
 
 /** The cohorts of these ids (an id past the integer column's range names none: no query for it). */
 const cohortsIn = async (em: EntityManager, projectId: number, ids: number[]) => {
@@ -190,4 +190,56 @@ function behavioralQuery(item: BehavioralItem, now: Date): PerformedEventQuery {
     times: Math.min(Math.ceil(times), Number.MAX_SAFE_INTEGER),
     eventFilters: item.event_filters ?? [],
   };
+}
+
+export interface CohortRef {
+  id: number;
+  name: string | null;
+  count: number | null;
+}
+
+/**
+ * The project's cohorts the person is in, by id, every cohort checked in one statement (behavioral
+ * filters asked of the event store first, for this person alone). A cohort whose filters cannot be
+ * evaluated is not reported as containing the person.
+ */
+export async function personCohorts(
+  em: EntityManager,
+  events: EventStore,
+  projectId: number,
+  personId: string,
+): Promise<CohortRef[]> {
+  const cohorts = await rows<CohortRef & { is_static: boolean; filters: { properties?: unknown } | null }>(
+    em,
+    `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
+    [projectId],
+  );
+  const byId = new Map(cohorts.map((c) => [c.id, c]));
+  const behavioral = await behavioralMembers(
+    events,
+    projectId,
+    cohorts.map((c) => c.filters?.properties),
+    [personId],
+  );
+  const checks: string[] = [];
+  const params: unknown[] = [];
+  for (const cohort of cohorts) {
+    let members: SqlFragment;
+    try {
+      members = cohortMembersSql(cohort, byId, behavioral);
+    } catch (error) {
+      if (error instanceof FilterError) continue;
+      throw error;
+    }
+    checks.push(`case when ${members.sql} then ${Number(cohort.id)} end`);
+    params.push(...members.params);
+  }
+  if (checks.length === 0) return [];
+  const [row] = await rows<{ ids: number[] }>(
+    em,
+    `select array_remove(array[${checks.join(', ')}]::int[], null) as ids from person p where p.id = ?`,
+    [...params, personId],
+  );
+  const member = new Set(row?.ids ?? []);
+  return cohorts.filter((c) => member.has(c.id)).map((c) => ({ id: c.id, name: c.name, count: c.count }));
 }

@@ -1,6 +1,6 @@
 // A user as the API's basic user shape (created_by, owner, updated_by, verified_by …), read inside a
 // typed query as one JSON object (null when there is no such user): the Kysely form of userColumns
-// (shared/accounts.ts) for stores that query through db(em).
+// (shared/accounts/) for stores that query through db(em).
 import { type Expression, expressionBuilder } from 'kysely';
 import { jsonObjectFrom } from 'kysely/helpers/postgres';
 import type { DB } from './kysely.ts';

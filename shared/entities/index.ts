@@ -27,7 +27,7 @@ import { Project } from './project.ts';
 import { RetentionRun } from './retention-run.ts';
 import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
 import { User } from './user.ts';
-import { Webhook, WebhookDelivery } from '../webhooks/entities.ts';
+import { Webhook, WebhookDelivery } from './webhook.ts';
 
 export {
   ActivityLog,

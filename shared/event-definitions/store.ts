@@ -6,7 +6,7 @@ import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
 import { containsPattern } from '../db/sql.ts';
 import { userBasicOf } from '../db/user-basic.ts';
-import { forgetEventDefinition } from '../events/store.ts';
+import { forgetEventDefinition } from './seen.ts';
 
 const selectDefinitions = (em: EntityManager) =>
   db(em)

@@ -5,9 +5,7 @@
 // while persons stay in PostgreSQL. A person's events are found through its current distinct ids, so
 // merged persons count once with all their events.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { behavioralMembers, cohortMembersSql } from '../cohorts/membership.ts';
 import {
-  type EventStore,
   type ExperimentEventFilter,
   type ExperimentEvents,
   type ExperimentProperty,
@@ -15,7 +13,7 @@ import {
   noEventColumns,
 } from './event-store.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
-import { FilterError, type SqlFragment } from '../persons/property-filters.ts';
+import type { SqlFragment } from '../db/property-filters.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
 import { pgArray, rows, run } from '../db/sql.ts';
@@ -423,56 +421,4 @@ export async function hasExperimentEvents(
     ...(arrivedSince ? [arrivedSince] : []),
   ]);
   return found.length > 0;
-}
-
-export interface CohortRef {
-  id: number;
-  name: string | null;
-  count: number | null;
-}
-
-/**
- * The project's cohorts the person is in, by id, every cohort checked in one statement (behavioral
- * filters asked of the event store first, for this person alone). A cohort whose filters cannot be
- * evaluated is not reported as containing the person.
- */
-export async function personCohorts(
-  em: EntityManager,
-  events: EventStore,
-  projectId: number,
-  personId: string,
-): Promise<CohortRef[]> {
-  const cohorts = await rows<CohortRef & { is_static: boolean; filters: { properties?: unknown } | null }>(
-    em,
-    `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
-    [projectId],
-  );
-  const byId = new Map(cohorts.map((c) => [c.id, c]));
-  const behavioral = await behavioralMembers(
-    events,
-    projectId,
-    cohorts.map((c) => c.filters?.properties),
-    [personId],
-  );
-  const checks: string[] = [];
-  const params: unknown[] = [];
-  for (const cohort of cohorts) {
-    let members: SqlFragment;
-    try {
-      members = cohortMembersSql(cohort, byId, behavioral);
-    } catch (error) {
-      if (error instanceof FilterError) continue;
-      throw error;
-    }
-    checks.push(`case when ${members.sql} then ${Number(cohort.id)} end`);
-    params.push(...members.params);
-  }
-  if (checks.length === 0) return [];
-  const [row] = await rows<{ ids: number[] }>(
-    em,
-    `select array_remove(array[${checks.join(', ')}]::int[], null) as ids from person p where p.id = ?`,
-    [...params, personId],
-  );
-  const member = new Set(row?.ids ?? []);
-  return cohorts.filter((c) => member.has(c.id)).map((c) => ({ id: c.id, name: c.name, count: c.count }));
 }

@@ -10,7 +10,7 @@ import {
   lifecyclePersonIds,
   propertiesTimelineEvents,
 } from './analytics.ts';
-import { propertyFiltersSql } from '../persons/property-filters.ts';
+import { propertyFiltersSql } from '../db/property-filters.ts';
 import type {
   DeletedKeyCount,
   DeletionHooks,
@@ -18,7 +18,7 @@ import type {
   EventStore,
   PersonEventCount,
 } from './event-store.ts';
-import { deleteProjectEventsBefore } from '../retention/store.ts';
+import { deleteProjectEventsBefore } from './partitions.ts';
 import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } from './store.ts';
 
 export interface PostgresEventStoreOptions {

@@ -7,7 +7,7 @@ import { type Kysely, type Selectable, sql } from 'kysely';
 import { type DB, db, prepared } from '../db/kysely.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
-import { personUuidFor } from './person-uuid.ts';
+import { personUuidFor } from '../persons/person-uuid.ts';
 import { clipped, type IngestionWarningInput } from './warnings.ts';
 
 export interface IngestEvent {

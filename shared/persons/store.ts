@@ -10,8 +10,8 @@ import { type DB, db, kyselyOf, prepared } from '../db/kysely.ts';
 import { type PageResult, pagedSelect } from '../db/paged.ts';
 import { containsPattern, isUuid } from '../db/sql.ts';
 import type { EventStore } from '../events/event-store.ts';
-import { personUuidFor } from '../ingestion/person-uuid.ts';
-import { filterItems, filterSql, fragmentOf, propertyFiltersSql, type SqlFragment } from './property-filters.ts';
+import { personUuidFor } from './person-uuid.ts';
+import { filterItems, filterSql, fragmentOf, propertyFiltersSql, type SqlFragment } from '../db/property-filters.ts';
 import { dateIndexedKeys } from './property-indexes.ts';
 
 /** A person as the endpoints return it: its columns and its distinct ids, in insertion order. */

@@ -15,16 +15,18 @@ import {
   retentionCutoff,
 } from './rules.ts';
 import {
-  countEventsBefore,
   countProjectEventsIn,
-  countRecordingsBefore,
   deleteProjectEventsBefore,
-  deleteRecordingsChunk,
   dropPartitionIfOnly,
   eventsPerProjectIn,
+  projectsInPartition,
+} from '../events/partitions.ts';
+import {
+  countEventsBefore,
+  countRecordingsBefore,
+  deleteRecordingsChunk,
   insertRetentionRun,
   projectRetentions,
-  projectsInPartition,
 } from './store.ts';
 
 export interface RetentionPlan {

@@ -68,7 +68,7 @@ async function journey(engine: 'postgres' | 'clickhouse') {
     };
   }
   // As `npm run migrate` (ClickHouse's schema too); ownDatabase has PostgreSQL's already.
-  execFileSync(process.execPath, ['shared/db/migrate.ts'], { cwd: root, env: { ...process.env, ...env } });
+  execFileSync(process.execPath, ['scripts/migrate.ts'], { cwd: root, env: { ...process.env, ...env } });
   const api = await startApiProcess(env);
   running.push(api);
   const worker = startWorkerProcess(env);

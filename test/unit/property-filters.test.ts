@@ -12,7 +12,7 @@ import {
   propertyConditionSql,
   propertyFiltersSql,
   type SqlFragment,
-} from '../../shared/persons/property-filters.ts';
+} from '../../shared/db/property-filters.ts';
 
 const COL = 'p.properties';
 const TEXT = `(${COL}->>?)`;

@@ -7,7 +7,7 @@ import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import { call, createKey, eventually, manageJson, settledJob, apiAndWorker } from '../helpers.ts';
 import { deletionJobId } from '../../shared/queues.ts';
-import { createUser } from '../../shared/accounts.ts';
+import { createUser } from '../../shared/accounts/service.ts';
 
 const {
   prefix,

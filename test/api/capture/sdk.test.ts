@@ -1,7 +1,7 @@
 // The real posthog-node SDK (gzip on, as it defaults to) against the running API.
 import { PostHog } from 'posthog-node';
 import { describe, expect, it } from 'vitest';
-import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
+import { personUuidFor } from '../../../shared/persons/person-uuid.ts';
 import { personsOf, sql } from '../../db.ts';
 import { apiWithAccount } from '../../helpers.ts';
 

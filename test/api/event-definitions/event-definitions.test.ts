@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { upsertEventDefinitions } from '../../../shared/events/store.ts';
+import { upsertEventDefinitions } from '../../../shared/event-definitions/seen.ts';
 import { sql } from '../../db.ts';
 import { capture } from '../../fixtures.ts';
 import { call, createAccount, createKey, startApi, type TestAccount, type TestApi } from '../../helpers.ts';

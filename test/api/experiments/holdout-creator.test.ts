@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call, createKey } from '../../helpers.ts';
-import { createUser } from '../../../shared/accounts.ts';
+import { createUser } from '../../../shared/accounts/service.ts';
 
 const { api, account } = await apiWithAccount();
 const base = () => `/api/projects/${account.projectId}`;

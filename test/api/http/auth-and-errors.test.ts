@@ -88,7 +88,7 @@ describe('scopes', () => {
 
   it('enforces scoped_teams on project routes and lists only the scoped projects', async () => {
     const em = api.orm.em.fork();
-    const { createProject } = await import('../../../shared/accounts.ts');
+    const { createProject } = await import('../../../shared/accounts/service.ts');
     const second = await createProject(em, account.organizationId, 'Second');
     const scoped = await createKey(api.orm, account.userId, { scopedTeams: [account.projectId] });
     expect((await call(api.baseUrl, 'GET', `/api/projects/${account.projectId}/`, { key: scoped })).status).toBe(200);

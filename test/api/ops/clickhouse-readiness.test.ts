@@ -65,7 +65,7 @@ describe('/_ready with EVENT_STORE=clickhouse', () => {
       REDIS_PREFIX: uniqueRedisPrefix(),
     };
     // The ClickHouse store's own migrations, as `npm run migrate` applies them.
-    execFileSync(process.execPath, ['shared/db/migrate.ts'], { cwd: root, env: { ...process.env, ...env } });
+    execFileSync(process.execPath, ['scripts/migrate.ts'], { cwd: root, env: { ...process.env, ...env } });
     const api = await startApiProcess(env);
     started.push(api);
     const ready = async () => {

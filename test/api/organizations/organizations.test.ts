@@ -1,7 +1,7 @@
 // /api/organizations/…, /api/projects/ and /api/users/@me agree on what a key can reach:
 // memberships narrowed by the key's organization and project scoping.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createOrganization, createProject, setMembership } from '../../../shared/accounts.ts';
+import { createOrganization, createProject, setMembership } from '../../../shared/accounts/service.ts';
 import { call, createAccount, createKey, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 
 let api: TestApi;

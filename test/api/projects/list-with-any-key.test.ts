@@ -1,7 +1,7 @@
 // Seed: "The ID of a project is obtained with a call to /api/projects/", and no seed scope is
 // project:read. So any valid personal API key lists the projects it reaches, scoping kept.
 import { describe, expect, it } from 'vitest';
-import { createProject } from '../../../shared/accounts.ts';
+import { createProject } from '../../../shared/accounts/service.ts';
 import { apiWithAccount, call, createAccount, createKey } from '../../helpers.ts';
 
 const { api, account } = await apiWithAccount();

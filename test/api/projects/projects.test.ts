@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createProject } from '../../../shared/accounts.ts';
+import { createProject } from '../../../shared/accounts/service.ts';
 import { call, createAccount, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 
 let api: TestApi;

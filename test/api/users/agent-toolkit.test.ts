@@ -3,7 +3,7 @@
 // key scopes from our introspection endpoints, picks its tools by scope, and the tools work.
 import { PostHogAgentToolkit } from '@posthog/agent-toolkit/tools';
 import { describe, expect, it } from 'vitest';
-import { createProject } from '../../../shared/accounts.ts';
+import { createProject } from '../../../shared/accounts/service.ts';
 import { capture } from '../../fixtures.ts';
 import { apiWithAccount, call, createKey } from '../../helpers.ts';
 

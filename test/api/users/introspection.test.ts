@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createProject } from '../../../shared/accounts.ts';
+import { createProject } from '../../../shared/accounts/service.ts';
 import { apiWithAccount, call, createKey } from '../../helpers.ts';
 
 const { api, account } = await apiWithAccount();

@@ -4,7 +4,7 @@
 // event, a merge moves the later events of both ids to one person.
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
+import { personUuidFor } from '../../../shared/persons/person-uuid.ts';
 import { personsOf, sql } from '../../db.ts';
 import { apiWithAccount } from '../../helpers.ts';
 

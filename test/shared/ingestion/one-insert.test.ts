@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
+import { personUuidFor } from '../../../shared/persons/person-uuid.ts';
 import { sql } from '../../db.ts';
 import { call, createAccount, startApi } from '../../helpers.ts';
 

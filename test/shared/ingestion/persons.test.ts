@@ -1,6 +1,6 @@
 // Person rules during ingestion (PostHog's plugin server, ingestion/persons), through the real capture endpoint.
 import { describe, expect, it } from 'vitest';
-import { personUuidFor } from '../../../shared/ingestion/person-uuid.ts';
+import { personUuidFor } from '../../../shared/persons/person-uuid.ts';
 import { personsOf, sql } from '../../db.ts';
 import { apiWithAccount } from '../../helpers.ts';
 

@@ -1,9 +1,9 @@
 // `npm run migrate`: creates the database when it does not exist yet and applies pending migrations
 // to DATABASE_URL (the one command, with `npm start` and `npm run bootstrap`, that changes the schema).
-import { config } from '../config.ts';
-import { ensureDatabase } from './ensure-database.ts';
-import { initOrm, migrate } from './orm.ts';
-import { createEventStore } from '../events/create.ts';
+import { config } from '../shared/config.ts';
+import { ensureDatabase } from '../shared/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/db/orm.ts';
+import { createEventStore } from '../shared/events/create.ts';
 
 await ensureDatabase(config.databaseDirectUrl);
 const orm = await initOrm();

@@ -4,7 +4,7 @@
 // pattern is "no match", never a database error.
 
 import { type Compilable, type RawBuilder, type SqlBool, sql } from 'kysely';
-import { containsPattern } from '../db/sql.ts';
+import { containsPattern } from './sql.ts';
 import { parseStorableDate } from '../time.ts';
 
 export interface SqlFragment {

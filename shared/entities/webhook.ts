@@ -1,6 +1,6 @@
 import { defineEntity, p, type InferEntity } from '@mikro-orm/core';
-import { Project } from '../entities/project.ts';
-import { User } from '../entities/user.ts';
+import { Project } from './project.ts';
+import { User } from './user.ts';
 
 /** A customer's endpoint for a project's events (shared/webhooks/): the event types it receives, signed with its secret. */
 export const Webhook = defineEntity({
