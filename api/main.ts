@@ -9,7 +9,7 @@ import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
 import { startSuppressionCache } from './capture/suppression-cache.ts';
 import { startProjectCache } from './capture/project-cache.ts';
-import { createEventStore } from '../shared/events/create.ts';
+import { createEventStore } from '../shared/events/index.ts';
 
 const orm = await initOrm();
 const redis = createApiRedis();

@@ -21,7 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { type Job, Worker } from 'bullmq';
-import { recordDeletionRequests } from '../shared/deletions/store.ts';
+import { recordDeletionRequests } from '../shared/deletions/index.ts';
 import { createQueues, enqueueDeletions, QUEUE_NAMES, queuePrefix } from '../shared/queues.ts';
 import { createWorkerRedis } from '../shared/redis.ts';
 import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
@@ -30,7 +30,7 @@ import type { JobData } from '../shared/jobs.ts';
 import { logger } from '../shared/logger.ts';
 import { benchSetup, loadFor, postOk, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { config } from '../shared/config.ts';
-import { createEventStore } from '../shared/events/create.ts';
+import { createEventStore } from '../shared/events/index.ts';
 import { refreshStatistics } from '../worker/jobs/refresh-statistics.ts';
 import { call, createAccount } from '../test/helpers.ts';
 import { percentile, progress, timed } from './stats.ts';

@@ -14,7 +14,7 @@
 // walk deleted by ctid matched against an array of the chunk's ctids: 81 s for 100,000 rows, each
 // row compared with the whole array.
 import { config } from '../shared/config.ts';
-import { trimShippedEvents } from '../shared/events/buffer.ts';
+import { trimShippedEvents } from '../shared/events/index.ts';
 import { benchSetup } from './harness.ts';
 import { percentile } from './stats.ts';
 

@@ -21,11 +21,11 @@ import { DuckDBInstance, timestampValue } from '@duckdb/node-api';
 import { createChdbConnection } from 'chdb/connection';
 import { benchSetup, withoutEventIndexes } from './harness.ts';
 import { percentile, progress, timed } from './stats.ts';
-import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
-import { clickHouseFilterSql } from '../shared/events/clickhouse-filters.ts';
-import { createPostgresEventStore } from '../shared/events/postgres.ts';
-import { backfillEvents } from '../shared/events/shipper.ts';
-import type { EventStore, FunnelParams, PerformedEventQuery } from '../shared/events/event-store.ts';
+import { createClickHouseEventStore } from '../shared/events/index.ts';
+import { clickHouseFilterSql } from '../shared/events/index.ts';
+import { createPostgresEventStore } from '../shared/events/index.ts';
+import { backfillEvents } from '../shared/events/index.ts';
+import type { EventStore, FunnelParams, PerformedEventQuery } from '../shared/events/index.ts';
 
 const PERSONS = Number(process.env.BENCH_PERSONS ?? 20_000);
 const PER_PERSON = Math.max(1, Math.round(Number(process.env.BENCH_EVENTS ?? PERSONS * 10) / PERSONS));

@@ -12,7 +12,7 @@ import type { WorkerDeps } from '../worker/deps.ts';
 import { CHECKOUT_METRICS } from '../test/fixtures.ts';
 import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
 import { logger } from '../shared/logger.ts';
-import { createPostgresEventStore } from '../shared/events/postgres.ts';
+import { createPostgresEventStore } from '../shared/events/index.ts';
 import { generateEvents } from './generate.ts';
 import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { progress, timed } from './stats.ts';
@@ -21,10 +21,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
 import { createChdbConnection } from 'chdb/connection';
-import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
-import { jsonText } from '../shared/events/clickhouse-filters.ts';
-import { backfillEvents } from '../shared/events/shipper.ts';
-import { computeExperimentCounts, experimentForResults } from '../shared/experiments/results.ts';
+import { createClickHouseEventStore } from '../shared/events/index.ts';
+import { jsonText } from '../shared/events/index.ts';
+import { backfillEvents } from '../shared/events/index.ts';
+import { computeExperimentCounts, experimentForResults } from '../shared/experiments/index.ts';
 
 /**
  * The as-of statements' property as a number, null when it is not one (the store's rule, results.ts

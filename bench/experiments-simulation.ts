@@ -12,8 +12,8 @@ import {
   rateOf,
   seededRng,
   simulateExperiment,
-} from '../shared/experiments/simulation.ts';
-import { analyseMetrics } from '../shared/experiments/stats.ts';
+} from '../shared/experiments/index.ts';
+import { analyseMetrics } from '../shared/experiments/index.ts';
 
 const experiments = Number(process.env.SIM_EXPERIMENTS ?? 20_000);
 const started = performance.now();

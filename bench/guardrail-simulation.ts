@@ -15,8 +15,8 @@ import {
   type GuardrailRuns,
   guardrailScenario,
   guardrailStopRates,
-} from '../shared/experiments/guardrail-simulation.ts';
-import { formatRate } from '../shared/experiments/simulation.ts';
+} from '../shared/experiments/index.ts';
+import { formatRate } from '../shared/experiments/index.ts';
 
 const experiments = Number(process.env.SIM_EXPERIMENTS ?? 10_000);
 const powerRuns = Math.max(1, Math.round(experiments * 0.4));

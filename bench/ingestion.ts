@@ -31,7 +31,7 @@ import {
   startApiProcess,
 } from './harness.ts';
 import { createAccount } from '../test/helpers.ts';
-import { personUuidFor } from '../shared/persons/person-uuid.ts';
+import { personUuidFor } from '../shared/persons/index.ts';
 
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 8);
 const BATCH = 100;

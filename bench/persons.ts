@@ -19,12 +19,8 @@ import os from 'node:os';
 import pg from 'pg';
 import { createAccount, type TestAccount } from '../test/helpers.ts';
 import { rows } from '../shared/db/sql.ts';
-import {
-  dropPersonPropertyIndexes,
-  indexPersonProperty,
-  personPropertyIndexes,
-} from '../shared/persons/property-indexes.ts';
-import { findPerson, personListFilter } from '../shared/persons/store.ts';
+import { dropPersonPropertyIndexes, indexPersonProperty, personPropertyIndexes } from '../shared/persons/index.ts';
+import { findPerson, personListFilter } from '../shared/persons/index.ts';
 import {
   BENCH_DATABASE_URL,
   benchSetup,

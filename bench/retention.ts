@@ -5,7 +5,7 @@
 // and the run deletes the rows by range in chunks (DELETION_CHUNK_SIZE). Prints both runs' times, the
 // drop statement's own time (lock, check, drop) and the count the run's record needs beforehand.
 import { config } from '../shared/config.ts';
-import { runRetention } from '../shared/retention/run.ts';
+import { runRetention } from '../shared/retention/index.ts';
 import { createAccount } from '../test/helpers.ts';
 import { benchSetup } from './harness.ts';
 import { progress, timed } from './stats.ts';

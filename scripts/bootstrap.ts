@@ -2,7 +2,7 @@
 // and an all-scopes personal API key, and prints the key once. Refuses when users already exist
 // unless --force is given; with --if-new it then only migrates and succeeds (Docker's one-shot).
 import { parseArgs } from 'node:util';
-import { bootstrapInstall, userCount } from '../shared/accounts/service.ts';
+import { bootstrapInstall, userCount } from '../shared/accounts/index.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
 
 const { values } = parseArgs({

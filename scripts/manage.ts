@@ -20,11 +20,11 @@ import {
   rotateProjectToken,
   setMembership,
   setUserActive,
-} from '../shared/accounts/service.ts';
+} from '../shared/accounts/index.ts';
 import { config } from '../shared/config.ts';
 import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
-import { cancelDeletion } from '../shared/deletions/service.ts';
-import { deletionReceipt } from '../shared/deletions/receipts.ts';
+import { cancelDeletion } from '../shared/deletions/index.ts';
+import { deletionReceipt } from '../shared/deletions/index.ts';
 import {
   deletionRequestsByIds,
   listOperatorDeletionRequests,
@@ -32,7 +32,7 @@ import {
   type OperatorDeletionFilter,
   releaseDeletions,
   retryFailedDeletion,
-} from '../shared/deletions/store.ts';
+} from '../shared/deletions/index.ts';
 import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
 import { isoTimestamp } from '../shared/time.ts';
@@ -46,11 +46,11 @@ import {
   personIndexBuilds,
   PROPERTY_INDEX_KINDS,
   personPropertyIndexes,
-} from '../shared/persons/property-indexes.ts';
+} from '../shared/persons/index.ts';
 import { storableText } from '../shared/db/property-filters.ts';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
-import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
-import { backfillEvents } from '../shared/events/shipper.ts';
+import { createClickHouseEventStore } from '../shared/events/index.ts';
+import { backfillEvents } from '../shared/events/index.ts';
 
 /** A person property key as the filters take it: non-empty text PostgreSQL can store. */
 function propertyKey(value: unknown): string {

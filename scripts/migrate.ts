@@ -3,7 +3,7 @@
 import { config } from '../shared/config.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';
-import { createEventStore } from '../shared/events/create.ts';
+import { createEventStore } from '../shared/events/index.ts';
 
 await ensureDatabase(config.databaseDirectUrl);
 const orm = await initOrm();

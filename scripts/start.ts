@@ -8,7 +8,7 @@ import {
   deletePersonalApiKeysLabelled,
   installOwner,
   userCount,
-} from '../shared/accounts/service.ts';
+} from '../shared/accounts/index.ts';
 import { config } from '../shared/config.ts';
 import { ensureDatabase } from '../shared/db/ensure-database.ts';
 import { initOrm, migrate } from '../shared/db/orm.ts';

@@ -3,7 +3,7 @@ import type { RedisConnection } from '../shared/redis.ts';
 import type { Config } from '../shared/config.ts';
 import type { Logger } from '../shared/logger.ts';
 import type { Queues } from '../shared/queues.ts';
-import type { EventStore } from '../shared/events/event-store.ts';
+import type { EventStore } from '../shared/events/index.ts';
 
 export interface WorkerDeps {
   config: Config;

@@ -8,7 +8,7 @@ import type { WorkerDeps } from './deps.ts';
 import { startWorkerMetrics } from './metrics.ts';
 import { startWorkers } from './runtime.ts';
 import { createQueues } from '../shared/queues.ts';
-import { createEventStore } from '../shared/events/create.ts';
+import { createEventStore } from '../shared/events/index.ts';
 
 const orm = await initOrm();
 const connection = createWorkerRedis();

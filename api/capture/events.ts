@@ -5,8 +5,8 @@
 // ingestion warning (shared/ingestion/warnings.ts).
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/db/sql.ts';
-import type { IngestEvent } from '../../shared/ingestion/persons.ts';
-import { clipped, type IngestionWarningInput } from '../../shared/ingestion/warnings.ts';
+import type { IngestEvent } from '../../shared/ingestion/index.ts';
+import { clipped, type IngestionWarningInput } from '../../shared/ingestion/index.ts';
 import { captureError } from './decode.ts';
 
 /** The request's token and its events, before the events are checked. */

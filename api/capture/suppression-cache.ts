@@ -15,7 +15,7 @@ import {
   projectSuppressions,
   type SuppressedIds,
   type SuppressionLookup,
-} from '../../shared/deletions/suppression.ts';
+} from '../../shared/deletions/index.ts';
 
 export const SUPPRESSION_CHANNEL = 'deletion_suppression_changed';
 

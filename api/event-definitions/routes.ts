@@ -1,10 +1,6 @@
 import { isUuid } from '../../shared/db/sql.ts';
-import {
-  changeDefinition,
-  EventDefinitionInputError,
-  removeDefinition,
-} from '../../shared/event-definitions/service.ts';
-import * as store from '../../shared/event-definitions/store.ts';
+import { changeDefinition, EventDefinitionInputError, removeDefinition } from '../../shared/event-definitions/index.ts';
+import * as store from '../../shared/event-definitions/index.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';

@@ -1,5 +1,5 @@
 // The experiment rules' refusals (shared/experiments/service.ts), answered as PostHog's 400s.
-import { ExperimentInputError } from '../../shared/experiments/service.ts';
+import { ExperimentInputError } from '../../shared/experiments/index.ts';
 import { validationError } from '../http/errors.ts';
 
 /** Runs `rules`; an ExperimentInputError becomes the validation error the API answers with. */

@@ -1,10 +1,10 @@
 // Experiment holdouts: what an experiment's holdout_id refers to. Each filter group becomes the
 // holdout's variant, and the flags of its experiments follow its groups (or lose them on delete).
-import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
+import * as store from '../../shared/experiments/index.ts';
 import { notFound } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, type ApiContext, defineRoute } from '../http/routes.ts';
-import * as rules from '../../shared/experiments/service.ts';
+import * as rules from '../../shared/experiments/index.ts';
 import { applyingRules } from './errors.ts';
 import { integerIdParam, openObject, record } from '../http/schemas.ts';
 import { holdoutBody } from './schemas.ts';

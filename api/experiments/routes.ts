@@ -1,7 +1,7 @@
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import * as store from '../../shared/experiments/store.ts';
+import * as store from '../../shared/experiments/index.ts';
 import { withTimeout } from '../../shared/timeout.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import {
@@ -31,7 +31,7 @@ import {
   metricTimeseries,
   resetGuardrails,
   updateExperiment,
-} from '../../shared/experiments/service.ts';
+} from '../../shared/experiments/index.ts';
 import { enqueue } from '../../shared/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';

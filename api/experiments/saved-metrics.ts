@@ -1,9 +1,9 @@
 // Experiment saved metrics: reusable metric queries that experiments link by saved_metrics_ids.
-import * as store from '../../shared/experiments/holdout-and-metric-store.ts';
+import * as store from '../../shared/experiments/index.ts';
 import { notFound } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { type ApiContext, defineRoute } from '../http/routes.ts';
-import { savedMetricFields } from '../../shared/experiments/service.ts';
+import { savedMetricFields } from '../../shared/experiments/index.ts';
 import { applyingRules } from './errors.ts';
 import { integerIdParam, openObject, record, stringArray } from '../http/schemas.ts';
 import { savedMetricBody } from './schemas.ts';

@@ -1,8 +1,8 @@
 // Request schemas of the experiment routes; the handlers' types are derived from them.
 import type { FromSchema } from 'json-schema-to-ts';
 import { PAGE_QUERY_PROPERTIES } from '../http/pagination.ts';
-import { GUARDRAIL_DIRECTIONS } from '../../shared/experiments/guardrails.ts';
-import { CORRECTION_METHODS } from '../../shared/experiments/stats.ts';
+import { GUARDRAIL_DIRECTIONS } from '../../shared/experiments/index.ts';
+import { CORRECTION_METHODS } from '../../shared/experiments/index.ts';
 
 /** stats_config: PostHog's keys pass through; the ones our engine reads are checked here. */
 const statsConfig = {

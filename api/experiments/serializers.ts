@@ -1,7 +1,7 @@
 // The Experiment shape of the seed, from the rows shared/experiments/store.ts reads (flag, holdout,
 // creator and saved-metric links joined in).
-import type { HoldoutRow, SavedMetricRow } from '../../shared/experiments/holdout-and-metric-store.ts';
-import type { ExperimentRow } from '../../shared/experiments/store.ts';
+import type { HoldoutRow, SavedMetricRow } from '../../shared/experiments/index.ts';
+import type { ExperimentRow } from '../../shared/experiments/index.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import {
   anyJson,

@@ -10,10 +10,10 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { NotifiedCache } from '../http/notified-cache.ts';
 import { projectByApiToken } from '../http/project-token.ts';
-import { prepareFlags, type ProjectFlags } from '../../shared/flags/service.ts';
-import { activeFlags } from '../../shared/flags/store.ts';
+import { prepareFlags, type ProjectFlags } from '../../shared/flags/index.ts';
+import { activeFlags } from '../../shared/flags/index.ts';
 
-export type { PreparedFlag, ProjectFlags } from '../../shared/flags/service.ts';
+export type { PreparedFlag, ProjectFlags } from '../../shared/flags/index.ts';
 
 export const FLAG_DEFINITIONS_CHANNEL = 'flag_definitions_changed';
 

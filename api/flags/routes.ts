@@ -8,8 +8,8 @@ import { sdkPreflight } from '../capture/routes.ts';
 import { invalidProjectToken, projectByApiToken } from '../http/project-token.ts';
 import { resolveProject } from '../http/auth.ts';
 import { type ApiContext, defineRoute } from '../http/routes.ts';
-import { evaluateFlagsForPerson } from '../../shared/flags/service.ts';
-import { activeFlags } from '../../shared/flags/store.ts';
+import { evaluateFlagsForPerson } from '../../shared/flags/index.ts';
+import { activeFlags } from '../../shared/flags/index.ts';
 import { projectFlags } from './cache.ts';
 import { flagsResponseSchema, localEvaluationSchema } from './schemas.ts';
 

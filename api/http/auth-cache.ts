@@ -4,7 +4,7 @@
 // makes it, and each API process LISTENs and drops its whole cache on a notification. While the
 // listening connection is down the cache is off (every request reads PostgreSQL), so a lost
 // notification cannot keep a revoked key working. The expiry only bounds memory of idle keys.
-import type { KeyWithProject } from '../../shared/accounts/service.ts';
+import type { KeyWithProject } from '../../shared/accounts/index.ts';
 import { ChannelListener } from './listener.ts';
 
 /** Rows by key (the API's: what keyWithProject() found for a personal API key, as sent, and a project). */

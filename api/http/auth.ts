@@ -14,7 +14,7 @@ import {
   touchPersonalApiKey,
   type KeyWithProject,
   type ProjectRow,
-} from '../../shared/accounts/service.ts';
+} from '../../shared/accounts/index.ts';
 
 export type { ProjectRow };
 

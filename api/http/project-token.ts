@@ -1,6 +1,6 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError } from './errors.ts';
-import { projectByToken, type ProjectRow } from '../../shared/accounts/service.ts';
+import { projectByToken, type ProjectRow } from '../../shared/accounts/index.ts';
 
 /** PostHog's answer when an SDK's project API key (phc_…) is missing or unknown. */
 export const invalidProjectToken = () =>

@@ -4,8 +4,8 @@
 // signed receipt (JSON, at /admin/deletions/receipts/<id>) and names the key that signed it.
 // Served beside the dashboard, behind the same credentials (admin.ts); plain HTML, no script.
 import type { Context } from 'koa';
-import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
-import { deletionReceiptOfRequest } from '../../shared/deletions/receipts.ts';
+import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/index.ts';
+import { deletionReceiptOfRequest } from '../../shared/deletions/index.ts';
 import {
   DELETION_STATUSES,
   deletionCountsByStatus,
@@ -13,7 +13,7 @@ import {
   OPERATOR_DELETION_FILTERS,
   type OperatorDeletionFilter,
   type OperatorDeletionView,
-} from '../../shared/deletions/store.ts';
+} from '../../shared/deletions/index.ts';
 import { defaultSchedules, nextRun, recordedSchedules } from '../../shared/schedules.ts';
 import type { AppDeps } from '../deps.ts';
 import { notFound, validationError } from '../http/errors.ts';

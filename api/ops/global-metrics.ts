@@ -4,11 +4,11 @@
 // sample carries anything of the serving process, so N replicas scraped give N identical copies,
 // which `max without (instance)` (or scraping one address) reduces to one. A store that does not
 // answer leaves its figures out rather than reporting zeros, and says so in metrics_source_up.
-import { shippingLag } from '../../shared/events/shipper.ts';
+import { shippingLag } from '../../shared/events/index.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { deletionAges, deletionCountsByStatus, type DeletionStatus } from '../../shared/deletions/store.ts';
+import { deletionAges, deletionCountsByStatus, type DeletionStatus } from '../../shared/deletions/index.ts';
 import { logger } from '../../shared/logger.ts';
 import { mergeExpositions, readWorkerMetrics } from '../../shared/metrics.ts';
 import type { RedisConnection } from '../../shared/redis.ts';

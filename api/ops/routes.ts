@@ -9,7 +9,7 @@ import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
 import { rows } from '../../shared/db/sql.ts';
 import { migrationStates } from '../../shared/db/orm.ts';
-import { shippingLag } from '../../shared/events/shipper.ts';
+import { shippingLag } from '../../shared/events/index.ts';
 
 /**
  * /metrics is served only to the holder of METRICS_TOKEN (sent as Bearer, as Prometheus'

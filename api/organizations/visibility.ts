@@ -7,7 +7,7 @@ import {
   organizationsOfUser,
   projectsOfUser,
   type ProjectRow,
-} from '../../shared/accounts/service.ts';
+} from '../../shared/accounts/index.ts';
 import { isUuid } from '../../shared/db/sql.ts';
 import type { AuthenticatedKey } from '../http/auth.ts';
 import { notFound, permissionDenied } from '../http/errors.ts';

@@ -1,8 +1,8 @@
 import { activityPage as storedActivityPage } from '../../shared/activity-log.ts';
-import type { Page, PersonIdPage } from '../../shared/events/analytics.ts';
-import { personCohorts as cohortsOfPerson } from '../../shared/cohorts/membership.ts';
-import { personUpdateOf } from '../../shared/ingestion/person-updates.ts';
-import { applyPropertyUpdate } from '../../shared/persons/property-rules.ts';
+import type { Page, PersonIdPage } from '../../shared/events/index.ts';
+import { personCohorts as cohortsOfPerson } from '../../shared/cohorts/index.ts';
+import { personUpdateOf } from '../../shared/ingestion/index.ts';
+import { applyPropertyUpdate } from '../../shared/persons/index.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
@@ -10,8 +10,8 @@ import { actorOf, defineRoute, type RouteContext } from '../http/routes.ts';
 import { fieldOf, funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, PERSON_ID } from './queries.ts';
-import { orderedDistinctIds, splitPerson as splitStoredPerson } from '../../shared/persons/service.ts';
-import { personsByIds } from '../../shared/persons/store.ts';
+import { orderedDistinctIds, splitPerson as splitStoredPerson } from '../../shared/persons/index.ts';
+import { personsByIds } from '../../shared/persons/index.ts';
 import { personListItem, personListItemSchema } from './serializers.ts';
 import {
   dateTime,

@@ -1,6 +1,6 @@
 // The inputs of the person analytics endpoints (funnel steps, funnel correlation, lifecycle), read
 // and checked as PostHog takes them; the computing is shared/events/analytics.ts.
-import { type FunnelParams, LIFECYCLE_TYPES, type LifecycleType } from '../../shared/events/analytics.ts';
+import { type FunnelParams, LIFECYCLE_TYPES, type LifecycleType } from '../../shared/events/index.ts';
 import { validationError } from '../http/errors.ts';
 import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
 

@@ -5,7 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
 import type { SqlFragment } from '../../shared/db/property-filters.ts';
-import { csvExtent, type ListKey, personsAfter, propertyPaths } from '../../shared/persons/store.ts';
+import { csvExtent, type ListKey, personsAfter, propertyPaths } from '../../shared/persons/index.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 
 const PAGE = 5000;

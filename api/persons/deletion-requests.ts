@@ -15,8 +15,8 @@ import {
   recordPersonDeletions,
   unsuppressDeletion,
   type DeletionOptions,
-} from '../../shared/deletions/service.ts';
-import type { DeletionRequestView } from '../../shared/deletions/store.ts';
+} from '../../shared/deletions/index.ts';
+import type { DeletionRequestView } from '../../shared/deletions/index.ts';
 
 const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
 

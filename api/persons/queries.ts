@@ -3,9 +3,9 @@
 // the analysis endpoints (funnel, lifecycle) that return persons.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isUuid } from '../../shared/db/sql.ts';
-import type { EventStore } from '../../shared/events/event-store.ts';
+import type { EventStore } from '../../shared/events/index.ts';
 import { FilterError, type SqlFragment } from '../../shared/db/property-filters.ts';
-import * as store from '../../shared/persons/store.ts';
+import * as store from '../../shared/persons/index.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';
 

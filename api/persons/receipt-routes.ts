@@ -12,7 +12,7 @@ import {
   RECEIPT_ALGORITHM,
   receiptKeys,
   receiptSigner,
-} from '../../shared/deletions/receipts.ts';
+} from '../../shared/deletions/index.ts';
 
 const R = '/api/projects/:project_id/persons/deletion_receipts';
 // One CSV row per receipt, its content flattened (receipt.stores.events.before, …).

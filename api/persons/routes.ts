@@ -10,8 +10,8 @@ import { personListRow, personListRowSchema, personRecord, personRecordSchema } 
 import type { PersonWithIds } from './serializers.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { anyJson, record } from '../http/schemas.ts';
-import { EXACT_COUNT_LIMIT, listPersons, personsByIdsOrDistinctIds } from '../../shared/persons/store.ts';
-import { changePersonProperties } from '../../shared/persons/service.ts';
+import { EXACT_COUNT_LIMIT, listPersons, personsByIdsOrDistinctIds } from '../../shared/persons/index.ts';
+import { changePersonProperties } from '../../shared/persons/index.ts';
 import {
   answerDeletionRequest,
   deletionQuery,
@@ -20,7 +20,7 @@ import {
   deletionWork,
   dryRunSchema,
 } from './deletion-requests.ts';
-import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/store.ts';
+import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/index.ts';
 import { requeueDeletions } from '../../shared/queues.ts';
 
 const P = '/api/projects/:project_id/persons';

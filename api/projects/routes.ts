@@ -3,8 +3,8 @@ import { defineRoute } from '../http/routes.ts';
 import { projectBasic, projectBasicSchema, projectDetail, projectDetailSchema } from './serializers.ts';
 import { visibleProjects } from '../organizations/visibility.ts';
 import { actorOf } from '../http/routes.ts';
-import { projectWithMembershipOf } from '../../shared/accounts/service.ts';
-import { updateProjectSettings } from '../../shared/retention/settings.ts';
+import { projectWithMembershipOf } from '../../shared/accounts/index.ts';
+import { updateProjectSettings } from '../../shared/retention/index.ts';
 import { notFound } from '../http/errors.ts';
 import { updateBody } from './schemas.ts';
 

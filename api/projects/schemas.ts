@@ -1,6 +1,6 @@
 // Request schemas of the project routes; the request types are derived from them.
 import type { FromSchema } from 'json-schema-to-ts';
-import { RETENTION_DAYS } from '../../shared/retention/rules.ts';
+import { RETENTION_DAYS } from '../../shared/retention/index.ts';
 
 const retentionDays = (what: string) =>
   ({

@@ -1,6 +1,6 @@
-import type { RetentionCounts } from '../../shared/retention/rules.ts';
-import { previewRetention } from '../../shared/retention/run.ts';
-import { type RetentionRunRow, retentionRunPage } from '../../shared/retention/store.ts';
+import type { RetentionCounts } from '../../shared/retention/index.ts';
+import { previewRetention } from '../../shared/retention/index.ts';
+import { type RetentionRunRow, retentionRunPage } from '../../shared/retention/index.ts';
 import { defaultSchedules, nextRun, RETENTION_SCHEDULER, recordedSchedules } from '../../shared/schedules.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';

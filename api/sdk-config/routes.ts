@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { notFound } from '../http/errors.ts';
 import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { sdkPreflight } from '../capture/routes.ts';
-import { projectByTokenWithFlags } from '../../shared/accounts/service.ts';
+import { projectByTokenWithFlags } from '../../shared/accounts/index.ts';
 
 // PostHog's CDN keeps these 5 minutes; a new first flag reaches browsers that late, as there.
 const CACHE_CONTROL = 'public, max-age=300';

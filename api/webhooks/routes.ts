@@ -1,7 +1,7 @@
 // A project's webhooks and their delivery log. The rules (URL, secret, event types) and the signing live
 // in shared/webhooks/; a webhook's secret is answered once, by the create (or by the update that sets it).
-import type { DeliveryView, StoredWebhook } from '../../shared/webhooks/store.ts';
-import { findWebhook, listDeliveries, listWebhooks, deleteWebhook } from '../../shared/webhooks/store.ts';
+import type { DeliveryView, StoredWebhook } from '../../shared/webhooks/index.ts';
+import { findWebhook, listDeliveries, listWebhooks, deleteWebhook } from '../../shared/webhooks/index.ts';
 import {
   createWebhook,
   maskSecret,
@@ -10,7 +10,7 @@ import {
   WEBHOOK_SECRET_MAX_LENGTH,
   WEBHOOK_URL_MAX_LENGTH,
   WebhookInputError,
-} from '../../shared/webhooks/service.ts';
+} from '../../shared/webhooks/index.ts';
 import { isoTimestamp } from '../../shared/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';

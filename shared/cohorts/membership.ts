@@ -5,7 +5,7 @@
 // answers them first (whichever engine holds the events), with the ids of the persons who match;
 // the SQL then tests `p.id` against those ids.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { EventStore, PerformedEventQuery } from '../events/event-store.ts';
+import type { EventStore, PerformedEventQuery } from '../events/index.ts';
 import {
   FilterError,
   filterItems,

@@ -18,7 +18,7 @@ import { type Expression, sql } from 'kysely';
 import { db } from '../db/kysely.ts';
 import { pagedSelect } from '../db/paged.ts';
 import { run } from '../db/sql.ts';
-import type { DeletedKeyCount } from '../events/event-store.ts';
+import type { DeletedKeyCount } from '../events/index.ts';
 
 export const RECEIPT_ALGORITHM = 'Ed25519';
 

@@ -8,7 +8,7 @@ import { pagedSelect } from '../db/paged.ts';
 import { AsyncDeletion, type AsyncDeletionRow } from '../entities/index.ts';
 import { isoTimestamp } from '../time.ts';
 import type { DeletionMode, DeletionType } from './schedule.ts';
-import type { EventStore } from '../events/event-store.ts';
+import type { EventStore } from '../events/index.ts';
 
 /**
  * pending → running → completed (delete_verified_at set) | failed (tried again at next_attempt_at);

@@ -5,8 +5,8 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, sql } from 'kysely';
 import { type DB, db, prepared } from '../db/kysely.ts';
-import { mergePartner, type IngestEvent } from '../ingestion/persons.ts';
-import type { IngestionWarningInput } from '../ingestion/warnings.ts';
+import { mergePartner, type IngestEvent } from '../ingestion/index.ts';
+import type { IngestionWarningInput } from '../ingestion/index.ts';
 
 /** The active suppressions among `distinctIds` of a project: distinct id → suppression row id. */
 export type SuppressedIds = Map<string, string>;

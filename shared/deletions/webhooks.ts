@@ -3,7 +3,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
-import { queueWebhookEvents } from '../webhooks/service.ts';
+import { queueWebhookEvents } from '../webhooks/index.ts';
 import { deletionRequestsByIds } from './store.ts';
 
 export type DeletionTransition = 'queued' | 'running' | 'completed' | 'failed' | 'cancelled';

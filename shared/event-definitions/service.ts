@@ -1,7 +1,7 @@
 // Changing an event definition with PostHog's rules: hidden and verified exclude each other, the
 // owner must belong to the organization, verifying records who and when; every change is logged.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { isOrganizationMember } from '../accounts/service.ts';
+import { isOrganizationMember } from '../accounts/index.ts';
 import { type ActivityChange, type Actor, recordActivity } from '../activity-log.ts';
 import { type DefinitionChange, type DefinitionRow, deleteDefinition, updateDefinition } from './store.ts';
 

@@ -2,7 +2,7 @@
 // event equivalent to their change ($set, $delete_person_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { rows, runBound } from '../db/sql.ts';
-import { type DefinitionKey, upsertEventDefinitions } from '../event-definitions/seen.ts';
+import { type DefinitionKey, upsertEventDefinitions } from '../event-definitions/index.ts';
 
 export interface EventRow {
   uuid: string;

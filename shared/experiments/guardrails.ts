@@ -13,7 +13,7 @@
 // merged since with earlier events make it compute from the start). Approximation: a late event for
 // an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { EventStore } from '../events/event-store.ts';
+import type { EventStore } from '../events/index.ts';
 import { recordActivity } from '../activity-log.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';
@@ -30,7 +30,7 @@ import { alwaysValidInterval, relativeEffectEstimate, sequentialRho2 } from './s
 import { type MetricStats, normalQuantile } from './stats.ts';
 import type { MetricKind, VariantStats } from './moments.ts';
 import { updateFlagFilters } from './store.ts';
-import { queueWebhookEvents } from '../webhooks/service.ts';
+import { queueWebhookEvents } from '../webhooks/index.ts';
 
 export const GUARDRAIL_DIRECTIONS = ['increase_is_bad', 'decrease_is_bad'] as const;
 export type GuardrailDirection = (typeof GUARDRAIL_DIRECTIONS)[number];

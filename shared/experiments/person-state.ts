@@ -6,7 +6,7 @@
 // that exposure on, and leaves (taking everything they added) on the day they are first exposed to a
 // second variant; a funnel step is the first event of its kind at or after the previous step. Times
 // are epoch microseconds (the databases' precision); each person's events are in time order.
-import type { EventColumns } from '../events/event-store.ts';
+import type { EventColumns } from '../events/index.ts';
 import type { MetricKind, VariantStats } from './moments.ts';
 
 export const MICROS_PER_DAY = 86400e6;

@@ -25,7 +25,7 @@ import {
   type ExperimentProperty,
   experimentNames,
   noEventColumns,
-} from '../events/event-store.ts';
+} from '../events/index.ts';
 import { pgArray } from '../db/sql.ts';
 import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
 import {

@@ -8,7 +8,7 @@ import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
 import { containsPattern, rows } from '../db/sql.ts';
 import { userBasicOf } from '../db/user-basic.ts';
-import type { FlagFilters } from '../flags/evaluate.ts';
+import type { FlagFilters } from '../flags/index.ts';
 
 /**
  * A value for a jsonb column, sent as JSON text: an array stays a JSON array, and null is JSON null

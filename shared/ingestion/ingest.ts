@@ -2,8 +2,8 @@
 // dropped or altered in one transaction (or one statement), so a 200 means everything is committed and a
 // failure stores nothing.
 import { type EntityManager, TransactionPropagation } from '@mikro-orm/postgresql';
-import { definitionsFresh, rememberEventDefinitions } from '../event-definitions/seen.ts';
-import { EVENTS_PER_INSERT, storeEvents } from '../events/store.ts';
+import { definitionsFresh, rememberEventDefinitions } from '../event-definitions/index.ts';
+import { EVENTS_PER_INSERT, storeEvents } from '../events/index.ts';
 import { processesPerson, processPersons, type IngestEvent } from './persons.ts';
 import { sql } from 'kysely';
 import { db } from '../db/kysely.ts';

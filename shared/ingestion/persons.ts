@@ -5,9 +5,9 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import { type DB, db, prepared } from '../db/kysely.ts';
-import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/property-rules.ts';
+import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/index.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
-import { personUuidFor } from '../persons/person-uuid.ts';
+import { personUuidFor } from '../persons/index.ts';
 import { clipped, type IngestionWarningInput } from './warnings.ts';
 
 export interface IngestEvent {

@@ -5,11 +5,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Compilable, type Kysely, type Selectable, sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
-import { cohortFilterResolver } from '../cohorts/membership.ts';
+import { cohortFilterResolver } from '../cohorts/index.ts';
 import { type DB, db, kyselyOf, prepared } from '../db/kysely.ts';
 import { type PageResult, pagedSelect } from '../db/paged.ts';
 import { containsPattern, isUuid } from '../db/sql.ts';
-import type { EventStore } from '../events/event-store.ts';
+import type { EventStore } from '../events/index.ts';
 import { personUuidFor } from './person-uuid.ts';
 import { filterItems, filterSql, fragmentOf, propertyFiltersSql, type SqlFragment } from '../db/property-filters.ts';
 import { dateIndexedKeys } from './property-indexes.ts';

@@ -40,7 +40,7 @@ export const linesAt = (projects: ProjectRetention[], at: Date): ProjectLines[] 
     recordingCutoff: retentionCutoff(p.recordingRetentionDays, at),
   }));
 
-import type { MonthPartition } from '../events/store.ts';
+import type { MonthPartition } from '../events/index.ts';
 
 /** What a run removes (or removed) from one project: the same fields in the preview and the record. */
 export interface RetentionCounts {

@@ -4,8 +4,8 @@
 // recordings with their snapshots), and records per project
 // what it removed (retention_run). The preview computes the same plan and counts without removing.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { EventStore } from '../events/event-store.ts';
-import { eventPartitions, type MonthPartition } from '../events/store.ts';
+import type { EventStore } from '../events/index.ts';
+import { eventPartitions, type MonthPartition } from '../events/index.ts';
 import {
   linesAt,
   mayDropPartition,
@@ -20,7 +20,7 @@ import {
   dropPartitionIfOnly,
   eventsPerProjectIn,
   projectsInPartition,
-} from '../events/partitions.ts';
+} from '../events/index.ts';
 import {
   countEventsBefore,
   countRecordingsBefore,

@@ -5,7 +5,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../db/kysely.ts';
 import { type Page, pagedSelect } from '../db/paged.ts';
-import type { EventStore } from '../events/event-store.ts';
+import type { EventStore } from '../events/index.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
 
 /** Every project with a retention setting, or the one asked for (whether set or not). */

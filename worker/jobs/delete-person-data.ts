@@ -14,7 +14,7 @@ import type { JobData } from '../../shared/jobs.ts';
 import { sql } from 'kysely';
 import { db } from '../../shared/db/kysely.ts';
 import { pgArray, rows } from '../../shared/db/sql.ts';
-import type { EventDeletionGroup } from '../../shared/events/event-store.ts';
+import type { EventDeletionGroup } from '../../shared/events/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums, eventPartitionsBetween } from './vacuum-tables.ts';
 import { config } from '../../shared/config.ts';
@@ -31,9 +31,9 @@ import {
   handBackCompanions,
   markDeletionFailed,
   renewLeases,
-} from '../../shared/deletions/store.ts';
+} from '../../shared/deletions/index.ts';
 import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
-import { queueDeletionEvents } from '../../shared/deletions/webhooks.ts';
+import { queueDeletionEvents } from '../../shared/deletions/index.ts';
 import { enqueueWebhookDeliveries, removeDeletionJobs, requeueDeletions } from '../../shared/queues.ts';
 import {
   eventCounter,
@@ -47,7 +47,7 @@ import {
   type ReceiptSigner,
   signDeletionReceipts,
   type UnsignedReceipt,
-} from '../../shared/deletions/receipts.ts';
+} from '../../shared/deletions/index.ts';
 import { namedStatement } from '../../shared/db/sql.ts';
 
 /**

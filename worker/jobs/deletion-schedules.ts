@@ -4,8 +4,8 @@
 // released in time (Redis lost its schedulers) and gives every due request a live job: made while
 // Redis was down, its job removed, or a failed request whose retry time has come.
 import type { Job } from 'bullmq';
-import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/schedule.ts';
-import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from '../../shared/deletions/store.ts';
+import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/index.ts';
+import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from '../../shared/deletions/index.ts';
 import { enqueueDeletions, requeueDeletions } from '../../shared/queues.ts';
 import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
 import type { WorkerDeps } from '../deps.ts';

@@ -3,9 +3,9 @@
 // and indexes, not one table of every event ever sent. It also purges ingestion warnings and finished
 // webhook deliveries past their 30 days.
 import { UnrecoverableError, type Job } from 'bullmq';
-import { ensureEventPartitions as createDuePartitions } from '../../shared/events/store.ts';
-import { purgeOldWarnings } from '../../shared/ingestion/warnings.ts';
-import { purgeOldDeliveries } from '../../shared/webhooks/store.ts';
+import { ensureEventPartitions as createDuePartitions } from '../../shared/events/index.ts';
+import { purgeOldWarnings } from '../../shared/ingestion/index.ts';
+import { purgeOldDeliveries } from '../../shared/webhooks/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 export async function ensureEventPartitions(

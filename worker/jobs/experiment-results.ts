@@ -20,7 +20,7 @@ import {
   type MetricResult,
   metricsOf,
   type RecomputeReason,
-} from '../../shared/experiments/results.ts';
+} from '../../shared/experiments/index.ts';
 import type { JobData } from '../../shared/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 

@@ -1,8 +1,8 @@
 // Guardrail checks (every GUARDRAIL_CHECK_CRON, default 5 minutes): each running experiment with
 // guardrails, from its stored daily counts plus the change since (shared/experiments/guardrails.ts).
 import type { Job } from 'bullmq';
-import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/guardrails.ts';
-import { experimentForResults } from '../../shared/experiments/results.ts';
+import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/index.ts';
+import { experimentForResults } from '../../shared/experiments/index.ts';
 import type { JobData } from '../../shared/jobs.ts';
 import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
 import type { WorkerDeps } from '../deps.ts';

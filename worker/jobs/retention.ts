@@ -2,7 +2,7 @@
 // project's events and recordings past its retention line (shared/retention/run.ts).
 import type { Job } from 'bullmq';
 import type { JobData } from '../../shared/jobs.ts';
-import { runRetention } from '../../shared/retention/run.ts';
+import { runRetention } from '../../shared/retention/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums } from './vacuum-tables.ts';
 

@@ -3,9 +3,9 @@
 // (shared/events/buffer.ts); scheduled only with EVENT_STORE=clickhouse, and a no-op otherwise.
 import type { Job } from 'bullmq';
 import type { JobData } from '../../shared/jobs.ts';
-import { type TrimResult, trimShippedEvents } from '../../shared/events/buffer.ts';
-import type { ClickHouseEventStore } from '../../shared/events/clickhouse.ts';
-import { shipEvents, type ShipResult } from '../../shared/events/shipper.ts';
+import { type TrimResult, trimShippedEvents } from '../../shared/events/index.ts';
+import type { ClickHouseEventStore } from '../../shared/events/index.ts';
+import { shipEvents, type ShipResult } from '../../shared/events/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 const migrated = new WeakSet<object>();

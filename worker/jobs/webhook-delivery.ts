@@ -10,8 +10,8 @@
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import type { JobData } from '../../shared/jobs.ts';
 import { queuePrefix, requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/queues.ts';
-import { DeliveryAttemptFailed, deliverWebhook } from '../../shared/webhooks/deliver.ts';
-import { deliveryProgress, failDelivery, overdueDeliveryIds } from '../../shared/webhooks/store.ts';
+import { DeliveryAttemptFailed, deliverWebhook } from '../../shared/webhooks/index.ts';
+import { deliveryProgress, failDelivery, overdueDeliveryIds } from '../../shared/webhooks/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 export async function deliverWebhookJob(job: Job<JobData['webhookDelivery']>, deps: WorkerDeps) {

@@ -1,0 +1,70 @@
+// The public face of shared/experiments/: the only file other folders import.
+export { canonicalJson } from './fingerprint.ts';
+export {
+  GUARDRAIL_HARM,
+  GUARDRAIL_METRICS,
+  GUARDRAIL_SIM_DAYS,
+  GUARDRAIL_SIM_LOOKS_PER_DAY,
+  breakerSamplePerArm,
+  fixedHorizonSamplePerArm,
+  formatStopFraction,
+  guardrailScenario,
+  guardrailStopRates,
+  type GuardrailRuns,
+} from './guardrail-simulation.ts';
+export { GUARDRAIL_DIRECTIONS, checkGuardrails, experimentsToGuard, recordGuardrailCheck } from './guardrails.ts';
+export {
+  deleteSavedMetric,
+  findHoldout,
+  findSavedMetric,
+  insertSavedMetric,
+  listHoldouts,
+  listSavedMetrics,
+  updateSavedMetric,
+  type HoldoutRow,
+  type SavedMetricRow,
+} from './holdout-and-metric-store.ts';
+export {
+  computeExperimentCounts,
+  computeSeriesSince,
+  experimentForResults,
+  metricsOf,
+  startedExperiments,
+  type ExperimentMetric,
+  type MetricResult,
+  type RecomputeReason,
+} from './results.ts';
+export {
+  ExperimentInputError,
+  changeHoldout,
+  createExperiment,
+  createHoldout,
+  duplicateExperiment,
+  exposureCohortFor,
+  holdoutFields,
+  metricTimeseries,
+  removeHoldout,
+  resetGuardrails,
+  savedMetricFields,
+  updateExperiment,
+} from './service.ts';
+export {
+  AA_FAMILY,
+  PEEKING_DAYS,
+  aaFamilyWiseRates,
+  anySignificant,
+  formatRate,
+  peekingRates,
+  peekingSpec,
+  rateOf,
+  seededRng,
+  simulateExperiment,
+} from './simulation.ts';
+export { CORRECTION_METHODS, analyseMetrics } from './stats.ts';
+export {
+  findExperiment,
+  isExperimentOrder,
+  listExperiments,
+  type ExperimentFilter,
+  type ExperimentRow,
+} from './store.ts';

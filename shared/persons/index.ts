@@ -1,0 +1,25 @@
+// The public face of shared/persons/: the only file other folders import.
+export { personUuidFor } from './person-uuid.ts';
+export {
+  PROPERTY_INDEX_KINDS,
+  dropPersonPropertyIndexes,
+  indexPersonProperty,
+  personIndexBuilds,
+  personPropertyIndexes,
+} from './property-indexes.ts';
+export { applyPropertyUpdate, unsetKeys, type Properties, type PropertyUpdate } from './property-rules.ts';
+export { changePersonProperties, orderedDistinctIds, splitPerson } from './service.ts';
+export {
+  EXACT_COUNT_LIMIT,
+  csvExtent,
+  deletePersonRows,
+  findPerson,
+  listPersons,
+  personListFilter,
+  personsAfter,
+  personsByIds,
+  personsByIdsOrDistinctIds,
+  propertyPaths,
+  type ListKey,
+  type PersonWithIds,
+} from './store.ts';
