@@ -3,7 +3,7 @@
 import Koa from 'koa';
 import type { Server } from 'node:http';
 import { randomUUID } from 'node:crypto';
-import { logger } from '../shared/logger.ts';
+import { logger } from '../shared/platform/logger.ts';
 import type { AppDeps } from './deps.ts';
 import { ApiError, methodNotAllowed, notFound } from './http/errors.ts';
 import { allowedMethods, mountRoutes, type RouteDefinition } from './http/routes.ts';

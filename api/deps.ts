@@ -1,12 +1,12 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { RedisConnection } from '../shared/redis.ts';
+import type { RedisConnection } from '../shared/platform/redis.ts';
 import type { AuthCache } from './http/auth-cache.ts';
 import type { KeyWithProject } from '../shared/accounts/index.ts';
 import type { FlagCache } from './flags/cache.ts';
 import type { SuppressionCache } from './capture/suppression-cache.ts';
 import type { ProjectCache } from './capture/project-cache.ts';
-import type { Queues } from '../shared/queues.ts';
-import type { Config } from '../shared/config.ts';
+import type { Queues } from '../shared/platform/queues.ts';
+import type { Config } from '../shared/platform/config.ts';
 import type { EventStore } from '../shared/events/index.ts';
 
 /** What request handlers reach through `ctx.deps`: built once per process in main.ts (or per test). */

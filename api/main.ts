@@ -1,10 +1,10 @@
 // `npm run start:api`: one API process. Run several behind a load balancer to scale out.
-import { config } from '../shared/config.ts';
-import { initOrm } from '../shared/db/orm.ts';
-import { logger, repeatingErrorLog } from '../shared/logger.ts';
-import { createApiRedis } from '../shared/redis.ts';
+import { config } from '../shared/platform/config.ts';
+import { initOrm } from '../shared/platform/db/orm.ts';
+import { logger, repeatingErrorLog } from '../shared/platform/logger.ts';
+import { createApiRedis } from '../shared/platform/redis.ts';
 import { createApp, listen } from './app.ts';
-import { createQueues } from '../shared/queues.ts';
+import { createQueues } from '../shared/platform/queues.ts';
 import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
 import { startSuppressionCache } from './capture/suppression-cache.ts';

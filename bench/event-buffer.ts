@@ -13,7 +13,7 @@
 // (the deletes also leave as many dead rows for VACUUM; the TRUNCATE none). The first version of the
 // walk deleted by ctid matched against an array of the chunk's ctids: 81 s for 100,000 rows, each
 // row compared with the whole array.
-import { config } from '../shared/config.ts';
+import { config } from '../shared/platform/config.ts';
 import { trimShippedEvents } from '../shared/events/index.ts';
 import { benchSetup } from './harness.ts';
 import { percentile } from './stats.ts';

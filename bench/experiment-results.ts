@@ -7,11 +7,11 @@
 // computed from the start; and the run of the next day, which also advances the per-person state
 // (yesterday's and today's events, from the day before yesterday's stored counts and state).
 import type { Job } from 'bullmq';
-import type { JobData } from '../shared/jobs.ts';
+import type { JobData } from '../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
 import { CHECKOUT_METRICS } from '../test/fixtures.ts';
 import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
-import { logger } from '../shared/logger.ts';
+import { logger } from '../shared/platform/logger.ts';
 import { createPostgresEventStore } from '../shared/events/index.ts';
 import { generateEvents } from './generate.ts';
 import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';

@@ -6,8 +6,8 @@ import http from 'node:http';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createAccount } from '../test/helpers.ts';
-import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { ensureDatabase } from '../shared/platform/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/platform/db/orm.ts';
 import { cpuMeter, percentile } from './stats.ts';
 
 export const BENCH_DATABASE_URL =

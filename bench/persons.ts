@@ -18,7 +18,7 @@ import http from 'node:http';
 import os from 'node:os';
 import pg from 'pg';
 import { createAccount, type TestAccount } from '../test/helpers.ts';
-import { rows } from '../shared/db/sql.ts';
+import { rows } from '../shared/platform/db/sql.ts';
 import { dropPersonPropertyIndexes, indexPersonProperty, personPropertyIndexes } from '../shared/persons/index.ts';
 import { findPerson, personListFilter } from '../shared/persons/index.ts';
 import {

@@ -4,7 +4,7 @@
 // Run 2: the same rows again, plus one row of a project that keeps everything, so the month must stay
 // and the run deletes the rows by range in chunks (DELETION_CHUNK_SIZE). Prints both runs' times, the
 // drop statement's own time (lock, check, drop) and the count the run's record needs beforehand.
-import { config } from '../shared/config.ts';
+import { config } from '../shared/platform/config.ts';
 import { runRetention } from '../shared/retention/index.ts';
 import { createAccount } from '../test/helpers.ts';
 import { benchSetup } from './harness.ts';

@@ -3,7 +3,7 @@
 // unless --force is given; with --if-new it then only migrates and succeeds (Docker's one-shot).
 import { parseArgs } from 'node:util';
 import { bootstrapInstall, userCount } from '../shared/accounts/index.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { initOrm, migrate } from '../shared/platform/db/orm.ts';
 
 const { values } = parseArgs({
   options: {

@@ -21,8 +21,8 @@ import {
   setMembership,
   setUserActive,
 } from '../shared/accounts/index.ts';
-import { config } from '../shared/config.ts';
-import { initOrm, migrationStates, type MigrationState } from '../shared/db/orm.ts';
+import { config } from '../shared/platform/config.ts';
+import { initOrm, migrationStates, type MigrationState } from '../shared/platform/db/orm.ts';
 import { cancelDeletion } from '../shared/deletions/index.ts';
 import { deletionReceipt } from '../shared/deletions/index.ts';
 import {
@@ -33,13 +33,13 @@ import {
   releaseDeletions,
   retryFailedDeletion,
 } from '../shared/deletions/index.ts';
-import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/queues.ts';
-import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
-import { isoTimestamp } from '../shared/time.ts';
-import { defaultSchedules, nextRun, recordedSchedules, setSchedule } from '../shared/schedules.ts';
-import { JOBS } from '../shared/jobs.ts';
+import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/platform/queues.ts';
+import { createApiRedis, type RedisConnection } from '../shared/platform/redis.ts';
+import { isoTimestamp } from '../shared/platform/time.ts';
+import { defaultSchedules, nextRun, recordedSchedules, setSchedule } from '../shared/platform/schedules.ts';
+import { JOBS } from '../shared/platform/jobs.ts';
 import { sql } from 'kysely';
-import { db } from '../shared/db/kysely.ts';
+import { db } from '../shared/platform/db/kysely.ts';
 import {
   dropPersonPropertyIndexes,
   indexPersonProperty,
@@ -47,7 +47,7 @@ import {
   PROPERTY_INDEX_KINDS,
   personPropertyIndexes,
 } from '../shared/persons/index.ts';
-import { storableText } from '../shared/db/property-filters.ts';
+import { storableText } from '../shared/platform/db/property-filters.ts';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import { createClickHouseEventStore } from '../shared/events/index.ts';
 import { backfillEvents } from '../shared/events/index.ts';

@@ -1,8 +1,8 @@
 // `npm run migrate`: creates the database when it does not exist yet and applies pending migrations
 // to DATABASE_URL (the one command, with `npm start` and `npm run bootstrap`, that changes the schema).
-import { config } from '../shared/config.ts';
-import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { config } from '../shared/platform/config.ts';
+import { ensureDatabase } from '../shared/platform/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/platform/db/orm.ts';
 import { createEventStore } from '../shared/events/index.ts';
 
 await ensureDatabase(config.databaseDirectUrl);

@@ -9,9 +9,9 @@ import {
   installOwner,
   userCount,
 } from '../shared/accounts/index.ts';
-import { config } from '../shared/config.ts';
-import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { config } from '../shared/platform/config.ts';
+import { ensureDatabase } from '../shared/platform/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/platform/db/orm.ts';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const services = spawnSync('bash', ['scripts/ensure-services.sh'], { cwd: root, stdio: 'inherit' });

@@ -4,7 +4,7 @@ import type { EventStore } from '../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../shared/events/postgres.ts';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { vi } from 'vitest';
-import { initOrm } from '../shared/db/orm.ts';
+import { initOrm } from '../shared/platform/db/orm.ts';
 import { sql } from './db.ts';
 
 export interface Row {
@@ -80,7 +80,7 @@ export async function eventRowsRead<T>(
   const events = createPostgresEventStore(orm, { deleteChunk: 10_000 });
   const conn = orm.em.getConnection();
   // Statements in a transaction go through the connection; those outside one straight to the pool
-  // (shared/db/sql.ts, rows): both are recorded, in the order they ran.
+  // (shared/platform/db/sql.ts, rows): both are recorded, in the order they ran.
   const pool = (await conn.getNativeClient()) as unknown as { query: (sql: string) => Promise<unknown> };
   const spy = vi.spyOn(conn, 'execute');
   const poolSpy = vi.spyOn(pool, 'query');

@@ -5,8 +5,8 @@
 // the temporary directory are removed (test/chdb-directories.ts).
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { ensureDatabase } from '../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { ensureDatabase } from '../shared/platform/db/ensure-database.ts';
+import { initOrm, migrate } from '../shared/platform/db/orm.ts';
 import { removeStaleChdbDirectories } from './chdb-directories.ts';
 import { missingPackages } from './packages.ts';
 

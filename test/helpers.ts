@@ -9,11 +9,11 @@ import { afterAll } from 'vitest';
 import type { Job, Queue } from 'bullmq';
 import { createApp, listen } from '../api/app.ts';
 import { createOrganization, createPersonalApiKey, createProject, createUser } from '../shared/accounts/service.ts';
-import { loadConfig, type Config } from '../shared/config.ts';
-import { initOrm, migrate } from '../shared/db/orm.ts';
+import { loadConfig, type Config } from '../shared/platform/config.ts';
+import { initOrm, migrate } from '../shared/platform/db/orm.ts';
 import pg from 'pg';
-import { createApiRedis, type RedisConnection } from '../shared/redis.ts';
-import { createQueues } from '../shared/queues.ts';
+import { createApiRedis, type RedisConnection } from '../shared/platform/redis.ts';
+import { createQueues } from '../shared/platform/queues.ts';
 import { startAuthCache } from '../api/http/auth-cache.ts';
 import { startFlagCache } from '../api/flags/cache.ts';
 import { startSuppressionCache } from '../api/capture/suppression-cache.ts';
@@ -201,9 +201,9 @@ export const uniqueRedisPrefix = () => `t-${randomUUID().slice(0, 8)}`;
 
 /** An in-process worker (real BullMQ on the real Redis) under `redisPrefix`. */
 export async function startTestWorker(redisPrefix: string, overrides: (config: Config) => void = () => undefined) {
-  const { createWorkerRedis } = await import('../shared/redis.ts');
+  const { createWorkerRedis } = await import('../shared/platform/redis.ts');
   const { startWorkers } = await import('../worker/runtime.ts');
-  const { logger } = await import('../shared/logger.ts');
+  const { logger } = await import('../shared/platform/logger.ts');
   const config = loadConfig();
   config.redisPrefix = redisPrefix;
   overrides(config);

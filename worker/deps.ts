@@ -1,8 +1,8 @@
 import type { MikroORM } from '@mikro-orm/postgresql';
-import type { RedisConnection } from '../shared/redis.ts';
-import type { Config } from '../shared/config.ts';
-import type { Logger } from '../shared/logger.ts';
-import type { Queues } from '../shared/queues.ts';
+import type { RedisConnection } from '../shared/platform/redis.ts';
+import type { Config } from '../shared/platform/config.ts';
+import type { Logger } from '../shared/platform/logger.ts';
+import type { Queues } from '../shared/platform/queues.ts';
 import type { EventStore } from '../shared/events/index.ts';
 
 export interface WorkerDeps {

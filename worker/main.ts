@@ -1,13 +1,13 @@
 // `npm run start:worker`: one worker process. Start it N times to scale out; BullMQ hands each
 // job to one worker, and a stalled job (its worker died) is picked up by another.
-import { config } from '../shared/config.ts';
-import { initOrm } from '../shared/db/orm.ts';
-import { logger, repeatingErrorLog } from '../shared/logger.ts';
-import { createWorkerRedis } from '../shared/redis.ts';
+import { config } from '../shared/platform/config.ts';
+import { initOrm } from '../shared/platform/db/orm.ts';
+import { logger, repeatingErrorLog } from '../shared/platform/logger.ts';
+import { createWorkerRedis } from '../shared/platform/redis.ts';
 import type { WorkerDeps } from './deps.ts';
 import { startWorkerMetrics } from './metrics.ts';
 import { startWorkers } from './runtime.ts';
-import { createQueues } from '../shared/queues.ts';
+import { createQueues } from '../shared/platform/queues.ts';
 import { createEventStore } from '../shared/events/index.ts';
 
 const orm = await initOrm();

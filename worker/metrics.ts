@@ -17,8 +17,8 @@ import {
   pushWorkerMetrics,
   registerConnectionMetrics,
   removeWorkerMetrics,
-} from '../shared/metrics.ts';
-import { withTimeout } from '../shared/timeout.ts';
+} from '../shared/platform/metrics.ts';
+import { withTimeout } from '../shared/platform/timeout.ts';
 
 export interface WorkerMetricsOptions {
   /** 0: no HTTP server (the default). */

@@ -3,13 +3,13 @@
 // re-creates the schedulers whenever its Redis connection comes back (an empty Redis after a restart
 // without persistence, or a failover) or a reconcile finds one missing.
 import { MetricsTime, UnrecoverableError, Worker, type Job } from 'bullmq';
-import { QUEUE_NAMES, queuePrefix, type Queues } from '../shared/queues.ts';
-import { JOBS, type JobKind } from '../shared/jobs.ts';
-import { withTimeout } from '../shared/timeout.ts';
+import { QUEUE_NAMES, queuePrefix, type Queues } from '../shared/platform/queues.ts';
+import { JOBS, type JobKind } from '../shared/platform/jobs.ts';
+import { withTimeout } from '../shared/platform/timeout.ts';
 import type { WorkerDeps } from './deps.ts';
 import { processors, reconcilers, type Processor } from './jobs/index.ts';
-import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/schedules.ts';
-import { repeatingErrorLog } from '../shared/logger.ts';
+import { defaultSchedules, recordedSchedules, type Schedule } from '../shared/platform/schedules.ts';
+import { repeatingErrorLog } from '../shared/platform/logger.ts';
 
 /** The job kind of a queue's job name. */
 const kindOf = (queue: keyof Queues, name: string) =>

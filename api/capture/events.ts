@@ -4,7 +4,7 @@
 // (timestamps out of range, NUL and lone surrogates, nesting too deep), and each such event gets an
 // ingestion warning (shared/ingestion/warnings.ts).
 import { randomUUID } from 'node:crypto';
-import { isUuid } from '../../shared/db/sql.ts';
+import { isUuid } from '../../shared/platform/db/sql.ts';
 import type { IngestEvent } from '../../shared/ingestion/index.ts';
 import { clipped, type IngestionWarningInput } from '../../shared/ingestion/index.ts';
 import { captureError } from './decode.ts';
@@ -216,7 +216,7 @@ const givenUuid = (raw: Record<string, unknown>) =>
 /**
  * The size of the Kafka message PostHog's capture produces for an event, the one its per-event limit
  * bounds (KAFKA_PRODUCER_MESSAGE_MAX_BYTES, librdkafka's message.max.bytes, default 1 000 000: see
- * maxEventBytes in shared/config.ts): the event's JSON as the envelope's `data` string (its quotes and
+ * maxEventBytes in shared/platform/config.ts): the event's JSON as the envelope's `data` string (its quotes and
  * backslashes escaped once more) with the envelope's other fields. The client's address, unknown here,
  * is counted as the longest IPv6 text, so an event that fits here fits there.
  */

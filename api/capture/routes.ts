@@ -8,7 +8,7 @@ import { ingestEvents } from '../../shared/ingestion/index.ts';
 import { recordWarnings } from '../../shared/ingestion/index.ts';
 import { ApiError } from '../http/errors.ts';
 import { countDropped, directLookup, dropSuppressed } from '../../shared/deletions/index.ts';
-import { logger } from '../../shared/logger.ts';
+import { logger } from '../../shared/platform/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
 import { eventsOf, requestOf } from './events.ts';
 import { projectIdByApiToken } from './project-cache.ts';

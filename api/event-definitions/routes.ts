@@ -1,7 +1,7 @@
-import { isUuid } from '../../shared/db/sql.ts';
+import { isUuid } from '../../shared/platform/db/sql.ts';
 import { changeDefinition, EventDefinitionInputError, removeDefinition } from '../../shared/event-definitions/index.ts';
 import * as store from '../../shared/event-definitions/index.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, type ApiContext, defineRoute } from '../http/routes.ts';

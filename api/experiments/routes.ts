@@ -2,8 +2,8 @@ import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import * as store from '../../shared/experiments/index.ts';
-import { withTimeout } from '../../shared/timeout.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { withTimeout } from '../../shared/platform/timeout.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import {
   anyJson,
   dateTime,
@@ -32,7 +32,7 @@ import {
   resetGuardrails,
   updateExperiment,
 } from '../../shared/experiments/index.ts';
-import { enqueue } from '../../shared/jobs.ts';
+import { enqueue } from '../../shared/platform/jobs.ts';
 
 const P = '/api/projects/:project_id/experiments';
 const ID = integerIdParam('experiment');

@@ -2,7 +2,7 @@
 // creator and saved-metric links joined in).
 import type { HoldoutRow, SavedMetricRow } from '../../shared/experiments/index.ts';
 import type { ExperimentRow } from '../../shared/experiments/index.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import {
   anyJson,
   dateTime,

@@ -4,8 +4,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Context } from 'koa';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { AuthCache } from './auth-cache.ts';
-import { hashPersonalApiKey } from '../../shared/auth/tokens.ts';
-import { scopesGrant } from '../../shared/auth/scopes.ts';
+import { hashPersonalApiKey } from '../../shared/platform/auth/tokens.ts';
+import { scopesGrant } from '../../shared/platform/auth/scopes.ts';
 import { authenticationFailed, notAuthenticated, notFound, permissionDenied } from './errors.ts';
 import {
   firstProjectIdOf,

@@ -2,7 +2,7 @@
 // reconnecting with a growing delay. The in-process caches (auth, flag definitions) rest on it: they
 // serve from memory only while `listening`, and drop what they hold on every change it reports.
 import pg from 'pg';
-import { logger } from '../../shared/logger.ts';
+import { logger } from '../../shared/platform/logger.ts';
 
 const MAX_RECONNECT_DELAY_MS = 30_000;
 

@@ -1,5 +1,5 @@
 import type { Context } from 'koa';
-import type { Page } from '../../shared/db/paged.ts';
+import type { Page } from '../../shared/platform/db/paged.ts';
 
 export const DEFAULT_PAGE_SIZE = 100;
 

@@ -17,7 +17,7 @@ import {
   type JsonSchema,
 } from './validation.ts';
 import type { AppDeps } from '../deps.ts';
-import type { Actor } from '../../shared/activity-log.ts';
+import type { Actor } from '../../shared/platform/activity-log.ts';
 
 export type HttpMethod = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE' | 'OPTIONS';
 

@@ -3,9 +3,9 @@
 // credentials. If Redis does not answer, both count in this process instead (LocalWindows): limits
 // then hold per API process rather than for the install, but never lapse.
 import { createHash } from 'node:crypto';
-import type { RedisConnection } from '../../shared/redis.ts';
+import type { RedisConnection } from '../../shared/platform/redis.ts';
 import { throttled } from './errors.ts';
-import { logger } from '../../shared/logger.ts';
+import { logger } from '../../shared/platform/logger.ts';
 
 export interface ThrottleSettings {
   enabled: boolean;

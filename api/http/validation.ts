@@ -4,7 +4,7 @@
 import { Ajv, type ErrorObject, type FormatDefinition, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { validationError, type ApiError } from './errors.ts';
-import { isStorableInstant } from '../../shared/time.ts';
+import { isStorableInstant } from '../../shared/platform/time.ts';
 
 export type JsonSchema = Record<string, unknown>;
 

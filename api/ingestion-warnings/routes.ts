@@ -1,7 +1,7 @@
 // PostHog's ingestion warnings list: the events capture accepted (200) but dropped or stored altered in
 // the last 30 days, one summary per type with its most recent examples.
 import { warningSummaries, type WarningSummary } from '../../shared/ingestion/index.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { defineRoute } from '../http/routes.ts';
 import { dateTime, openObject, record } from '../http/schemas.ts';
 

@@ -14,7 +14,7 @@ import {
   type OperatorDeletionFilter,
   type OperatorDeletionView,
 } from '../../shared/deletions/index.ts';
-import { defaultSchedules, nextRun, recordedSchedules } from '../../shared/schedules.ts';
+import { defaultSchedules, nextRun, recordedSchedules } from '../../shared/platform/schedules.ts';
 import type { AppDeps } from '../deps.ts';
 import { notFound, validationError } from '../http/errors.ts';
 

@@ -9,10 +9,10 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Queue } from 'bullmq';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { deletionAges, deletionCountsByStatus, type DeletionStatus } from '../../shared/deletions/index.ts';
-import { logger } from '../../shared/logger.ts';
-import { mergeExpositions, readWorkerMetrics } from '../../shared/metrics.ts';
-import type { RedisConnection } from '../../shared/redis.ts';
-import { withTimeout } from '../../shared/timeout.ts';
+import { logger } from '../../shared/platform/logger.ts';
+import { mergeExpositions, readWorkerMetrics } from '../../shared/platform/metrics.ts';
+import type { RedisConnection } from '../../shared/platform/redis.ts';
+import { withTimeout } from '../../shared/platform/timeout.ts';
 import type { AppDeps } from '../deps.ts';
 
 const SOURCE_TIMEOUT_MS = 2000;

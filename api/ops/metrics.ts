@@ -5,9 +5,9 @@
 // count them N times.
 import type { Context } from 'koa';
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { logger } from '../../shared/logger.ts';
-import { processRegistry, registerConnectionMetrics } from '../../shared/metrics.ts';
-import { withTimeout } from '../../shared/timeout.ts';
+import { logger } from '../../shared/platform/logger.ts';
+import { processRegistry, registerConnectionMetrics } from '../../shared/platform/metrics.ts';
+import { withTimeout } from '../../shared/platform/timeout.ts';
 import type { AppDeps } from '../deps.ts';
 import { enforceThrottle } from '../http/throttle.ts';
 

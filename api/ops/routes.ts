@@ -1,5 +1,5 @@
-import { logger } from '../../shared/logger.ts';
-import { withTimeout } from '../../shared/timeout.ts';
+import { logger } from '../../shared/platform/logger.ts';
+import { withTimeout } from '../../shared/platform/timeout.ts';
 import { sameSecret } from '../http/auth.ts';
 import { authenticationFailed, notAuthenticated, notFound } from '../http/errors.ts';
 import { defineRoute, type RouteContext } from '../http/routes.ts';
@@ -7,8 +7,8 @@ import { guardCredentialCheck } from '../http/throttle.ts';
 import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
-import { rows } from '../../shared/db/sql.ts';
-import { migrationStates } from '../../shared/db/orm.ts';
+import { rows } from '../../shared/platform/db/sql.ts';
+import { migrationStates } from '../../shared/platform/db/orm.ts';
 import { shippingLag } from '../../shared/events/index.ts';
 
 /**

@@ -1,4 +1,4 @@
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import type { ProjectRow } from '../http/auth.ts';
 import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
 import { dateTime, nullableString, openObject, record } from '../http/schemas.ts';

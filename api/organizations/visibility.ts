@@ -8,7 +8,7 @@ import {
   projectsOfUser,
   type ProjectRow,
 } from '../../shared/accounts/index.ts';
-import { isUuid } from '../../shared/db/sql.ts';
+import { isUuid } from '../../shared/platform/db/sql.ts';
 import type { AuthenticatedKey } from '../http/auth.ts';
 import { notFound, permissionDenied } from '../http/errors.ts';
 

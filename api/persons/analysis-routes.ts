@@ -1,9 +1,9 @@
-import { activityPage as storedActivityPage } from '../../shared/activity-log.ts';
+import { activityPage as storedActivityPage } from '../../shared/platform/activity-log.ts';
 import type { Page, PersonIdPage } from '../../shared/events/index.ts';
 import { personCohorts as cohortsOfPerson } from '../../shared/cohorts/index.ts';
 import { personUpdateOf } from '../../shared/ingestion/index.ts';
 import { applyPropertyUpdate } from '../../shared/persons/index.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type RouteContext } from '../http/routes.ts';

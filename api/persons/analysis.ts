@@ -2,7 +2,7 @@
 // and checked as PostHog takes them; the computing is shared/events/analytics.ts.
 import { type FunnelParams, LIFECYCLE_TYPES, type LifecycleType } from '../../shared/events/index.ts';
 import { validationError } from '../http/errors.ts';
-import { isStorableInstant, parseStorableDate } from '../../shared/time.ts';
+import { isStorableInstant, parseStorableDate } from '../../shared/platform/time.ts';
 
 const MAX_STEPS = 10;
 

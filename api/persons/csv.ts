@@ -4,7 +4,7 @@
 // the route middleware applies when the query says format=csv.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Readable } from 'node:stream';
-import type { SqlFragment } from '../../shared/db/property-filters.ts';
+import type { SqlFragment } from '../../shared/platform/db/property-filters.ts';
 import { csvExtent, type ListKey, personsAfter, propertyPaths } from '../../shared/persons/index.ts';
 import { personListRow, type PersonWithIds } from './serializers.ts';
 

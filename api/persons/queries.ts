@@ -2,9 +2,9 @@
 // their 400/404 answers. The SQL is in shared/persons/store.ts; the list is shared by JSON, CSV and
 // the analysis endpoints (funnel, lifecycle) that return persons.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { isUuid } from '../../shared/db/sql.ts';
+import { isUuid } from '../../shared/platform/db/sql.ts';
 import type { EventStore } from '../../shared/events/index.ts';
-import { FilterError, type SqlFragment } from '../../shared/db/property-filters.ts';
+import { FilterError, type SqlFragment } from '../../shared/platform/db/property-filters.ts';
 import * as store from '../../shared/persons/index.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import type { PersonWithIds } from './serializers.ts';

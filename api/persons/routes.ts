@@ -1,7 +1,7 @@
 // Persons: list, retrieve, property changes and deletion. Analysis views are in analysis-routes.ts.
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
-import type { Actor } from '../../shared/activity-log.ts';
+import type { Actor } from '../../shared/platform/activity-log.ts';
 import { actorOf, defineRoute } from '../http/routes.ts';
 import { rejectUnstorableValues } from '../http/json.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT, personsCsv, personsToCsv } from './csv.ts';
@@ -21,7 +21,7 @@ import {
   dryRunSchema,
 } from './deletion-requests.ts';
 import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/index.ts';
-import { requeueDeletions } from '../../shared/queues.ts';
+import { requeueDeletions } from '../../shared/platform/queues.ts';
 
 const P = '/api/projects/:project_id/persons';
 // The JSON answer as one CSV row per object (a person, a deletion result).

@@ -1,6 +1,6 @@
 // Person shapes: the detail record and the seed's list row (both with the integer id), and
 // PostHog's actor item (id = uuid) that the analysis views (funnel, lifecycle people) answer.
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { orderedDistinctIds } from '../../shared/persons/index.ts';
 import type { PersonWithIds } from '../../shared/persons/index.ts';
 import { anyJson, dateTime, nullableDateTime, openObject, record, stringArray } from '../http/schemas.ts';

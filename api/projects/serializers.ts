@@ -1,5 +1,5 @@
 import type { ProjectRow } from '../http/auth.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import {
   dateTime,
   nullableInteger,

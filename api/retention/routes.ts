@@ -1,8 +1,8 @@
 import type { RetentionCounts } from '../../shared/retention/index.ts';
 import { previewRetention } from '../../shared/retention/index.ts';
 import { type RetentionRunRow, retentionRunPage } from '../../shared/retention/index.ts';
-import { defaultSchedules, nextRun, RETENTION_SCHEDULER, recordedSchedules } from '../../shared/schedules.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { defaultSchedules, nextRun, RETENTION_SCHEDULER, recordedSchedules } from '../../shared/platform/schedules.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute } from '../http/routes.ts';
 import { dateTime, nullableDateTime, nullableInteger, record, stringArray } from '../http/schemas.ts';

@@ -1,6 +1,6 @@
 // Introspection: what a client's key is and whose it is, in PostHog's shapes.
 import { findPersonalApiKey, findUserWithCurrent } from '../../shared/accounts/index.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { projectBasic, projectBasicSchema } from '../projects/serializers.ts';
 import { authenticationFailed } from '../http/errors.ts';
 import { defineRoute } from '../http/routes.ts';

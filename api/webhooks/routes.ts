@@ -11,7 +11,7 @@ import {
   WEBHOOK_URL_MAX_LENGTH,
   WebhookInputError,
 } from '../../shared/webhooks/index.ts';
-import { isoTimestamp } from '../../shared/time.ts';
+import { isoTimestamp } from '../../shared/platform/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { defineRoute, type ApiContext } from '../http/routes.ts';

@@ -9,7 +9,7 @@
 import { Router } from '@koa/router';
 import Koa from 'koa';
 import pg from 'pg';
-import { config } from '../../shared/config.ts';
+import { config } from '../../shared/platform/config.ts';
 
 const pool = new pg.Pool({ connectionString: config.databaseUrl, max: config.databasePoolMax });
 const app = new Koa();

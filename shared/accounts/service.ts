@@ -9,11 +9,11 @@ import {
   generateProjectApiToken,
   hashPersonalApiKey,
   maskPersonalApiKey,
-} from '../auth/tokens.ts';
-import { isValidScope } from '../auth/scopes.ts';
-import { db, type DB, prepared } from '../db/kysely.ts';
-import { isUuid } from '../db/sql.ts';
-import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from '../entities/index.ts';
+} from '../platform/auth/tokens.ts';
+import { isValidScope } from '../platform/auth/scopes.ts';
+import { db, type DB, prepared } from '../platform/db/kysely.ts';
+import { isUuid } from '../platform/db/sql.ts';
+import { Organization, OrganizationMembership, PersonalApiKey, Project, User } from '../platform/entities/index.ts';
 
 /** A project as its table holds it (what a project route sees as `ctx.state.project`). */
 export type ProjectRow = Selectable<DB['project']>;

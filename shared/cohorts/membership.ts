@@ -14,10 +14,10 @@ import {
   type PropertyFilterItem,
   type SpecialFilter,
   type SqlFragment,
-} from '../db/property-filters.ts';
-import { isStorableInstant } from '../time.ts';
-import { db } from '../db/kysely.ts';
-import { pgArray, rows } from '../db/sql.ts';
+} from '../platform/db/property-filters.ts';
+import { isStorableInstant } from '../platform/time.ts';
+import { db } from '../platform/db/kysely.ts';
+import { pgArray, rows } from '../platform/db/sql.ts';
 
 /** The cohorts of these ids (an id past the integer column's range names none: no query for it). */
 const cohortsIn = async (em: EntityManager, projectId: number, ids: number[]) => {

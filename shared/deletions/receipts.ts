@@ -15,9 +15,9 @@ import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sig
 import type { KeyObject } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Expression, sql } from 'kysely';
-import { db } from '../db/kysely.ts';
-import { pagedSelect } from '../db/paged.ts';
-import { run } from '../db/sql.ts';
+import { db } from '../platform/db/kysely.ts';
+import { pagedSelect } from '../platform/db/paged.ts';
+import { run } from '../platform/db/sql.ts';
 import type { DeletedKeyCount } from '../events/index.ts';
 
 export const RECEIPT_ALGORITHM = 'Ed25519';

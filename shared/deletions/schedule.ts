@@ -2,7 +2,7 @@
 // window last opened (from its cron), so a worker can release overdue requests from PostgreSQL
 // alone, whether or not Redis still holds the schedulers.
 import { CronExpressionParser } from 'cron-parser';
-import type { Schedule } from '../schedules.ts';
+import type { Schedule } from '../platform/schedules.ts';
 
 export type DeletionType = 'person_events' | 'person_recordings';
 /**

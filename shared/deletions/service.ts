@@ -4,13 +4,13 @@
 // the persons' distinct ids suppressed (suppress=true: capture drops their later events) and unsuppressed.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
-import { recordActivity, type Actor } from '../activity-log.ts';
-import type { Config } from '../config.ts';
+import { recordActivity, type Actor } from '../platform/activity-log.ts';
+import type { Config } from '../platform/config.ts';
 import type { EventStore } from '../events/index.ts';
 import { canonicalJson } from '../experiments/index.ts';
 import { deletePersonRows, type PersonWithIds } from '../persons/index.ts';
-import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../queues.ts';
-import { defaultSchedules, readSchedules } from '../schedules.ts';
+import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../platform/queues.ts';
+import { defaultSchedules, readSchedules } from '../platform/schedules.ts';
 import { deletionCrons, nextWindowStart, type DeletionMode } from './schedule.ts';
 import { liftSuppressions, recordSuppressions } from './suppression.ts';
 import {

@@ -3,10 +3,10 @@
 // completes or fails them. A request's row is the source of truth; queue jobs carry only its id.
 import { raw, type EntityManager } from '@mikro-orm/postgresql';
 import { type Expression, type ExpressionBuilder, type Selection, sql } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
-import { pagedSelect } from '../db/paged.ts';
-import { AsyncDeletion, type AsyncDeletionRow } from '../entities/index.ts';
-import { isoTimestamp } from '../time.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { pagedSelect } from '../platform/db/paged.ts';
+import { AsyncDeletion, type AsyncDeletionRow } from '../platform/entities/index.ts';
+import { isoTimestamp } from '../platform/time.ts';
 import type { DeletionMode, DeletionType } from './schedule.ts';
 import type { EventStore } from '../events/index.ts';
 

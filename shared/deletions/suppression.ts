@@ -4,7 +4,7 @@
 // capture reads them through a `SuppressionLookup` (the API process's cache, or PostgreSQL directly).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, sql } from 'kysely';
-import { type DB, db, prepared } from '../db/kysely.ts';
+import { type DB, db, prepared } from '../platform/db/kysely.ts';
 import { mergePartner, type IngestEvent } from '../ingestion/index.ts';
 import type { IngestionWarningInput } from '../ingestion/index.ts';
 

@@ -2,7 +2,7 @@
 // one per request and transition, queued in the transaction of the transition (shared/webhooks/).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
+import { db } from '../platform/db/kysely.ts';
 import { queueWebhookEvents } from '../webhooks/index.ts';
 import { deletionRequestsByIds } from './store.ts';
 

@@ -3,7 +3,7 @@
 // edits (store.ts); the event store calls it in the transaction that stores the events.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { run } from '../db/sql.ts';
+import { run } from '../platform/db/sql.ts';
 
 /** last_seen_at moves at most this often per definition (PostHog throttles these writes too). */
 const LAST_SEEN_RESOLUTION_SECONDS = 60;

@@ -2,7 +2,7 @@
 // owner must belong to the organization, verifying records who and when; every change is logged.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isOrganizationMember } from '../accounts/index.ts';
-import { type ActivityChange, type Actor, recordActivity } from '../activity-log.ts';
+import { type ActivityChange, type Actor, recordActivity } from '../platform/activity-log.ts';
 import { type DefinitionChange, type DefinitionRow, deleteDefinition, updateDefinition } from './store.ts';
 
 /** Input an event-definition rule refuses: the message and the field (PostHog's `attr`). */

@@ -2,10 +2,10 @@
 // that ingestion makes (shared/events/store.ts writes definitions together with the events).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
-import { type Page, pagedSelect } from '../db/paged.ts';
-import { containsPattern } from '../db/sql.ts';
-import { userBasicOf } from '../db/user-basic.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { type Page, pagedSelect } from '../platform/db/paged.ts';
+import { containsPattern } from '../platform/db/sql.ts';
+import { userBasicOf } from '../platform/db/user-basic.ts';
 import { forgetEventDefinition } from './seen.ts';
 
 const selectDefinitions = (em: EntityManager) =>

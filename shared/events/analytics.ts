@@ -13,10 +13,10 @@ import {
   noEventColumns,
 } from './event-store.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
-import type { SqlFragment } from '../db/property-filters.ts';
+import type { SqlFragment } from '../platform/db/property-filters.ts';
 import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
-import { pgArray, rows, run } from '../db/sql.ts';
+import { db } from '../platform/db/kysely.ts';
+import { pgArray, rows, run } from '../platform/db/sql.ts';
 
 export interface FunnelParams {
   steps: string[];

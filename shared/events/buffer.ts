@@ -20,8 +20,8 @@
 // retention's counts add ClickHouse's events in those ranges to PostgreSQL's (create.ts).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
-import { quoteIdent, rows, run } from '../db/sql.ts';
+import { db } from '../platform/db/kysely.ts';
+import { quoteIdent, rows, run } from '../platform/db/sql.ts';
 import { indexOrdered, SHIPMENT_TARGET, ZERO_UUID } from './shipper.ts';
 import { eventPartitions } from './store.ts';
 

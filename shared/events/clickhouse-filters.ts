@@ -8,8 +8,8 @@
 // there (the same for ordinary patterns; one JavaScript refuses matches nothing), numbers are
 // Float64 here and numeric there (digits past the 15th, text such as '0x10'), and dates are read by
 // parseDateTime64BestEffort here and timestamptz's input there (the same for ISO 8601).
-import { propertyFiltersSql, type PropertyFilterItem } from '../db/property-filters.ts';
-import { parseStorableDate } from '../time.ts';
+import { propertyFiltersSql, type PropertyFilterItem } from '../platform/db/property-filters.ts';
+import { parseStorableDate } from '../platform/time.ts';
 
 type Scalar = string | number | boolean;
 

@@ -9,7 +9,7 @@
 // them in; here personless events (no person_id) and persons merged long after their events count
 // correctly with no rewrite of events, and a deleted person drops out as soon as its rows do.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows } from '../db/sql.ts';
+import { rows } from '../platform/db/sql.ts';
 import type { ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
 
 /** Brings the project's mirror up to date; returns how many mappings were written. */

@@ -9,7 +9,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash, randomUUID } from 'node:crypto';
 import { lifecyclePersonIds, personIdPageOf } from './analytics.ts';
-import { pgArray } from '../db/sql.ts';
+import { pgArray } from '../platform/db/sql.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { TrimmedRange } from './buffer.ts';

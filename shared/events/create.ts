@@ -1,7 +1,7 @@
 // The one place an event store is built from configuration (EVENT_STORE).
 import { createClient } from '@clickhouse/client';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import type { Config } from '../config.ts';
+import type { Config } from '../platform/config.ts';
 import { sameRanges, type TrimmedRange, trimmedRanges } from './buffer.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from './clickhouse.ts';
 import type { EventStore, PersonEventCount } from './event-store.ts';

@@ -2,7 +2,7 @@
 // plans with them): which projects a partition holds, deleting a project's old rows in chunks, and
 // dropping a partition that holds only projects past their retention line. Raw SQL: partitions have no entity.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { quoteIdent, rows, run } from '../db/sql.ts';
+import { quoteIdent, rows, run } from '../platform/db/sql.ts';
 import { eventPartitions } from './store.ts';
 
 /**

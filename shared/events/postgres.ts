@@ -1,7 +1,7 @@
 // The PostgreSQL event store: the monthly-partitioned `event` table (the default engine). Analytics
 // statements are in analytics.ts and writes in store.ts; deleting a person's events is here.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
-import { namedStatement, pgArray, rows, run } from '../db/sql.ts';
+import { namedStatement, pgArray, rows, run } from '../platform/db/sql.ts';
 import {
   experimentEvents,
   funnelCorrelationPersonIds,
@@ -10,7 +10,7 @@ import {
   lifecyclePersonIds,
   propertiesTimelineEvents,
 } from './analytics.ts';
-import { propertyFiltersSql } from '../db/property-filters.ts';
+import { propertyFiltersSql } from '../platform/db/property-filters.ts';
 import type {
   DeletedKeyCount,
   DeletionHooks,

@@ -23,8 +23,8 @@
 // every read counts by uuid, so a project backfilled early costs only the second copy's bytes.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
-import { rows, run } from '../db/sql.ts';
+import { db } from '../platform/db/kysely.ts';
+import { rows, run } from '../platform/db/sql.ts';
 import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
 import { mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
 

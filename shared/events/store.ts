@@ -1,7 +1,7 @@
 // Writing events: one implementation for capture and for the person endpoints that record the
 // event equivalent to their change ($set, $delete_person_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows, runBound } from '../db/sql.ts';
+import { rows, runBound } from '../platform/db/sql.ts';
 import { type DefinitionKey, upsertEventDefinitions } from '../event-definitions/index.ts';
 
 export interface EventRow {

@@ -14,9 +14,9 @@
 // an earlier day counts once the daily run has recomputed for it.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { EventStore } from '../events/index.ts';
-import { recordActivity } from '../activity-log.ts';
+import { recordActivity } from '../platform/activity-log.ts';
 import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
+import { db } from '../platform/db/kysely.ts';
 import {
   computeCountsSince,
   type ExperimentForResults,

@@ -2,10 +2,10 @@
 // (creator, created/updated times), read with their creator and written through their entities.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
-import { ExperimentHoldout, ExperimentSavedMetric } from '../entities/index.ts';
-import { type DB, db } from '../db/kysely.ts';
-import { type Page, pagedSelect } from '../db/paged.ts';
-import { userBasicOf } from '../db/user-basic.ts';
+import { ExperimentHoldout, ExperimentSavedMetric } from '../platform/entities/index.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { type Page, pagedSelect } from '../platform/db/paged.ts';
+import { userBasicOf } from '../platform/db/user-basic.ts';
 import { jsonb } from './store.ts';
 
 const selectHoldouts = (em: EntityManager) =>

@@ -17,7 +17,7 @@
 // also writes. Both are the same fold (countsFrom), from no state or from the stored one.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
 import {
   type EventStore,
   type ExperimentEventFilter,
@@ -26,7 +26,7 @@ import {
   experimentNames,
   noEventColumns,
 } from '../events/index.ts';
-import { pgArray } from '../db/sql.ts';
+import { pgArray } from '../platform/db/sql.ts';
 import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
 import {
   analyseMetrics,

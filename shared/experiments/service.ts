@@ -3,7 +3,7 @@
 // ExperimentInputError (the API answers it as a 400 validation error).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { recordActivity, type Actor } from '../activity-log.ts';
+import { recordActivity, type Actor } from '../platform/activity-log.ts';
 import { metricFingerprint } from './fingerprint.ts';
 import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from './sequential.ts';
 import { correctionConfig, cupedLookbackDays } from './stats.ts';

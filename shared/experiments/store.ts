@@ -3,11 +3,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Insertable, type InsertObject, sql, type UpdateObject } from 'kysely';
 import { jsonArrayFrom, jsonBuildObject, jsonObjectFrom } from 'kysely/helpers/postgres';
-import { Cohort, Experiment, ExperimentToSavedMetric } from '../entities/index.ts';
-import { type DB, db } from '../db/kysely.ts';
-import { type Page, pagedSelect } from '../db/paged.ts';
-import { containsPattern, rows } from '../db/sql.ts';
-import { userBasicOf } from '../db/user-basic.ts';
+import { Cohort, Experiment, ExperimentToSavedMetric } from '../platform/entities/index.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { type Page, pagedSelect } from '../platform/db/paged.ts';
+import { containsPattern, rows } from '../platform/db/sql.ts';
+import { userBasicOf } from '../platform/db/user-basic.ts';
 import type { FlagFilters } from '../flags/index.ts';
 
 /**

@@ -2,7 +2,7 @@
 // names, and the hash keys that keep a person's variants when they identify (experience continuity).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Kysely } from 'kysely';
-import { type DB, db, prepared } from '../db/kysely.ts';
+import { type DB, db, prepared } from '../platform/db/kysely.ts';
 import type { FlagFilters } from './evaluate.ts';
 
 const activeFlagsStatement = prepared((kysely: Kysely<DB>, projectId: number) =>

@@ -6,7 +6,7 @@ import { definitionsFresh, rememberEventDefinitions } from '../event-definitions
 import { EVENTS_PER_INSERT, storeEvents } from '../events/index.ts';
 import { processesPerson, processPersons, type IngestEvent } from './persons.ts';
 import { sql } from 'kysely';
-import { db } from '../db/kysely.ts';
+import { db } from '../platform/db/kysely.ts';
 import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);

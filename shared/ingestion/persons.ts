@@ -4,7 +4,7 @@
 // concurrent requests for the same distinct ids never create duplicates or lose property updates.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, type Selectable, sql } from 'kysely';
-import { type DB, db, prepared } from '../db/kysely.ts';
+import { type DB, db, prepared } from '../platform/db/kysely.ts';
 import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/index.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
 import { personUuidFor } from '../persons/index.ts';

@@ -3,7 +3,7 @@
 // WARNING_RETENTION_DAYS; the API lists them per type with the most recent examples.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { expressionBuilder, type Selectable, type SqlBool, sql } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
 
 export const WARNING_RETENTION_DAYS = 30;
 

@@ -6,7 +6,7 @@
 // property index`). Each index costs every person write that touches the table, so none is made by default.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash } from 'node:crypto';
-import { rows, run } from '../db/sql.ts';
+import { rows, run } from '../platform/db/sql.ts';
 
 export const PROPERTY_INDEX_KINDS = ['number', 'text', 'date'] as const;
 export type PropertyIndexKind = (typeof PROPERTY_INDEX_KINDS)[number];

@@ -2,7 +2,7 @@
 // events) and the person endpoints (PATCH, update_property, delete_property).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Selectable } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
 
 export type Properties = Record<string, unknown>;
 

@@ -4,7 +4,7 @@
 // persons and their data: shared/deletions/service.ts.)
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
-import { type ActivityChange, type Actor, recordActivity } from '../activity-log.ts';
+import { type ActivityChange, type Actor, recordActivity } from '../platform/activity-log.ts';
 import { storeEvents } from '../events/index.ts';
 import { type PropertyUpdate, updateStoredPersonProperties } from './property-rules.ts';
 import { findPerson, type PersonWithIds, splitDistinctIds } from './store.ts';

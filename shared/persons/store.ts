@@ -6,12 +6,18 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Compilable, type Kysely, type Selectable, sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { cohortFilterResolver } from '../cohorts/index.ts';
-import { type DB, db, kyselyOf, prepared } from '../db/kysely.ts';
-import { type PageResult, pagedSelect } from '../db/paged.ts';
-import { containsPattern, isUuid } from '../db/sql.ts';
+import { type DB, db, kyselyOf, prepared } from '../platform/db/kysely.ts';
+import { type PageResult, pagedSelect } from '../platform/db/paged.ts';
+import { containsPattern, isUuid } from '../platform/db/sql.ts';
 import type { EventStore } from '../events/index.ts';
 import { personUuidFor } from './person-uuid.ts';
-import { filterItems, filterSql, fragmentOf, propertyFiltersSql, type SqlFragment } from '../db/property-filters.ts';
+import {
+  filterItems,
+  filterSql,
+  fragmentOf,
+  propertyFiltersSql,
+  type SqlFragment,
+} from '../platform/db/property-filters.ts';
 import { dateIndexedKeys } from './property-indexes.ts';
 
 /** A person as the endpoints return it: its columns and its distinct ids, in insertion order. */

@@ -1,7 +1,7 @@
 // Retention rules: where a project's line falls for a run, and which monthly event partitions a run
 // may drop whole. Pure functions; the queries are in store.ts, the run in run.ts.
 import type { Selectable } from 'kysely';
-import type { DB } from '../db/kysely.ts';
+import type { DB } from '../platform/db/kysely.ts';
 
 export const DAY_MS = 86_400_000;
 

@@ -2,8 +2,8 @@
 // activity-log entry per change in the same transaction.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
-import { recordActivity, type Actor, type ActivityChange } from '../activity-log.ts';
-import { db } from '../db/kysely.ts';
+import { recordActivity, type Actor, type ActivityChange } from '../platform/activity-log.ts';
+import { db } from '../platform/db/kysely.ts';
 
 /** Settings a PATCH may change: API field → column. */
 const COLUMNS = {

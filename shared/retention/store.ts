@@ -3,8 +3,8 @@
 // (shared/events/partitions.ts); the rules that choose between drops and deletes are in rules.ts.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
-import { type DB, db } from '../db/kysely.ts';
-import { type Page, pagedSelect } from '../db/paged.ts';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { type Page, pagedSelect } from '../platform/db/paged.ts';
 import type { EventStore } from '../events/index.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
 

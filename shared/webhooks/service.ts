@@ -2,7 +2,7 @@
 // any feature reports an event to them, queueWebhookEvent(s), which writes the delivery rows in the
 // caller's transaction (an outbox: an event is never lost because Redis was down). Once that transaction
 // has committed, the caller hands the returned ids to the queue (enqueueWebhookDeliveries in
-// shared/queues.ts); the worker's reconciler picks up any it could not.
+// shared/platform/queues.ts); the worker's reconciler picks up any it could not.
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Webhook } from 'standardwebhooks';

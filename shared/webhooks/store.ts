@@ -3,8 +3,8 @@
 // its BullMQ job carries only its id.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type InferResult, sql } from 'kysely';
-import { db } from '../db/kysely.ts';
-import { type Page, type PageResult, pagedSelect } from '../db/paged.ts';
+import { db } from '../platform/db/kysely.ts';
+import { type Page, type PageResult, pagedSelect } from '../platform/db/paged.ts';
 
 export interface WebhookFields {
   url: string;

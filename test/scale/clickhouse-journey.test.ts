@@ -7,11 +7,11 @@
 import { execFileSync } from 'node:child_process';
 import { createClient } from '@clickhouse/client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../shared/config.ts';
-import { initOrm } from '../../shared/db/orm.ts';
-import { enqueue, type JobKind, type JobData } from '../../shared/jobs.ts';
-import { createQueues } from '../../shared/queues.ts';
-import { createWorkerRedis } from '../../shared/redis.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { enqueue, type JobKind, type JobData } from '../../shared/platform/jobs.ts';
+import { createQueues } from '../../shared/platform/queues.ts';
+import { createWorkerRedis } from '../../shared/platform/redis.ts';
 import { chdbDatabase } from '../clickhouse.ts';
 import { sql } from '../db.ts';
 import { CHECKOUT_METRICS, capture } from '../fixtures.ts';

@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { initOrm } from '../../shared/db/orm.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
 import { sql } from '../db.ts';
 import { call, createAccount, eventually, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
 import { root, startApiProcess, startPgBouncer, startWorkerProcess, type ServiceProcess } from '../services.ts';

@@ -3,9 +3,9 @@
 // one, BullMQ's keys had no hash tag (CROSSSLOT) and the throttle's MULTI failed silently.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { initOrm } from '../../shared/db/orm.ts';
-import { createQueues } from '../../shared/queues.ts';
-import { createWorkerRedis, type RedisConnection } from '../../shared/redis.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { createQueues } from '../../shared/platform/queues.ts';
+import { createWorkerRedis, type RedisConnection } from '../../shared/platform/redis.ts';
 import { sql } from '../db.ts';
 import { call, createAccount, eventually, uniqueRedisPrefix, type TestAccount } from '../helpers.ts';
 import { startApiProcess, startRedisCluster, startWorkerProcess, type ServiceProcess } from '../services.ts';

@@ -5,10 +5,10 @@ import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { Redis } from 'ioredis';
-import { initOrm } from '../../shared/db/orm.ts';
-import { createQueues } from '../../shared/queues.ts';
-import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
-import { loadConfig } from '../../shared/config.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { createQueues } from '../../shared/platform/queues.ts';
+import { defaultSchedules, recordedSchedules } from '../../shared/platform/schedules.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
 import { eventually, uniqueRedisPrefix } from '../helpers.ts';
 import { root, startWorkerProcess, type ServiceProcess } from '../services.ts';
 

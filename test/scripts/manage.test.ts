@@ -9,10 +9,10 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { migrationsList } from '../../shared/db/migrations/index.ts';
+import { migrationsList } from '../../shared/platform/db/migrations/index.ts';
 import { OPERATOR_DELETION_FILTERS, recordDeletionRequests } from '../../shared/deletions/store.ts';
-import { createQueues } from '../../shared/queues.ts';
-import { createApiRedis } from '../../shared/redis.ts';
+import { createQueues } from '../../shared/platform/queues.ts';
+import { createApiRedis } from '../../shared/platform/redis.ts';
 import { main } from '../../scripts/manage.ts';
 import { call, eventually, startApi, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
 

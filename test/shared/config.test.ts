@@ -1,11 +1,11 @@
-// Every setting goes through one validated schema (shared/config.ts): a typo stops start-up naming the
+// Every setting goes through one validated schema (shared/platform/config.ts): a typo stops start-up naming the
 // variable, nothing else reads process.env, and README's Configuration table lists exactly the schema.
 import { execFile } from 'node:child_process';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { loadConfig, SETTINGS_SCHEMA } from '../../shared/config.ts';
+import { loadConfig, SETTINGS_SCHEMA } from '../../shared/platform/config.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const names = () => Object.keys(SETTINGS_SCHEMA.properties).sort();
@@ -131,7 +131,7 @@ describe('configuration', () => {
       return /process\.env\b|\benv(Int|Bool|Cron)\(/.test(source);
     });
     expect(files.length).toBeGreaterThan(50);
-    expect(readers).toEqual(['shared/config.ts']);
+    expect(readers).toEqual(['shared/platform/config.ts']);
   });
 
   it("matches README's Configuration table, variable for variable and default for default", () => {

@@ -8,8 +8,8 @@
 //    constraints and indexes must be the same in both.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { entities } from '../../shared/entities/index.ts';
-import { initOrm } from '../../shared/db/orm.ts';
+import { entities } from '../../shared/platform/entities/index.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
 import { sql } from '../db.ts';
 import { ownDatabase } from '../helpers.ts';
 

@@ -2,8 +2,8 @@
 // (migration 0021), not sent as startup parameters, which a transaction-mode pooler refuses.
 import { describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { initOrm } from '../../shared/db/orm.ts';
-import { pgArray, rows, run } from '../../shared/db/sql.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { pgArray, rows, run } from '../../shared/platform/db/sql.ts';
 import { sql } from '../db.ts';
 
 describe('database sessions', () => {
@@ -24,7 +24,7 @@ describe('database sessions', () => {
   });
 
   it('send no startup options (PgBouncer refuses them)', async () => {
-    const { ormConfig } = await import('../../shared/db/orm.ts');
+    const { ormConfig } = await import('../../shared/platform/db/orm.ts');
     expect(JSON.stringify(ormConfig(process.env.DATABASE_URL!).driverOptions ?? {})).not.toContain('options');
   });
 

@@ -1,12 +1,12 @@
-// Pages of a list and their count (shared/db/paged.ts): pagedSelect pages a typed query, read one row past
+// Pages of a list and their count (shared/platform/db/paged.ts): pagedSelect pages a typed query, read one row past
 // the page, and counts its matches exactly or, past `exactUpTo`, with the planner's estimate (never below
 // the rows known to exist).
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { initOrm } from '../../shared/db/orm.ts';
-import { db } from '../../shared/db/kysely.ts';
-import { pagedSelect } from '../../shared/db/paged.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { db } from '../../shared/platform/db/kysely.ts';
+import { pagedSelect } from '../../shared/platform/db/paged.ts';
 
 let orm: MikroORM;
 const projectId = 2_000_000_000 - Math.floor(Math.random() * 1_000_000);

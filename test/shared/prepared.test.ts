@@ -1,11 +1,11 @@
-// Prepared statements (shared/db/kysely.ts prepared()): built once, then run with each call's values,
+// Prepared statements (shared/platform/db/kysely.ts prepared()): built once, then run with each call's values,
 // through rows()'s simple protocol when given the EntityManager and plain values, else through Kysely's
 // binding. Every way gives the same rows, values with quotes, backslashes and `$1` included.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
-import { initOrm } from '../../shared/db/orm.ts';
-import { type DB, db, prepared, questionMarked } from '../../shared/db/kysely.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { type DB, db, prepared, questionMarked } from '../../shared/platform/db/kysely.ts';
 import type { Kysely } from 'kysely';
 import { createAccount, type TestAccount } from '../helpers.ts';
 

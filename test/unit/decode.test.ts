@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { decodeSdkPayload } from '../../api/capture/decode.ts';
 import { ApiError } from '../../api/http/errors.ts';
-import { config } from '../../shared/config.ts';
+import { config } from '../../shared/platform/config.ts';
 
 const LIMIT = 1024 * 1024;
 const EVENT = { event: '$pageview', distinct_id: 'd1', properties: { $current_url: 'https://x.test/?a=1&b=2' } };

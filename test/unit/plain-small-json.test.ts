@@ -6,7 +6,7 @@ import type { Context } from 'koa';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { decodeSdkPayload, plainSmallJson } from '../../api/capture/decode.ts';
-import { config } from '../../shared/config.ts';
+import { config } from '../../shared/platform/config.ts';
 
 const LIMIT = 1024 * 1024;
 function ctxOf(query: Record<string, string> = {}, headers: Record<string, string> = {}) {

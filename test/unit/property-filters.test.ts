@@ -3,8 +3,8 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { config } from '../../shared/config.ts';
-import { containsPattern } from '../../shared/db/sql.ts';
+import { config } from '../../shared/platform/config.ts';
+import { containsPattern } from '../../shared/platform/db/sql.ts';
 import {
   FilterError,
   PROPERTY_OPERATORS,
@@ -12,7 +12,7 @@ import {
   propertyConditionSql,
   propertyFiltersSql,
   type SqlFragment,
-} from '../../shared/db/property-filters.ts';
+} from '../../shared/platform/db/property-filters.ts';
 
 const COL = 'p.properties';
 const TEXT = `(${COL}->>?)`;

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import { call, eventually, apiAndWorker } from '../helpers.ts';
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/platform/config.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 
 const ATTEMPTS = 3;

@@ -4,9 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { loadConfig } from '../../shared/config.ts';
-import { initOrm } from '../../shared/db/orm.ts';
-import { logger } from '../../shared/logger.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { logger } from '../../shared/platform/logger.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../shared/events/clickhouse.ts';
 import { withPostgresSource } from '../../shared/events/create.ts';
 import { createPostgresEventStore } from '../../shared/events/postgres.ts';

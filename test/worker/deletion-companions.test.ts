@@ -7,10 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
 import { createAccount, eventually, ownDatabase, workerWithAccount } from '../helpers.ts';
 import { recordDeletionRequests } from '../../shared/deletions/store.ts';
-import { enqueueDeletions } from '../../shared/queues.ts';
+import { enqueueDeletions } from '../../shared/platform/queues.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { MikroORM } from '@mikro-orm/postgresql';
-import { ormConfig } from '../../shared/db/orm.ts';
+import { ormConfig } from '../../shared/platform/db/orm.ts';
 
 // A database of its own: another file's worker reconciling the shared one would take these due requests.
 const database = await ownDatabase('deletion_companions');

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import { call, createKey, eventually, manageJson, settledJob, apiAndWorker } from '../helpers.ts';
-import { deletionJobId } from '../../shared/queues.ts';
+import { deletionJobId } from '../../shared/platform/queues.ts';
 import { createUser } from '../../shared/accounts/service.ts';
 
 const {

@@ -4,9 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { loadConfig } from '../../shared/config.ts';
-import { initOrm } from '../../shared/db/orm.ts';
-import { logger } from '../../shared/logger.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
+import { initOrm } from '../../shared/platform/db/orm.ts';
+import { logger } from '../../shared/platform/logger.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import type { WorkerDeps } from '../../worker/deps.ts';
 import { createEventStore } from '../../shared/events/create.ts';

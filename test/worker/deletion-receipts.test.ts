@@ -13,7 +13,7 @@ import { failEventDeletesOf, sql } from '../db.ts';
 import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
 import { capture } from '../fixtures.ts';
 import { call, eventually, manageJson, apiAndWorker } from '../helpers.ts';
-import { loadConfig } from '../../shared/config.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
 import { canonicalJson, receiptKeys, receiptSigner, verifyReceiptSignature } from '../../shared/deletions/receipts.ts';
 
 const exec = promisify(execFile);

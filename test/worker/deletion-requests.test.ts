@@ -19,8 +19,8 @@ import {
   uniqueRedisPrefix,
   apiAndWorker,
 } from '../helpers.ts';
-import type { Config } from '../../shared/config.ts';
-import { createQueues, deletionJobId, requeueDeletions } from '../../shared/queues.ts';
+import type { Config } from '../../shared/platform/config.ts';
+import { createQueues, deletionJobId, requeueDeletions } from '../../shared/platform/queues.ts';
 import { dueDeletionIds } from '../../shared/deletions/store.ts';
 import { freePort } from '../services.ts';
 

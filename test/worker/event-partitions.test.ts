@@ -3,11 +3,11 @@
 // ingestion warnings past their 30 days.
 import { describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
-import { defaultSchedules } from '../../shared/schedules.ts';
-import { loadConfig } from '../../shared/config.ts';
+import { defaultSchedules } from '../../shared/platform/schedules.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
 import { firstMonthlyPartitionStart } from '../../shared/events/store.ts';
 import { sql } from '../db.ts';
-import { pgArray } from '../../shared/db/sql.ts';
+import { pgArray } from '../../shared/platform/db/sql.ts';
 import { createAccount, settledJob, workerWithAccount } from '../helpers.ts';
 
 const { worker, account } = await workerWithAccount();

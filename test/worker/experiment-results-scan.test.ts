@@ -3,7 +3,7 @@
 // job ran, replayed on the same data) grow linearly with the days, not with days². And its daily
 // cumulative results equal a hand-written as-of computation for every day, on data with the hard cases.
 import type { Job } from 'bullmq';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import { describe, expect, it } from 'vitest';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';

@@ -1,6 +1,6 @@
 // Experiment results from a small event set whose per-variant counts are checked by hand.
 import type { Job } from 'bullmq';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import { describe, expect, it } from 'vitest';
 import { alwaysValidPValue, confidenceSequenceHalfWidth, sequentialRho2 } from '../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../shared/experiments/stats.ts';

@@ -4,7 +4,7 @@
 // it gets are the full computation's.
 import type { Job } from 'bullmq';
 import type { MetricStats } from '../../shared/experiments/stats.ts';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import { currentCounts } from '../../shared/experiments/guardrails.ts';

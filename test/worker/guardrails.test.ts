@@ -4,14 +4,14 @@
 // counts (stored day + the change since) equal a full computation; bad input gets 400s.
 import type { Job } from 'bullmq';
 import type { MetricStats } from '../../shared/experiments/stats.ts';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import { currentCounts } from '../../shared/experiments/guardrails.ts';
 import { computeExperimentCounts, experimentForResults } from '../../shared/experiments/results.ts';
-import { enqueue } from '../../shared/jobs.ts';
-import { loadConfig } from '../../shared/config.ts';
-import { defaultSchedules } from '../../shared/schedules.ts';
+import { enqueue } from '../../shared/platform/jobs.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
+import { defaultSchedules } from '../../shared/platform/schedules.ts';
 import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
 import { sql } from '../db.ts';
 import { capture, type SeedEvent } from '../fixtures.ts';

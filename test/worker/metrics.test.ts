@@ -4,8 +4,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pushWorkerMetrics, readWorkerMetrics, workerMetricsKey } from '../../shared/metrics.ts';
-import { logger } from '../../shared/logger.ts';
+import { pushWorkerMetrics, readWorkerMetrics, workerMetricsKey } from '../../shared/platform/metrics.ts';
+import { logger } from '../../shared/platform/logger.ts';
 import { startWorkerMetrics } from '../../worker/metrics.ts';
 import { eventually, settledJob, startApi, startTestWorker, uniqueRedisPrefix, type TestApi } from '../helpers.ts';
 import { matching, metricValue, promtool, scrape } from '../api/ops/exposition.ts';

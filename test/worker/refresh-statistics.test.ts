@@ -1,7 +1,7 @@
 // The statistics job: tables that changed since their last ANALYZE get one, through the queue.
 import { describe, expect, it } from 'vitest';
-import { defaultSchedules } from '../../shared/schedules.ts';
-import { loadConfig } from '../../shared/config.ts';
+import { defaultSchedules } from '../../shared/platform/schedules.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
 import { sql } from '../db.ts';
 import { eventually, ownDatabase, settledJob, workerWithAccount } from '../helpers.ts';
 

@@ -5,9 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { loadConfig } from '../../shared/config.ts';
+import { loadConfig } from '../../shared/platform/config.ts';
 import { runRetention } from '../../shared/retention/run.ts';
-import { defaultSchedules } from '../../shared/schedules.ts';
+import { defaultSchedules } from '../../shared/platform/schedules.ts';
 import { sql } from '../db.ts';
 import { call, createAccount, settledJob, startApi, workerWithAccount, type TestAccount } from '../helpers.ts';
 

@@ -3,7 +3,7 @@
 // leave no dead rows once the maintenance jobs have run (dead rows made planning a person lookup take
 // 440–715 ms: /flags fell to 28 req/s).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/platform/config.ts';
 import { sql } from '../db.ts';
 import {
   call,

@@ -4,7 +4,7 @@
 // BullMQ on the real Redis, receivers on 127.0.0.1).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
-import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
+import { enqueueWebhookDeliveries } from '../../shared/platform/queues.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
 import { sql } from '../db.ts';
 import { apiAndWorker, call, eventually, type TestAccount } from '../helpers.ts';

@@ -5,9 +5,9 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
-import type { Config } from '../../shared/config.ts';
+import type { Config } from '../../shared/platform/config.ts';
 import { claimDeletion, completeDeletions, dropLeases, recordDeletionRequests } from '../../shared/deletions/store.ts';
-import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
+import { enqueueWebhookDeliveries } from '../../shared/platform/queues.ts';
 import { deliverWebhook } from '../../shared/webhooks/deliver.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
 import { insertWebhook, overdueDeliveryIds } from '../../shared/webhooks/store.ts';

@@ -10,14 +10,14 @@
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import { sql } from 'kysely';
-import { db } from '../../shared/db/kysely.ts';
-import { pgArray, rows } from '../../shared/db/sql.ts';
+import { db } from '../../shared/platform/db/kysely.ts';
+import { pgArray, rows } from '../../shared/platform/db/sql.ts';
 import type { EventDeletionGroup } from '../../shared/events/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums, eventPartitionsBetween } from './vacuum-tables.ts';
-import { config } from '../../shared/config.ts';
+import { config } from '../../shared/platform/config.ts';
 import {
   addRowsDeleted,
   claimCompanions,
@@ -32,9 +32,9 @@ import {
   markDeletionFailed,
   renewLeases,
 } from '../../shared/deletions/index.ts';
-import type { AsyncDeletionRow } from '../../shared/entities/index.ts';
+import type { AsyncDeletionRow } from '../../shared/platform/entities/index.ts';
 import { queueDeletionEvents } from '../../shared/deletions/index.ts';
-import { enqueueWebhookDeliveries, removeDeletionJobs, requeueDeletions } from '../../shared/queues.ts';
+import { enqueueWebhookDeliveries, removeDeletionJobs, requeueDeletions } from '../../shared/platform/queues.ts';
 import {
   eventCounter,
   type EventCountTarget,
@@ -48,7 +48,7 @@ import {
   signDeletionReceipts,
   type UnsignedReceipt,
 } from '../../shared/deletions/index.ts';
-import { namedStatement } from '../../shared/db/sql.ts';
+import { namedStatement } from '../../shared/platform/db/sql.ts';
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays

@@ -6,8 +6,8 @@
 import type { Job } from 'bullmq';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/index.ts';
 import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from '../../shared/deletions/index.ts';
-import { enqueueDeletions, requeueDeletions } from '../../shared/queues.ts';
-import { defaultSchedules, recordedSchedules } from '../../shared/schedules.ts';
+import { enqueueDeletions, requeueDeletions } from '../../shared/platform/queues.ts';
+import { defaultSchedules, recordedSchedules } from '../../shared/platform/schedules.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 /** The window is open now (its cron fired, or an operator ran it): every pending request of the mode goes. */

@@ -11,7 +11,7 @@
 // run needs come from one pass over the experiment's events.
 import type { Job } from 'bullmq';
 import { sql } from 'kysely';
-import { db } from '../../shared/db/kysely.ts';
+import { db } from '../../shared/platform/db/kysely.ts';
 import {
   computeSeriesSince,
   type ExperimentMetric,
@@ -21,7 +21,7 @@ import {
   metricsOf,
   type RecomputeReason,
 } from '../../shared/experiments/index.ts';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 const DAY = 86400_000;

@@ -3,8 +3,8 @@
 import type { Job } from 'bullmq';
 import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/index.ts';
 import { experimentForResults } from '../../shared/experiments/index.ts';
-import type { JobData } from '../../shared/jobs.ts';
-import { enqueueWebhookDeliveries } from '../../shared/queues.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
+import { enqueueWebhookDeliveries } from '../../shared/platform/queues.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 export async function guardrailCheck(

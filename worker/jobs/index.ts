@@ -1,8 +1,8 @@
-// The worker's processors: one per job of shared/jobs.ts, with what to do when a job has failed for
+// The worker's processors: one per job of shared/platform/jobs.ts, with what to do when a job has failed for
 // the last time. Add a job there, write worker/jobs/<job>.ts and list it here; when it runs on a
-// schedule, in shared/schedules.ts.
+// schedule, in shared/platform/schedules.ts.
 import type { Job } from 'bullmq';
-import type { JobData, JobKind } from '../../shared/jobs.ts';
+import type { JobData, JobKind } from '../../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { deletePersonData, deletionJobFailed } from './delete-person-data.ts';
 import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';

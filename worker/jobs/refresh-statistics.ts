@@ -6,8 +6,8 @@
 // number of rows since their last ANALYZE (sampling, so cheap whatever the table's size), and
 // VACUUMs (with ANALYZE) those with many dead rows (vacuum-tables.ts: why).
 import { UnrecoverableError, type Job } from 'bullmq';
-import { pgArray, quoteIdent, rows } from '../../shared/db/sql.ts';
-import type { JobData } from '../../shared/jobs.ts';
+import { pgArray, quoteIdent, rows } from '../../shared/platform/db/sql.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { MAINTAINED_TABLES, vacuumDueTables } from './vacuum-tables.ts';
 

@@ -1,7 +1,7 @@
 // The nightly retention job (scheduler `retention-off-peak`, in the deletion off-peak window): every
 // project's events and recordings past its retention line (shared/retention/run.ts).
 import type { Job } from 'bullmq';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import { runRetention } from '../../shared/retention/index.ts';
 import type { WorkerDeps } from '../deps.ts';
 import { enqueueVacuums } from './vacuum-tables.ts';

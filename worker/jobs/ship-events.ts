@@ -2,7 +2,7 @@
 // then removes from PostgreSQL the shipped events older than EVENT_BUFFER_HOURS
 // (shared/events/buffer.ts); scheduled only with EVENT_STORE=clickhouse, and a no-op otherwise.
 import type { Job } from 'bullmq';
-import type { JobData } from '../../shared/jobs.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
 import { type TrimResult, trimShippedEvents } from '../../shared/events/index.ts';
 import type { ClickHouseEventStore } from '../../shared/events/index.ts';
 import { shipEvents, type ShipResult } from '../../shared/events/index.ts';

@@ -6,10 +6,10 @@
 // statistics job vacuums whatever table has dead rows past the threshold, whatever autovacuum does.
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { enqueue, type JobData } from '../../shared/jobs.ts';
-import { pgArray, quoteIdent, rows } from '../../shared/db/sql.ts';
-import type { Queues } from '../../shared/queues.ts';
-import { withTimeout } from '../../shared/timeout.ts';
+import { enqueue, type JobData } from '../../shared/platform/jobs.ts';
+import { pgArray, quoteIdent, rows } from '../../shared/platform/db/sql.ts';
+import type { Queues } from '../../shared/platform/queues.ts';
+import { withTimeout } from '../../shared/platform/timeout.ts';
 import type { WorkerDeps } from '../deps.ts';
 
 /** The tables the maintenance jobs look after, besides every partition of `event`. */

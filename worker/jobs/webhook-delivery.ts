@@ -8,8 +8,8 @@
 // workers (a lease per attempt in Redis); a delivery of a project at its limit waits in the delayed set
 // and asks again, so one project's receivers that hang cannot take every worker slot.
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
-import type { JobData } from '../../shared/jobs.ts';
-import { queuePrefix, requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/queues.ts';
+import type { JobData } from '../../shared/platform/jobs.ts';
+import { queuePrefix, requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/platform/queues.ts';
 import { DeliveryAttemptFailed, deliverWebhook } from '../../shared/webhooks/index.ts';
 import { deliveryProgress, failDelivery, overdueDeliveryIds } from '../../shared/webhooks/index.ts';
 import type { WorkerDeps } from '../deps.ts';

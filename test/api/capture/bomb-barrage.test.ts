@@ -6,7 +6,7 @@
 // machine; bench/decode-bombs.ts measures 320 lz64 and 160 gzip bombs.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { initOrm } from '../../../shared/db/orm.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
 import { createAccount, type TestAccount } from '../../helpers.ts';
 import { startApiProcess } from '../../services.ts';
 import { barrage, memoryMb, validBatch, type BarrageResult, type Shot } from './barrage.ts';

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { createClient, type ClickHouseError } from '@clickhouse/client';
 import { afterAll, describe, expect, it } from 'vitest';
-import { initOrm } from '../../../shared/db/orm.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
 import { chdbDatabase } from '../../clickhouse.ts';
 import { capture } from '../../fixtures.ts';
 import { createAccount, eventually, uniqueRedisPrefix } from '../../helpers.ts';

@@ -2,8 +2,8 @@
 // (queues, deletion requests, workers), the same from every replica; both pass `promtool check metrics`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { recordDeletionRequests } from '../../../shared/deletions/store.ts';
-import { ensureDatabase } from '../../../shared/db/ensure-database.ts';
-import { initOrm, migrate } from '../../../shared/db/orm.ts';
+import { ensureDatabase } from '../../../shared/platform/db/ensure-database.ts';
+import { initOrm, migrate } from '../../../shared/platform/db/orm.ts';
 import { sql } from '../../db.ts';
 import {
   call,

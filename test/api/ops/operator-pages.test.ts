@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser } from 'playwright-core';
-import { loadConfig } from '../../../shared/config.ts';
+import { loadConfig } from '../../../shared/platform/config.ts';
 import { markDeletionFailed } from '../../../shared/deletions/store.ts';
 import { launchChromium } from '../../browser.ts';
 import { capture } from '../../fixtures.ts';

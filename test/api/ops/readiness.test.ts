@@ -4,8 +4,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { migrate } from '../../../shared/db/orm.ts';
-import { logger } from '../../../shared/logger.ts';
+import { migrate } from '../../../shared/platform/db/orm.ts';
+import { logger } from '../../../shared/platform/logger.ts';
 import { sql } from '../../db.ts';
 import { call, eventually, ownDatabase, startApi, uniqueRedisPrefix, type TestApi } from '../../helpers.ts';
 import { matching, metricValue, promtool, scrape } from './exposition.ts';

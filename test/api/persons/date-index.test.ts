@@ -5,7 +5,7 @@
 // a session whose zone is not UTC keeps to try_timestamptz.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, describe, expect, it } from 'vitest';
-import { rows } from '../../../shared/db/sql.ts';
+import { rows } from '../../../shared/platform/db/sql.ts';
 import {
   dateIndexedKeys,
   dropPersonPropertyIndexes,

@@ -8,7 +8,7 @@ import { sql } from '../../db.ts';
 import { capture } from '../../fixtures.ts';
 import { call, createAccount, startApi, uniqueRedisPrefix, type TestAccount, type TestApi } from '../../helpers.ts';
 import { metricValue, scrape } from '../ops/exposition.ts';
-import { pgArray } from '../../../shared/db/sql.ts';
+import { pgArray } from '../../../shared/platform/db/sql.ts';
 import { SuppressionCache } from '../../../api/capture/suppression-cache.ts';
 
 const TOKEN = 'suppression-metrics-token';

@@ -2,7 +2,7 @@
 // icontains: `ilike … and … is not null`; try_numeric without an exception block). These pin that they
 // match exactly the persons they matched before.
 import { describe, expect, it } from 'vitest';
-import { rows } from '../../../shared/db/sql.ts';
+import { rows } from '../../../shared/platform/db/sql.ts';
 import { personListFilter } from '../../../shared/persons/store.ts';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call } from '../../helpers.ts';

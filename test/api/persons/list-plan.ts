@@ -1,6 +1,6 @@
 // The plan PostgreSQL picks for a person list's page query, for tests that pin which index serves a filter.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { rows } from '../../../shared/db/sql.ts';
+import { rows } from '../../../shared/platform/db/sql.ts';
 import { personListFilter } from '../../../shared/persons/store.ts';
 
 /**

@@ -3,7 +3,7 @@
 // operator compares those). A malformed item is a 400 on `properties`; no filter value ever reaches
 // the SQL text (it is always a bound parameter), so no input can become SQL.
 import { describe, expect, it } from 'vitest';
-import { propertyConditionSql, propertyFiltersSql, FilterError } from '../../../shared/db/property-filters.ts';
+import { propertyConditionSql, propertyFiltersSql, FilterError } from '../../../shared/platform/db/property-filters.ts';
 import { apiWithAccount, call } from '../../helpers.ts';
 
 const { api, account } = await apiWithAccount();

@@ -4,7 +4,7 @@
 // trigram index serves, and the answers stay the same with and without the indexes.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, describe, expect, it } from 'vitest';
-import { initOrm } from '../../../shared/db/orm.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
 import {
   dropPersonPropertyIndexes,
   indexPersonProperty,

@@ -4,9 +4,9 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../shared/config.ts';
-import { initOrm } from '../../../shared/db/orm.ts';
-import { rows, run } from '../../../shared/db/sql.ts';
+import { loadConfig } from '../../../shared/platform/config.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
+import { rows, run } from '../../../shared/platform/db/sql.ts';
 import { chTime, createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import { mirrorProjectDistinctIds } from '../../../shared/events/clickhouse-mirror.ts';
 import {

@@ -4,9 +4,9 @@
 // keyset continues inside a tie), ids of another project or of no person, pages past the end.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../shared/config.ts';
-import { initOrm } from '../../../shared/db/orm.ts';
-import { rows } from '../../../shared/db/sql.ts';
+import { loadConfig } from '../../../shared/platform/config.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
+import { rows } from '../../../shared/platform/db/sql.ts';
 import { personIdPageOf } from '../../../shared/events/analytics.ts';
 import { createAccount } from '../../helpers.ts';
 

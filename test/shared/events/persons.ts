@@ -2,7 +2,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { db } from '../../../shared/db/kysely.ts';
+import { db } from '../../../shared/platform/db/kysely.ts';
 
 /**
  * A person with these distinct ids, in this order; created now (a later person lists first), or

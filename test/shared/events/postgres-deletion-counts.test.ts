@@ -5,9 +5,9 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../shared/config.ts';
-import { initOrm } from '../../../shared/db/orm.ts';
-import { rows, run } from '../../../shared/db/sql.ts';
+import { loadConfig } from '../../../shared/platform/config.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
+import { rows, run } from '../../../shared/platform/db/sql.ts';
 import type { DeletedKeyCount } from '../../../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
 import { createAccount } from '../../helpers.ts';

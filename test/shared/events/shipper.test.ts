@@ -4,8 +4,8 @@
 import { randomUUID } from 'node:crypto';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { initOrm } from '../../../shared/db/orm.ts';
-import { rows, run } from '../../../shared/db/sql.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
+import { rows, run } from '../../../shared/platform/db/sql.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import type { EventRow, EventStore, FunnelParams } from '../../../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';

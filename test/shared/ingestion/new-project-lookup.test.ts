@@ -6,8 +6,8 @@
 // 0.4 ms in the first request and 30 ms after 30 requests of 100 events).
 import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { initOrm } from '../../../shared/db/orm.ts';
-import { db } from '../../../shared/db/kysely.ts';
+import { initOrm } from '../../../shared/platform/db/orm.ts';
+import { db } from '../../../shared/platform/db/kysely.ts';
 import { personsOf } from '../../../shared/ingestion/persons.ts';
 import { createAccount, ownDatabase } from '../../helpers.ts';
 
