@@ -4,6 +4,7 @@
 // with person ids (a count and a page) or events, so another engine can take them over one by one
 // while persons stay in PostgreSQL. A person's events are found through its current distinct ids, so
 // merged persons count once with all their events.
+import type { FunnelParams, Page, PersonIdPage, LifecycleParams, TimelineEvent } from './event-store.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import {
   type ExperimentEventFilter,
@@ -17,37 +18,6 @@ import type { SqlFragment } from '../platform/db/property-filters.ts';
 import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
 import { pgArray, rows, run } from '../platform/db/sql.ts';
-
-export interface FunnelParams {
-  steps: string[];
-  from: Date;
-  to: Date;
-  /** Conversion window, in whole days. */
-  windowDays: number;
-}
-
-export interface Page {
-  limit: number;
-  offset: number;
-}
-
-/** The persons of an analytics answer: how many, and one page of their ids (newest person first). */
-export interface PersonIdPage {
-  count: number;
-  personIds: string[];
-}
-
-export const LIFECYCLE_TYPES = ['new', 'returning', 'resurrecting', 'dormant'] as const;
-export type LifecycleType = (typeof LIFECYCLE_TYPES)[number];
-
-export interface LifecycleParams {
-  /** The day (its UTC calendar date), in the project's time zone. */
-  day: Date;
-  type: LifecycleType;
-  /** Only this event counts as activity; null: any event. */
-  event: string | null;
-  timezone: string;
-}
 
 /**
  * Each person's funnel level (the furthest step reached) from one scan of the step events in the
@@ -271,12 +241,6 @@ export async function personIdPageOf(
     [projectId, pgArray(personIds), page.limit, page.offset],
   );
   return { count, personIds: paged.map((r) => r.id) };
-}
-
-export interface TimelineEvent {
-  event: string;
-  properties: Record<string, unknown>;
-  timestamp: Date;
 }
 
 /**

@@ -3,12 +3,56 @@
 // the partitioned `event` table) and ClickHouse (clickhouse.ts). Persons stay in PostgreSQL; an
 // engine answers with person ids, and pages of persons are read from PostgreSQL.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
-import type { EventRow } from './store.ts';
 import { byteOrder } from './parts.ts';
 
-export type { EventRow } from './store.ts';
-export type { FunnelParams, LifecycleParams, Page, PersonIdPage, TimelineEvent } from './analytics.ts';
+export interface FunnelParams {
+  steps: string[];
+  from: Date;
+  to: Date;
+  /** Conversion window, in whole days. */
+  windowDays: number;
+}
+
+export interface Page {
+  limit: number;
+  offset: number;
+}
+
+/** The persons of an analytics answer: how many, and one page of their ids (newest person first). */
+export interface PersonIdPage {
+  count: number;
+  personIds: string[];
+}
+
+export const LIFECYCLE_TYPES = ['new', 'returning', 'resurrecting', 'dormant'] as const;
+
+export type LifecycleType = (typeof LIFECYCLE_TYPES)[number];
+
+export interface LifecycleParams {
+  /** The day (its UTC calendar date), in the project's time zone. */
+  day: Date;
+  type: LifecycleType;
+  /** Only this event counts as activity; null: any event. */
+  event: string | null;
+  timezone: string;
+}
+
+export interface TimelineEvent {
+  event: string;
+  properties: Record<string, unknown>;
+  timestamp: Date;
+}
+
+export interface EventRow {
+  uuid: string;
+  projectId: number;
+  event: string;
+  distinctId: string;
+  /** The person's uuid at ingestion time (null for personless events). */
+  personId: string | null;
+  properties: Record<string, unknown>;
+  timestamp: Date;
+}
 
 export const EVENT_STORE_ENGINES = ['postgres', 'clickhouse'] as const;
 export type EventStoreEngine = (typeof EVENT_STORE_ENGINES)[number];

@@ -1,5 +1,5 @@
 // The public face of shared/events/: the only file other folders import.
-export { LIFECYCLE_TYPES, type FunnelParams, type LifecycleType, type Page, type PersonIdPage } from './analytics.ts';
+export { LIFECYCLE_TYPES, type FunnelParams, type LifecycleType, type Page, type PersonIdPage } from './event-store.ts';
 export { trimShippedEvents, type TrimResult } from './buffer.ts';
 export { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 export { createClickHouseEventStore, type ClickHouseEventStore } from './clickhouse.ts';

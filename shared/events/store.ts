@@ -1,19 +1,9 @@
 // Writing events: one implementation for capture and for the person endpoints that record the
 // event equivalent to their change ($set, $delete_person_property).
+import type { EventRow } from './event-store.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { rows, runBound } from '../platform/db/sql.ts';
 import { type DefinitionKey, upsertEventDefinitions } from '../event-definitions/index.ts';
-
-export interface EventRow {
-  uuid: string;
-  projectId: number;
-  event: string;
-  distinctId: string;
-  /** The person's uuid at ingestion time (null for personless events). */
-  personId: string | null;
-  properties: Record<string, unknown>;
-  timestamp: Date;
-}
 
 /** Events per multi-row INSERT of storeEvents(). */
 export const EVENTS_PER_INSERT = 500;
