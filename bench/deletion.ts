@@ -24,14 +24,14 @@ import { type Job, Worker } from 'bullmq';
 import { recordDeletionRequests } from '../shared/deletions/index.ts';
 import { createQueues, enqueueDeletions, QUEUE_NAMES, queuePrefix } from '../shared/platform/queues.ts';
 import { createWorkerRedis } from '../shared/platform/redis.ts';
-import { deletePersonData } from '../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../shared/deletions/index.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
 import type { JobData } from '../shared/platform/jobs.ts';
 import { logger } from '../shared/platform/logger.ts';
 import { benchSetup, loadFor, postOk, startApiProcess, withoutEventIndexes } from './harness.ts';
 import { config } from '../shared/platform/config.ts';
 import { createEventStore } from '../shared/events/index.ts';
-import { refreshStatistics } from '../worker/jobs/refresh-statistics.ts';
+import { refreshStatistics } from '../shared/platform/db/statistics-job.ts';
 import { call, createAccount } from '../test/helpers.ts';
 import { percentile, progress, timed } from './stats.ts';
 

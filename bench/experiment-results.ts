@@ -10,7 +10,7 @@ import type { Job } from 'bullmq';
 import type { JobData } from '../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
 import { CHECKOUT_METRICS } from '../test/fixtures.ts';
-import { computeExperimentResults } from '../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../shared/experiments/index.ts';
 import { logger } from '../shared/platform/logger.ts';
 import { createPostgresEventStore } from '../shared/events/index.ts';
 import { generateEvents } from './generate.ts';

@@ -1,21 +1,12 @@
 // The public face of shared/deletions/: the only file other folders import.
+export { deletePersonData, deletionJobFailed } from './job.ts';
 export {
   RECEIPT_ALGORITHM,
   deletionReceipt,
   deletionReceiptOfRequest,
-  deletionReceipts,
-  eventCounter,
-  insertDeletionReceipts,
   listDeletionReceipts,
   receiptKeys,
   receiptSigner,
-  receiptStoresAfter,
-  receiptVerifiedAt,
-  recordRecordingsBefore,
-  signDeletionReceipts,
-  type EventCountTarget,
-  type ReceiptSigner,
-  type UnsignedReceipt,
 } from './receipts.ts';
 export { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from './schedule.ts';
 export {
@@ -32,25 +23,13 @@ export {
 export {
   DELETION_STATUSES,
   OPERATOR_DELETION_FILTERS,
-  addRowsDeleted,
-  claimCompanions,
-  claimDeletion,
-  completeDeletions,
   deletionAges,
   deletionCountsByStatus,
   deletionRequestsByIds,
-  deletionState,
-  dropLeases,
-  dueDeletionIds,
-  eventDeletionTargets,
-  handBackCompanions,
   listDeletionRequests,
   listOperatorDeletionRequests,
-  markDeletionFailed,
-  purgeExpiredIdempotencyKeys,
   recordDeletionRequests,
   releaseDeletions,
-  renewLeases,
   retryFailedDeletion,
   type DeletionRequestView,
   type DeletionStatus,
@@ -66,4 +45,4 @@ export {
   type SuppressedIds,
   type SuppressionLookup,
 } from './suppression.ts';
-export { queueDeletionEvents } from './webhooks.ts';
+export { reconcileDeletions, releaseDeletionBatch } from './window-job.ts';

@@ -274,3 +274,9 @@ export interface EventStore {
   ping(): Promise<void>;
   close(): Promise<void>;
 }
+
+/** What a feature that reads or deletes events takes beside the platform's Deps (shared/platform/deps.ts). */
+export interface EventStoreDeps {
+  /** Where events are analysed and deleted (EVENT_STORE). */
+  events: EventStore;
+}

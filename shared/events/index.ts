@@ -1,21 +1,27 @@
 // The public face of shared/events/: the only file other folders import.
-export { LIFECYCLE_TYPES, type FunnelParams, type LifecycleType, type Page, type PersonIdPage } from './event-store.ts';
-export { trimShippedEvents, type TrimResult } from './buffer.ts';
+export { trimShippedEvents } from './buffer.ts';
 export { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
-export { createClickHouseEventStore, type ClickHouseEventStore } from './clickhouse.ts';
+export { createClickHouseEventStore } from './clickhouse.ts';
 export { createEventStore } from './create.ts';
 export {
+  LIFECYCLE_TYPES,
   experimentNames,
   noEventColumns,
   type DeletedKeyCount,
   type EventColumns,
   type EventDeletionGroup,
   type EventStore,
+  type EventStoreDeps,
   type ExperimentEventFilter,
   type ExperimentEvents,
   type ExperimentProperty,
+  type FunnelParams,
+  type LifecycleType,
+  type Page,
   type PerformedEventQuery,
+  type PersonIdPage,
 } from './event-store.ts';
+export { ensureEventPartitionsJob } from './partitions-job.ts';
 export {
   countProjectEventsIn,
   deleteProjectEventsBefore,
@@ -24,11 +30,6 @@ export {
   projectsInPartition,
 } from './partitions.ts';
 export { createPostgresEventStore } from './postgres.ts';
-export { backfillEvents, shipEvents, shippingLag, type ShipResult } from './shipper.ts';
-export {
-  EVENTS_PER_INSERT,
-  ensureEventPartitions,
-  eventPartitions,
-  storeEvents,
-  type MonthPartition,
-} from './store.ts';
+export { shipEventsJob } from './ship-job.ts';
+export { backfillEvents, shippingLag } from './shipper.ts';
+export { EVENTS_PER_INSERT, eventPartitions, storeEvents, type MonthPartition } from './store.ts';

@@ -1,5 +1,6 @@
 // The public face of shared/experiments/: the only file other folders import.
 export { canonicalJson } from './fingerprint.ts';
+export { guardrailCheck } from './guardrail-job.ts';
 export {
   GUARDRAIL_HARM,
   GUARDRAIL_METRICS,
@@ -12,7 +13,7 @@ export {
   guardrailStopRates,
   type GuardrailRuns,
 } from './guardrail-simulation.ts';
-export { GUARDRAIL_DIRECTIONS, checkGuardrails, experimentsToGuard, recordGuardrailCheck } from './guardrails.ts';
+export { GUARDRAIL_DIRECTIONS } from './guardrails.ts';
 export {
   deleteSavedMetric,
   findHoldout,
@@ -24,16 +25,8 @@ export {
   type HoldoutRow,
   type SavedMetricRow,
 } from './holdout-and-metric-store.ts';
-export {
-  computeExperimentCounts,
-  computeSeriesSince,
-  experimentForResults,
-  metricsOf,
-  startedExperiments,
-  type ExperimentMetric,
-  type MetricResult,
-  type RecomputeReason,
-} from './results.ts';
+export { computeExperimentResults } from './results-job.ts';
+export { computeExperimentCounts, experimentForResults } from './results.ts';
 export {
   ExperimentInputError,
   changeHoldout,

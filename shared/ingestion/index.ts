@@ -4,7 +4,7 @@ export { personUpdateOf } from './person-updates.ts';
 export { mergePartner, type IngestEvent } from './persons.ts';
 export {
   clipped,
-  purgeOldWarnings,
+  purgeWarningsJob,
   recordWarnings,
   warningSummaries,
   type IngestionWarningInput,

@@ -1,6 +1,7 @@
 // Ingestion warnings (PostHog's ingestion_warnings): capture answers 200 for a request it accepted, but
 // an event in it may have been dropped or stored altered. Each such event leaves one row here, kept
 // WARNING_RETENTION_DAYS; the API lists them per type with the most recent examples.
+import type { Deps } from '../platform/deps.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { expressionBuilder, type Selectable, type SqlBool, sql } from 'kysely';
 import { type DB, db } from '../platform/db/kysely.ts';
@@ -196,4 +197,14 @@ export async function purgeOldWarnings(em: EntityManager): Promise<number> {
     .where('timestamp', '<', sql<Date>`now() - make_interval(days => ${WARNING_RETENTION_DAYS})`)
     .executeTakeFirst();
   return Number(numDeletedRows);
+}
+
+/** The daily upkeep's part (scheduler `event-partitions`): warnings past their 30 days. */
+export async function purgeWarningsJob(
+  _job: unknown,
+  deps: Pick<Deps, 'orm' | 'logger'>,
+): Promise<{ ingestionWarningsPurged: number }> {
+  const ingestionWarningsPurged = await purgeOldWarnings(deps.orm.em.fork());
+  if (ingestionWarningsPurged > 0) deps.logger.info({ ingestionWarningsPurged }, 'old ingestion warnings purged');
+  return { ingestionWarningsPurged };
 }

@@ -1,5 +1,5 @@
 // The public face of shared/webhooks/: the only file other folders import.
-export { DeliveryAttemptFailed, deliverWebhook } from './deliver.ts';
+export { deliverWebhookJob, purgeDeliveriesJob, reconcileWebhookDeliveries, webhookJobFailed } from './job.ts';
 export {
   WEBHOOK_EVENT_TYPES,
   WEBHOOK_SECRET_MAX_LENGTH,
@@ -12,13 +12,9 @@ export {
 } from './service.ts';
 export {
   deleteWebhook,
-  deliveryProgress,
-  failDelivery,
   findWebhook,
   listDeliveries,
   listWebhooks,
-  overdueDeliveryIds,
-  purgeOldDeliveries,
   type DeliveryView,
   type StoredWebhook,
 } from './store.ts';

@@ -91,15 +91,18 @@ describe('replicas', () => {
       [account.projectId, pgArray(ids)],
     );
     expect(left.n).toBe(0);
-    // Nothing left to run: every deletion job there was has finished (a re-run would be one of them).
-    await eventually(async () => {
-      const states = await Promise.all(
-        requestIds.map(async (id) => (await queues.deletions.getJob(`deletion-${id}`))?.getState()),
+    // Nothing left to run: each request's job has finished, or was removed unrun by the lead that completed
+    // its request (a re-run would be one of the finished ones).
+    const states = await eventually(async () => {
+      const found = await Promise.all(
+        requestIds.map(async (id) => (await queues.deletions.getJob(`deletion-${id}`))?.getState() ?? 'removed'),
       );
-      return states.every((state) => state === 'completed') || null;
+      return found.every((state) => state === 'completed' || state === 'removed') ? found : null;
     }, 30_000);
+    const completed = requestIds.filter((_, i) => states[i] === 'completed').map((id) => `deletion-${id}`);
+    expect(completed.length).toBeGreaterThan(0); // the lead's own, at least
     // A job is completed in Redis before its worker's log line reaches this process through the pipe
-    // (at load 10 six of twenty were still on their way): wait for every job's line, then count them.
+    // (at load 10 six of twenty were still on their way): wait for every completed job's line, then count.
     const finishedRuns = () =>
       workers
         .flatMap((w) => w.output().split('\n'))
@@ -108,8 +111,8 @@ describe('replicas', () => {
         .filter((jobId) => requestIds.includes(jobId.replace('deletion-', '')));
     const runs = await eventually(async () => {
       const found = finishedRuns();
-      return new Set(found).size === requestIds.length ? found : null;
+      return completed.every((jobId) => found.includes(jobId)) ? found : null;
     }, 30_000);
-    expect(runs.sort()).toEqual(requestIds.map((id) => `deletion-${id}`).sort()); // each once, no more
+    expect(new Set(runs).size).toBe(runs.length); // each job at most once, no more
   }, 90_000);
 });

@@ -6,7 +6,7 @@ import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import { call, eventually, apiAndWorker } from '../helpers.ts';
 import type { Config } from '../../shared/platform/config.ts';
-import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../../shared/deletions/job.ts';
 
 const ATTEMPTS = 3;
 const settings = (config: Config) => {

@@ -10,7 +10,7 @@ import { logger } from '../../shared/platform/logger.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../shared/events/clickhouse.ts';
 import { withPostgresSource } from '../../shared/events/create.ts';
 import { createPostgresEventStore } from '../../shared/events/postgres.ts';
-import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../../shared/deletions/job.ts';
 import type { WorkerDeps } from '../../worker/deps.ts';
 import { sql } from '../db.ts';
 import { createAccount, type TestAccount } from '../helpers.ts';

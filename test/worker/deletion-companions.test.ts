@@ -8,7 +8,7 @@ import { sql } from '../db.ts';
 import { createAccount, eventually, ownDatabase, workerWithAccount } from '../helpers.ts';
 import { recordDeletionRequests } from '../../shared/deletions/store.ts';
 import { enqueueDeletions } from '../../shared/platform/queues.ts';
-import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../../shared/deletions/job.ts';
 import { MikroORM } from '@mikro-orm/postgresql';
 import { ormConfig } from '../../shared/platform/db/orm.ts';
 

@@ -7,7 +7,7 @@ import type { MikroORM } from '@mikro-orm/postgresql';
 import { loadConfig } from '../../shared/platform/config.ts';
 import { initOrm } from '../../shared/platform/db/orm.ts';
 import { logger } from '../../shared/platform/logger.ts';
-import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../../shared/deletions/job.ts';
 import type { WorkerDeps } from '../../worker/deps.ts';
 import { createEventStore } from '../../shared/events/create.ts';
 import { sql } from '../db.ts';

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { failEventDeletesOf, sql } from '../db.ts';
-import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../../shared/deletions/job.ts';
 import { capture } from '../fixtures.ts';
 import { call, eventually, manageJson, apiAndWorker } from '../helpers.ts';
 import { loadConfig } from '../../shared/platform/config.ts';

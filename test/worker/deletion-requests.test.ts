@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { reconcileDeletions } from '../../worker/jobs/deletion-schedules.ts';
+import { reconcileDeletions } from '../../shared/deletions/window-job.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import {

@@ -1,7 +1,7 @@
 // Deletion requests processed by a real BullMQ worker on the real Redis and PostgreSQL.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { deletePersonData } from '../../worker/jobs/delete-person-data.ts';
+import { deletePersonData } from '../../shared/deletions/job.ts';
 import { syncSchedulers } from '../../worker/runtime.ts';
 import { defaultSchedules } from '../../shared/platform/schedules.ts';
 import { loadConfig } from '../../shared/platform/config.ts';

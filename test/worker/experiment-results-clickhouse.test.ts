@@ -17,7 +17,7 @@ import { createExperiment } from '../../shared/experiments/service.ts';
 import { computeExperimentSeries, experimentForResults } from '../../shared/experiments/results.ts';
 import type { JobData } from '../../shared/platform/jobs.ts';
 import { logger } from '../../shared/platform/logger.ts';
-import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../shared/experiments/results-job.ts';
 import type { WorkerDeps } from '../../worker/deps.ts';
 import { sql } from '../db.ts';
 import { exposure, insertEventRows, insertEvents, type Row } from '../event-scans.ts';

@@ -15,7 +15,7 @@ import {
   computeExperimentSeries,
   experimentForResults,
 } from '../../shared/experiments/results.ts';
-import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../shared/experiments/results-job.ts';
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEventRows, insertEvents, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';

@@ -5,7 +5,7 @@
 import type { Job } from 'bullmq';
 import type { JobData } from '../../shared/platform/jobs.ts';
 import { describe, expect, it } from 'vitest';
-import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../shared/experiments/results-job.ts';
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEvents as insertEventRows, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';

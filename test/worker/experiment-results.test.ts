@@ -4,7 +4,7 @@ import type { JobData } from '../../shared/platform/jobs.ts';
 import { describe, expect, it } from 'vitest';
 import { alwaysValidPValue, confidenceSequenceHalfWidth, sequentialRho2 } from '../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../shared/experiments/stats.ts';
-import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../shared/experiments/results-job.ts';
 import { CHECKOUT_METRICS, capture, type SeedEvent } from '../fixtures.ts';
 import { call, eventually, apiAndWorker } from '../helpers.ts';
 

@@ -9,7 +9,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { describe, expect, it } from 'vitest';
 import { currentCounts } from '../../shared/experiments/guardrails.ts';
 import { computeExperimentCounts, experimentForResults } from '../../shared/experiments/results.ts';
-import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../shared/experiments/results-job.ts';
 import { sql } from '../db.ts';
 import { eventRowsRead, exposure, insertEvents, type Row } from '../event-scans.ts';
 import { CHECKOUT_METRICS } from '../fixtures.ts';

@@ -12,7 +12,7 @@ import { computeExperimentCounts, experimentForResults } from '../../shared/expe
 import { enqueue } from '../../shared/platform/jobs.ts';
 import { loadConfig } from '../../shared/platform/config.ts';
 import { defaultSchedules } from '../../shared/platform/schedules.ts';
-import { computeExperimentResults } from '../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../shared/experiments/results-job.ts';
 import { sql } from '../db.ts';
 import { capture, type SeedEvent } from '../fixtures.ts';
 import { call, eventually, apiAndWorker } from '../helpers.ts';

@@ -17,7 +17,7 @@ import { createPostgresEventStore } from '../../shared/events/postgres.ts';
 import type { JobData } from '../../shared/platform/jobs.ts';
 import { logger } from '../../shared/platform/logger.ts';
 import { retentionCutoff } from '../../shared/retention/rules.ts';
-import { enforceRetention } from '../../worker/jobs/retention.ts';
+import { enforceRetention } from '../../shared/retention/job.ts';
 import type { WorkerDeps } from '../../worker/deps.ts';
 import { sql } from '../db.ts';
 import { createAccount, ownDatabase } from '../helpers.ts';

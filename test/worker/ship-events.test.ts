@@ -14,7 +14,7 @@ import { createPostgresEventStore } from '../../shared/events/postgres.ts';
 import { storeEvents } from '../../shared/events/store.ts';
 import type { EventStore } from '../../shared/events/event-store.ts';
 import { logger } from '../../shared/platform/logger.ts';
-import { shipEventsJob } from '../../worker/jobs/ship-events.ts';
+import { shipEventsJob } from '../../shared/events/ship-job.ts';
 import { call, createAccount, ownDatabase, startApi, type TestApi } from '../helpers.ts';
 import { metricValue, scrape } from '../api/ops/exposition.ts';
 import { chdbClient, chdbDatabase } from '../clickhouse.ts';

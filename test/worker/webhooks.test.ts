@@ -12,7 +12,7 @@ import { deliverWebhook } from '../../shared/webhooks/deliver.ts';
 import { queueWebhookEvent } from '../../shared/webhooks/service.ts';
 import { insertWebhook, overdueDeliveryIds } from '../../shared/webhooks/store.ts';
 import { failsOnce, startReceiver, verified } from '../webhook-receiver.ts';
-import { reconcileWebhookDeliveries } from '../../worker/jobs/webhook-delivery.ts';
+import { reconcileWebhookDeliveries } from '../../shared/webhooks/job.ts';
 import { failEventDeletesOf, sql } from '../db.ts';
 import { capture } from '../fixtures.ts';
 import { call, createAccount, eventually, apiAndWorker, startApi } from '../helpers.ts';

@@ -1,19 +1,28 @@
-// The worker's processors: one per job of shared/platform/jobs.ts, with what to do when a job has failed for
-// the last time. Add a job there, write worker/jobs/<job>.ts and list it here; when it runs on a
-// schedule, in shared/platform/schedules.ts.
+// The worker's processors: one per job of shared/platform/jobs.ts, bound to the job bodies the features
+// export (and the platform's upkeep), with what to do when a job has failed for the last time. Add a job
+// there, write its body in its feature (exported by its index.ts) and bind it here; when it runs on a
+// schedule, in shared/platform/schedules.ts. No SQL here.
 import type { Job } from 'bullmq';
 import type { JobData, JobKind } from '../../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
-import { deletePersonData, deletionJobFailed } from './delete-person-data.ts';
-import { reconcileDeletions, releaseDeletionBatch } from './deletion-schedules.ts';
-import { computeExperimentResults } from './experiment-results.ts';
-import { ensureEventPartitions } from './event-partitions.ts';
-import { guardrailCheck } from './guardrail-check.ts';
-import { refreshStatistics } from './refresh-statistics.ts';
-import { enforceRetention } from './retention.ts';
-import { vacuumTable } from './vacuum-tables.ts';
-import { deliverWebhookJob, reconcileWebhookDeliveries, webhookJobFailed } from './webhook-delivery.ts';
-import { shipEventsJob } from './ship-events.ts';
+import {
+  deletePersonData,
+  deletionJobFailed,
+  reconcileDeletions,
+  releaseDeletionBatch,
+} from '../../shared/deletions/index.ts';
+import { ensureEventPartitionsJob, shipEventsJob } from '../../shared/events/index.ts';
+import { computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
+import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
+import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
+import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
+import { enforceRetention } from '../../shared/retention/index.ts';
+import {
+  deliverWebhookJob,
+  purgeDeliveriesJob,
+  reconcileWebhookDeliveries,
+  webhookJobFailed,
+} from '../../shared/webhooks/index.ts';
 
 export interface Processor<K extends JobKind> {
   run: (job: Job<JobData[K]>, deps: WorkerDeps) => Promise<unknown>;
@@ -28,7 +37,14 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   experimentResults: { run: computeExperimentResults },
   guardrailCheck: { run: guardrailCheck },
   refreshStatistics: { run: refreshStatistics },
-  ensureEventPartitions: { run: ensureEventPartitions },
+  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries.
+  ensureEventPartitions: {
+    run: async (job, deps) => ({
+      ...(await ensureEventPartitionsJob(job, deps)),
+      ...(await purgeWarningsJob(job, deps)),
+      ...(await purgeDeliveriesJob(job, deps)),
+    }),
+  },
   vacuumTable: { run: vacuumTable },
   retention: { run: enforceRetention },
   webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },

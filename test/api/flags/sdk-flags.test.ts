@@ -4,7 +4,7 @@
 import { PostHog } from 'posthog-node';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { computeExperimentResults } from '../../../worker/jobs/experiment-results.ts';
+import { computeExperimentResults } from '../../../shared/experiments/results-job.ts';
 import { sql } from '../../db.ts';
 import {
   call,

@@ -6,10 +6,10 @@
 // number of rows since their last ANALYZE (sampling, so cheap whatever the table's size), and
 // VACUUMs (with ANALYZE) those with many dead rows (vacuum-tables.ts: why).
 import { UnrecoverableError, type Job } from 'bullmq';
-import { pgArray, quoteIdent, rows } from '../../shared/platform/db/sql.ts';
-import type { JobData } from '../../shared/platform/jobs.ts';
-import type { WorkerDeps } from '../deps.ts';
-import { MAINTAINED_TABLES, vacuumDueTables } from './vacuum-tables.ts';
+import { pgArray, quoteIdent, rows } from './sql.ts';
+import type { JobData } from '../jobs.ts';
+import type { Deps } from '../deps.ts';
+import { MAINTAINED_TABLES, vacuumDueTables } from './vacuum-job.ts';
 
 const threshold = (name: string, value: unknown) => {
   if (typeof value !== 'number' || !(value >= 0))
@@ -19,7 +19,7 @@ const threshold = (name: string, value: unknown) => {
 
 export async function refreshStatistics(
   job: Job<JobData['refreshStatistics']> | null,
-  deps: WorkerDeps,
+  deps: Deps,
 ): Promise<{ analyzed: string[]; vacuumed: string[] }> {
   const { statisticsRefreshRows, vacuumDeadRows } = deps.config.maintenance;
   const minChangedRows = threshold('minChangedRows', job?.data?.minChangedRows ?? statisticsRefreshRows);

@@ -10,14 +10,15 @@
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { JobData } from '../../shared/platform/jobs.ts';
+import type { JobData } from '../platform/jobs.ts';
 import { sql } from 'kysely';
-import { db } from '../../shared/platform/db/kysely.ts';
-import { pgArray, rows } from '../../shared/platform/db/sql.ts';
-import type { EventDeletionGroup } from '../../shared/events/index.ts';
-import type { WorkerDeps } from '../deps.ts';
-import { enqueueVacuums, eventPartitionsBetween } from './vacuum-tables.ts';
-import { config } from '../../shared/platform/config.ts';
+import { db } from '../platform/db/kysely.ts';
+import { pgArray, rows } from '../platform/db/sql.ts';
+import type { EventDeletionGroup } from '../events/index.ts';
+import type { EventStoreDeps } from '../events/index.ts';
+import type { Deps } from '../platform/deps.ts';
+import { enqueueVacuums, eventPartitionsBetween } from '../platform/db/vacuum-job.ts';
+import { config } from '../platform/config.ts';
 import {
   addRowsDeleted,
   claimCompanions,
@@ -31,10 +32,10 @@ import {
   handBackCompanions,
   markDeletionFailed,
   renewLeases,
-} from '../../shared/deletions/index.ts';
-import type { AsyncDeletionRow } from '../../shared/platform/entities/index.ts';
-import { queueDeletionEvents } from '../../shared/deletions/index.ts';
-import { enqueueWebhookDeliveries, removeDeletionJobs, requeueDeletions } from '../../shared/platform/queues.ts';
+} from './store.ts';
+import type { AsyncDeletionRow } from '../platform/entities/index.ts';
+import { queueDeletionEvents } from './webhooks.ts';
+import { enqueueWebhookDeliveries, removeDeletionJobs, requeueDeletions } from '../platform/queues.ts';
 import {
   eventCounter,
   type EventCountTarget,
@@ -47,8 +48,11 @@ import {
   type ReceiptSigner,
   signDeletionReceipts,
   type UnsignedReceipt,
-} from '../../shared/deletions/index.ts';
-import { namedStatement } from '../../shared/platform/db/sql.ts';
+} from './receipts.ts';
+import { namedStatement } from '../platform/db/sql.ts';
+
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -61,7 +65,7 @@ export class DeletionBusyError extends Error {}
 
 export async function deletePersonData(
   job: Job<JobData['deletion']>,
-  deps: WorkerDeps,
+  deps: JobDeps,
   // Without receipts only for bench/deletion.ts's comparison: the worker always writes them.
   options: { receipts: boolean } = { receipts: true },
 ): Promise<{ deleted: number; requests?: number; skipped?: string }> {
@@ -252,7 +256,7 @@ export async function deletePersonData(
 }
 
 /** The job's last quick retry failed: the request says so and is tried again later (never final). */
-export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Error, deps: WorkerDeps): Promise<void> {
+export async function deletionJobFailed(job: Job<JobData['deletion']>, error: Error, deps: JobDeps): Promise<void> {
   const id = job.data?.deletionId;
   if (typeof id !== 'string') return;
   const failed = await deps.orm.em.fork().transactional(async (tx) => {

@@ -11,7 +11,7 @@
 // run needs come from one pass over the experiment's events.
 import type { Job } from 'bullmq';
 import { sql } from 'kysely';
-import { db } from '../../shared/platform/db/kysely.ts';
+import { db } from '../platform/db/kysely.ts';
 import {
   computeSeriesSince,
   type ExperimentMetric,
@@ -20,9 +20,13 @@ import {
   type MetricResult,
   metricsOf,
   type RecomputeReason,
-} from '../../shared/experiments/index.ts';
-import type { JobData } from '../../shared/platform/jobs.ts';
-import type { WorkerDeps } from '../deps.ts';
+} from './results.ts';
+import type { JobData } from '../platform/jobs.ts';
+import type { EventStoreDeps } from '../events/index.ts';
+import type { Deps } from '../platform/deps.ts';
+
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
 
 const DAY = 86400_000;
 
@@ -32,7 +36,7 @@ type StoredMetric = ExperimentMetric & { uuid: string; fingerprint: string };
 
 export async function computeExperimentResults(
   job: Job<JobData['experimentResults']>,
-  deps: WorkerDeps,
+  deps: JobDeps,
   now = new Date(),
 ): Promise<{ experiments: number; results: number; incremental: number; full: number }> {
   const em = deps.orm.em.fork();

@@ -4,16 +4,20 @@
 // released in time (Redis lost its schedulers) and gives every due request a live job: made while
 // Redis was down, its job removed, or a failed request whose retry time has come.
 import type { Job } from 'bullmq';
-import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/index.ts';
-import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from '../../shared/deletions/index.ts';
-import { enqueueDeletions, requeueDeletions } from '../../shared/platform/queues.ts';
-import { defaultSchedules, recordedSchedules } from '../../shared/platform/schedules.ts';
-import type { WorkerDeps } from '../deps.ts';
+import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from './schedule.ts';
+import { dueDeletionIds, purgeExpiredIdempotencyKeys, releaseDeletions } from './store.ts';
+import { enqueueDeletions, requeueDeletions } from '../platform/queues.ts';
+import { defaultSchedules, recordedSchedules } from '../platform/schedules.ts';
+import type { EventStoreDeps } from '../events/index.ts';
+import type { Deps } from '../platform/deps.ts';
+
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
 
 /** The window is open now (its cron fired, or an operator ran it): every pending request of the mode goes. */
 export async function releaseDeletionBatch(
   job: Job<{ mode: ScheduledDeletionMode }>,
-  deps: WorkerDeps,
+  deps: JobDeps,
 ): Promise<{ released: number; idempotencyKeysPurged?: number }> {
   const mode = job.data?.mode;
   if (mode !== 'weekly' && mode !== 'off_peak') throw new Error(`unknown deletion batch mode ${JSON.stringify(mode)}`);
@@ -29,7 +33,7 @@ export async function releaseDeletionBatch(
 
 export async function reconcileDeletions(
   _job: Job | null,
-  deps: WorkerDeps,
+  deps: JobDeps,
 ): Promise<{ released: number; enqueued: number }> {
   const em = deps.orm.em.fork();
   let released = 0;

@@ -1,15 +1,19 @@
 // Guardrail checks (every GUARDRAIL_CHECK_CRON, default 5 minutes): each running experiment with
 // guardrails, from its stored daily counts plus the change since (shared/experiments/guardrails.ts).
 import type { Job } from 'bullmq';
-import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from '../../shared/experiments/index.ts';
-import { experimentForResults } from '../../shared/experiments/index.ts';
-import type { JobData } from '../../shared/platform/jobs.ts';
-import { enqueueWebhookDeliveries } from '../../shared/platform/queues.ts';
-import type { WorkerDeps } from '../deps.ts';
+import { checkGuardrails, experimentsToGuard, recordGuardrailCheck } from './guardrails.ts';
+import { experimentForResults } from './results.ts';
+import type { JobData } from '../platform/jobs.ts';
+import { enqueueWebhookDeliveries } from '../platform/queues.ts';
+import type { EventStoreDeps } from '../events/index.ts';
+import type { Deps } from '../platform/deps.ts';
+
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
 
 export async function guardrailCheck(
   job: Job<JobData['guardrailCheck']>,
-  deps: WorkerDeps,
+  deps: JobDeps,
   now = new Date(),
 ): Promise<{ experiments: number; tripped: number[] }> {
   const em = deps.orm.em.fork();

@@ -7,14 +7,19 @@
 // Fair across projects: at most WEBHOOK_PROJECT_CONCURRENCY attempts of one project run at once over all
 // workers (a lease per attempt in Redis); a delivery of a project at its limit waits in the delayed set
 // and asks again, so one project's receivers that hang cannot take every worker slot.
+import { purgeOldDeliveries } from './store.ts';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
-import type { JobData } from '../../shared/platform/jobs.ts';
-import { queuePrefix, requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../../shared/platform/queues.ts';
-import { DeliveryAttemptFailed, deliverWebhook } from '../../shared/webhooks/index.ts';
-import { deliveryProgress, failDelivery, overdueDeliveryIds } from '../../shared/webhooks/index.ts';
-import type { WorkerDeps } from '../deps.ts';
+import type { JobData } from '../platform/jobs.ts';
+import { queuePrefix, requeueRowJobs, WEBHOOK_DELIVERY_JOB } from '../platform/queues.ts';
+import { DeliveryAttemptFailed, deliverWebhook } from './deliver.ts';
+import { deliveryProgress, failDelivery, overdueDeliveryIds } from './store.ts';
+import type { EventStoreDeps } from '../events/index.ts';
+import type { Deps } from '../platform/deps.ts';
 
-export async function deliverWebhookJob(job: Job<JobData['webhookDelivery']>, deps: WorkerDeps) {
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
+
+export async function deliverWebhookJob(job: Job<JobData['webhookDelivery']>, deps: JobDeps) {
   const id = job.data?.deliveryId;
   if (typeof id !== 'string' || !/^\d+$/.test(id))
     throw new UnrecoverableError(`invalid webhook delivery id ${JSON.stringify(id)}`);
@@ -70,7 +75,7 @@ return 0`;
  * a worker that dies mid-attempt frees its slot then.
  */
 async function takeProjectSlot(
-  deps: WorkerDeps,
+  deps: JobDeps,
   projectId: number,
   id: string,
 ): Promise<{ release: () => Promise<void> } | null> {
@@ -87,7 +92,7 @@ async function takeProjectSlot(
 }
 
 /** A failed attempt has recorded itself; any other error (a fault of ours) ends the delivery here. */
-export async function webhookJobFailed(job: Job<JobData['webhookDelivery']>, error: Error, deps: WorkerDeps) {
+export async function webhookJobFailed(job: Job<JobData['webhookDelivery']>, error: Error, deps: JobDeps) {
   if (error instanceof DeliveryAttemptFailed || typeof job.data?.deliveryId !== 'string') return;
   await failDelivery(deps.orm.em.fork(), job.data.deliveryId, error.message);
 }
@@ -96,7 +101,7 @@ export async function webhookJobFailed(job: Job<JobData['webhookDelivery']>, err
 export const RECONCILE_GRACE_SECONDS = 60;
 
 export async function reconcileWebhookDeliveries(
-  deps: WorkerDeps,
+  deps: JobDeps,
   graceSeconds = RECONCILE_GRACE_SECONDS,
 ): Promise<{ enqueued: number }> {
   const em = deps.orm.em.fork();
@@ -107,4 +112,14 @@ export async function reconcileWebhookDeliveries(
   if (enqueued.length)
     deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued webhook deliveries without a live job');
   return { enqueued: enqueued.length };
+}
+
+/** The daily upkeep's part (scheduler `event-partitions`): finished deliveries past their 30 days. */
+export async function purgeDeliveriesJob(
+  _job: unknown,
+  deps: Pick<Deps, 'orm' | 'logger'>,
+): Promise<{ webhookDeliveriesPurged: number }> {
+  const webhookDeliveriesPurged = await purgeOldDeliveries(deps.orm.em.fork());
+  if (webhookDeliveriesPurged > 0) deps.logger.info({ webhookDeliveriesPurged }, 'old webhook deliveries purged');
+  return { webhookDeliveriesPurged };
 }

@@ -2,11 +2,15 @@
 // then removes from PostgreSQL the shipped events older than EVENT_BUFFER_HOURS
 // (shared/events/buffer.ts); scheduled only with EVENT_STORE=clickhouse, and a no-op otherwise.
 import type { Job } from 'bullmq';
-import type { JobData } from '../../shared/platform/jobs.ts';
-import { type TrimResult, trimShippedEvents } from '../../shared/events/index.ts';
-import type { ClickHouseEventStore } from '../../shared/events/index.ts';
-import { shipEvents, type ShipResult } from '../../shared/events/index.ts';
-import type { WorkerDeps } from '../deps.ts';
+import type { JobData } from '../platform/jobs.ts';
+import { type TrimResult, trimShippedEvents } from './buffer.ts';
+import type { ClickHouseEventStore } from './clickhouse.ts';
+import { shipEvents, type ShipResult } from './shipper.ts';
+import type { EventStoreDeps } from './event-store.ts';
+import type { Deps } from '../platform/deps.ts';
+
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
 
 const migrated = new WeakSet<object>();
 
@@ -15,7 +19,7 @@ const TRIM_LOCK_TIMEOUT_MS = 2_000;
 
 export async function shipEventsJob(
   _job: Job<JobData['shipEvents']>,
-  deps: Pick<WorkerDeps, 'orm' | 'events' | 'config' | 'logger'>,
+  deps: Pick<JobDeps, 'orm' | 'events' | 'config' | 'logger'>,
 ): Promise<(ShipResult & { trimmed: TrimResult | null }) | { skipped: string }> {
   if (deps.events.engine !== 'clickhouse') return { skipped: 'EVENT_STORE is postgres' };
   const store = deps.events as ClickHouseEventStore;

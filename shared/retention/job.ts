@@ -1,10 +1,14 @@
 // The nightly retention job (scheduler `retention-off-peak`, in the deletion off-peak window): every
 // project's events and recordings past its retention line (shared/retention/run.ts).
 import type { Job } from 'bullmq';
-import type { JobData } from '../../shared/platform/jobs.ts';
-import { runRetention } from '../../shared/retention/index.ts';
-import type { WorkerDeps } from '../deps.ts';
-import { enqueueVacuums } from './vacuum-tables.ts';
+import type { JobData } from '../platform/jobs.ts';
+import { runRetention } from './run.ts';
+import type { EventStoreDeps } from '../events/index.ts';
+import type { Deps } from '../platform/deps.ts';
+import { enqueueVacuums } from '../platform/db/vacuum-job.ts';
+
+/** What the worker hands this job: the platform's dependencies and the event store. */
+type JobDeps = Deps & EventStoreDeps;
 
 /**
  * How long a partition drop waits for the event table's lock (every event statement queues behind it
@@ -13,7 +17,7 @@ import { enqueueVacuums } from './vacuum-tables.ts';
 const DROP_LOCK_TIMEOUT_MS = 2_000;
 const DROP_LOCK_ATTEMPTS = 10;
 
-export async function enforceRetention(job: Job<JobData['retention']>, deps: WorkerDeps) {
+export async function enforceRetention(job: Job<JobData['retention']>, deps: JobDeps) {
   const em = deps.orm.em.fork();
   const started = Date.now();
   const result = await runRetention(em, new Date(), {

@@ -6,11 +6,11 @@
 // statistics job vacuums whatever table has dead rows past the threshold, whatever autovacuum does.
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { enqueue, type JobData } from '../../shared/platform/jobs.ts';
-import { pgArray, quoteIdent, rows } from '../../shared/platform/db/sql.ts';
-import type { Queues } from '../../shared/platform/queues.ts';
-import { withTimeout } from '../../shared/platform/timeout.ts';
-import type { WorkerDeps } from '../deps.ts';
+import { enqueue, type JobData } from '../jobs.ts';
+import { pgArray, quoteIdent, rows } from './sql.ts';
+import type { Queues } from '../queues.ts';
+import { withTimeout } from '../timeout.ts';
+import type { Deps } from '../deps.ts';
 
 /** The tables the maintenance jobs look after, besides every partition of `event`. */
 export const MAINTAINED_TABLES = [
@@ -43,7 +43,7 @@ export const VACUUM_DELAY_MS = 15_000;
  * Redis or the catalog query failing, the statistics job still finds the dead rows.
  */
 export async function enqueueVacuums(
-  deps: Pick<WorkerDeps, 'queues' | 'logger' | 'config'>,
+  deps: Pick<Deps, 'queues' | 'logger' | 'config'>,
   which: string[] | Promise<string[]>,
 ): Promise<string[]> {
   let tables: string[] = [];
@@ -127,7 +127,7 @@ async function vacuum(
 /** The vacuum-table job: one maintained table, queued by a deletion job. */
 export async function vacuumTable(
   job: Job<JobData['vacuumTable']>,
-  deps: WorkerDeps,
+  deps: Deps,
 ): Promise<{ vacuumed: string[]; skipped: string[] }> {
   const table = job.data?.table;
   const em = deps.orm.em.fork();
