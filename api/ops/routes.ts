@@ -7,8 +7,7 @@ import { guardCredentialCheck } from '../http/throttle.ts';
 import { renderGlobalMetrics } from './global-metrics.ts';
 import { throttleUsable } from './metrics.ts';
 import { healthSchema, readinessSchema } from './schemas.ts';
-import { rows } from '../../shared/platform/db/sql.ts';
-import { migrationStates } from '../../shared/platform/db/orm.ts';
+import { databaseAnswers, pendingMigrations } from '../../shared/platform/db/orm.ts';
 import { shippingLag } from '../../shared/events/index.ts';
 
 /**
@@ -129,16 +128,15 @@ export const opsRoutes = [
         (usable): Check => (usable === null ? 'disabled' : usable ? 'ok' : 'unavailable'),
       );
       const [postgres, redis, queues, throttleCheck, migrations] = await Promise.all([
-        check('postgres', () => rows(ctx.state.em, 'select 1')),
+        check('postgres', () => databaseAnswers(ctx.state.em)),
         check('redis', () => deps.redis.ping()),
         // A BullMQ script on the deletions queue's keys: what enqueueing a request needs.
         check('queues', () => deps.queues.deletions.getJobCounts('wait')),
         throttle,
         check('migrations', async () => {
           if (migrated.has(deps)) return;
-          const states = await migrationStates((sql) => rows(ctx.state.em, sql));
-          const pending = states.filter((migration) => migration.status === 'pending');
-          if (pending.length) throw new Error(`${pending.length} pending, from ${pending[0].name}`);
+          const pending = await pendingMigrations(ctx.state.em);
+          if (pending.length) throw new Error(`${pending.length} pending, from ${pending[0]}`);
           migrated.add(deps);
         }),
       ]);

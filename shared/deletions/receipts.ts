@@ -11,6 +11,7 @@
 // them. The key is DELETION_RECEIPT_PRIVATE_KEY(_FILE), or, when unset, one generated on first use and
 // kept in PostgreSQL (deletion_receipt_key) so every process signs with the same key. Every public key
 // that ever signed stays in that table and is served with its id, so old receipts verify after a rotation.
+import { canonicalJson } from '../platform/canonical-json.ts';
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import type { EntityManager } from '@mikro-orm/postgresql';
@@ -23,18 +24,6 @@ import type { DeletedKeyCount } from '../events/index.ts';
 export const RECEIPT_ALGORITHM = 'Ed25519';
 
 // ---- Canonical form and signatures ---------------------------------------------------------------
-
-/** JSON with sorted keys and no whitespace: the bytes a receipt's signature covers. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== 'object') {
-    if (typeof value === 'number' && !Number.isFinite(value)) throw new Error('a receipt holds only finite numbers');
-    if (value === undefined) throw new Error('a receipt holds no undefined values');
-    return JSON.stringify(value);
-  }
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  const keys = Object.keys(value).sort();
-  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
-}
 
 export interface ReceiptSigner {
   keyId: string;

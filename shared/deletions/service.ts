@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { recordActivity, type Actor } from '../platform/activity-log.ts';
 import type { Config } from '../platform/config.ts';
 import type { EventStore } from '../events/index.ts';
-import { canonicalJson } from '../experiments/index.ts';
+import { canonicalJson } from '../platform/canonical-json.ts';
 import { deletePersonRows, type PersonWithIds } from '../persons/index.ts';
 import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../platform/queues.ts';
 import { defaultSchedules, readSchedules } from '../platform/schedules.ts';

@@ -1,18 +1,5 @@
 import { createHash } from 'node:crypto';
-
-/** JSON with keys sorted at every level and no spaces (Python's sort_keys, separators=(",", ":")). */
-export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const record = value as Record<string, unknown>;
-    return `{${Object.keys(record)
-      .sort()
-      .filter((k) => record[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson(record[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
+import { canonicalJson } from '../platform/canonical-json.ts';
 
 /**
  * PostHog's metric fingerprint: it changes whenever what the metric measures, the experiment's

@@ -1,5 +1,4 @@
 // The public face of shared/experiments/: the only file other folders import.
-export { canonicalJson } from './fingerprint.ts';
 export { guardrailCheck } from './guardrail-job.ts';
 export {
   GUARDRAIL_HARM,

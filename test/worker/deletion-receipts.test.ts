@@ -1,6 +1,7 @@
 // A signed receipt for every verified deletion request: the rows found before (equal to a direct count
 // taken before the deletion) and after (all zero) in each store, verifiable with node:crypto and openssl
 // against the served public key; a changed byte fails. Real API, real BullMQ worker, PostgreSQL and Redis.
+import { canonicalJson } from '../../shared/platform/canonical-json.ts';
 import { execFile } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -14,7 +15,7 @@ import { deletePersonData } from '../../shared/deletions/job.ts';
 import { capture } from '../fixtures.ts';
 import { call, eventually, manageJson, apiAndWorker } from '../helpers.ts';
 import { loadConfig } from '../../shared/platform/config.ts';
-import { canonicalJson, receiptKeys, receiptSigner, verifyReceiptSignature } from '../../shared/deletions/receipts.ts';
+import { receiptKeys, receiptSigner, verifyReceiptSignature } from '../../shared/deletions/receipts.ts';
 
 const exec = promisify(execFile);
 const {

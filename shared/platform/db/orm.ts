@@ -1,4 +1,4 @@
-import { MikroORM, defineConfig } from '@mikro-orm/postgresql';
+import { type EntityManager, MikroORM, defineConfig } from '@mikro-orm/postgresql';
 import { Migrator } from '@mikro-orm/migrations';
 import { config } from '../config.ts';
 import { entities } from '../entities/index.ts';
@@ -6,6 +6,7 @@ import { migrationsList } from './migrations/index.ts';
 import { PostgresNamingStrategy } from './naming.ts';
 import pg from 'pg';
 import { isoTimestamp } from '../time.ts';
+import { rows } from './sql.ts';
 
 export function ormConfig(databaseUrl = config.databaseUrl, poolMax = config.databasePoolMax) {
   return defineConfig({
@@ -83,4 +84,15 @@ export async function migrationStates(
       .filter((r) => !known.has(r.name))
       .map((r) => ({ name: r.name, status: 'applied' as const, applied_at: applied.get(r.name)! })),
   ];
+}
+
+/** Readiness: PostgreSQL answers a statement through this EntityManager (throws otherwise). */
+export async function databaseAnswers(em: EntityManager): Promise<void> {
+  await rows(em, 'select 1');
+}
+
+/** This version's migrations the database has not applied yet, in order. */
+export async function pendingMigrations(em: EntityManager): Promise<string[]> {
+  const states = await migrationStates((statement) => rows(em, statement));
+  return states.filter((migration) => migration.status === 'pending').map((migration) => migration.name);
 }

@@ -1,8 +1,9 @@
 // The operators' deletion requests page over HTTP (the browser test in operator-pages.test.ts needs
 // Chromium): filtered by status (cancelled and completed as well as those not done), each verified
 // request linking to its signed receipt (JSON, the API's same receipt) and naming the key that signed it.
+import { canonicalJson } from '../../../shared/platform/canonical-json.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { canonicalJson, verifyReceiptSignature, receiptKeys } from '../../../shared/deletions/receipts.ts';
+import { verifyReceiptSignature, receiptKeys } from '../../../shared/deletions/receipts.ts';
 import { capture } from '../../fixtures.ts';
 import { call, eventually, apiAndWorker } from '../../helpers.ts';
 
