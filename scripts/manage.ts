@@ -3,6 +3,7 @@
 // that does not exist or is not migrated, and an unreachable PostgreSQL or Redis exit 1 with one
 // line on stderr; a malformed command exits 2 with usage; `help` exits 0 with usage on stdout.
 // No command creates or migrates a database: `npm run migrate` and `npm start` do.
+import { isBigintId, isId } from '../shared/platform/ids.ts';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
@@ -256,7 +257,7 @@ const list = (value: unknown) =>
     : [];
 const projectIds = (value: unknown) =>
   list(value).map((v) => {
-    if (!/^\d{1,9}$/.test(v)) throw new AccountError(`Invalid project id: ${v}`);
+    if (!isId(v)) throw new AccountError(`Invalid project id: ${v}`);
     return Number(v);
   });
 
@@ -527,7 +528,7 @@ const commands: Record<string, Command> = {
     required: ['id'],
     run: async (em, v) => {
       const id = String(v.id);
-      if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
+      if (!isBigintId(id)) throw new AccountError(`Invalid deletion id: ${id}`);
       const projectId = v.project === undefined ? null : projectIds(v.project)[0];
       const [request] = await deletionRequestsByIds(em, [id]);
       if (!request || (projectId !== null && request.project_id !== projectId))
@@ -541,7 +542,7 @@ const commands: Record<string, Command> = {
     required: ['id'],
     run: async (em, v) => {
       const id = String(v.id);
-      if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
+      if (!isBigintId(id)) throw new AccountError(`Invalid deletion id: ${id}`);
       const result = await retryFailedDeletion(em, null, id);
       if (result === 'not_found') throw new AccountError(`No deletion request ${id}`);
       if (result === 'not_failed')
@@ -560,7 +561,7 @@ const commands: Record<string, Command> = {
     required: ['id'],
     run: async (em, v) => {
       const id = String(v.id);
-      if (!/^\d{1,18}$/.test(id)) throw new AccountError(`Invalid deletion id: ${id}`);
+      if (!isBigintId(id)) throw new AccountError(`Invalid deletion id: ${id}`);
       const projectId = v.project === undefined ? null : projectIds(v.project)[0];
       const result = await cancelDeletion(em, { projectId, userId: null }, id, null);
       if (!result)

@@ -1,5 +1,6 @@
 // Experiment holdouts: what an experiment's holdout_id refers to. Each filter group becomes the
 // holdout's variant, and the flags of its experiments follow its groups (or lose them on delete).
+import { isId } from '../../shared/platform/ids.ts';
 import * as store from '../../shared/experiments/index.ts';
 import { notFound } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
@@ -22,7 +23,7 @@ const holdoutSchema = record({
 const serialize = (row: store.HoldoutRow) => ({ ...sideRowBase(row), filters: row.filters });
 
 async function find(ctx: ApiContext, id: string | number = ctx.state.params.id) {
-  const row = /^\d{1,9}$/.test(String(id)) && (await store.findHoldout(ctx.state.em, ctx.state.project.id, Number(id)));
+  const row = isId(String(id)) && (await store.findHoldout(ctx.state.em, ctx.state.project.id, Number(id)));
   if (!row) throw notFound();
   return row;
 }

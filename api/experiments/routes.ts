@@ -1,4 +1,5 @@
 import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { isId } from '../../shared/platform/ids.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import * as store from '../../shared/experiments/index.ts';
@@ -38,7 +39,7 @@ const P = '/api/projects/:project_id/experiments';
 const ID = integerIdParam('experiment');
 
 async function findExperiment(ctx: ApiContext, id: string = ctx.state.params.id): Promise<store.ExperimentRow> {
-  if (!/^\d{1,9}$/.test(id)) throw notFound();
+  if (!isId(id)) throw notFound();
   const row = await store.findExperiment(ctx.state.em, ctx.state.project.id, id);
   if (!row) throw notFound();
   return row;

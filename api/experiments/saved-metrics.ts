@@ -1,4 +1,5 @@
 // Experiment saved metrics: reusable metric queries that experiments link by saved_metrics_ids.
+import { isId } from '../../shared/platform/ids.ts';
 import * as store from '../../shared/experiments/index.ts';
 import { notFound } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
@@ -22,8 +23,7 @@ const savedMetricSchema = record({
 const serialize = (row: store.SavedMetricRow) => ({ ...sideRowBase(row), query: row.query, tags: row.tags ?? [] });
 
 async function find(ctx: ApiContext, id: string | number = ctx.state.params.id) {
-  const row =
-    /^\d{1,9}$/.test(String(id)) && (await store.findSavedMetric(ctx.state.em, ctx.state.project.id, Number(id)));
+  const row = isId(String(id)) && (await store.findSavedMetric(ctx.state.em, ctx.state.project.id, Number(id)));
   if (!row) throw notFound();
   return row;
 }

@@ -1,5 +1,6 @@
 // Personal-API-key authentication, scope checks and project access, in PostHog's order:
 // credentials (401) → scope (403) → project exists (404) → key's project/org scoping (403) → membership (403).
+import { isId } from '../../shared/platform/ids.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Context } from 'koa';
 import { createHash, timingSafeEqual } from 'node:crypto';
@@ -45,7 +46,7 @@ type ProjectWithMembership = ProjectRow & { is_member: boolean };
 
 /** `:project_id` as a project id, `'current'` for `@current`, or null when it names no project. */
 const parseProjectParam = (param: string): number | 'current' | null =>
-  param === '@current' ? 'current' : /^\d{1,9}$/.test(param) ? Number(param) : null;
+  param === '@current' ? 'current' : isId(param) ? Number(param) : null;
 
 /**
  * Finds the key's user and, for a project route (`projectIdParam`), the project in the same round

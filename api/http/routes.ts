@@ -6,7 +6,8 @@ import type { FromSchema, JSONSchema } from 'json-schema-to-ts';
 import type { Context, Middleware } from 'koa';
 import { authenticate, requireScopes, resolveProject, type AuthenticatedKey, type ProjectRow } from './auth.ts';
 import { readRawBody } from './body.ts';
-import { ApiError, permissionDenied, unsupportedMediaType } from './errors.ts';
+import { ApiError, notFound, permissionDenied, unsupportedMediaType } from './errors.ts';
+import { isId } from '../../shared/platform/ids.ts';
 import { parseJsonBody, rejectDeepJsonParameters, rejectUnstorableValues } from './json.ts';
 import { enforceThrottle } from './throttle.ts';
 import {
@@ -149,6 +150,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
   const querySchema = closed ? closedRequestSchema(route.query) : route.query;
   const bodySchema = closed ? closedRequestSchema(route.body) : route.body;
   const projectRoute = route.path.includes(':project_id');
+  const idChecks = idParamChecks(route);
   return async (ctx) => {
     const apiCtx = ctx as ApiContext<Unvalidated, unknown>;
     const deps = apiCtx.deps;
@@ -178,6 +180,8 @@ function routeMiddleware(route: RouteDefinition): Middleware {
       requireScopes(key, route.scopes);
       if (projectRoute) apiCtx.state.project = await resolveProject(em, key, apiCtx.state.params.project_id, project);
     }
+    // An id parameter its schema refuses names nothing here: PostHog's 404 (after authentication, as any 404).
+    for (const [name, valid] of idChecks) if (!valid(apiCtx.state.params[name])) throw notFound();
     const query = { ...ctx.query } as Record<string, unknown>;
     delete query.personal_api_key;
     if (!route.rawBody) {
@@ -201,6 +205,24 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     if (deps.config.validateResponses) checkResponseContract(route, ctx);
     if (route.csv && apiCtx.state.query.format === 'csv') answerCsv(ctx, route);
   };
+}
+
+/**
+ * The checks of a route's id parameters, from their schemas: an integer id (`type: 'integer'`) by the one
+ * id rule, a string id by its pattern (shared/platform/ids.ts). Other parameters (a person's id or uuid)
+ * are the handler's to read.
+ */
+function idParamChecks(route: RouteDefinition): [string, (value: string | undefined) => boolean][] {
+  return Object.entries(route.params ?? {}).flatMap(
+    ([name, schema]): [string, (value: string | undefined) => boolean][] => {
+      if (schema.type === 'integer') return [[name, (value) => isId(value)]];
+      if (schema.type === 'string' && typeof schema.pattern === 'string') {
+        const pattern = new RegExp(schema.pattern);
+        return [[name, (value) => value !== undefined && pattern.test(value)]];
+      }
+      return [];
+    },
+  );
 }
 
 /**

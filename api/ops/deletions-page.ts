@@ -3,6 +3,7 @@
 // show them), or those of one status (?status=cancelled, completed…); each verified request links to its
 // signed receipt (JSON, at /admin/deletions/receipts/<id>) and names the key that signed it.
 // Served beside the dashboard, behind the same credentials (admin.ts); plain HTML, no script.
+import { isBigintId, isId } from '../../shared/platform/ids.ts';
 import type { Context } from 'koa';
 import { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from '../../shared/deletions/index.ts';
 import { deletionReceiptOfRequest } from '../../shared/deletions/index.ts';
@@ -133,7 +134,7 @@ const TITLES: Record<OperatorDeletionFilter, string> = {
 /** `?project=ID`: null when absent; a 400 when malformed. */
 function projectFilter(ctx: Context): number | null {
   const project = ctx.query.project;
-  if (project !== undefined && (typeof project !== 'string' || !/^\d{1,9}$/.test(project)))
+  if (project !== undefined && (typeof project !== 'string' || !isId(project)))
     throw validationError('project must be a project id', 'project');
   return project === undefined ? null : Number(project);
 }
@@ -148,7 +149,7 @@ function statusFilter(ctx: Context): OperatorDeletionFilter {
 
 /** `GET /admin/deletions/receipts/<request id>`: the request's signed receipt, as the API serves it. */
 export async function deletionReceiptJson(ctx: Context, deps: AppDeps, requestId: string): Promise<void> {
-  const receipt = /^\d{1,18}$/.test(requestId) ? await deletionReceiptOfRequest(deps.orm.em.fork(), requestId) : null;
+  const receipt = isBigintId(requestId) ? await deletionReceiptOfRequest(deps.orm.em.fork(), requestId) : null;
   if (!receipt) throw notFound();
   ctx.status = 200;
   ctx.set('Cache-Control', 'no-store');

@@ -1,6 +1,7 @@
 // What the endpoints that create deletion work share (DELETE person, delete_events,
 // delete_recordings, bulk_delete): the Idempotency-Key header, dry_run and suppress. And the deletion
 // request's own routes beside deletion_status: cancel and unsuppress. The rules are in shared/deletions/service.ts.
+import { BIGINT_ID_PATTERN } from '../../shared/platform/ids.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
@@ -23,7 +24,7 @@ const NULLABLE_TIME = { type: ['string', 'null'], format: 'date-time' };
 /** A deletion request's id as the API answers it (a bigint, as a string) and takes it in paths, everywhere alike. */
 export const DELETION_REQUEST_ID = {
   type: 'string',
-  pattern: '^[0-9]+$',
+  pattern: BIGINT_ID_PATTERN,
   description: "The deletion request's id",
 } as const;
 export const deletionRequestSchema = {
@@ -249,7 +250,6 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
     },
     handler: async (ctx) => {
       const id = ctx.state.params.id;
-      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
       const result = await cancelDeletion(ctx.state.em, actorOf(ctx), id, ctx.deps.queues);
       if (!result) throw notFound();
       if (result.outcome === 'too_late')
@@ -282,7 +282,6 @@ export const deletionRequestRoutes = [
     },
     handler: async (ctx) => {
       const id = ctx.state.params.id;
-      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
       const result = await unsuppressDeletion(ctx.state.em, actorOf(ctx), id);
       if (result === 'not_found') throw notFound();
       if (result === 'not_suppressed')

@@ -1,6 +1,7 @@
 // The HTTP side of reading persons: `:id` and the list's query parameters turned into store calls, with
 // their 400/404 answers. The SQL is in shared/persons/store.ts; the list is shared by JSON, CSV and
 // the analysis endpoints (funnel, lifecycle) that return persons.
+import { isBigintId } from '../../shared/platform/ids.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { isUuid } from '../../shared/platform/db/sql.ts';
 import type { EventStore } from '../../shared/events/index.ts';
@@ -20,7 +21,7 @@ export const PERSON_ID = {
 /** The person `:id` names (numeric id or uuid) in the project; 400 for anything else, 404 if absent. */
 export async function findPerson(em: EntityManager, projectId: number, idParam: string): Promise<PersonWithIds> {
   let ref: { id: string } | { uuid: string };
-  if (/^\d{1,18}$/.test(idParam)) ref = { id: idParam };
+  if (isBigintId(idParam)) ref = { id: idParam };
   else if (isUuid(idParam)) ref = { uuid: idParam };
   else
     throw validationError(

@@ -127,7 +127,6 @@ export const deletionReceiptRoutes = [
     csv: CSV,
     handler: async (ctx) => {
       const id = ctx.state.params.request_id;
-      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
       const found = await deletionReceipt(ctx.state.em, ctx.state.project.id, id);
       if (!found) throw notFound();
       ctx.body = found;

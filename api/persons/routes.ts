@@ -520,7 +520,6 @@ export const personDeletionRoutes = [
     responses: { 200: { description: 'The request, due at once', schema: deletionRequestSchema } },
     handler: async (ctx) => {
       const id = ctx.state.params.id;
-      if (!/^[0-9]{1,18}$/.test(id)) throw notFound();
       const result = await retryFailedDeletion(ctx.state.em, ctx.state.project.id, id);
       if (result === 'not_found') throw notFound();
       if (result === 'not_failed')

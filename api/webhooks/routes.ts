@@ -1,5 +1,6 @@
 // A project's webhooks and their delivery log. The rules (URL, secret, event types) and the signing live
 // in shared/webhooks/; a webhook's secret is answered once, by the create (or by the update that sets it).
+import { isId } from '../../shared/platform/ids.ts';
 import type { DeliveryView, StoredWebhook } from '../../shared/webhooks/index.ts';
 import { findWebhook, listDeliveries, listWebhooks, deleteWebhook } from '../../shared/webhooks/index.ts';
 import {
@@ -112,7 +113,7 @@ const serializeDelivery = (d: DeliveryView) => ({
 /** The webhook of the path, in the request's project (a malformed id is an unknown one). */
 async function find(ctx: ApiContext): Promise<StoredWebhook> {
   const id = ctx.state.params.id;
-  const webhook = /^\d{1,9}$/.test(id) ? await findWebhook(ctx.state.em, ctx.state.project.id, Number(id)) : null;
+  const webhook = isId(id) ? await findWebhook(ctx.state.em, ctx.state.project.id, Number(id)) : null;
   if (!webhook) throw notFound();
   return webhook;
 }

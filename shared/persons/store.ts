@@ -2,6 +2,7 @@
 // filtered list and its count, the CSV export's pages and columns, deletion), through the entities'
 // Kysely (db(em)). Callers build no SQL; filters arrive as fragments over `person p` (personListFilter,
 // property-filters.ts), placed into the typed statements with filterSql().
+import { isBigintId } from '../platform/ids.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Compilable, type Kysely, type Selectable, sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
@@ -86,7 +87,7 @@ export function personsByIdsOrDistinctIds(
   ids: string[],
   distinctIds: string[],
 ): Promise<PersonWithIds[]> {
-  const numericIds = ids.filter((id) => /^\d{1,18}$/.test(id));
+  const numericIds = ids.filter((id) => isBigintId(id));
   const uuids = ids.filter(isUuid);
   const matching = persons(em)
     .where('p.project_id', '=', projectId)
