@@ -1,5 +1,5 @@
 // `npm run bench -- experiments-simulation`: the A/A and power simulations of
-// test/shared/experiments-simulation.test.ts at full size (SIM_EXPERIMENTS, default 20,000 each),
+// test/shared/experiments/experiments-simulation.test.ts at full size (SIM_EXPERIMENTS, default 20,000 each),
 // through the real engine. Prints each rate with its binomial standard error; README publishes them.
 import {
   AA_FAMILY,

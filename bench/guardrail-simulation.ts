@@ -2,7 +2,7 @@
 // size (SIM_EXPERIMENTS, default 10,000 for the false stops, 4,000 per power point), the guardrail
 // checked every 5 minutes for 14 days (4,032 looks) with the real decision (evaluateGuardrail),
 // alternating a conversion (20%, a decrease is bad) and a per-user mean (CV 0.6, an increase is bad).
-// The fast version is test/shared/guardrail-simulation.test.ts. Prints each rate with its binomial
+// The fast version is test/shared/experiments/guardrail-simulation.test.ts. Prints each rate with its binomial
 // standard error; README publishes them.
 import {
   breakerSamplePerArm,

@@ -1,7 +1,7 @@
 // The circuit breaker's error rates by simulation: seeded experiments whose guardrail is checked at
 // every look with the real decision of ./guardrails.ts (evaluateGuardrail: the always-valid interval
 // of ./sequential.ts and `beyondTolerance`), as the worker does every 5 minutes. Pure functions; the
-// suites are test/shared/guardrail-simulation.test.ts (fast) and bench/guardrail-simulation.ts (large).
+// suites are test/shared/experiments/guardrail-simulation.test.ts (fast) and bench/guardrail-simulation.ts (large).
 //
 // The look schedule: 14 days checked every 5 minutes (288 looks a day, 4,032 in all), the worker's
 // GUARDRAIL_CHECK_CRON, with the planned exposures spread evenly over them. Each check sees the

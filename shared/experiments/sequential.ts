@@ -7,7 +7,7 @@
 // products/experiments/stats/frequentist/ — method.py, tests.py, utils.py, enums.py — its tests,
 // posthog/hogql_queries/experiments/ with test/test_stats_config.py, and ee/clickhouse/queries/
 // experiments/ predate it), so this is the method that paper gives, checked against closed-form values and an
-// independent second formula (Johari et al.'s mSPRT) in test/shared/experiments-sequential.test.ts.
+// independent second formula (Johari et al.'s mSPRT) in test/shared/experiments/experiments-sequential.test.ts.
 //
 // The asymptotic confidence sequence (the paper's two-sided Gaussian-mixture boundary): after N
 // observations (here the exposures of both arms) with an estimate θ̂ of variance V = s²/N,

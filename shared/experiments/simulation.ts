@@ -1,7 +1,7 @@
 // A seeded simulation harness for the experiment statistics: a small PRNG, exact normal, gamma and
 // binomial sampling, and simulated experiments as the per-day cumulative sufficient statistics the
 // real engine analyses (VariantStats per variant and metric). Pure functions: the suites in
-// test/shared/experiments-simulation.test.ts and bench/experiments-simulation.ts feed them to the
+// test/shared/experiments/experiments-simulation.test.ts and bench/experiments-simulation.ts feed them to the
 // real analyseMetrics/compareVariants of ./stats.ts, so the error rates they measure are the
 // engine's. The guardrail suite (./guardrail-simulation.ts) reads them every few minutes (simulateLooks).
 import { type AnalysisSettings, analyseMetrics, type CorrectionMethod, type MetricStats } from './stats.ts';

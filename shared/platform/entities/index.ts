@@ -1,6 +1,6 @@
 // Every entity, for the ORM configuration of both processes (shared/db/orm.ts): one entity per table of
 // the migrations, except the partitioned `event` table, which stays behind the event store
-// (shared/events/). test/shared/entity-drift.test.ts checks them against the migrated schema.
+// (shared/events/). test/shared/platform/entity-drift.test.ts checks them against the migrated schema.
 import { ActivityLog } from './activity-log.ts';
 import { AsyncDeletion } from './async-deletion.ts';
 import { DeletionReceipt, DeletionReceiptKey } from './deletion-receipt.ts';

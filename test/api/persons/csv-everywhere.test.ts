@@ -279,7 +279,7 @@ describe('formula guard', () => {
 describe('format is declared where it is honoured', () => {
   const document = buildOpenApiDocument(allRoutes) as any;
   const personPaths = Object.keys(document.paths).filter(
-    // Deletion status and receipts are ours, not the seed's nineteen (receipts' CSV: test/worker/deletion-receipts.test.ts).
+    // Deletion status and receipts are ours, not the seed's nineteen (receipts' CSV: test/shared/deletions/deletion-receipts.test.ts).
     (p) => p.includes('/persons') && !p.includes('/deletion_status') && !p.includes('/deletion_receipts'),
   );
 

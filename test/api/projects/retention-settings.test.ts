@@ -1,6 +1,6 @@
 // Per-project retention settings through PATCH /api/projects/:id/, their validation, the activity-log
 // entry of a change, and the shape of the retention preview and run list (the worker test,
-// test/worker/retention.test.ts, checks that a run removes what the preview counts).
+// test/shared/retention/retention.test.ts, checks that a run removes what the preview counts).
 import { describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call, createKey } from '../../helpers.ts';

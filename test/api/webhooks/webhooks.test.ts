@@ -1,5 +1,5 @@
 // A project's webhooks over the API: the secret shown once, http(s) URLs only, PostHog's 400 body for bad
-// input, other projects' webhooks 404, scopes. Delivery itself is tested in test/worker/webhooks.test.ts.
+// input, other projects' webhooks 404, scopes. Delivery itself is tested in test/shared/webhooks/webhooks.test.ts.
 import { describe, expect, it } from 'vitest';
 import { apiWithAccount, call, createAccount, createKey, startApi } from '../../helpers.ts';
 
