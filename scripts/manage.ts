@@ -32,9 +32,9 @@ import {
   OPERATOR_DELETION_FILTERS,
   type OperatorDeletionFilter,
   releaseDeletions,
-  retryFailedDeletion,
+  retryDeletion,
 } from '../shared/deletions/index.ts';
-import { createQueues, enqueueDeletions, QUEUE_NAMES, requeueDeletions } from '../shared/platform/queues.ts';
+import { createQueues, enqueueDeletions, QUEUE_NAMES } from '../shared/platform/queues.ts';
 import { createApiRedis, type RedisConnection } from '../shared/platform/redis.ts';
 import { isoTimestamp } from '../shared/platform/time.ts';
 import { defaultSchedules, nextRun, recordedSchedules, setSchedule } from '../shared/platform/schedules.ts';
@@ -287,21 +287,29 @@ const userActiveCommand = (active: boolean): Command => ({
  * Hands deletion requests to the worker now. Without Redis they are still due in PostgreSQL and the
  * worker's reconciler starts them within DELETION_RECONCILE_SECONDS; the answer says which happened.
  */
-async function handToWorker(
-  enqueue: (queue: ReturnType<typeof createQueues>['deletions']) => Promise<unknown>,
-): Promise<string> {
+/** Producers of the worker's queues for one piece of work, on a connection that fails fast; closed after it. */
+async function withProducers<T>(work: (queues: ReturnType<typeof createQueues>) => Promise<T>): Promise<T> {
   const redis = createApiRedis();
   redis.on('error', () => undefined);
   const queues = createQueues(redis, config);
   try {
-    await enqueue(queues.deletions);
-    return 'queued';
-  } catch {
-    return `Redis unreachable: the worker's reconciler starts it within ${config.deletion.reconcileSeconds} s`;
+    return await work(queues);
   } finally {
     await Promise.allSettled(Object.values(queues).map((q) => q.close()));
     redis.disconnect();
   }
+}
+
+const REDIS_AWAY = `Redis unreachable: the worker's reconciler starts it within ${config.deletion.reconcileSeconds} s`;
+
+/** Hands work to the worker now ('queued'), or says that its reconciler will. */
+function handToWorker(
+  enqueue: (queue: ReturnType<typeof createQueues>['deletions']) => Promise<unknown>,
+): Promise<string> {
+  return withProducers((queues) => enqueue(queues.deletions)).then(
+    () => 'queued',
+    () => REDIS_AWAY,
+  );
 }
 
 /** How often long work (an index build) reports its progress on stderr. */
@@ -543,15 +551,15 @@ const commands: Record<string, Command> = {
     run: async (em, v) => {
       const id = String(v.id);
       if (!isBigintId(id)) throw new AccountError(`Invalid deletion id: ${id}`);
-      const result = await retryFailedDeletion(em, null, id);
+      const result = await withProducers((queues) => retryDeletion(em, null, id, queues.deletions));
       if (result === 'not_found') throw new AccountError(`No deletion request ${id}`);
       if (result === 'not_failed')
         throw new AccountError(`Deletion request ${id} has not failed; only a failed request can be retried`);
       return {
         id,
-        status: result.status,
-        failures: result.failures,
-        worker: await handToWorker((q) => requeueDeletions(q, [id])),
+        status: result.request.status,
+        failures: result.request.failures,
+        worker: result.handedToWorker ? 'queued' : REDIS_AWAY,
       };
     },
   },

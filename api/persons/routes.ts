@@ -20,8 +20,7 @@ import {
   deletionWork,
   dryRunSchema,
 } from './deletion-requests.ts';
-import { listDeletionRequests, retryFailedDeletion } from '../../shared/deletions/index.ts';
-import { requeueDeletions } from '../../shared/platform/queues.ts';
+import { listDeletionRequests, retryDeletion } from '../../shared/deletions/index.ts';
 
 const P = '/api/projects/:project_id/persons';
 // The JSON answer as one CSV row per object (a person, a deletion result).
@@ -520,13 +519,12 @@ export const personDeletionRoutes = [
     responses: { 200: { description: 'The request, due at once', schema: deletionRequestSchema } },
     handler: async (ctx) => {
       const id = ctx.state.params.id;
-      const result = await retryFailedDeletion(ctx.state.em, ctx.state.project.id, id);
+      // If Redis is away the request is still due: the worker's reconciler gives it a job.
+      const result = await retryDeletion(ctx.state.em, ctx.state.project.id, id, ctx.deps.queues.deletions);
       if (result === 'not_found') throw notFound();
       if (result === 'not_failed')
         throw validationError(`Deletion request ${id} has not failed; only a failed request can be retried.`, 'id');
-      // If Redis is away the request is still due: the worker's reconciler gives it a job.
-      await requeueDeletions(ctx.deps.queues.deletions, [id]).catch(() => undefined);
-      ctx.body = result;
+      ctx.body = result.request;
     },
   }),
 ];

@@ -17,6 +17,7 @@ export {
   idempotencyKey,
   previewPersonDeletions,
   recordPersonDeletions,
+  retryDeletion,
   unsuppressDeletion,
   type DeletionOptions,
 } from './service.ts';
@@ -30,7 +31,6 @@ export {
   listOperatorDeletionRequests,
   recordDeletionRequests,
   releaseDeletions,
-  retryFailedDeletion,
   type DeletionRequestView,
   type DeletionStatus,
   type OperatorDeletionFilter,

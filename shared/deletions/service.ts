@@ -9,7 +9,7 @@ import type { Config } from '../platform/config.ts';
 import type { EventStore } from '../events/index.ts';
 import { canonicalJson } from '../platform/canonical-json.ts';
 import { deletePersonRows, type PersonWithIds } from '../persons/index.ts';
-import { enqueueDeletions, enqueueWebhookDeliveries, type Queues } from '../platform/queues.ts';
+import { enqueueDeletions, enqueueWebhookDeliveries, type Queues, requeueDeletions } from '../platform/queues.ts';
 import { defaultSchedules, readSchedules } from '../platform/schedules.ts';
 import { deletionCrons, nextWindowStart, type DeletionMode } from './schedule.ts';
 import { liftSuppressions, recordSuppressions } from './suppression.ts';
@@ -18,6 +18,7 @@ import {
   countPersonData,
   deletionRequestsByIds,
   recordDeletionRequests,
+  retryFailedDeletion,
   storeIdempotentAnswer,
   takeIdempotencyKey,
   type DeletionRequest,
@@ -329,4 +330,24 @@ export async function unsuppressDeletion(
     const [after] = await deletionRequestsByIds(tx, [id]);
     return after;
   });
+}
+
+/**
+ * An operator's retry of a failed request, from the API or the CLI: due at once, then handed to the worker
+ * through `queue` when Redis answers (otherwise the worker's reconciler gives it a job within
+ * DELETION_RECONCILE_SECONDS). Answers the request and whether it was handed over, or why not.
+ */
+export async function retryDeletion(
+  em: EntityManager,
+  projectId: number | null,
+  id: string,
+  queue: Queues['deletions'],
+): Promise<{ request: DeletionRequestView; handedToWorker: boolean } | 'not_found' | 'not_failed'> {
+  const request = await retryFailedDeletion(em, projectId, id);
+  if (request === 'not_found' || request === 'not_failed') return request;
+  const handedToWorker = await requeueDeletions(queue, [id]).then(
+    () => true,
+    () => false,
+  );
+  return { request, handedToWorker };
 }
