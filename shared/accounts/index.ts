@@ -30,3 +30,4 @@ export {
   type KeyWithProject,
   type ProjectRow,
 } from './service.ts';
+export { markProjectIngesting, updateProjectSettings } from './service.ts';

@@ -512,3 +512,27 @@ export async function projectByToken(em: EntityManager, token: string): Promise<
   const project = await db(em).selectFrom('project').selectAll().where('api_token', '=', token).executeTakeFirst();
   return project ?? null;
 }
+
+/** Capture's mark that a project has received events (PostHog's ingested_event); a no-op once set. */
+export async function markProjectIngesting(em: EntityManager, projectId: number): Promise<void> {
+  await db(em)
+    .updateTable('project')
+    .set({ ingested_event: true })
+    .where('id', '=', projectId)
+    .where((eb) => eb.not(eb.ref('ingested_event')))
+    .execute();
+}
+
+/** A project's editable settings (PATCH on the project): those given are set; answers its name. */
+export async function updateProjectSettings(
+  em: EntityManager,
+  projectId: number,
+  settings: { name?: string; event_retention_days?: number | null; recording_retention_days?: number | null },
+): Promise<{ name: string }> {
+  return db(em)
+    .updateTable('project')
+    .set({ ...settings, updated_at: sql<Date>`now()` })
+    .where('id', '=', projectId)
+    .returning('name')
+    .executeTakeFirstOrThrow();
+}

@@ -1,6 +1,7 @@
 // Ingesting a request's events: persons, events, recordings and the ingestion warnings of events
 // dropped or altered in one transaction (or one statement), so a 200 means everything is committed and a
 // failure stores nothing.
+import { markProjectIngesting } from '../accounts/index.ts';
 import { type EntityManager, TransactionPropagation } from '@mikro-orm/postgresql';
 import { definitionsFresh, rememberEventDefinitions } from '../event-definitions/index.ts';
 import { EVENTS_PER_INSERT, storeEvents } from '../events/index.ts';
@@ -52,13 +53,7 @@ export async function ingestEvents(
       stored = await storeEvents(tx, eventRows, now);
       await storeRecordings(tx, projectId, recordings, allWarnings);
       await recordWarnings(tx, projectId, allWarnings);
-      if (!projectsIngesting.has(projectId))
-        await db(tx)
-          .updateTable('project')
-          .set({ ingested_event: true })
-          .where('id', '=', projectId)
-          .where((eb) => eb.not(eb.ref('ingested_event')))
-          .execute();
+      if (!projectsIngesting.has(projectId)) await markProjectIngesting(tx, projectId);
     };
     try {
       if (oneInsert(projectId, events, warnings, now)) await write(em);

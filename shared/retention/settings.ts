@@ -1,9 +1,7 @@
-// A project's settings changed through PATCH /api/projects/:id/ (its name and retention days), with an
-// activity-log entry per change in the same transaction.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
 import { recordActivity, type Actor, type ActivityChange } from '../platform/activity-log.ts';
 import { db } from '../platform/db/kysely.ts';
+import { updateProjectSettings as writeProjectSettings } from '../accounts/index.ts';
 
 /** Settings a PATCH may change: API field → column. */
 const COLUMNS = {
@@ -33,17 +31,11 @@ export async function updateProjectSettings(
     if (changed.length === 0) return [];
     const value = <K extends keyof typeof COLUMNS>(f: K) => (changed.includes(f) ? settings[f] : undefined);
     // Fields left undefined are not set.
-    const { name } = await db(tx)
-      .updateTable('project')
-      .set({
-        name: value('name'),
-        event_retention_days: value('event_retention_days'),
-        recording_retention_days: value('recording_retention_days'),
-        updated_at: sql<Date>`now()`,
-      })
-      .where('id', '=', actor.projectId)
-      .returning('name')
-      .executeTakeFirstOrThrow();
+    const { name } = await writeProjectSettings(tx, actor.projectId, {
+      name: value('name'),
+      event_retention_days: value('event_retention_days'),
+      recording_retention_days: value('recording_retention_days'),
+    });
     const changes: ActivityChange[] = changed.map((f) => ({
       type: 'Project',
       action: 'changed',

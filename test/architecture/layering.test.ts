@@ -25,7 +25,6 @@ describe('layering', () => {
       'feature_flag_hash_key_override: shared/flags, shared/ingestion',
       'person: shared/ingestion, shared/persons',
       'person_distinct_id: shared/ingestion, shared/persons',
-      'project: shared/accounts, shared/ingestion, shared/retention',
       'session_recording: shared/deletions, shared/ingestion, shared/retention',
       'session_recording_snapshot: shared/deletions, shared/ingestion, shared/retention',
     ]);
