@@ -17,8 +17,10 @@ export interface PersonState {
   t0: number;
   /** The first exposure to a second variant, when before the state's day ended. */
   leftAt: number | null;
-  /** Mean: the sum of values since the first exposure (up to leaving). */
+  /** Mean: the sum of values since the first exposure (up to leaving); ratio: the numerator's. */
   value: number;
+  /** Ratio: the denominator's sum of values since the first exposure (up to leaving). */
+  denominator: number;
   /** CUPED: the mean's value over the lookback days before t0; a funnel's 0/1. */
   covariate: number;
   /** Funnel: the times the steps were reached, in order (those reached by the state's day). */
@@ -33,10 +35,15 @@ export type PersonEvents = EventColumns<number | null>;
 
 export interface MetricRule {
   kind: MetricKind;
-  /** Mean: the one event; funnel: the steps' events (as their numbers in the read's names). */
+  /**
+   * Mean: the one event; ratio: the numerator's, then the denominator's; funnel: the steps' events
+   * (as their numbers in the read's names).
+   */
   events: number[];
-  /** Mean: which of the events' values to sum (null: count events). */
+  /** Mean (ratio: the numerator): which of the events' values to sum (null: count events). */
   valueIndex: number | null;
+  /** Ratio: which of the denominator event's values to sum (null: count events). */
+  denominatorIndex?: number | null;
 }
 
 export interface Window {
@@ -56,6 +63,10 @@ interface Changes {
   n: number[];
   sum: number[];
   sumSq: number[];
+  /** Ratio: Σd, Σd², Σm·d. */
+  d: number[];
+  dd: number[];
+  md: number[];
   x: number[];
   xx: number[];
   xy: number[];
@@ -66,8 +77,11 @@ interface Changes {
  * The values `rule` adds of `events`' events, asked in ascending order of place: 1 each when it counts
  * events, else the event's value of its property (0 when it has none).
  */
-export function valuesOf(rule: MetricRule, events: PersonEvents): (j: number) => number {
-  const index = rule.valueIndex;
+export function valuesOf(
+  rule: MetricRule,
+  events: PersonEvents,
+  index: number | null | undefined = rule.valueIndex,
+): (j: number) => number {
   if (index === null) return () => 1;
   let p = 0;
   return (j) => {
@@ -92,7 +106,18 @@ export function advance(
   const changesOf = (variant: string) => {
     let c = byVariant.get(variant);
     if (!c) {
-      c = { n: zeros(), sum: zeros(), sumSq: zeros(), x: zeros(), xx: zeros(), xy: zeros(), steps: [] };
+      c = {
+        n: zeros(),
+        sum: zeros(),
+        sumSq: zeros(),
+        d: zeros(),
+        dd: zeros(),
+        md: zeros(),
+        x: zeros(),
+        xx: zeros(),
+        xy: zeros(),
+        steps: [],
+      };
       c.steps = rule.events.map(zeros);
       byVariant.set(variant, c);
     }
@@ -120,8 +145,56 @@ export function advance(
     }
     let value = state?.value ?? 0;
     let savedValue = value;
+    let denominator = state?.denominator ?? 0;
+    let savedDenominator = denominator;
     let steps = state?.steps ?? [];
-    if (rule.kind === 'mean') {
+    if (rule.kind === 'ratio') {
+      // A day's change of the person's numerator m and denominator d moves Σm², Σd² and Σm·d by
+      // their own increments, as a mean's Σv².
+      const addDay = (day: number, dm: number, dd: number) => {
+        at(c.sum, day, dm);
+        at(c.sumSq, day, 2 * value * dm + dm * dm);
+        at(c.d, day, dd);
+        at(c.dd, day, 2 * denominator * dd + dd * dd);
+        at(c.md, day, value * dd + denominator * dm + dm * dd);
+        value += dm;
+        denominator += dd;
+        if (window.saveDay !== null && day <= window.saveDay) {
+          savedValue = value;
+          savedDenominator = denominator;
+        }
+      };
+      let day = -1;
+      let dm = 0;
+      let dd = 0;
+      const numeratorAt = valuesOf(rule, events);
+      const denominatorAt = valuesOf(rule, events, rule.denominatorIndex ?? null);
+      const [numeratorEvent, denominatorEvent] = rule.events;
+      for (let j = 0; j < events.t.length; j++) {
+        const t = events.t[j];
+        const name = events.name[j];
+        if ((name !== numeratorEvent && name !== denominatorEvent) || t < member.t0) continue;
+        const d = dayOf(t);
+        if (!counts(d)) continue;
+        if (d !== day) {
+          if (day >= 0) addDay(day, dm, dd);
+          day = d;
+          dm = 0;
+          dd = 0;
+        }
+        if (name === numeratorEvent) dm += numeratorAt(j);
+        if (name === denominatorEvent) dd += denominatorAt(j);
+      }
+      if (day >= 0) addDay(day, dm, dd);
+      if (dayOut !== null) {
+        at(c.n, dayOut, -1);
+        at(c.sum, dayOut, -value);
+        at(c.sumSq, dayOut, -(value * value));
+        at(c.d, dayOut, -denominator);
+        at(c.dd, dayOut, -(denominator * denominator));
+        at(c.md, dayOut, -(value * denominator));
+      }
+    } else if (rule.kind === 'mean') {
       // Each day's change, in time order (the events are): added up day by day.
       const addDay = (day: number, delta: number) => {
         at(c.sum, day, delta);
@@ -189,12 +262,17 @@ export function advance(
         t0: member.t0,
         leftAt: dayOut !== null && dayOut <= saveDay ? member.leftAt : null,
         value: savedValue,
+        denominator: savedDenominator,
         covariate: x,
         steps: steps.filter((t) => dayOf(t) <= saveDay),
       };
       // Only what changed is written (a person whose events are all after the day keeps their row).
       const same =
-        state && next.leftAt === null && next.value === state.value && next.steps.length === state.steps.length;
+        state &&
+        next.leftAt === null &&
+        next.value === state.value &&
+        next.denominator === state.denominator &&
+        next.steps.length === state.steps.length;
       if (!same) saved.set(person, next);
     }
   }
@@ -210,6 +288,9 @@ export function advance(
         n: cumulative(c.n),
         sum: cumulative(c.sum),
         sumSq: cumulative(c.sumSq),
+        d: cumulative(c.d),
+        dd: cumulative(c.dd),
+        md: cumulative(c.md),
         x: cumulative(c.x),
         xx: cumulative(c.xx),
         xy: cumulative(c.xy),
@@ -224,16 +305,26 @@ export function advance(
       const total = (name: Exclude<keyof Changes, 'steps'>) => t?.[name][d] ?? 0;
       const stepCounts = rule.events.map((_, k) => t?.steps[k][d] ?? 0);
       const stats: VariantStats =
-        rule.kind === 'mean'
-          ? { key, number_of_samples: total('n'), sum: total('sum'), sum_squares: total('sumSq') }
-          : {
+        rule.kind === 'ratio'
+          ? {
               key,
               number_of_samples: total('n'),
-              sum: stepCounts[last],
-              sum_squares: stepCounts[last],
-              step_counts: stepCounts,
-            };
-      if (window.cuped) {
+              sum: total('sum'),
+              sum_squares: total('sumSq'),
+              denominator_sum: total('d'),
+              denominator_sum_squares: total('dd'),
+              numerator_denominator_sum_product: total('md'),
+            }
+          : rule.kind === 'mean'
+            ? { key, number_of_samples: total('n'), sum: total('sum'), sum_squares: total('sumSq') }
+            : {
+                key,
+                number_of_samples: total('n'),
+                sum: stepCounts[last],
+                sum_squares: stepCounts[last],
+                step_counts: stepCounts,
+              };
+      if (window.cuped && rule.kind !== 'ratio') {
         stats.covariate_sum = total('x');
         stats.covariate_sum_squares = rule.kind === 'mean' ? total('xx') : total('x');
         stats.covariate_sum_product = total('xy');

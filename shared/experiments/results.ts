@@ -60,13 +60,23 @@ export interface ExperimentForResults {
 
 export type MetricResult = MetricAnalysis;
 
+/** The events a mean metric, or a ratio's numerator or denominator, counts (math `total`) or sums (`sum`). */
+export interface MetricSource {
+  event?: unknown;
+  math?: unknown;
+  math_property?: unknown;
+}
+
 /** A metric as stored in experiment.metrics (PostHog's ExperimentMetric: the fields the engine reads). */
 export interface ExperimentMetric {
   uuid?: string;
   fingerprint?: string;
   metric_type?: unknown;
-  source?: { event?: unknown; math?: unknown; math_property?: unknown } | null;
+  source?: MetricSource | null;
   series?: unknown;
+  /** Ratio metrics: the numerator's and the denominator's sources, each with its math. */
+  numerator?: MetricSource | null;
+  denominator?: MetricSource | null;
 }
 
 interface FlagVariant {
@@ -147,18 +157,34 @@ export function experimentForResults(x: ExperimentRow): ExperimentForResults {
 const DAY = 86400_000;
 const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
 
-const UNSUPPORTED = 'Unsupported metric: mean metrics need source.event; funnel metrics need series of events.';
+const UNSUPPORTED =
+  'Unsupported metric: mean metrics need source.event; ratio metrics numerator.event and denominator.event; funnel metrics need series of events.';
 
-/** The events a metric counts: mean → one source event; funnel → ordered series of events. */
-export function metricShape(
-  metric: ExperimentMetric | null | undefined,
-): { kind: MetricKind; events: string[]; mathProperty: string | null } | null {
-  if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string') {
-    const math = metric.source.math;
-    const property = metric.source.math_property;
-    const mathProperty = math === 'sum' && typeof property === 'string' ? property : null;
-    return { kind: 'mean', events: [metric.source.event], mathProperty };
-  }
+/** The property a source sums (math `sum`), or null when it counts its events. */
+const summed = (source: MetricSource) =>
+  source.math === 'sum' && typeof source.math_property === 'string' ? source.math_property : null;
+
+/**
+ * The events a metric counts: mean → one source event; ratio → the numerator's event, then the
+ * denominator's (the same one, possibly); funnel → ordered series of events. `mathProperty` is what
+ * the (first) event sums, `denominatorProperty` what a ratio's denominator sums.
+ */
+export function metricShape(metric: ExperimentMetric | null | undefined): {
+  kind: MetricKind;
+  events: string[];
+  mathProperty: string | null;
+  denominatorProperty?: string | null;
+} | null {
+  if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string')
+    return { kind: 'mean', events: [metric.source.event], mathProperty: summed(metric.source) };
+  const { numerator, denominator } = metric ?? {};
+  if (metric?.metric_type === 'ratio' && typeof numerator?.event === 'string' && typeof denominator?.event === 'string')
+    return {
+      kind: 'ratio',
+      events: [numerator.event, denominator.event],
+      mathProperty: summed(numerator),
+      denominatorProperty: summed(denominator),
+    };
   const series = metric?.metric_type === 'funnel' && Array.isArray(metric.series) ? metric.series : [];
   const events = series.map((s) => record(s).event);
   if (events.length && events.every((e): e is string => typeof e === 'string')) {
@@ -374,11 +400,15 @@ function readPlan(metrics: readonly ExperimentMetric[]) {
   const valid = shapes.filter((s): s is Exclude<typeof s, Error> => !(s instanceof Error));
   // Each summed property, of the events that sum it only (a mean's one event).
   const properties: ExperimentProperty[] = [];
+  const sums = (key: string | null | undefined, event: string) => {
+    if (!key) return;
+    const had = properties.find((p) => p.key === key);
+    if (!had) properties.push({ key, events: [event] });
+    else if (!had.events.includes(event)) had.events = [...had.events, event];
+  };
   for (const s of valid) {
-    if (!s.mathProperty) continue;
-    const had = properties.find((p) => p.key === s.mathProperty);
-    if (!had) properties.push({ key: s.mathProperty, events: [s.events[0]] });
-    else if (!had.events.includes(s.events[0])) had.events = [...had.events, s.events[0]];
+    sums(s.mathProperty, s.events[0]);
+    if (s.kind === 'ratio') sums(s.denominatorProperty, s.events[1]);
   }
   const events = [...new Set(valid.flatMap((s) => s.events))];
   return { shapes, properties, events };
@@ -617,6 +647,9 @@ async function countsFrom(
           kind: shape.kind,
           events: shape.events.map((name) => numbered.indexOf(name)),
           valueIndex: shape.mathProperty ? properties.findIndex((p) => p.key === shape.mathProperty) : null,
+          denominatorIndex: shape.denominatorProperty
+            ? properties.findIndex((p) => p.key === shape.denominatorProperty)
+            : null,
         },
   );
   const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
@@ -658,6 +691,7 @@ async function countsFrom(
             sql<number>`${sql.raw(MICROS('first_exposed_at'))}`.as('t0'),
             sql<number | null>`${sql.raw(MICROS('left_at'))}`.as('left_at'),
             'value',
+            'denominator',
             'covariate',
             'steps',
           ])
@@ -671,6 +705,7 @@ async function countsFrom(
             t0: r.t0,
             leftAt: r.left_at,
             value: Number(r.value),
+            denominator: Number(r.denominator),
             covariate: Number(r.covariate),
             steps: r.steps ?? [],
           });
@@ -727,7 +762,7 @@ async function countsFrom(
       const last = rule.events.at(-1);
       const covariateOf = (person: string) => {
         const list = pre.get(person);
-        if (!list) return 0;
+        if (!list || rule.kind === 'ratio') return 0; // (CUPED adjusts mean and funnel metrics only)
         const valueAt = valuesOf(rule, list);
         let sum = 0;
         for (let j = 0; j < list.t.length; j++) {
@@ -815,6 +850,7 @@ async function writeStateSlice(tx: EntityManager, experimentId: number, uuid: st
     t0: s.t0,
     left_at: s.leftAt,
     value: s.value,
+    denominator: s.denominator,
     covariate: s.covariate,
     steps: s.steps.length ? s.steps : null,
   }));
@@ -829,14 +865,16 @@ async function writeStateSlice(tx: EntityManager, experimentId: number, uuid: st
       'first_exposed_at',
       'left_at',
       'value',
+      'denominator',
       'covariate',
       'steps',
     ])
     .expression(
       sql`select ${experimentId}::int, ${uuid}::varchar, r.person_id, r.variant, ${micros('t0')}, ${micros('left_at')},
-                 r.value, r.covariate, r.steps
+                 r.value, r.denominator, r.covariate, r.steps
             from jsonb_to_recordset(${JSON.stringify(list)}::jsonb)
-              as r(person_id bigint, variant text, t0 float8, left_at float8, value float8, covariate float8, steps jsonb)`,
+              as r(person_id bigint, variant text, t0 float8, left_at float8, value float8, denominator float8,
+                   covariate float8, steps jsonb)`,
     )
     .onConflict((oc) =>
       oc.columns(['experiment_id', 'metric_uuid', 'person_id']).doUpdateSet((eb) => ({
@@ -844,6 +882,7 @@ async function writeStateSlice(tx: EntityManager, experimentId: number, uuid: st
         first_exposed_at: eb.ref('excluded.first_exposed_at'),
         left_at: eb.ref('excluded.left_at'),
         value: eb.ref('excluded.value'),
+        denominator: eb.ref('excluded.denominator'),
         covariate: eb.ref('excluded.covariate'),
         steps: eb.ref('excluded.steps'),
       })),
@@ -1039,6 +1078,11 @@ function storedCounts(result: unknown): VariantStats[] {
         stats.covariate_sum_squares = finite(v.covariate_sum_squares);
         stats.covariate_sum_product = finite(v.covariate_sum_product);
       }
+      if (v.denominator_sum !== undefined) {
+        stats.denominator_sum = finite(v.denominator_sum);
+        stats.denominator_sum_squares = finite(v.denominator_sum_squares);
+        stats.numerator_denominator_sum_product = finite(v.numerator_denominator_sum_product);
+      }
       return stats;
     });
 }
@@ -1059,6 +1103,11 @@ function addStats(a: VariantStats | undefined, b: VariantStats | undefined, sign
     out.covariate_sum = field('covariate_sum');
     out.covariate_sum_squares = field('covariate_sum_squares');
     out.covariate_sum_product = field('covariate_sum_product');
+  }
+  if (a?.denominator_sum !== undefined || b?.denominator_sum !== undefined) {
+    out.denominator_sum = field('denominator_sum');
+    out.denominator_sum_squares = field('denominator_sum_squares');
+    out.numerator_denominator_sum_product = field('numerator_denominator_sum_product');
   }
   return out;
 }

@@ -119,8 +119,36 @@ function checkStatsConfig(statsConfig: {
     );
 }
 
+/** The maths a ratio's numerator or denominator may take: count its events, or sum a property of them. */
+const RATIO_MATHS = ['total', 'sum'];
+
+/**
+ * A ratio metric (PostHog's ExperimentRatioMetric) needs a numerator and a denominator, each a source
+ * of events as a mean metric's (an event, its math, the property a sum adds up): the engine counts
+ * events or sums a property per person.
+ */
+function checkRatioMetric(metric: unknown, attr: string) {
+  const m = metric as Metric | null;
+  if (m?.metric_type !== 'ratio') return;
+  for (const part of ['numerator', 'denominator'] as const) {
+    const source = m[part] as Record<string, unknown> | null | undefined;
+    if (!source || typeof source !== 'object' || Array.isArray(source))
+      throw validationError(`A ratio metric needs a ${part}: a source of events, as a mean metric's.`, attr);
+    if (source.kind !== undefined && source.kind !== 'EventsNode')
+      throw validationError(`The ratio metric's ${part} must be an EventsNode.`, attr);
+    if (typeof source.event !== 'string' || !source.event)
+      throw validationError(`The ratio metric's ${part} needs an event.`, attr);
+    const math = source.math ?? 'total';
+    if (typeof math !== 'string' || !RATIO_MATHS.includes(math))
+      throw validationError(`The ratio metric's ${part} math must be one of ${RATIO_MATHS.join(', ')}.`, attr);
+    if (math === 'sum' && (typeof source.math_property !== 'string' || !source.math_property))
+      throw validationError(`The ratio metric's ${part} sums a property: set its math_property.`, attr);
+  }
+}
+
 /** Sequential testing applies to the metric kinds the engine computes (mean, funnel), not to ratio or retention metrics. */
 function checkSequentialMetrics(statsConfig: unknown, metrics: unknown[], attr: string) {
+  for (const m of metrics) checkRatioMetric(m, attr);
   if (!sequentialConfig(statsConfig)) return;
   for (const m of metrics) {
     const type = (m as Metric | null)?.metric_type;
@@ -142,7 +170,7 @@ function checkGuardrails(statsConfig: unknown, metrics: Metric[], secondary: Met
         `Guardrail ${i + 1}: metric ${g.metric_uuid} is not one of this experiment's metrics (metrics or metrics_secondary).`,
         'stats_config__guardrails',
       );
-    if (!metricShape(metric))
+    if (!metricShape(metric) || metric.metric_type === 'ratio')
       throw validationError(
         `Guardrail ${i + 1}: metric ${g.metric_uuid} cannot be checked: only mean and funnel metrics of events can.`,
         'stats_config__guardrails',
@@ -757,6 +785,7 @@ export function savedMetricFields(
     (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio'].includes(query.metric_type))
   )
     throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
+  checkRatioMetric(query, 'query');
   out.query = query;
   return out;
 }

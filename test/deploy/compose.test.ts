@@ -243,7 +243,9 @@ describe.skipIf(missingPackage('dockerCompose'))('docker-compose.yml', () => {
       }
       expect(withClickHouse.api.depends_on.bootstrap).toEqual({ condition: 'service_completed_successfully' });
       // bootstrap applies ClickHouse's schema too before the API and the worker start.
-      expect(withClickHouse.bootstrap.command.join(' ')).toMatch(/node scripts\/migrate\.ts && exec node scripts\/bootstrap\.ts --if-new/);
+      expect(withClickHouse.bootstrap.command.join(' ')).toMatch(
+        /node scripts\/migrate\.ts && exec node scripts\/bootstrap\.ts --if-new/,
+      );
     });
   });
 

@@ -35,6 +35,8 @@ export const ExperimentPersonState = defineEntity({
     firstExposedAt: p.datetime(),
     leftAt: p.datetime().nullable(),
     value: p.double().defaultRaw('0'),
+    /** A ratio metric's denominator (value holds its numerator). */
+    denominator: p.double().defaultRaw('0'),
     covariate: p.double().defaultRaw('0'),
     steps: p.json<number[]>().nullable(),
   },

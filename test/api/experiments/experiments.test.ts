@@ -380,7 +380,12 @@ describe('stats_config: multiple-comparison correction and CUPED', () => {
 
   it('sequential testing: stored when valid, refused for ratio and retention metrics, and it changes the fingerprints', async () => {
     const sequential = { method: 'frequentist', sequential: { enabled: true } };
-    const ratio = { kind: 'ExperimentMetric', metric_type: 'ratio', numerator: {}, denominator: {} };
+    const ratio = {
+      kind: 'ExperimentMetric',
+      metric_type: 'ratio',
+      numerator: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
+      denominator: { kind: 'EventsNode', event: 'purchase' },
+    };
     const refused = await post(`${P()}/`, {
       name: 'Sequential ratio',
       feature_flag_key: 'sequential-ratio',

@@ -9,6 +9,7 @@ import {
 } from '../../../shared/experiments/sequential.ts';
 import { holmAdjust } from '../../../shared/experiments/stats.ts';
 import { computeExperimentResults } from '../../../shared/experiments/results-job.ts';
+import { sql } from '../../db.ts';
 import { CHECKOUT_METRICS, capture, type SeedEvent } from '../../fixtures.ts';
 import { call, eventually, apiAndWorker } from '../../helpers.ts';
 
@@ -547,5 +548,125 @@ describe('experiment results job', () => {
     ]);
     expect(steps.baseline).toMatchObject({ sum: 2, covariate_sum: 1, covariate_sum_product: 1 });
     expect(steps.variant_results[0]).toMatchObject({ sum: 0, covariate_sum: 0, covariate_sum_product: 0 });
+  });
+});
+
+describe('ratio metrics', () => {
+  it('Σ numerator / Σ denominator per variant, with the per-person sums PostHog returns (test_basic_ratio_metric), continued from a stored day', async () => {
+    const today = new Date();
+    const dayStart = (offset: number) =>
+      new Date(Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() + offset));
+    const at = (offset: number, hour: number) => new Date(dayStart(offset).getTime() + hour * 3600_000).toISOString();
+    const ratio = {
+      kind: 'ExperimentMetric',
+      metric_type: 'ratio',
+      numerator: { kind: 'EventsNode', event: 'purchase', math: 'sum', math_property: 'amount' },
+      denominator: { kind: 'EventsNode', event: 'purchase', math: 'total' },
+    };
+    const exp = (
+      await call(api.baseUrl, 'POST', `${P()}/`, {
+        key: account.apiKey,
+        body: {
+          name: 'Revenue per purchase',
+          feature_flag_key: 'ratio-checkout',
+          start_date: dayStart(-2).toISOString(),
+          stats_config: { method: 'frequentist' },
+          metrics: [ratio, CHECKOUT_METRICS[0]],
+        },
+      })
+    ).body;
+    expect(exp.metrics[0]).toMatchObject({ metric_type: 'ratio', numerator: ratio.numerator });
+    // PostHog's test_basic_ratio_metric: control 10 persons, 0–2 buy once for 10, 3–5 twice for 15;
+    // test 10 persons, 0–3 buy once for 20, 4–7 twice for 10. The second purchases fall a day later.
+    const events: SeedEvent[] = [];
+    const buy = (id: string, day: number, amount: number) =>
+      events.push({ event: 'purchase', distinct_id: id, timestamp: at(day, 2), properties: { amount } });
+    for (const [variant, once, twice, each1, each2] of [
+      ['control', 3, 3, 10, 15],
+      ['test', 4, 4, 20, 10],
+    ] as const) {
+      for (let i = 0; i < 10; i++) {
+        const id = `ratio_${variant}_${i}`;
+        events.push({
+          event: '$feature_flag_called',
+          distinct_id: id,
+          timestamp: at(-2, 1),
+          properties: { $feature_flag: 'ratio-checkout', $feature_flag_response: variant },
+        });
+        if (i < once) buy(id, -2, each1);
+        else if (i < once + twice) {
+          buy(id, -2, each2);
+          buy(id, -1, each2);
+        }
+      }
+    }
+    await capture(api.baseUrl, account.projectToken, events);
+
+    const job = { data: { experimentId: exp.id } } as Job<JobData['experimentResults']>;
+    expect((await computeExperimentResults(job, worker.deps, new Date(at(-1, 1)))).full).toBe(1);
+    // As the next day's run would find it: day −2 computed after every event and person arrived.
+    await sql(api.orm, `update experiment_metric_result set computed_at = now() where experiment_id = ? and day < ?`, [
+      exp.id,
+      dayStart(-1).toISOString().slice(0, 10),
+    ]);
+    // That run continues day −2's stored sums and persons' states (numerators and denominators).
+    expect(await computeExperimentResults(job, worker.deps, new Date(at(-1, 6)))).toMatchObject({
+      incremental: 1,
+      full: 0,
+    });
+
+    const m = exp.metrics[0];
+    const body = (
+      await call(
+        api.baseUrl,
+        'GET',
+        `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+        { key: account.apiKey },
+      )
+    ).body;
+    expect(body.status).toBe('partial'); // (today not computed yet)
+    const day1 = body.timeseries[dayStart(-2).toISOString().slice(0, 10)];
+    expect(day1.baseline).toMatchObject({ key: 'control', number_of_samples: 10, sum: 75, denominator_sum: 6 });
+    const day2 = body.timeseries[dayStart(-1).toISOString().slice(0, 10)];
+    // PostHog's golden sums (120 / 9 and 160 / 12), and Σm², Σd², Σm·d of the persons' totals.
+    expect(day2.baseline).toMatchObject({
+      key: 'control',
+      number_of_samples: 10,
+      sum: 120,
+      sum_squares: 3 * 10 ** 2 + 3 * 30 ** 2,
+      denominator_sum: 9,
+      denominator_sum_squares: 3 + 3 * 4,
+      numerator_denominator_sum_product: 3 * 10 + 3 * 30 * 2,
+    });
+    expect(day2.variant_results[0]).toMatchObject({
+      key: 'test',
+      number_of_samples: 10,
+      sum: 160,
+      sum_squares: 8 * 20 ** 2,
+      denominator_sum: 12,
+      denominator_sum_squares: 4 + 4 * 4,
+      numerator_denominator_sum_product: 4 * 20 + 4 * 20 * 2,
+      p_value: null, // under 50 exposures, as PostHog withholds them
+      validation_failures: ['NOT_ENOUGH_EXPOSURES'],
+    });
+  });
+
+  it('refuses a ratio metric without a numerator and denominator it can compute', async () => {
+    for (const bad of [
+      { kind: 'ExperimentMetric', metric_type: 'ratio', numerator: { kind: 'EventsNode', event: 'a' } },
+      {
+        kind: 'ExperimentMetric',
+        metric_type: 'ratio',
+        numerator: { kind: 'EventsNode', event: 'a', math: 'sum' },
+        denominator: { kind: 'EventsNode', event: 'b' },
+      },
+    ]) {
+      const res = await call(api.baseUrl, 'POST', `${P()}/`, {
+        key: account.apiKey,
+        body: { name: 'Bad ratio', feature_flag_key: `bad-ratio-${Math.random()}`.replace('.', ''), metrics: [bad] },
+      });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ type: 'validation_error', attr: 'metrics' });
+    }
   });
 });

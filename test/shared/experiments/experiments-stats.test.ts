@@ -338,3 +338,70 @@ describe('CUPED (golden values of PostHog’s stats/tests/test_cuped.py, TestCup
     expect(r.confidence_interval[1]).toBeLessThan(0);
   });
 });
+
+describe('ratio metrics (PostHog: RatioStatistic, delta-method variance)', () => {
+  // PostHog's stats/tests/test_frequentist.py, test_two_sided_ttest_with_ratio_statistic: revenue per
+  // purchase, each person's purchases (0/1) as the denominator, so Σd² = Σd and Σm·d = Σm.
+  const ratio = [
+    {
+      key: 'test',
+      number_of_samples: 2034,
+      sum: 99673.9364269569,
+      sum_squares: 11298745.182728939,
+      denominator_sum: 947,
+      denominator_sum_squares: 947,
+      numerator_denominator_sum_product: 99673.9364269569,
+    },
+    {
+      key: 'control',
+      number_of_samples: 1966,
+      sum: 94605.79858780127,
+      sum_squares: 10463129.505392816,
+      denominator_sum: 936,
+      denominator_sum_squares: 936,
+      numerator_denominator_sum_product: 94605.79858780127,
+    },
+  ];
+  it('frequentist: PostHog’s golden values (test_two_sided_ttest_with_ratio_statistic)', () => {
+    const v = compareVariants(ratio, 'control', 'ratio', 'frequentist').variant_results[0] as Compared & {
+      validation_failures: string[];
+    };
+    expect(v.validation_failures).toEqual([]);
+    // PostHog asserts these to 4 places; they are given to 6–7 significant digits.
+    expect(v.confidence_interval[0]).toBeCloseTo(0.01378609, 6);
+    expect(v.p_value).toBeCloseTo(0.0032826, 6);
+    expect(v.confidence_interval[1]).toBeCloseTo(0.0689, 4);
+    expect((v.confidence_interval[0] + v.confidence_interval[1]) / 2).toBeCloseTo(0.041333, 6);
+    expect(v.significant).toBe(true);
+  });
+  it('the ratio and its delta-method variance by hand', () => {
+    // R = Σm/Σd; Var = s²m/d̄² + m̄²·s²d/d̄⁴ − 2m̄·cov/d̄³ (per person), the relative effect's variance
+    // Var_T/(n_T·R_C²) + R_T²·Var_C/(n_C·R_C⁴), as for a mean.
+    const stat = (v: (typeof ratio)[number]) => {
+      const n = v.number_of_samples;
+      const m = v.sum / n;
+      const d = v.denominator_sum / n;
+      const sm = (v.sum_squares - v.sum ** 2 / n) / (n - 1);
+      const sd = (v.denominator_sum_squares - v.denominator_sum ** 2 / n) / (n - 1);
+      const cov = (v.numerator_denominator_sum_product - (v.sum * v.denominator_sum) / n) / (n - 1);
+      return {
+        n,
+        r: v.sum / v.denominator_sum,
+        variance: sm / d ** 2 + (m ** 2 * sd) / d ** 4 - (2 * m * cov) / d ** 3,
+      };
+    };
+    const t = stat(ratio[0]);
+    const c = stat(ratio[1]);
+    const theta = (t.r - c.r) / c.r;
+    const variance = t.variance / (t.n * c.r ** 2) + (t.r ** 2 * c.variance) / (c.n * c.r ** 4);
+    const v = compareVariants(ratio, 'control', 'ratio', 'bayesian').variant_results[0] as Compared;
+    expect(v.chance_to_win).toBeCloseTo(normalCdf(theta / Math.sqrt(variance)), 9);
+    expect(v.credible_interval[0]).toBeCloseTo(theta - normalQuantile(0.975) * Math.sqrt(variance), 9);
+    expect(v.significant).toBe(true);
+  });
+  it('no statistics when the baseline’s denominator is zero', () => {
+    const zero = [{ ...ratio[0] }, { ...ratio[1], denominator_sum: 0, denominator_sum_squares: 0 }];
+    const v = compareVariants(zero, 'control', 'ratio', 'frequentist').variant_results[0] as Compared;
+    expect(v.p_value).toBeNull();
+  });
+});

@@ -34,6 +34,7 @@ import { Migration0052ExperimentPersonState } from './0052-experiment-person-sta
 import { Migration0053EventBuffer } from './0053-event-buffer.ts';
 import { Migration0054DistinctIdMovedIndex } from './0054-distinct-id-moved-index.ts';
 import { Migration0055DeletionIdempotencyPerUser } from './0055-deletion-idempotency-per-user.ts';
+import { Migration0056ExperimentPersonStateDenominator } from './0056-experiment-person-state-denominator.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -70,4 +71,5 @@ export const migrationsList = [
   { name: '0053-event-buffer', class: Migration0053EventBuffer },
   { name: '0054-distinct-id-moved-index', class: Migration0054DistinctIdMovedIndex },
   { name: '0055-deletion-idempotency-per-user', class: Migration0055DeletionIdempotencyPerUser },
+  { name: '0056-experiment-person-state-denominator', class: Migration0056ExperimentPersonStateDenominator },
 ];
