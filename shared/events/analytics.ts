@@ -156,14 +156,14 @@ export function lifecyclePersonIds(
  * the days' bounds, and the project's newest persons, newest first as pages list them, down to those
  * created before the day (all of them: their creation decides new and returning), then `older` more
  * (a page is most often found among them). `later` of `ids` were created after the day, the next
- * `since - later` on it, the rest before it; `whole`: `ids` are all the project's persons.
+ * `since - later` on it, the rest before it.
  */
 export async function lifecycleNewestPersons(
   em: EntityManager,
   projectId: number,
   lifecycle: LifecycleParams,
   older: number,
-): Promise<{ before: Date; start: Date; end: Date; ids: string[]; later: number; since: number; whole: boolean }> {
+): Promise<{ before: Date; start: Date; end: Date; ids: string[]; later: number; since: number }> {
   const days = lifecycleDays(lifecycle);
   const [found] = await rows<{
     before: Date;
@@ -172,7 +172,6 @@ export async function lifecycleNewestPersons(
     ids: string[];
     later: number;
     since: number;
-    older: number;
   }>(
     em,
     `with b as (${days.sql}),
@@ -184,12 +183,10 @@ export async function lifecycleNewestPersons(
      select b."before", b.start, b."end",
             coalesce((select array_agg(n.id::text order by n.created_at desc, n.id desc) from n), '{}') as ids,
             (select count(*)::int from n where n.created_at >= b."end") as later,
-            (select count(*)::int from n where n.created_at >= b.start) as since,
-            (select count(*)::int from n where n.created_at < b.start) as older
-       from b`,
+            (select count(*)::int from n where n.created_at >= b.start) as since from b`,
     [...days.params, projectId, projectId, older],
   );
-  return { ...found, whole: found.older < older };
+  return found;
 }
 
 // Sorts and hashes over a large project's events spill to disk at the server's default 4 MB; this is
