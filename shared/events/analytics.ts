@@ -94,14 +94,18 @@ export function funnelCorrelationPersonIds(
   return personIdPage(em, projectId, ids, page);
 }
 
-/** The day's date text (its UTC calendar date) and the SQL of the days' bounds in its time zone: before, start, end. */
-function lifecycleDays({ day, timezone }: LifecycleParams): SqlFragment {
+/** A lifecycle day's bound `days` after its start in the project's time zone: SQL and its parameters. */
+function lifecycleBound({ day, timezone }: LifecycleParams, days: number): SqlFragment {
   const date = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate())).toISOString().slice(0, 10);
+  return { sql: `(?::date + ${days})::timestamp at time zone ?::text`, params: [date, timezone] };
+}
+
+/** The SQL of the days' bounds (before, start, end) a lifecycle day reads, as one row. */
+function lifecycleDays(lifecycle: LifecycleParams): SqlFragment {
+  const [before, start, end] = [-1, 0, 1].map((d) => lifecycleBound(lifecycle, d));
   return {
-    sql: `select (d - 1)::timestamp at time zone tz as "before", d::timestamp at time zone tz as "start",
-                 (d + 1)::timestamp at time zone tz as "end"
-            from (select ?::date as d, ?::text as tz) x`,
-    params: [date, timezone],
+    sql: `select ${before.sql} as "before", ${start.sql} as "start", ${end.sql} as "end"`,
+    params: [...before.params, ...start.params, ...end.params],
   };
 }
 
@@ -164,7 +168,11 @@ export async function lifecycleNewestPersons(
   lifecycle: LifecycleParams,
   older: number,
 ): Promise<{ before: Date; start: Date; end: Date; ids: string[]; later: number; since: number }> {
+  // The bounds written out where they are compared (not from a CTE), so the planner reads the range of
+  // person_project_created_idx they give.
   const days = lifecycleDays(lifecycle);
+  const start = lifecycleBound(lifecycle, 0);
+  const end = lifecycleBound(lifecycle, 1);
   const [found] = await rows<{
     before: Date;
     start: Date;
@@ -174,17 +182,17 @@ export async function lifecycleNewestPersons(
     since: number;
   }>(
     em,
-    `with b as (${days.sql}),
-     n as ((select p.id, p.created_at from person p, b where p.project_id = ? and p.created_at >= b.start
-             order by p.created_at desc, p.id desc)
-           union all
-           (select p.id, p.created_at from person p, b where p.project_id = ? and p.created_at < b.start
-             order by p.created_at desc, p.id desc limit ?))
-     select b."before", b.start, b."end",
-            coalesce((select array_agg(n.id::text order by n.created_at desc, n.id desc) from n), '{}') as ids,
-            (select count(*)::int from n where n.created_at >= b."end") as later,
-            (select count(*)::int from n where n.created_at >= b.start) as since from b`,
-    [...days.params, projectId, projectId, older],
+    `with n as ((select p.id, p.created_at from person p where p.project_id = ? and p.created_at >= ${start.sql}
+                  order by p.created_at desc, p.id desc)
+                union all
+                (select p.id, p.created_at from person p where p.project_id = ? and p.created_at < ${start.sql}
+                  order by p.created_at desc, p.id desc limit ?))
+     select b.*, coalesce(n.ids, '{}') as ids, n.later, n.since
+       from (${days.sql}) b,
+            (select array_agg(n.id::text order by n.created_at desc, n.id desc) as ids,
+                    (count(*) filter (where n.created_at >= ${end.sql}))::int as later,
+                    (count(*) filter (where n.created_at >= ${start.sql}))::int as since from n) n`,
+    [projectId, ...start.params, projectId, ...start.params, older, ...days.params, ...end.params, ...start.params],
   );
   return found;
 }

@@ -392,16 +392,17 @@ export function createClickHouseEventStore(
         offset: page.offset,
         limit: page.limit,
       };
-      // The bucket's older persons too, but only sent when the page reaches past the newest persons.
-      const [found] = await select<{ n: string; known: string; page: string[]; rest: string[] }>(
+      // The bucket's older persons too, but only sent when the page reaches past the newest persons (as
+      // text: JSON's numbers would lose a bigint's last digits).
+      const [found] = await select<{ n: string; known: string; page: number[]; rest: string[] }>(
         `SELECT count() AS n, countIf(pos > 0) AS known,
                 arraySlice(arraySort(groupArrayIf(pos, pos > 0)), {offset:UInt32} + 1, {limit:UInt32}) AS page,
-                if(known >= {offset:UInt32} + {limit:UInt32}, [], groupArrayIf(toString(person_id), pos = 0)) AS rest
+                if(known >= {offset:UInt32} + {limit:UInt32}, [], arrayMap(id -> toString(id), groupArrayIf(person_id, pos = 0))) AS rest
            FROM (${members})`,
         params,
       );
       const count = Number(found.n);
-      const personIds = found.page.map((pos) => newest.ids[Number(pos) - 1]); // (UInt64s come as text)
+      const personIds = found.page.map((pos) => newest.ids[Number(pos) - 1]);
       if (personIds.length === page.limit || found.rest.length === 0) return { count, personIds };
       // The page reaches past the newest persons: the rest of it from the bucket's older persons, by their ids.
       const rest = await personIdPageOf(

@@ -381,6 +381,23 @@ describe("event store contract: lifecycle buckets by the persons' creation", () 
     await made('l1', day + D, [day + 7 * H]); // created after the day: in no bucket that day
     const dormant3 = await made('l2', day + 2 * D, [day - 6 * H]);
     await made('q', old, [day - 2 * D, day + D]); // active on neither day
+    // An id past a JS number's precision (2^53 + an odd number is no double), new to this database.
+    const big = (2n ** 53n + 1n + 2n * BigInt(Math.floor(Math.random() * 1e9))).toString();
+    const bigUuid = randomUUID();
+    await run(em(), `insert into person (id, uuid, project_id, created_at) values (?, ?, ?, ?)`, [
+      big,
+      bigUuid,
+      project,
+      at(old + 2),
+    ]);
+    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, 'big')`, [
+      project,
+      big,
+    ]);
+    await insertBoth([
+      event(project, 'pageview', 'big', bigUuid, at(day - H)),
+      event(project, 'signup', 'big', bigUuid, at(day + H)),
+    ]);
     await mirrorProjectDistinctIds(em(), ch, project);
     // The page found among the newest persons, and (older: 0 or 1) past them.
     const stores: EventStore[] = [
@@ -390,7 +407,7 @@ describe("event store contract: lifecycle buckets by the persons' creation", () 
     ];
     const expected: Record<string, string[]> = {
       new: [new2, new1],
-      returning: [returning2, returning1],
+      returning: [big, returning2, returning1],
       resurrecting: [resurrecting2, resurrecting1],
       dormant: [dormant3, dormant2, dormant1],
     };
