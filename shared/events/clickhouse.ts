@@ -362,16 +362,16 @@ export function createClickHouseEventStore(
       const older = options.lifecycleOlder ?? Math.max(1000, 4 * wanted);
       const newest = await lifecycleNewestPersons(fork(), projectId, lifecycle, older);
       const { event, type } = lifecycle;
-      const since = '(pos = 0 OR pos > {since:UInt32})'; // created before the day
+      // Sets (IN), not positions looked up per person: ClickHouse's transform() over the newest persons
+      // cost a tenth of the statement; the page's order is found here from the few members among them.
       const bucket = {
-        new: 'today AND pos > {later:UInt32} AND pos <= {since:UInt32}',
-        returning: `today AND yesterday AND ${since}`,
-        resurrecting: `today AND NOT yesterday AND ${since}`,
+        new: 'today AND person_id IN {day:Array(Int64)}',
+        returning: 'today AND yesterday AND person_id NOT IN {since:Array(Int64)}',
+        resurrecting: 'today AND NOT yesterday AND person_id NOT IN {since:Array(Int64)}',
         dormant: 'yesterday AND NOT today',
       }[type];
-      const members = `SELECT person_id, pos FROM (
+      const members = `SELECT person_id FROM (
           SELECT d.person_id AS person_id,
-                 transform(d.person_id, {ids:Array(Int64)}, range(1, length({ids:Array(Int64)}) + 1), 0) AS pos,
                  max(e.timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS today,
                  max(e.timestamp < parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS yesterday
             FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
@@ -379,37 +379,39 @@ export function createClickHouseEventStore(
              AND e.timestamp >= parseDateTime64BestEffort({before:String}, 6, 'UTC')
              AND e.timestamp < parseDateTime64BestEffort({end:String}, 6, 'UTC')
            GROUP BY d.person_id) WHERE ${bucket}`;
+      // As text: the ids are PostgreSQL's bigints, past a JS number's precision.
+      const list = (ids: string[]) => `[${ids.join(',')}]`;
       const params = {
         project: projectId,
         event,
         before: new Date(newest.before).toISOString(),
         start: new Date(newest.start).toISOString(),
         end: new Date(newest.end).toISOString(),
-        // As text: the ids are PostgreSQL's bigints, past a JS number's precision.
-        ids: `[${newest.ids.join(',')}]`,
-        later: newest.later,
-        since: newest.since,
-        offset: page.offset,
-        limit: page.limit,
+        ids: list(newest.ids),
+        since: list(newest.ids.slice(0, newest.since)),
+        day: list(newest.ids.slice(newest.later, newest.since)),
+        wanted,
       };
-      // The bucket's older persons too, but only sent when the page reaches past the newest persons (as
-      // text: JSON's numbers would lose a bigint's last digits).
-      const [found] = await select<{ n: string; known: string; page: number[]; rest: string[] }>(
-        `SELECT count() AS n, countIf(pos > 0) AS known,
-                arraySlice(arraySort(groupArrayIf(pos, pos > 0)), {offset:UInt32} + 1, {limit:UInt32}) AS page,
-                if(known >= {offset:UInt32} + {limit:UInt32}, [], arrayMap(id -> toString(id), groupArrayIf(person_id, pos = 0))) AS rest
+      // The members among the newest persons; the bucket's older persons too, but only sent when the
+      // page reaches past the newest (ids as text: JSON's numbers would lose a bigint's last digits).
+      const [found] = await select<{ n: string; known: string[]; rest: string[] }>(
+        `SELECT count() AS n, arrayMap(id -> toString(id), groupArrayIf(person_id, person_id IN {ids:Array(Int64)})) AS known,
+                if(length(known) >= {wanted:UInt32}, [],
+                   arrayMap(id -> toString(id), groupArrayIf(person_id, person_id NOT IN {ids:Array(Int64)}))) AS rest
            FROM (${members})`,
         params,
       );
       const count = Number(found.n);
-      const personIds = found.page.map((pos) => newest.ids[Number(pos) - 1]);
+      const place = new Map(newest.ids.map((id, i) => [id, i]));
+      const known = found.known.map((id) => place.get(id) ?? 0).sort((x, y) => x - y);
+      const personIds = known.slice(page.offset, wanted).map((i) => newest.ids[i]);
       if (personIds.length === page.limit || found.rest.length === 0) return { count, personIds };
       // The page reaches past the newest persons: the rest of it from the bucket's older persons, by their ids.
       const rest = await personIdPageOf(
         fork(),
         projectId,
         found.rest,
-        { offset: Math.max(0, page.offset - Number(found.known)), limit: page.limit - personIds.length },
+        { offset: Math.max(0, page.offset - known.length), limit: page.limit - personIds.length },
         0,
       );
       return { count, personIds: [...personIds, ...rest.personIds] };
