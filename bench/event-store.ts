@@ -14,7 +14,7 @@
 // BENCH_PERSONS (default 20,000) persons, BENCH_EVENTS (default 10 per person) events over 30 days.
 // The issue's size is BENCH_PERSONS=200000 BENCH_EVENTS=10000000.
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
 import { DuckDBInstance, timestampValue } from '@duckdb/node-api';
@@ -25,7 +25,8 @@ import { createClickHouseEventStore } from '../shared/events/index.ts';
 import { clickHouseFilterSql } from '../shared/events/index.ts';
 import { createPostgresEventStore } from '../shared/events/index.ts';
 import { backfillEvents } from '../shared/events/index.ts';
-import type { EventStore, FunnelParams, PerformedEventQuery } from '../shared/events/index.ts';
+import type { EventStore, FunnelParams, LifecycleType, PerformedEventQuery } from '../shared/events/index.ts';
+import { LIFECYCLE_TYPES } from '../shared/events/index.ts';
 
 const PERSONS = Number(process.env.BENCH_PERSONS ?? 20_000);
 const PER_PERSON = Math.max(1, Math.round(Number(process.env.BENCH_EVENTS ?? PERSONS * 10) / PERSONS));
@@ -292,6 +293,116 @@ const header = [
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
 for (const r of [header, widths.map((w) => '-'.repeat(w)), ...rows])
   console.log(`| ${r.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`);
+
+// ---- lifecycle: the persons of a bucket on day 28 ----
+// Persons were all made at once above (so the analyses before page alike); a lifecycle bucket depends
+// on when each was created: now each is created at its signup (its first event, k = 0), spread over
+// the 30 days, so day 28's new persons are those who signed up that day, and those who signed up later
+// are in no bucket that day but dormant.
+await pool.query(
+  `update person set created_at = to_timestamp($2::float8 / 1000) + ((id::bigint * 15485863) % (30::bigint * 86400000)) * interval '1 millisecond'
+    where project_id = $1`,
+  [projectId, T0],
+);
+await pool.query(`vacuum analyze person`); // as autovacuum leaves it: index-only scans
+const lifecycleDay = new Date(T0 + 28 * DAY_MS);
+const [before, start, end] = [27, 28, 29].map((d) => T0 + d * DAY_MS);
+// The best statements know what the stores find out: the persons created on and after the day.
+const createdSince = async (from: number) =>
+  (
+    await pool.query<{ id: string }>(`select id::text as id from person where project_id = $1 and created_at >= $2`, [
+      projectId,
+      new Date(from),
+    ])
+  ).rows.map((r) => r.id);
+const since = `[${(await createdSince(start)).join(',')}]`;
+const later = `[${(await createdSince(end)).join(',')}]`;
+const chBucket: Record<LifecycleType, string> = {
+  new: 'today AND person_id IN {since:Array(Int64)} AND person_id NOT IN {later:Array(Int64)}',
+  returning: 'today AND yesterday AND person_id NOT IN {since:Array(Int64)}',
+  resurrecting: 'today AND NOT yesterday AND person_id NOT IN {since:Array(Int64)}',
+  dormant: 'yesterday AND NOT today',
+};
+/** ClickHouse's best statement for a bucket's count: each active person's two days, the creation given. */
+const chLifecycle = (type: LifecycleType) =>
+  chCount(
+    `SELECT count() AS n FROM (
+       SELECT d.person_id AS person_id, max(e.timestamp >= fromUnixTimestamp64Milli(${start})) AS today,
+              max(e.timestamp < fromUnixTimestamp64Milli(${start})) AS yesterday
+         FROM bench.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
+        WHERE e.project_id = ${projectId} AND e.timestamp >= fromUnixTimestamp64Milli(${before})
+          AND e.timestamp < fromUnixTimestamp64Milli(${end})
+        GROUP BY person_id) WHERE ${chBucket[type]}`,
+    { since, later },
+  );
+const pgBucket: Record<LifecycleType, string> = {
+  new: 'a.today and p.created_at >= $2 and p.created_at < $4',
+  returning: 'a.today and a.yesterday and p.created_at < $2',
+  resurrecting: 'a.today and not a.yesterday and p.created_at < $2',
+  dormant: 'a.yesterday and not a.today',
+};
+/** PostgreSQL's best statement: the bucket's count and its first page, newest person first. */
+const pgLifecycle = async (type: LifecycleType) => {
+  const { rows } = await pool.query<{ n: number }>(
+    `with a as (
+       select d.person_id, bool_or(e.timestamp >= $2) as today, bool_or(e.timestamp < $2) as yesterday
+         from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+        where e.project_id = $1 and e.timestamp >= $3 and e.timestamp < $4 group by d.person_id),
+     ids as materialized (select p.id, p.created_at from a join person p on p.id = a.person_id and p.project_id = $1
+                           where ${pgBucket[type]})
+     select (select count(*)::int from ids) as n,
+            array(select id from ids order by created_at desc, id desc limit $5) as page`,
+    [projectId, new Date(start), new Date(before), new Date(end), page.limit],
+  );
+  return rows[0].n;
+};
+const lifecycleRows: string[][] = [];
+for (const type of LIFECYCLE_TYPES) {
+  const store = async (s: EventStore) =>
+    (await s.lifecyclePersonIds(projectId, { day: lifecycleDay, type, event: null, timezone: 'UTC' }, page)).count;
+  const answers = [await store(pg), await pgLifecycle(type), await store(ch), await chLifecycle(type)];
+  if (new Set(answers).size !== 1) throw new Error(`lifecycle ${type}: the engines disagree (${answers.join(', ')})`);
+  const ms: number[][] = [[], [], [], []];
+  for (let run = 0; run < RUNS; run++) {
+    ms[0].push(await timed(() => store(pg)));
+    ms[1].push(await timed(() => pgLifecycle(type)));
+    await chLifecycle(type); // warm, as above
+    ms[2].push(await timed(() => store(ch)));
+    ms[3].push(await timed(() => chLifecycle(type)));
+    progress(`lifecycle ${type}: run ${run + 1} of ${RUNS}`);
+  }
+  const p50 = ms.map((m) => percentile(m, 50));
+  const ratio = (a: number[], b: number[]) =>
+    `${percentile(
+      a.map((v, i) => v / b[i]),
+      50,
+    ).toFixed(2)}×`;
+  lifecycleRows.push([
+    `${type} [${answers[0]} persons]`,
+    ...p50.map((v) => `${v.toFixed(0)} ms`),
+    ratio(ms[0], ms[1]),
+    ratio(ms[2], ms[3]),
+    `${(p50[0] / p50[2]).toFixed(1)}×`,
+  ]);
+}
+console.log(
+  `\n\nlifecycle persons on day 28, any event (p50 of ${RUNS} runs; load ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')})`,
+);
+const lifecycleHeader = [
+  'bucket',
+  'PostgreSQL store',
+  'PostgreSQL best statement',
+  'ClickHouse store',
+  'ClickHouse best statement',
+  'PG store ÷ best',
+  'CH store ÷ best',
+  'PG ÷ CH store',
+];
+const lifecycleWidths = lifecycleHeader.map((h, i) => Math.max(h.length, ...lifecycleRows.map((r) => r[i].length)));
+for (const r of [lifecycleHeader, lifecycleWidths.map((w) => '-'.repeat(w)), ...lifecycleRows])
+  console.log(`| ${r.map((c, i) => c.padEnd(lifecycleWidths[i])).join(' | ')} |`);
 
 await pool.query(`delete from event where project_id = $1`, [projectId]);
 await pool.query(`delete from event_shipment`);

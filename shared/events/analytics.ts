@@ -94,32 +94,20 @@ export function funnelCorrelationPersonIds(
   return personIdPage(em, projectId, ids, page);
 }
 
-/** The two days a lifecycle day reads, in the project's time zone: [before, start) and [start, end). */
-export interface LifecycleBounds {
-  before: Date;
-  start: Date;
-  end: Date;
+/** A lifecycle day's bound `days` after its start in the project's time zone: SQL and its parameters. */
+function lifecycleBound({ day, timezone }: LifecycleParams, days: number): SqlFragment {
+  const date = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate())).toISOString().slice(0, 10);
+  return { sql: `(?::date + ${days})::timestamp at time zone ?::text`, params: [date, timezone] };
 }
 
-/**
- * Each person's activity in the two days (columns person_id, today, yesterday): by default PostgreSQL's
- * scan of the event table; another engine passes its own (its answer as a statement over values).
- */
-export type LifecycleActivity = (
-  tx: EntityManager,
-  bounds: LifecycleBounds,
-  event: string | null,
-) => Promise<SqlFragment>;
-
-const postgresActivity =
-  (projectId: number): LifecycleActivity =>
-  async (_tx, { before, start, end }, event) => ({
-    sql: `select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
-            from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
-           where e.project_id = ? ${event === null ? '' : 'and e.event = ?'} and e.timestamp >= ? and e.timestamp < ?
-           group by d.person_id`,
-    params: [start, start, projectId, ...(event === null ? [] : [event]), before, end],
-  });
+/** The SQL of the days' bounds (before, start, end) a lifecycle day reads, as one row. */
+function lifecycleDays(lifecycle: LifecycleParams): SqlFragment {
+  const [before, start, end] = [-1, 0, 1].map((d) => lifecycleBound(lifecycle, d));
+  return {
+    sql: `select ${before.sql} as "before", ${start.sql} as "start", ${end.sql} as "end"`,
+    params: [...before.params, ...start.params, ...end.params],
+  };
+}
 
 /**
  * Persons in a lifecycle bucket on a day, by PostHog's definitions: new (created that day and active),
@@ -133,31 +121,80 @@ export function lifecyclePersonIds(
   projectId: number,
   lifecycle: LifecycleParams,
   page: Page,
-  activityOf: LifecycleActivity = postgresActivity(projectId),
 ): Promise<PersonIdPage> {
-  const { day, type, event, timezone } = lifecycle;
-  const date = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), day.getUTCDate())).toISOString().slice(0, 10);
+  const { type, event } = lifecycle;
   return analyticsRead(em, async (tx) => {
     // The bounds as values, so the planner sees the range it scans.
-    const [bounds] = await rows<LifecycleBounds>(
-      tx,
-      `select (d - 1)::timestamp at time zone tz as "before", d::timestamp at time zone tz as "start",
-              (d + 1)::timestamp at time zone tz as "end"
-         from (select ?::date as d, ?::text as tz) x`,
-      [date, timezone],
-    );
-    const { start, end } = bounds;
-    const activity = await activityOf(tx, bounds, event);
+    const days = lifecycleDays(lifecycle);
+    const [{ before, start, end }] = await rows<{ before: Date; start: Date; end: Date }>(tx, days.sql, days.params);
     const ids: SqlFragment = {
-      sql: `select a.person_id from (${activity.sql}) a
+      sql: `select a.person_id from (
+              select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
+                from event e join person_distinct_id d on d.project_id = e.project_id and d.distinct_id = e.distinct_id
+               where e.project_id = ? ${event === null ? '' : 'and e.event = ?'} and e.timestamp >= ? and e.timestamp < ?
+               group by d.person_id) a
         join person p on p.id = a.person_id and p.project_id = ?
         where case when a.today and p.created_at >= ? and p.created_at < ? then 'new'
                    when a.today and p.created_at < ? then case when a.yesterday then 'returning' else 'resurrecting' end
                    when a.yesterday and not a.today then 'dormant' end = ?`,
-      params: [...activity.params, projectId, start, end, start, type],
+      params: [
+        start,
+        start,
+        projectId,
+        ...(event === null ? [] : [event]),
+        before,
+        end,
+        projectId,
+        start,
+        end,
+        start,
+        type,
+      ],
     };
     return idPage(tx, projectId, ids, page);
   });
+}
+
+/**
+ * What another engine needs from persons to put a lifecycle day's persons in buckets and page them:
+ * the days' bounds, and the project's newest persons, newest first as pages list them, down to those
+ * created before the day (all of them: their creation decides new and returning), then `older` more
+ * (a page is most often found among them). `later` of `ids` were created after the day, the next
+ * `since - later` on it, the rest before it.
+ */
+export async function lifecycleNewestPersons(
+  em: EntityManager,
+  projectId: number,
+  lifecycle: LifecycleParams,
+  older: number,
+): Promise<{ before: Date; start: Date; end: Date; ids: string[]; later: number; since: number }> {
+  // The bounds written out where they are compared (not from a CTE), so the planner reads the range of
+  // person_project_created_idx they give.
+  const days = lifecycleDays(lifecycle);
+  const start = lifecycleBound(lifecycle, 0);
+  const end = lifecycleBound(lifecycle, 1);
+  const [found] = await rows<{
+    before: Date;
+    start: Date;
+    end: Date;
+    ids: string[];
+    later: number;
+    since: number;
+  }>(
+    em,
+    `with n as ((select p.id, p.created_at from person p where p.project_id = ? and p.created_at >= ${start.sql}
+                  order by p.created_at desc, p.id desc)
+                union all
+                (select p.id, p.created_at from person p where p.project_id = ? and p.created_at < ${start.sql}
+                  order by p.created_at desc, p.id desc limit ?))
+     select b.*, coalesce(n.ids, '{}') as ids, n.later, n.since
+       from (${days.sql}) b,
+            (select array_agg(n.id::text order by n.created_at desc, n.id desc) as ids,
+                    (count(*) filter (where n.created_at >= ${end.sql}))::int as later,
+                    (count(*) filter (where n.created_at >= ${start.sql}))::int as since from n) n`,
+    [projectId, ...start.params, projectId, ...start.params, older, ...days.params, ...end.params, ...start.params],
+  );
+  return found;
 }
 
 // Sorts and hashes over a large project's events spill to disk at the server's default 4 MB; this is

@@ -358,6 +358,81 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
   });
 });
 
+describe("event store contract: lifecycle buckets by the persons' creation", () => {
+  it('puts persons created before, on and after the day in the same buckets and pages them alike', async () => {
+    const project = (await createAccount(orm)).projectId;
+    const day = 10 * D; // from T0
+    /** A person created at `created` (ms from T0) with events at these times (ms from T0). */
+    const made = async (name: string, created: number, times: number[]) => {
+      const p = await insertPerson(em(), project, [name]);
+      await run(em(), `update person set created_at = ? where id = ?`, [at(created), p.id]);
+      await insertBoth(times.map((t) => event(project, t < day ? 'pageview' : 'signup', name, p.uuid, at(t))));
+      return p.id;
+    };
+    const old = -365 * D;
+    const returning1 = await made('r1', old, [day - H, day + H]);
+    const resurrecting1 = await made('s1', old, [day + 2 * H]);
+    const dormant1 = await made('d1', old, [day - 2 * H]);
+    const returning2 = await made('r2', old + 1, [day - 3 * H, day + 3 * H]);
+    const resurrecting2 = await made('s2', day - 1, [day + 4 * H]); // created 1 ms before the day
+    const new1 = await made('n1', day, [day + 5 * H]); // created as the day starts
+    const new2 = await made('n2', day + H, [day - 4 * H, day + 6 * H]); // active before it was created
+    const dormant2 = await made('d2', day + 2 * H, [day - 5 * H]); // created that day, active the day before only
+    await made('l1', day + D, [day + 7 * H]); // created after the day: in no bucket that day
+    const dormant3 = await made('l2', day + 2 * D, [day - 6 * H]);
+    await made('q', old, [day - 2 * D, day + D]); // active on neither day
+    // An id past a JS number's precision (2^53 + an odd number is no double), new to this database.
+    const big = (2n ** 53n + 1n + 2n * BigInt(Math.floor(Math.random() * 1e9))).toString();
+    const bigUuid = randomUUID();
+    await run(em(), `insert into person (id, uuid, project_id, created_at) values (?, ?, ?, ?)`, [
+      big,
+      bigUuid,
+      project,
+      at(old + 2),
+    ]);
+    await run(em(), `insert into person_distinct_id (project_id, person_id, distinct_id) values (?, ?, 'big')`, [
+      project,
+      big,
+    ]);
+    await insertBoth([
+      event(project, 'pageview', 'big', bigUuid, at(day - H)),
+      event(project, 'signup', 'big', bigUuid, at(day + H)),
+    ]);
+    await mirrorProjectDistinctIds(em(), ch, project);
+    // The page found among the newest persons, and (older: 0 or 1) past them.
+    const stores: EventStore[] = [
+      ch,
+      createClickHouseEventStore(chdbClient(), ch.database, orm, { lifecycleOlder: 0 }),
+      createClickHouseEventStore(chdbClient(), ch.database, orm, { lifecycleOlder: 1 }),
+    ];
+    const expected: Record<string, string[]> = {
+      new: [new2, new1],
+      returning: [big, returning2, returning1],
+      resurrecting: [resurrecting2, resurrecting1],
+      dormant: [dormant3, dormant2, dormant1],
+    };
+    for (const timezone of ['UTC', 'Asia/Tokyo'])
+      for (const event of [null, 'signup'])
+        for (const type of ['new', 'returning', 'resurrecting', 'dormant'] as const)
+          for (const page of [
+            { limit: 100, offset: 0 },
+            { limit: 1, offset: 0 },
+            { limit: 1, offset: 1 },
+            { limit: 2, offset: 1 },
+            { limit: 5, offset: 3 },
+          ]) {
+            const lifecycle = { day: at(day), type, event, timezone };
+            const fromPg = await pg.lifecyclePersonIds(project, lifecycle, page);
+            if (timezone === 'UTC' && event === null && page.limit === 100)
+              expect(fromPg, type).toEqual({ count: expected[type].length, personIds: expected[type] });
+            for (const store of stores)
+              expect(await store.lifecyclePersonIds(project, lifecycle, page), `${type} ${timezone} ${event}`).toEqual(
+                fromPg,
+              );
+          }
+  });
+});
+
 describe('event store contract: behavioural cohorts and counts', () => {
   const purchase = (distinctId: string, uuid: string | null, t: Date, properties: Record<string, unknown>) => ({
     ...event(projectId, 'purchase', distinctId, uuid, t),
