@@ -31,8 +31,8 @@ export interface ServiceProcess {
   stop: () => Promise<void>;
 }
 
-export function startNode(script: string, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, [script], {
+export function startNode(script: string, env: Record<string, string>, args: string[] = []): ServiceProcess {
+  const child = spawn(process.execPath, [script, ...args], {
     cwd: root,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -90,34 +90,16 @@ export async function startClickHouseServer(
   path = mkdtempSync(join(tmpdir(), CHDB_DIRECTORY_PREFIX)),
 ): Promise<ServiceProcess & { url: string; path: string; port: number }> {
   const chosen = port ?? (await freePort());
-  const child = spawn(process.execPath, ['test/clickhouse-server.ts', '--port', String(chosen), '--path', path], {
-    cwd: root,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
+  const front = startNode('test/clickhouse-server.ts', {}, ['--port', String(chosen), '--path', path]);
   const url = `http://127.0.0.1:${chosen}`;
   await eventually(async () => {
-    if (child.exitCode !== null) throw new Error(`ClickHouse front exited: ${output}`);
+    if (front.child.exitCode !== null) throw new Error(`ClickHouse front exited: ${front.output()}`);
     return fetch(`${url}/ping`).then(
       (r) => r.ok,
       () => false,
     );
   }, 60_000);
-  return {
-    child,
-    output: () => output,
-    stop: () =>
-      new Promise((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGKILL');
-      }),
-    url,
-    path,
-    port: chosen,
-  };
+  return { ...front, url, path, port: chosen };
 }
 
 /**

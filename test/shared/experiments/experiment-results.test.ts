@@ -20,6 +20,16 @@ const {
 } = await apiAndWorker();
 
 const P = () => `/api/projects/${account.projectId}/experiments`;
+/** A metric's timeseries_results as the API answers them. */
+const timeseriesOf = (experimentId: number, m: { uuid: string; fingerprint: string }) =>
+  call(
+    api.baseUrl,
+    'GET',
+    `${P()}/${experimentId}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
+    {
+      key: account.apiKey,
+    },
+  );
 
 describe('experiment results job', () => {
   it('counts exposures and metric values per variant, per day, cumulatively', async () => {
@@ -73,15 +83,7 @@ describe('experiment results job', () => {
     expect(run.results).toBe(4); // 2 metrics × 2 days
 
     const [mean, funnel] = (await call(api.baseUrl, 'GET', `${P()}/${exp.id}/`, { key: account.apiKey })).body.metrics;
-    const series = async (m: { uuid: string; fingerprint: string }) =>
-      (
-        await call(
-          api.baseUrl,
-          'GET',
-          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-          { key: account.apiKey },
-        )
-      ).body;
+    const series = async (m: { uuid: string; fingerprint: string }) => (await timeseriesOf(exp.id, m)).body;
     const meanSeries = await series(mean);
     expect(meanSeries.status).toBe('completed');
     const yesterday = dayStart(-1).toISOString().slice(0, 10);
@@ -126,14 +128,7 @@ describe('experiment results job', () => {
     expect(res.status).toBe(202);
     const m = exp.metrics[0];
     const done = await eventually(async () => {
-      const body = (
-        await call(
-          api.baseUrl,
-          'GET',
-          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-          { key: account.apiKey },
-        )
-      ).body;
+      const body = (await timeseriesOf(exp.id, m)).body;
       return body.status === 'completed' ? body : null;
     });
     expect(
@@ -185,14 +180,7 @@ describe('experiment results job', () => {
 
     const latest = async (m: { uuid: string; fingerprint: string }) =>
       eventually(async () => {
-        const body = (
-          await call(
-            api.baseUrl,
-            'GET',
-            `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-            { key: account.apiKey },
-          )
-        ).body;
+        const body = (await timeseriesOf(exp.id, m)).body;
         const today = new Date().toISOString().slice(0, 10);
         return body.status === 'completed' ? body.timeseries[today] : null;
       });
@@ -270,16 +258,7 @@ describe('experiment results job', () => {
     ).toBe(202);
     const m = exp.metrics[0];
     const result = await eventually(async () => {
-      const body = (
-        await call(
-          api.baseUrl,
-          'GET',
-          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-          {
-            key: account.apiKey,
-          },
-        )
-      ).body;
+      const body = (await timeseriesOf(exp.id, m)).body;
       return body.status === 'completed' ? body.timeseries[new Date().toISOString().slice(0, 10)] : null;
     });
     expect(result.sequential_testing).toEqual({
@@ -353,14 +332,7 @@ describe('experiment results job', () => {
         worker.deps,
       );
       const m = exp.metrics[0];
-      const body = (
-        await call(
-          api.baseUrl,
-          'GET',
-          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-          { key: account.apiKey },
-        )
-      ).body;
+      const body = (await timeseriesOf(exp.id, m)).body;
       expect(body.status).toBe('completed');
       return body.timeseries[new Date().toISOString().slice(0, 10)];
     };
@@ -475,14 +447,7 @@ describe('experiment results job', () => {
         worker.deps,
       );
       const m = exp.metrics[0];
-      const body = (
-        await call(
-          api.baseUrl,
-          'GET',
-          `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-          { key: account.apiKey },
-        )
-      ).body;
+      const body = (await timeseriesOf(exp.id, m)).body;
       return body.timeseries[new Date().toISOString().slice(0, 10)];
     };
     const hour = 1 / 24;
@@ -616,14 +581,7 @@ describe('ratio metrics', () => {
     });
 
     const m = exp.metrics[0];
-    const body = (
-      await call(
-        api.baseUrl,
-        'GET',
-        `${P()}/${exp.id}/timeseries_results/?metric_uuid=${m.uuid}&fingerprint=${m.fingerprint}`,
-        { key: account.apiKey },
-      )
-    ).body;
+    const body = (await timeseriesOf(exp.id, m)).body;
     expect(body.status).toBe('partial'); // (today not computed yet)
     const day1 = body.timeseries[dayStart(-2).toISOString().slice(0, 10)];
     expect(day1.baseline).toMatchObject({ key: 'control', number_of_samples: 10, sum: 75, denominator_sum: 6 });
