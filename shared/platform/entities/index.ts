@@ -23,6 +23,7 @@ import { JobSchedule } from './job-schedule.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
 import { Person, PersonDistinctId } from './person.ts';
 import { PersonalApiKey } from './personal-api-key.ts';
+import { PersonAccessLog } from './person-access-log.ts';
 import { Project } from './project.ts';
 import { RetentionRun } from './retention-run.ts';
 import { SessionRecording, SessionRecordingSnapshot } from './session-recording.ts';
@@ -56,6 +57,7 @@ export {
   OrganizationMembership,
   Person,
   PersonalApiKey,
+  PersonAccessLog,
   PersonDistinctId,
   PersonDistinctIdChange,
   Project,
@@ -78,6 +80,7 @@ export const entities = [
   // persons and what hangs on them
   Person,
   PersonDistinctId,
+  PersonAccessLog,
   Cohort,
   CohortPerson,
   SessionRecording,

@@ -35,6 +35,7 @@ import { Migration0053EventBuffer } from './0053-event-buffer.ts';
 import { Migration0054DistinctIdMovedIndex } from './0054-distinct-id-moved-index.ts';
 import { Migration0055DeletionIdempotencyPerUser } from './0055-deletion-idempotency-per-user.ts';
 import { Migration0056ExperimentPersonStateDenominator } from './0056-experiment-person-state-denominator.ts';
+import { Migration0057PersonAccessLog } from './0057-person-access-log.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -72,4 +73,5 @@ export const migrationsList = [
   { name: '0054-distinct-id-moved-index', class: Migration0054DistinctIdMovedIndex },
   { name: '0055-deletion-idempotency-per-user', class: Migration0055DeletionIdempotencyPerUser },
   { name: '0056-experiment-person-state-denominator', class: Migration0056ExperimentPersonStateDenominator },
+  { name: '0057-person-access-log', class: Migration0057PersonAccessLog },
 ];

@@ -1,0 +1,92 @@
+// The read-access log's public face: every API read that returned persons' data leaves one row
+// (who read, how, whose), so "who read this person's data?" has an answer, and an access export can
+// hand the person the reads of their data. Recording is one insert per read; listing is by person
+// (any of the row's uuids) or by project, newest first.
+import type { EntityManager } from '@mikro-orm/postgresql';
+import { sql } from 'kysely';
+import { db } from '../platform/db/kysely.ts';
+
+/** What a read was: PostHog-style `<resource>_<verb>` names (person_retrieve, person_list, access_export_download …). */
+export type AccessAction = string;
+
+export interface AccessEntry {
+  projectId: number;
+  userId: number | null;
+  apiKeyId: string | null;
+  action: AccessAction;
+  /** The persons whose data the answer held (a list page: every person on it). */
+  personUuids: readonly string[];
+  requestId: string | null;
+  clientAddress: string | null;
+  details?: Record<string, unknown>;
+}
+
+export interface AccessRecord {
+  id: string;
+  timestamp: string;
+  user_id: number | null;
+  api_key_id: string | null;
+  action: string;
+  person_uuids: string[];
+  request_id: string | null;
+  client_address: string | null;
+  details: Record<string, unknown>;
+}
+
+/** Records one read (inside the caller's transaction when there is one); a read of no person records nothing. */
+export async function recordPersonAccess(em: EntityManager, entry: AccessEntry): Promise<void> {
+  if (entry.personUuids.length === 0) return;
+  await db(em)
+    .insertInto('person_access_log')
+    .values({
+      project_id: entry.projectId,
+      user_id: entry.userId,
+      api_key_id: entry.apiKeyId,
+      action: entry.action,
+      person_uuids: sql<string[]>`${[...new Set(entry.personUuids)]}::uuid[]`,
+      request_id: entry.requestId,
+      client_address: entry.clientAddress,
+      details: sql<Record<string, unknown>>`${JSON.stringify(entry.details ?? {})}::jsonb`,
+    })
+    .execute();
+}
+
+/** A project's reads, newest first; of one person when `personUuid` is given; from `since` when given. */
+export async function listPersonAccess(
+  em: EntityManager,
+  query: { projectId: number; personUuid?: string; since?: Date; limit: number; offset: number },
+): Promise<AccessRecord[]> {
+  let q = db(em)
+    .selectFrom('person_access_log')
+    .select([
+      'id',
+      'timestamp',
+      'user_id',
+      'api_key_id',
+      'action',
+      'person_uuids',
+      'request_id',
+      'client_address',
+      'details',
+    ])
+    .where('project_id', '=', query.projectId);
+  if (query.personUuid) q = q.where(sql<boolean>`person_uuids @> array[${query.personUuid}]::uuid[]`);
+  if (query.since) q = q.where('timestamp', '>=', query.since);
+  const found = await q
+    .orderBy('timestamp', 'desc')
+    .orderBy('id', 'desc')
+    .limit(query.limit)
+    .offset(query.offset)
+    .execute();
+  return found.map((r) => ({
+    id: String(r.id),
+    timestamp: new Date(r.timestamp).toISOString(),
+    user_id: r.user_id ?? null,
+    api_key_id: r.api_key_id ?? null,
+    action: r.action,
+    person_uuids: r.person_uuids as string[],
+    request_id: r.request_id ?? null,
+    client_address: r.client_address ?? null,
+    details: (r.details ?? {}) as Record<string, unknown>,
+  }));
+}
