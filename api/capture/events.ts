@@ -5,8 +5,9 @@
 // ingestion warning (shared/ingestion/warnings.ts).
 import { randomUUID } from 'node:crypto';
 import { isUuid } from '../../shared/platform/db/sql.ts';
-import type { IngestEvent } from '../../shared/ingestion/index.ts';
-import { clipped, type IngestionWarningInput } from '../../shared/ingestion/index.ts';
+import type { IngestEvent } from '../../shared/persons/index.ts';
+import type { IngestionWarningInput } from '../../shared/ingestion/index.ts';
+import { clipped } from '../../shared/platform/text.ts';
 import { captureError } from './decode.ts';
 
 /** The request's token and its events, before the events are checked. */

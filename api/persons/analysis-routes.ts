@@ -1,7 +1,7 @@
 import { activityPage as storedActivityPage } from '../../shared/platform/activity-log.ts';
 import type { Page, PersonIdPage } from '../../shared/events/index.ts';
 import { personCohorts as cohortsOfPerson } from '../../shared/cohorts/index.ts';
-import { personUpdateOf } from '../../shared/ingestion/index.ts';
+import { personUpdateOf } from '../../shared/persons/index.ts';
 import { applyPropertyUpdate } from '../../shared/persons/index.ts';
 import { isoTimestamp } from '../../shared/platform/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';

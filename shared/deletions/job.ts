@@ -14,6 +14,7 @@ import type { JobData } from '../platform/jobs.ts';
 import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
 import { pgArray, rows } from '../platform/db/sql.ts';
+import { deleteRecordingSessions } from '../events/index.ts';
 import type { EventDeletionGroup } from '../events/index.ts';
 import type { EventStoreDeps } from '../events/index.ts';
 import type { Deps } from '../platform/deps.ts';
@@ -331,19 +332,12 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
       .skipLocked()
       .execute();
     if (sessions.length === 0) return 0;
-    const ids = sessions.map((s) => s.session_id);
-    const snapshots = await db(tx)
-      .deleteFrom('session_recording_snapshot')
-      .where('project_id', '=', t.projectId)
-      .where('session_id', '=', sql<string>`any(${ids}::text[])`)
-      .returning(sql<number>`1`.as('one'))
-      .execute();
-    await db(tx)
-      .deleteFrom('session_recording')
-      .where('project_id', '=', t.projectId)
-      .where('session_id', '=', sql<string>`any(${ids}::text[])`)
-      .execute();
-    const n = sessions.length + snapshots.length;
+    const deleted = await deleteRecordingSessions(
+      tx,
+      t.projectId,
+      sessions.map((s) => s.session_id),
+    );
+    const n = sessions.length + deleted.snapshots;
     await addRowsDeleted(tx, deletionId, n);
     return n;
   });

@@ -5,7 +5,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, sql } from 'kysely';
 import { type DB, db, prepared } from '../platform/db/kysely.ts';
-import { mergePartner, type IngestEvent } from '../ingestion/index.ts';
+import { mergePartner, type IngestEvent } from '../persons/index.ts';
 import type { IngestionWarningInput } from '../ingestion/index.ts';
 
 /** The active suppressions among `distinctIds` of a project: distinct id → suppression row id. */

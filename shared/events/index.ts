@@ -30,6 +30,7 @@ export {
   projectsInPartition,
 } from './partitions.ts';
 export { createPostgresEventStore } from './postgres.ts';
+export { deleteRecordingSessions, storeRecordingSnapshots, type RecordingSnapshot } from './recordings.ts';
 export { shipEventsJob } from './ship-job.ts';
 export { backfillEvents, shippingLag } from './shipper.ts';
 export { EVENTS_PER_INSERT, eventPartitions, storeEvents, type MonthPartition } from './store.ts';

@@ -77,3 +77,17 @@ export async function hashKeysOf(em: EntityManager, projectId: number, personId:
     .execute();
   return new Map(found.map((o) => [o.feature_flag_key, o.hash_key]));
 }
+
+/** A merge: the other person's flag hash keys are copied to the target (its own keys win). */
+export const copyHashKeyOverrides = prepared((db: Kysely<DB>, targetId: string, otherId: string) =>
+  db
+    .insertInto('feature_flag_hash_key_override')
+    .columns(['project_id', 'person_id', 'feature_flag_key', 'hash_key'])
+    .expression((eb) =>
+      eb
+        .selectFrom('feature_flag_hash_key_override')
+        .select(['project_id', eb.val(targetId).as('person_id'), 'feature_flag_key', 'hash_key'])
+        .where('person_id', '=', otherId),
+    )
+    .onConflict((oc) => oc.doNothing()),
+);

@@ -1,9 +1,6 @@
 // The public face of shared/ingestion/: the only file other folders import.
 export { ingestEvents } from './ingest.ts';
-export { personUpdateOf } from './person-updates.ts';
-export { mergePartner, type IngestEvent } from './persons.ts';
 export {
-  clipped,
   purgeWarningsJob,
   recordWarnings,
   warningSummaries,

@@ -4,10 +4,8 @@
 import { markProjectIngesting } from '../accounts/index.ts';
 import { type EntityManager, TransactionPropagation } from '@mikro-orm/postgresql';
 import { definitionsFresh, rememberEventDefinitions } from '../event-definitions/index.ts';
-import { EVENTS_PER_INSERT, storeEvents } from '../events/index.ts';
-import { processesPerson, processPersons, type IngestEvent } from './persons.ts';
-import { sql } from 'kysely';
-import { db } from '../platform/db/kysely.ts';
+import { EVENTS_PER_INSERT, storeEvents, storeRecordingSnapshots } from '../events/index.ts';
+import { processesPerson, processPersons, type IngestEvent } from '../persons/index.ts';
 import { type IngestionWarningInput, recordWarnings } from './warnings.ts';
 
 const SNAPSHOT_EVENTS = new Set(['$snapshot', '$snapshot_items']);
@@ -114,63 +112,15 @@ async function storeRecordings(
         details: { eventName: r.event, reason: 'a snapshot without a $session_id belongs to no recording; not stored' },
       });
   if (withSession.length === 0) return;
-  const payload = JSON.stringify(
+  await storeRecordingSnapshots(
+    em,
+    projectId,
     withSession.map((r) => ({
-      session_id: String(r.properties.$session_id).slice(0, 200),
-      distinct_id: r.distinctId,
-      person_id: r.personId,
-      timestamp: r.timestamp.toISOString(),
+      sessionId: String(r.properties.$session_id).slice(0, 200),
+      distinctId: r.distinctId,
+      personId: r.personId,
+      timestamp: r.timestamp,
       data: r.properties.$snapshot_data ?? r.properties.$snapshot_items ?? r.properties,
     })),
   );
-  const recordset = <T>(columns: string) =>
-    sql<T>`jsonb_to_recordset(${payload}::jsonb)`.as<'r'>(sql.raw(`r(${columns})`));
-  await db(em)
-    .insertInto('session_recording')
-    .columns(['project_id', 'session_id', 'distinct_id', 'person_id', 'start_time', 'end_time', 'snapshot_count'])
-    .expression((eb) =>
-      eb
-        .selectFrom(
-          recordset<{ session_id: string; distinct_id: string; person_id: string; timestamp: Date }>(
-            'session_id text, distinct_id text, person_id uuid, timestamp timestamptz',
-          ),
-        )
-        .select((s) => [
-          eb.val(projectId).as('project_id'),
-          'r.session_id',
-          s.fn.min('r.distinct_id').as('distinct_id'),
-          sql<string>`(array_agg(r.person_id))[1]`.as('person_id'),
-          s.fn.min('r.timestamp').as('start_time'),
-          s.fn.max('r.timestamp').as('end_time'),
-          s.fn.countAll<number>().as('snapshot_count'),
-        ])
-        .groupBy('r.session_id')
-        .orderBy('r.session_id'),
-    )
-    .onConflict((oc) =>
-      oc.columns(['project_id', 'session_id']).doUpdateSet((eb) => ({
-        start_time: eb.fn('least', ['session_recording.start_time', 'excluded.start_time']),
-        end_time: eb.fn('greatest', ['session_recording.end_time', 'excluded.end_time']),
-        snapshot_count: eb('session_recording.snapshot_count', '+', eb.ref('excluded.snapshot_count')),
-      })),
-    )
-    .execute();
-  await db(em)
-    .insertInto('session_recording_snapshot')
-    .columns(['project_id', 'session_id', 'timestamp', 'data'])
-    .expression((eb) =>
-      eb
-        .selectFrom(
-          recordset<{ session_id: string; timestamp: Date; data: unknown }>(
-            'session_id text, timestamp timestamptz, data jsonb',
-          ),
-        )
-        .select([
-          eb.val(projectId).as('project_id'),
-          'r.session_id',
-          'r.timestamp',
-          sql<unknown>`coalesce(r.data, 'null'::jsonb)`.as('data'),
-        ]),
-    )
-    .execute();
 }

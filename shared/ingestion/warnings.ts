@@ -40,14 +40,6 @@ export interface IngestionWarningInput {
   details: Record<string, unknown>;
 }
 
-/** The first `max` characters of `text`, counted in code points (a surrogate pair is never split), as PostHog truncates. */
-export function clipped(text: string, max = 200): string {
-  if (text.length <= max) return text;
-  let end = 0;
-  for (let count = 0; count < max && end < text.length; count++) end += text.codePointAt(end)! > 0xffff ? 2 : 1;
-  return text.slice(0, end);
-}
-
 /** Records one request's warnings in one statement (inside the caller's transaction when there is one). */
 export async function recordWarnings(
   em: EntityManager,

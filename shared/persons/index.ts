@@ -1,4 +1,12 @@
 // The public face of shared/persons/: the only file other folders import.
+export {
+  mergePartner,
+  processesPerson,
+  processPersons,
+  type IngestEvent,
+  type PersonWarning,
+} from './ingest.ts';
+export { personUpdateOf } from './person-updates.ts';
 export { personUuidFor } from './person-uuid.ts';
 export {
   PROPERTY_INDEX_KINDS,

@@ -2,9 +2,10 @@
 // chunks and the runs' records. The event table's partitions are the event store's
 // (shared/events/partitions.ts); the rules that choose between drops and deletes are in rules.ts.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { type Selectable, sql } from 'kysely';
+import type { Selectable } from 'kysely';
 import { type DB, db } from '../platform/db/kysely.ts';
 import { type Page, pagedSelect } from '../platform/db/paged.ts';
+import { deleteRecordingSessions } from '../events/index.ts';
 import type { EventStore } from '../events/index.ts';
 import type { ProjectRetention, RetentionCounts } from './rules.ts';
 
@@ -87,18 +88,11 @@ export async function deleteRecordingsChunk(
       .skipLocked()
       .execute();
     if (sessions.length === 0) return { recordings: 0, snapshots: 0 };
-    const ids = sql<string>`any(${sessions.map((s) => s.session_id)}::text[])`;
-    const snapshots = await db(tx)
-      .deleteFrom('session_recording_snapshot')
-      .where('project_id', '=', projectId)
-      .where('session_id', '=', ids)
-      .executeTakeFirst();
-    const recordings = await db(tx)
-      .deleteFrom('session_recording')
-      .where('project_id', '=', projectId)
-      .where('session_id', '=', ids)
-      .executeTakeFirst();
-    return { recordings: Number(recordings.numDeletedRows), snapshots: Number(snapshots.numDeletedRows) };
+    return deleteRecordingSessions(
+      tx,
+      projectId,
+      sessions.map((s) => s.session_id),
+    );
   });
 }
 

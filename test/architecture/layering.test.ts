@@ -18,15 +18,7 @@ describe('layering', () => {
     expect(found[rule]).toEqual([]);
   });
 
-  it('tables written from more than one folder: only these, known and not to grow', () => {
-    // Capture writes persons, their distinct ids, flag overrides and recordings in its own statements
-    // (the ingestion hot path); moving those writes into their features is the next step.
-    expect(found.tables_written_from_several_modules).toEqual([
-      'feature_flag_hash_key_override: shared/flags, shared/ingestion',
-      'person: shared/ingestion, shared/persons',
-      'person_distinct_id: shared/ingestion, shared/persons',
-      'session_recording: shared/deletions, shared/ingestion, shared/retention',
-      'session_recording_snapshot: shared/deletions, shared/ingestion, shared/retention',
-    ]);
+  it('every table is written from one folder', () => {
+    expect(found.tables_written_from_several_modules).toEqual([]);
   });
 });

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { initOrm } from '../../../shared/platform/db/orm.ts';
 import { db } from '../../../shared/platform/db/kysely.ts';
-import { personsOf } from '../../../shared/ingestion/persons.ts';
+import { personsOf } from '../../../shared/persons/ingest.ts';
 import { createAccount, ownDatabase } from '../../helpers.ts';
 
 let url: string;

@@ -1,5 +1,5 @@
 // What an event asks of its person: PostHog's normalisation of $set / $set_once / $unset (the plugin server's ingestion/persons code and utils/event.ts).
-import { unsetKeys, type Properties, type PropertyUpdate } from '../persons/index.ts';
+import { unsetKeys, type Properties, type PropertyUpdate } from './property-rules.ts';
 
 // Properties PostHog copies onto the person ($set) and, as $initial_*, once ($set_once).
 const AUTO_PERSON_PROPERTIES = [

@@ -5,10 +5,22 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Kysely, type Selectable, sql } from 'kysely';
 import { type DB, db, prepared } from '../platform/db/kysely.ts';
-import { applyPropertyUpdate, type Properties, type PropertyUpdate } from '../persons/index.ts';
+import { copyHashKeyOverrides } from '../flags/index.ts';
+import { clipped } from '../platform/text.ts';
+import { applyPropertyUpdate, type Properties, type PropertyUpdate } from './property-rules.ts';
 import { isIllegalDistinctId, personUpdateOf } from './person-updates.ts';
-import { personUuidFor } from '../persons/index.ts';
-import { clipped, type IngestionWarningInput } from './warnings.ts';
+import { personUuidFor } from './person-uuid.ts';
+
+/** A warning person processing leaves (capture records it as an ingestion warning). */
+export interface PersonWarning {
+  type: 'cannot_merge_with_illegal_distinct_id' | 'cannot_merge_already_identified';
+  eventUuid: string | null;
+  distinctId: string | null;
+  details: Record<string, unknown>;
+}
+
+/** Where the warnings go: capture's list of ingestion warnings. */
+export type WarningSink = { push: (warning: PersonWarning) => unknown };
 
 export interface IngestEvent {
   uuid: string;
@@ -55,7 +67,7 @@ export async function processPersons(
   em: EntityManager,
   projectId: number,
   events: IngestEvent[],
-  warnings: IngestionWarningInput[] = [],
+  warnings: WarningSink = [] as PersonWarning[],
 ): Promise<string[]> {
   const session = new PersonSession(em, projectId, warnings);
   const personIds: string[] = new Array(events.length);
@@ -257,18 +269,6 @@ const copyCohortMemberships = prepared((db: Kysely<DB>, targetId: string, otherI
     )
     .onConflict((oc) => oc.doNothing()),
 );
-const copyHashKeyOverrides = prepared((db: Kysely<DB>, targetId: string, otherId: string) =>
-  db
-    .insertInto('feature_flag_hash_key_override')
-    .columns(['project_id', 'person_id', 'feature_flag_key', 'hash_key'])
-    .expression((eb) =>
-      eb
-        .selectFrom('feature_flag_hash_key_override')
-        .select(['project_id', eb.val(targetId).as('person_id'), 'feature_flag_key', 'hash_key'])
-        .where('person_id', '=', otherId),
-    )
-    .onConflict((oc) => oc.doNothing()),
-);
 const deletePerson = prepared((db: Kysely<DB>, id: string) => db.deleteFrom('person').where('id', '=', id));
 
 /** Links a distinct id to a person, unless another person holds it. */
@@ -314,9 +314,9 @@ class PersonSession {
   private readonly em: EntityManager;
   private readonly projectId: number;
 
-  private readonly warnings: IngestionWarningInput[];
+  private readonly warnings: WarningSink;
 
-  constructor(em: EntityManager, projectId: number, warnings: IngestionWarningInput[]) {
+  constructor(em: EntityManager, projectId: number, warnings: WarningSink) {
     this.em = em;
     this.projectId = projectId;
     this.warnings = warnings;
