@@ -209,11 +209,13 @@ export async function personCohorts(
   projectId: number,
   personId: string,
 ): Promise<CohortRef[]> {
-  const cohorts = await rows<CohortRef & { is_static: boolean; filters: { properties?: unknown } | null }>(
-    em,
-    `select id, name, count, is_static, filters from cohort where project_id = ? and not deleted order by id`,
-    [projectId],
-  );
+  const cohorts = (await db(em)
+    .selectFrom('cohort')
+    .select(['id', 'name', 'count', 'is_static', 'filters'])
+    .where('project_id', '=', projectId)
+    .where('deleted', '=', false)
+    .orderBy('id')
+    .execute()) as (CohortRef & { is_static: boolean; filters: { properties?: unknown } | null })[];
   const byId = new Map(cohorts.map((c) => [c.id, c]));
   const behavioral = await behavioralMembers(
     events,

@@ -6,7 +6,7 @@ import { jsonArrayFrom, jsonBuildObject, jsonObjectFrom } from 'kysely/helpers/p
 import { Cohort, Experiment, ExperimentToSavedMetric } from '../platform/entities/index.ts';
 import { type DB, db } from '../platform/db/kysely.ts';
 import { type Page, pagedSelect } from '../platform/db/paged.ts';
-import { containsPattern, rows } from '../platform/db/sql.ts';
+import { containsPattern } from '../platform/db/sql.ts';
 import { userBasicOf } from '../platform/db/user-basic.ts';
 import type { FlagFilters } from '../flags/index.ts';
 
@@ -200,12 +200,14 @@ export async function daysBetween(
   end: Date | string | null,
   timezone: string,
 ) {
-  const [{ days }] = await rows<{ days: string[] }>(
-    em,
-    `select array(select d::date::text from generate_series((?::timestamptz at time zone ?)::date,
-       (coalesce(?::timestamptz, now()) at time zone ?)::date, interval '1 day') d) as days`,
-    [start, timezone, end, timezone],
-  );
+  const { days } = await db(em)
+    .selectNoFrom(
+      sql<
+        string[]
+      >`array(select d::date::text from generate_series((${start}::timestamptz at time zone ${timezone})::date,
+       (coalesce(${end}::timestamptz, now()) at time zone ${timezone})::date, interval '1 day') d)`.as('days'),
+    )
+    .executeTakeFirstOrThrow();
   return days;
 }
 

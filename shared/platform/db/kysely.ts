@@ -1,7 +1,10 @@
 // The typed query builder for tables that have an entity: the Kysely instance MikroORM builds
 // (em.getKysely()), typed by the entities both processes configure (shared/entities/index.ts), and
 // bound to the caller's transaction when there is one (MikroORM 7 hands Kysely the transaction
-// context). Table and column names are the database's (snake_case), as in the migrations. A raw
+// context). Table and column names are the database's (snake_case), as in the migrations, not the
+// entities' property names (which MikroORM 7 could hand Kysely): so a typed query, a raw `sql` fragment
+// inside it, the migrations, psql and the receipts' published verification statements all name a
+// column the same way, and nothing maps names between them. A raw
 // `sql` fragment (from 'kysely') is for what Kysely cannot say (JSONB operators, window functions),
 // inside a typed query; rows()/run() in ./sql.ts stay for statements on tables without an entity
 // (the partitioned `event` table, behind shared/events/) and for DDL.
