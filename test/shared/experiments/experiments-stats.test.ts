@@ -321,7 +321,7 @@ describe('CUPED (golden values of PostHog’s stats/tests/test_cuped.py, TestCup
   it('relative effect over the unadjusted control mean: PostHog’s estimate, the delta method’s interval', () => {
     // PostHog's test gives the interval [−0.486775, −0.090633] (Bayesian [−0.486732, −0.090676]):
     // its variance is the unadjusted formula on the adjusted moments, the control's term scaled by
-    // (adjT/ȳC)² — wrong when the covariate is strong (14% false positives at α = 0.05 in
+    // (adjT/ȳC)² — wrong when the covariate is strong (13.5–14.7% false positives at α = 0.05 in
     // test/shared/experiments/error-rates.test.ts). Ours is the delta method of (adjT − adjC)/ȳC with
     // adjC and ȳC from the same persons, computed here as g'Σg by hand; the estimate is PostHog's.
     const f = compareVariants([control, treatment], 'control', 'mean', 'frequentist').variant_results[0] as Compared;
