@@ -13,6 +13,7 @@
 // and changes no other row's figures. Experiments are drawn from seededRng (./simulation.ts), one
 // stream per model and phase (A/A, A/B).
 import type { MetricKind, VariantStats } from './moments.ts';
+import { SEQUENTIAL_DEFAULT_TUNING } from './sequential.ts';
 import { normalPair, type Rate, type Rng, rateOf, seededRng } from './simulation.ts';
 import { type AnalysisSettings, analyseMetrics } from './stats.ts';
 
@@ -327,7 +328,7 @@ const monitoredMethod = (
     const control = armStats('control', c, kind, cuped, looks);
     const test = armStats('test', t, kind, cuped, looks);
     const settings: Omit<AnalysisSettings, 'baselineKey'> = sequential
-      ? { method: 'frequentist', sequential: { tuning_parameter: 5000 } }
+      ? { method: 'frequentist', sequential: { tuning_parameter: SEQUENTIAL_DEFAULT_TUNING } }
       : { method: 'frequentist' };
     return looks.map((_, k) => engineVerdict(kind, settings, control[k], test[k]));
   },
