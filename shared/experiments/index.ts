@@ -1,4 +1,5 @@
 // The public face of shared/experiments/: the only file other folders import.
+export { banditReallocation, banditSummary } from './bandit-job.ts';
 export { guardrailCheck } from './guardrail-job.ts';
 export {
   GUARDRAIL_HARM,
