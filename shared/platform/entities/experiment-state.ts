@@ -50,7 +50,14 @@ export const ExperimentBandit = defineEntity({
   name: 'ExperimentBandit',
   tableName: 'experiment_bandit',
   properties: {
-    experimentId: () => p.manyToOne(Experiment).mapToPk().primary().fieldName('experiment_id').deleteRule('cascade'),
+    experimentId: () =>
+      p
+        .manyToOne(Experiment)
+        .mapToPk()
+        .primary()
+        .fieldName('experiment_id')
+        .deleteRule('cascade')
+        .updateRule('no action'),
     checkedAt: p.datetime(),
     result: p.json<Record<string, unknown>>(),
     history: p.json<Record<string, unknown>[]>().defaultRaw(`'[]'`),

@@ -53,7 +53,13 @@ export const FeatureFlagStickyVariant = defineEntity({
   tableName: 'feature_flag_sticky_variant',
   properties: {
     featureFlagId: () =>
-      p.manyToOne(FeatureFlag).mapToPk().primary().fieldName('feature_flag_id').deleteRule('cascade'),
+      p
+        .manyToOne(FeatureFlag)
+        .mapToPk()
+        .primary()
+        .fieldName('feature_flag_id')
+        .deleteRule('cascade')
+        .updateRule('no action'),
     bucketingValue: p.string().length(400).primary(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     variant: p.string().length(400),

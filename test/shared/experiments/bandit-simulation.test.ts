@@ -10,11 +10,7 @@ import {
   thompsonProbabilities,
   weightedEstimates,
 } from '../../../shared/experiments/bandit.ts';
-import {
-  BANDIT_SCENARIO,
-  banditSimulation,
-  evenSplitRegret,
-} from '../../../shared/experiments/bandit-simulation.ts';
+import { BANDIT_SCENARIO, banditSimulation, evenSplitRegret } from '../../../shared/experiments/bandit-simulation.ts';
 import { seededRng } from '../../../shared/experiments/simulation.ts';
 
 const pct = (x: number) => `${(x * 100).toFixed(1)}%`;
@@ -38,7 +34,9 @@ describe('bandit simulation', () => {
     // Every arm's rate rises by 0.3 points a period; the effect stays 0.5 points. The bandit serves
     // the treatment more in later (higher) periods, so pooling all persons inflates its lead.
     const s = banditSimulation({ ...BANDIT_SCENARIO, drift: 0.003 }, 300, 7);
-    console.log(`drifting rates (300 runs): coverage ${pct(s.coverage)}; bias weighted ${s.bias.toExponential(1)}, pooled ${s.unweightedBias.toExponential(1)}`);
+    console.log(
+      `drifting rates (300 runs): coverage ${pct(s.coverage)}; bias weighted ${s.bias.toExponential(1)}, pooled ${s.unweightedBias.toExponential(1)}`,
+    );
     expect(Math.abs(s.bias)).toBeLessThan(0.0005);
     expect(s.unweightedBias).toBeGreaterThan(0.005);
     expect(s.coverage).toBeGreaterThan(0.9);
@@ -80,15 +78,27 @@ describe('bandit functions', () => {
       lowerIsBetter: true,
     })!;
     expect(lower[0]).toBeGreaterThan(0.999);
-    const mean = (key: string, n: number, m: number) => ({ key, number_of_samples: n, sum: n * m, sum_squares: n * (m * m + 1) });
-    expect(thompsonProbabilities('mean', [mean('control', 500, 1), mean('test', 500, 1.5)], seededRng(2))![1]).toBeGreaterThan(0.999);
+    const mean = (key: string, n: number, m: number) => ({
+      key,
+      number_of_samples: n,
+      sum: n * m,
+      sum_squares: n * (m * m + 1),
+    });
+    expect(
+      thompsonProbabilities('mean', [mean('control', 500, 1), mean('test', 500, 1.5)], seededRng(2))![1],
+    ).toBeGreaterThan(0.999);
     expect(thompsonProbabilities('mean', [mean('control', 1, 1), mean('test', 500, 1.5)], seededRng(2))).toBeNull();
   });
 
   it('the weighted estimate: periods standardised by their own standard error (batched OLS), small periods merged', () => {
     const v = (key: string, n: number, s: number) => ({ key, number_of_samples: n, sum: s, sum_squares: s });
     // One period: the plain difference and its normal interval.
-    const [one] = weightedEstimates('funnel', [[v('control', 1000, 100), v('test', 1000, 150)]], ['control', 'test'], 'control');
+    const [one] = weightedEstimates(
+      'funnel',
+      [[v('control', 1000, 100), v('test', 1000, 150)]],
+      ['control', 'test'],
+      'control',
+    );
     expect(one.estimate).toBeCloseTo(0.05, 12);
     expect(one.periods).toBe(1);
     // The per-person variance of each arm from all its periods (control 0.1·0.9, test 0.15·0.85).

@@ -60,7 +60,8 @@ async function purchases(assigned: Map<string, string>) {
     const i = seen[variant]++;
     if (variant === 'control' ? i % 10 === 0 : i % 10 < 6) events.push({ event: 'purchase', distinct_id: id });
   }
-  for (let i = 0; i < events.length; i += 400) await capture(api.baseUrl, account.projectToken, events.slice(i, i + 400));
+  for (let i = 0; i < events.length; i += 400)
+    await capture(api.baseUrl, account.projectToken, events.slice(i, i + 400));
 }
 
 async function flagFilters(id: number) {
@@ -195,12 +196,16 @@ describe('bandits', () => {
     await purchases(served);
     const run = await runBandit({ force: true });
     expect(run.looked).not.toContain(exp.id);
-    expect((await flagFilters(exp.id))).toEqual(exp.feature_flag.filters);
-    const sticky = await sql(api.orm, `select count(*)::int as n from feature_flag_sticky_variant where feature_flag_id = ?`, [
-      exp.feature_flag.id,
-    ]);
+    expect(await flagFilters(exp.id)).toEqual(exp.feature_flag.filters);
+    const sticky = await sql(
+      api.orm,
+      `select count(*)::int as n from feature_flag_sticky_variant where feature_flag_id = ?`,
+      [exp.feature_flag.id],
+    );
     expect(sticky[0].n).toBe(0);
-    const bandits = await sql(api.orm, `select count(*)::int as n from experiment_bandit where experiment_id = ?`, [exp.id]);
+    const bandits = await sql(api.orm, `select count(*)::int as n from experiment_bandit where experiment_id = ?`, [
+      exp.id,
+    ]);
     expect(bandits[0].n).toBe(0);
     const metric = exp.metrics[0];
     const results = await call(
