@@ -50,6 +50,8 @@ const TRIGGERS: [table: string, trigger: string][] = [
   // 0063: an experiment's parameters.allocation makes its flag sticky (the flags' definition cache).
   ['experiment', 'experiment_flags_insert'],
   ['experiment', 'experiment_flags_update'],
+  // 0063: a deleted person's distinct ids forget their sticky variants.
+  ['person_distinct_id', 'person_distinct_id_forget_sticky'],
 ];
 
 /**

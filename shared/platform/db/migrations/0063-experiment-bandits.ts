@@ -7,8 +7,9 @@ import { Migration } from '@mikro-orm/migrations';
  *   whose times bound the periods the estimate is stratified by.
  * - feature_flag_sticky_variant: the variant a bucketing value (distinct id, or the hash key kept for
  *   experience continuity) was first served by a flag whose experiment allocates adaptively, so it
- *   keeps it when the rollout percentages move (shared/flags/). Rows go with their flag or project;
- *   (project_id, bucketing_value) serves a person's deletion by distinct id.
+ *   keeps it when the rollout percentages move (shared/flags/). Rows go with their flag or project,
+ *   and with a deleted person's distinct ids (a trigger on person_distinct_id, through the index on
+ *   (project_id, bucketing_value)).
  * - experiment's parameters, deleted flag and flag notify `flag_definitions_changed` (migration 0023),
  *   since whether a flag is sticky follows its experiment's parameters.allocation.
  */
@@ -34,6 +35,15 @@ export class Migration0063ExperimentBandits extends Migration {
     this.addSql(
       `create index feature_flag_sticky_variant_project_idx on feature_flag_sticky_variant (project_id, bucketing_value)`,
     );
+    // A person's deletion (their distinct ids cascade) forgets the variants those ids were served.
+    this.addSql(`create function forget_sticky_variants() returns trigger language plpgsql as $$
+      begin
+        delete from feature_flag_sticky_variant s using old_rows o
+         where s.project_id = o.project_id and s.bucketing_value = o.distinct_id;
+        return null;
+      end $$`);
+    this.addSql(`create trigger person_distinct_id_forget_sticky after delete on person_distinct_id
+      referencing old table as old_rows for each statement execute function forget_sticky_variants()`);
     const args = `'project_id', 'parameters,deleted,feature_flag_id'`;
     this.addSql(`create trigger experiment_flags_update after update on experiment
       referencing old table as old_rows new table as new_rows
