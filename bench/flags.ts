@@ -10,8 +10,8 @@
 //   3. /flags for a project with those 5 plus one flag on a person property the SDK did not send (the
 //      person is read on every request) against the raw definitions query;
 //   4. /flags for a project with those 5 plus a bandit experiment's flag (parameters.allocation: its
-//      sticky variant is read on every request, and recorded on a distinct id's first) against the raw
-//      definitions query.
+//      sticky variant is read on every request; the distinct ids were all served before) against the
+//      raw definitions query.
 // CPU per request of each process involved (this process: the load's client side, or the raw query's pg
 // client; the server process; the bench database's PostgreSQL backends) is printed beside throughput:
 // it moves less than throughput when others load the machine.
@@ -68,6 +68,13 @@ await experimentFlags(withBandit);
     },
   });
   if (res.status !== 201) throw new Error(`creating the bandit experiment: ${res.status} ${res.text}`);
+  // Returning persons (the common case): every distinct id the load uses was served before, so each
+  // request reads its sticky variant (a first serve also inserts it).
+  await pool.query(
+    `insert into feature_flag_sticky_variant (feature_flag_id, bucketing_value, project_id, variant)
+     select $1, 'user-' || g, $2, case when g % 2 = 0 then 'control' else 'test' end from generate_series(0, 9999) g`,
+    [res.body.feature_flag.id, withBandit.projectId],
+  );
 }
 
 // Dead person rows another benchmark left (deletes, rolled-back inserts) slow the person read; start clean.

@@ -90,9 +90,22 @@ export async function hashKeysOf(em: EntityManager, projectId: number, personId:
   return new Map(found.map((o) => [o.feature_flag_key, o.hash_key]));
 }
 
+const stickyVariantOf = prepared((kysely: Kysely<DB>, flagId: number, value: string) =>
+  kysely
+    .selectFrom('feature_flag_sticky_variant')
+    .select(['feature_flag_id', 'variant'])
+    .where('feature_flag_id', '=', flagId)
+    .where('bucketing_value', '=', value),
+);
+
 /** The variants stored for these (flag, bucketing value) pairs, by flag id. One statement. */
 export async function stickyVariants(em: EntityManager, pairs: { flagId: number; value: string }[]) {
   if (pairs.length === 0) return new Map<number, string>();
+  if (pairs.length === 1) {
+    // (One bandit flag, the usual case: a statement built once.)
+    const found = await stickyVariantOf(em, pairs[0].flagId, pairs[0].value);
+    return new Map(found.map((r) => [r.feature_flag_id, r.variant]));
+  }
   const found = await db(em)
     .selectFrom('feature_flag_sticky_variant')
     .select(['feature_flag_id', 'bucketing_value', 'variant'])

@@ -246,6 +246,57 @@ describe('bandits', () => {
     expect(continuity['bandit-checkout']).toBe(true);
   }, 120_000);
 
+  it('keep persons on their variants of several bandit flags at once (one read for all of them)', async () => {
+    const keys = ['bandit-two-a', 'bandit-two-b'];
+    const flagIds: number[] = [];
+    for (const key of keys) {
+      const res = await call(api.baseUrl, 'POST', `${P()}/`, {
+        key: account.apiKey,
+        body: {
+          name: key,
+          feature_flag_key: key,
+          start_date: new Date(Date.now() - HOUR).toISOString(),
+          metrics: [purchaseFunnel],
+          parameters: { allocation: { type: 'thompson_sampling', interval_hours: 24 } },
+        },
+      });
+      expect(res.status, res.text).toBe(201);
+      flagIds.push(res.body.feature_flag.id);
+    }
+    const people = ids('two', 30);
+    const ask = async () => {
+      const out: string[] = [];
+      for (const id of people) {
+        const res = await fetch(`${api.baseUrl}/flags/?v=2`, {
+          method: 'POST',
+          body: JSON.stringify({ token: account.projectToken, distinct_id: id }),
+        });
+        const flags = (await res.json()).flags;
+        out.push(keys.map((k) => flags[k].variant).join('/'));
+      }
+      return out;
+    };
+    const before = await ask();
+    expect(new Set(before).size).toBeGreaterThan(1);
+    // Every new person to test on both flags (as a reallocation to the extreme would): the others stay.
+    for (const id of flagIds)
+      await sql(
+        api.orm,
+        `update feature_flag set filters = jsonb_set(filters, '{multivariate,variants}',
+           '[{"key": "control", "rollout_percentage": 0}, {"key": "test", "rollout_percentage": 100}]') where id = ?`,
+        [id],
+      );
+    await eventually(async () => {
+      const res = await fetch(`${api.baseUrl}/flags/?v=2`, {
+        method: 'POST',
+        body: JSON.stringify({ token: account.projectToken, distinct_id: `two-new-${Date.now()}` }),
+      });
+      const flags = (await res.json()).flags;
+      return keys.every((k) => flags[k].variant === 'test') || null;
+    }, 30_000);
+    expect(await ask()).toEqual(before);
+  });
+
   it('refuse a malformed allocation with a 400 on parameters', async () => {
     for (const allocation of [
       { type: 'epsilon_greedy' },
