@@ -128,7 +128,8 @@ console.log(
 );
 // The statement /flags ran for its definitions (shared/flags/store.ts, activeFlags).
 const definitionsSql = `select id, key, name, version, active, deleted, filters, ensure_experience_continuity,
-    evaluation_runtime, exists (select 1 from experiment x where x.feature_flag_id = feature_flag.id and not x.deleted
+    evaluation_runtime, exists (select 1 from experiment x where x.feature_flag_id = feature_flag.id
+      and x.project_id = feature_flag.project_id and not x.deleted
       and jsonb_typeof(x.parameters->'allocation') = 'object') as sticky
     from feature_flag where project_id = $1 and active and not deleted order by id`;
 const raw: PairSide = {

@@ -26,6 +26,7 @@ const activeFlagsStatement = prepared((kysely: Kysely<DB>, projectId: number) =>
             .selectFrom('experiment as x')
             .select(sql<number>`1`.as('one'))
             .whereRef('x.feature_flag_id', '=', 'feature_flag.id')
+            .whereRef('x.project_id', '=', 'feature_flag.project_id') // (the project's experiments, by their index)
             .where('x.deleted', '=', false)
             .where(sql<boolean>`jsonb_typeof(x.parameters->'allocation') = 'object'`),
         )
