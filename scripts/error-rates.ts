@@ -1,9 +1,10 @@
 // `npm run -s error-rates`: every statistical method's false-positive rate and interval coverage on
 // seeded A/A and A/B experiments (shared/experiments/error-rates.ts), printed as the markdown table
 // README publishes: the same figures test/shared/experiments/error-rates.test.ts asserts and prints.
-// Progress goes to stderr, the table to stdout. ERROR_RATE_RUNS sets the experiments per phase of the
-// read-once methods (default 10,000, as in the test); ERROR_RATE_SEED the seed. Exits 1 when a
-// method's rates are outside its bounds.
+// Progress goes to stderr, the table to stdout. `--runs N` sets the experiments per phase of the
+// read-once methods (default 10,000, as in the test); `--seed S` the seed. Exits 1 when a method's
+// rates are outside its bounds.
+import { parseArgs } from 'node:util';
 import {
   ERROR_RATE_METHODS,
   ERROR_RATE_RUNS,
@@ -13,8 +14,13 @@ import {
   withinBounds,
 } from '../shared/experiments/index.ts';
 
-const runs = Number(process.env.ERROR_RATE_RUNS ?? ERROR_RATE_RUNS);
-const seed = Number(process.env.ERROR_RATE_SEED ?? ERROR_RATE_SEED);
+const { values } = parseArgs({ options: { runs: { type: 'string' }, seed: { type: 'string' } } });
+const runs = Number(values.runs ?? ERROR_RATE_RUNS);
+const seed = Number(values.seed ?? ERROR_RATE_SEED);
+if (!Number.isInteger(runs) || runs < 1 || !Number.isInteger(seed)) {
+  process.stderr.write('usage: npm run -s error-rates -- [--runs N] [--seed S] (whole numbers, N ≥ 1)\n');
+  process.exit(2);
+}
 const started = performance.now();
 const rows = errorRates(ERROR_RATE_METHODS, {
   runs,

@@ -9,6 +9,7 @@ export {
   type ErrorRateMethod,
   type ErrorRateRow,
 } from './error-rates.ts';
+export { banditReallocation, banditSummary } from './bandit-job.ts';
 export { guardrailCheck } from './guardrail-job.ts';
 export {
   GUARDRAIL_HARM,

@@ -12,7 +12,7 @@ import {
   releaseDeletionBatch,
 } from '../../shared/deletions/index.ts';
 import { ensureEventPartitionsJob, shipEventsJob } from '../../shared/events/index.ts';
-import { computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
+import { banditReallocation, computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
 import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
@@ -36,6 +36,7 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   reconcileDeletions: { run: reconcileDeletions },
   experimentResults: { run: computeExperimentResults },
   guardrailCheck: { run: guardrailCheck },
+  banditReallocation: { run: banditReallocation },
   refreshStatistics: { run: refreshStatistics },
   // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries.
   ensureEventPartitions: {

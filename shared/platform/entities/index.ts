@@ -16,8 +16,8 @@ import {
   ExperimentSavedMetric,
   ExperimentToSavedMetric,
 } from './experiment.ts';
-import { ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
-import { FeatureFlag, FeatureFlagHashKeyOverride } from './feature-flag.ts';
+import { ExperimentBandit, ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
+import { FeatureFlag, FeatureFlagHashKeyOverride, FeatureFlagStickyVariant } from './feature-flag.ts';
 import { IngestionWarning } from './ingestion-warning.ts';
 import { JobSchedule } from './job-schedule.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
@@ -43,6 +43,7 @@ export {
   EventDefinitionUsage,
   EventShipment,
   Experiment,
+  ExperimentBandit,
   ExperimentHoldout,
   ExperimentMetricResult,
   ExperimentMetricState,
@@ -51,6 +52,7 @@ export {
   ExperimentToSavedMetric,
   FeatureFlag,
   FeatureFlagHashKeyOverride,
+  FeatureFlagStickyVariant,
   IngestionWarning,
   JobSchedule,
   Organization,
@@ -88,6 +90,7 @@ export const entities = [
   // flags and experiments
   FeatureFlag,
   FeatureFlagHashKeyOverride,
+  FeatureFlagStickyVariant,
   ExperimentHoldout,
   ExperimentSavedMetric,
   Experiment,
@@ -95,6 +98,7 @@ export const entities = [
   ExperimentMetricResult,
   ExperimentMetricState,
   ExperimentPersonState,
+  ExperimentBandit,
   // event definitions
   EventDefinition,
   EventDefinitionUsage,
