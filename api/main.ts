@@ -4,6 +4,7 @@ import { initOrm } from '../shared/platform/db/orm.ts';
 import { logger, repeatingErrorLog } from '../shared/platform/logger.ts';
 import { createApiRedis } from '../shared/platform/redis.ts';
 import { createApp, listen } from './app.ts';
+import { accessRecorderOf } from './http/access-log.ts';
 import { createQueues } from '../shared/platform/queues.ts';
 import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
@@ -44,6 +45,8 @@ async function shutdown(signal: string) {
   logger.info({ signal }, 'API shutting down');
   server.close();
   setTimeout(() => process.exit(1), 10_000).unref();
+  // Answers still waiting for their read-access rows get them before the pool closes.
+  await accessRecorderOf(orm).drain();
   await authCache?.stop();
   await flagCache.stop();
   await suppressionCache.stop();

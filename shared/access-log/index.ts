@@ -5,6 +5,11 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
+import type { Deps } from '../platform/deps.ts';
+import { purgeAccessLog } from './store.ts';
+
+export { type AccessRecorder, createAccessRecorder, setAccessRecordingForBench } from './recorder.ts';
+export { purgeAccessLog } from './store.ts';
 
 /** What a read was: PostHog-style `<resource>_<verb>` names (person_retrieve, person_list, access_export_download …). */
 export type AccessAction = string;
@@ -89,4 +94,14 @@ export async function listPersonAccess(
     client_address: r.client_address ?? null,
     details: (r.details ?? {}) as Record<string, unknown>,
   }));
+}
+
+/** The daily upkeep's part (scheduler `event-partitions`): reads recorded more than ACCESS_LOG_RETENTION_DAYS ago. */
+export async function purgeAccessLogJob(
+  _job: unknown,
+  deps: Pick<Deps, 'orm' | 'logger' | 'config'>,
+): Promise<{ accessLogPurged: number }> {
+  const accessLogPurged = await purgeAccessLog(deps.orm.em.fork(), deps.config.accessLog.retentionDays);
+  if (accessLogPurged > 0) deps.logger.info({ accessLogPurged }, 'read-access log rows past their retention purged');
+  return { accessLogPurged };
 }
