@@ -21,6 +21,14 @@ const SINCE = {
   description: 'Only reads at or after this time (ISO 8601 with a time zone)',
 } as const;
 
+// Reading the log adds to it (and reads go on meanwhile): `next` and `previous` hold the newest row the
+// first page saw, so paging on neither repeats nor skips a row.
+const THROUGH_ID = {
+  type: 'string',
+  pattern: '^[0-9]{1,19}$',
+  description: 'Only rows up to this id (set in `next`/`previous`: the pages list what the first page saw)',
+} as const;
+
 const accessRecordSchema = record({
   id: { type: 'string', description: 'The row id (a 64-bit integer, as a string)' },
   timestamp: { ...dateTime, description: 'When the answer was computed' },
@@ -50,11 +58,12 @@ const listQuery = {
     ...FORMAT,
     person_uuid: { type: 'string', format: 'uuid', description: 'Only reads of this person' },
     since: SINCE,
+    through_id: THROUGH_ID,
   },
 } as const;
 const personQuery = {
   type: 'object',
-  properties: { ...PAGE_QUERY_PROPERTIES, ...FORMAT, since: SINCE },
+  properties: { ...PAGE_QUERY_PROPERTIES, ...FORMAT, since: SINCE, through_id: THROUGH_ID },
 } as const;
 
 // CSV: one row per read, the persons' uuids space-separated in one cell.
@@ -80,16 +89,28 @@ async function accessPage(
   const from = since === undefined ? undefined : new Date(since);
   if (from && Number.isNaN(from.getTime())) throw validationError('Enter a valid date/time.', 'since');
   const page = pageOf(ctx.state.query, 100, MAX_PAGE);
+  const throughId = ctx.state.query.through_id;
   const found = await listPersonAccess(ctx.state.em, {
     projectId: ctx.state.project.id,
     personUuid,
     since: from,
+    throughId,
     limit: page.limit + 1,
     offset: page.offset,
   });
   const results = found.slice(0, page.limit);
   personsRead(ctx, personUuid ? [personUuid] : results.flatMap((r) => r.person_uuids));
-  ctx.body = { ...pageLinks(ctx, page, found.length > page.limit), results };
+  const links = pageLinks(ctx, page, found.length > page.limit);
+  // The first page pins the newest row it saw (ids grow with every row) for the pages after it.
+  const pinned = throughId ?? (page.offset === 0 ? results[0]?.id : undefined);
+  const pin = (url: string | null) => {
+    if (url === null || pinned === undefined) return url;
+    const withPin = new URL(url);
+    withPin.searchParams.set('through_id', pinned);
+    withPin.searchParams.sort();
+    return withPin.toString();
+  };
+  ctx.body = { next: pin(links.next), previous: pin(links.previous), results };
 }
 
 export const accessLogRoutes = [

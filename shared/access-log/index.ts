@@ -56,10 +56,21 @@ export async function recordPersonAccess(em: EntityManager, entry: AccessEntry):
     .execute();
 }
 
-/** A project's reads, newest first; of one person when `personUuid` is given; from `since` when given. */
+/**
+ * A project's reads, newest first; of one person when `personUuid` is given; from `since` when given; up to
+ * row `throughId` when given.
+ */
 export async function listPersonAccess(
   em: EntityManager,
-  query: { projectId: number; personUuid?: string; since?: Date; limit: number; offset: number },
+  query: {
+    projectId: number;
+    personUuid?: string;
+    since?: Date;
+    /** Only rows up to this id: the pages after the first list what the first saw, whatever was read since. */
+    throughId?: string;
+    limit: number;
+    offset: number;
+  },
 ): Promise<AccessRecord[]> {
   let q = db(em)
     .selectFrom('person_access_log')
@@ -77,6 +88,7 @@ export async function listPersonAccess(
     .where('project_id', '=', query.projectId);
   if (query.personUuid) q = q.where(sql<boolean>`person_uuids @> array[${query.personUuid}]::uuid[]`);
   if (query.since) q = q.where('timestamp', '>=', query.since);
+  if (query.throughId) q = q.where(sql<boolean>`id <= ${query.throughId}::bigint`);
   const found = await q
     .orderBy('timestamp', 'desc')
     .orderBy('id', 'desc')
