@@ -43,10 +43,11 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'API shutting down');
-  server.close();
   setTimeout(() => process.exit(1), 10_000).unref();
-  // Answers still waiting for their read-access rows get them before the pool closes.
-  await accessRecorderOf(orm).drain();
+  // Requests under way finish (up to 5 s), then the read-access rows they handed over are written before the
+  // pool closes; a read after that fails rather than go unrecorded.
+  await Promise.race([new Promise((resolve) => server.close(resolve)), new Promise((r) => setTimeout(r, 5_000))]);
+  await accessRecorderOf(orm).close(3_000);
   await authCache?.stop();
   await flagCache.stop();
   await suppressionCache.stop();

@@ -1,9 +1,10 @@
 // Recording reads of persons' data (shared/access-log): a route that answers with persons' data declares
 // its `personAccess` action, and its handler names the persons its answer holds with `personsRead`. Once
-// the handler has answered (2xx), the route middleware records one row (who: user and API key; how:
-// action, request id, client address as the throttles see it; whose: the persons) and sends the answer
-// only when the row is committed: a failed read records nothing, and a read that cannot be recorded
-// fails (500) rather than hand out data nobody could account for.
+// the handler has answered (2xx), the route middleware hands one row (who: user and API key; how: action,
+// request id, client address as the throttles see it; whose: the persons) to the process's recorder, which
+// writes it within 50 ms with the rows of other reads (shared/access-log/recorder.ts says what holds). A
+// failed read records nothing; a read whose row the recorder cannot take fails (500) rather than hand out
+// data that might go unrecorded.
 import type { MikroORM } from '@mikro-orm/postgresql';
 import type { Context } from 'koa';
 import { type AccessEntry, type AccessRecorder, createAccessRecorder } from '../../shared/access-log/index.ts';
@@ -49,13 +50,13 @@ export function accessEntry(ctx: Context, action: string, read: PersonsRead): Ac
   };
 }
 
-/** Records the read `ctx.state.personsRead` names as `action`; resolves once committed (nothing read: at once). */
+/** Records the read `ctx.state.personsRead` names as `action` (nothing read: nothing recorded). */
 export function recordPersonsRead(ctx: Context, action: string): Promise<void> {
   const read = ctx.state.personsRead as PersonsRead | undefined;
   return read ? recordPersonsReadNow(ctx, action, read) : Promise.resolve();
 }
 
-/** Records a read at once, as `action` (a streamed answer: before each part of it is written). */
+/** Records a read as `action` now (a streamed answer: before each part of it is written). */
 export function recordPersonsReadNow(ctx: Context, action: string, read: PersonsRead): Promise<void> {
   if (read.personUuids.length === 0) return Promise.resolve();
   return accessRecorderOf(ctx.deps.orm).record(accessEntry(ctx, action, read));

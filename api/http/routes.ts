@@ -100,8 +100,7 @@ export interface RouteDefinition<Q = Unvalidated, B = unknown> {
   csv?: (answer: unknown) => string;
   /**
    * The answer holds persons' data: each successful request is recorded in the read-access log as this
-   * action, naming the persons the handler passed to `personsRead` (api/http/access-log.ts), before the
-   * answer is sent.
+   * action, naming the persons the handler passed to `personsRead` (api/http/access-log.ts).
    */
   personAccess?: string;
   handler: (ctx: ApiContext<Q, B>) => Promise<void> | void;
@@ -211,8 +210,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     await route.handler(apiCtx);
     if (deps.config.validateResponses) checkResponseContract(route, ctx);
     if (route.csv && apiCtx.state.query.format === 'csv') answerCsv(ctx, route);
-    if (route.personAccess && ctx.status >= 200 && ctx.status < 300)
-      await recordPersonsRead(ctx, route.personAccess);
+    if (route.personAccess && ctx.status >= 200 && ctx.status < 300) await recordPersonsRead(ctx, route.personAccess);
   };
 }
 

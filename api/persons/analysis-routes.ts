@@ -382,7 +382,8 @@ export const personAnalysisRoutes = [
     query: activityQuery,
     responses: { 200: { description: 'Activity page', schema: activitySchema } },
     csv: CSV,
-    handler: async (ctx) => activityPage(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
+    handler: async (ctx) =>
+      activityPage(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -445,7 +446,7 @@ export const personAnalysisRoutes = [
       tags: ['persons'],
       scopes: [],
       personAccess: 'person_funnel',
-    query: funnelQuery,
+      query: funnelQuery,
       ...(method === 'POST' ? { body: funnelBody } : {}),
       responses: { 200: { description: 'Persons', schema: actorsSchema } },
       csv: ACTORS_CSV,
@@ -460,7 +461,7 @@ export const personAnalysisRoutes = [
       tags: ['persons'],
       scopes: [],
       personAccess: 'person_funnel_correlation',
-    query: funnelQuery,
+      query: funnelQuery,
       ...(method === 'POST' ? { body: funnelBody } : {}),
       responses: { 200: { description: 'Persons', schema: actorsSchema } },
       csv: ACTORS_CSV,

@@ -8,7 +8,12 @@ import { db } from '../platform/db/kysely.ts';
 import type { Deps } from '../platform/deps.ts';
 import { purgeAccessLog } from './store.ts';
 
-export { type AccessRecorder, createAccessRecorder, setAccessRecordingForBench } from './recorder.ts';
+export {
+  type AccessRecorder,
+  createAccessRecorder,
+  type RecordingMode,
+  setAccessRecordingForBench,
+} from './recorder.ts';
 export { purgeAccessLog } from './store.ts';
 
 /** What a read was: PostHog-style `<resource>_<verb>` names (person_retrieve, person_list, access_export_download …). */

@@ -1,31 +1,59 @@
-// The API's recorder of reads: each answer carrying persons' data waits until its row is committed, and
-// is not sent if the row could not be (the read fails instead). Rows of concurrent requests are written
-// together: while one statement is on its way, the rows of the requests finishing meanwhile gather and
-// go in the next one (a group commit). A lone request is written at once, in a statement of its own; under
-// load a statement carries many rows, so the log costs far less than an INSERT per request. Nothing is
-// kept only in memory past its request: a process that dies has sent no answer whose row is not written.
+// The API's recorder of reads. A read's row is handed over when its answer is ready and written in the
+// background with the rows of other reads: one statement for every row gathered in FLUSH_MS (or at
+// MAX_BATCH rows), so a read costs a share of a statement and of a commit rather than a commit of its own
+// (which, waited for, halved GET-by-id throughput: bench/access-log.ts). What holds:
+//  - a row handed over is written, or retried until it is: a statement that fails keeps its rows (logged at
+//    error level, tried again with a growing delay); a row PostgreSQL refuses for its data is logged in full
+//    at error level instead of blocking the others;
+//  - while MAX_PENDING rows wait (PostgreSQL unreachable), `record` throws: the read fails instead of
+//    handing out data that might never be recorded;
+//  - on shutdown `close` writes what waits; rows it still cannot write are logged, each in full, at error
+//    level, and any read after `close` throws;
+//  - a process killed outright (SIGKILL, out of memory, power) loses the rows of its last FLUSH_MS (and of
+//    a statement on its way): the one way a row is lost, bounded by that window.
 import type { EntityManager } from '@mikro-orm/postgresql';
+import { logger } from '../platform/logger.ts';
 import type { AccessEntry } from './index.ts';
 import { type AccessRow, insertAccessRows } from './store.ts';
 
 export interface AccessRecorder {
-  /** Resolves once the read's row is committed; rejects when it could not be. A read of no person records nothing. */
+  /**
+   * Hands the read's row over (a read of no person records nothing); resolves once it is taken. Rejects when
+   * the row cannot be taken (too many rows waiting for PostgreSQL, or the recorder closed): the read must then
+   * fail.
+   */
   record(entry: AccessEntry): Promise<void>;
-  /** Resolves once every row handed over so far is written (or has failed its request). */
+  /** Resolves once every row handed over so far is written; rejects if a write failed meanwhile. */
   drain(): Promise<void>;
+  /** Writes what waits (trying until `timeoutMs`), logs any row it could not write, and takes no more. */
+  close(timeoutMs?: number): Promise<void>;
 }
 
-/** The most rows one statement carries; more wait for the next. */
-const MAX_BATCH = 1000;
+/** How long a row waits for others before its statement goes. */
+const FLUSH_MS = 50;
+/** The most rows one statement carries. */
+const MAX_BATCH = 500;
+/** Rows waiting beyond which reads fail rather than wait in memory (PostgreSQL is unreachable). */
+const MAX_PENDING = 50_000;
+const RETRY_FIRST_MS = 500;
+const RETRY_MAX_MS = 30_000;
 
-let recording = true;
+/** `on`: buffered (what runs); `off`: nothing recorded; `unbatched`: one INSERT per read, its answer waiting for it. */
+export type RecordingMode = 'on' | 'off' | 'unbatched';
+let mode: RecordingMode = 'on';
 /**
- * Turns the recorder off (true: on again). Only bench/access-log.ts calls it, in an API process of its
- * own, to measure the log's cost: no setting reaches it, so a deployed API always records.
+ * Changes how this process records. Only bench/access-log.ts calls it, in API processes of its own, to
+ * measure what the log costs (and what one INSERT per read would): no setting reaches it, so a deployed API
+ * always records.
  */
-export function setAccessRecordingForBench(on: boolean): void {
-  recording = on;
+export function setAccessRecordingForBench(to: RecordingMode): void {
+  mode = to;
 }
+/** PostgreSQL refused the statement for its data (SQLSTATE class 22 or 23), not for being unreachable. */
+const refusedData = (error: unknown): boolean => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^2[23]/.test(code);
+};
 
 const rowOf = (entry: AccessEntry): AccessRow => ({
   project_id: entry.projectId,
@@ -39,44 +67,116 @@ const rowOf = (entry: AccessEntry): AccessRow => ({
   timestamp: Date.now(),
 });
 
-interface Waiting {
-  row: AccessRow;
-  resolve: () => void;
-  reject: (error: unknown) => void;
-}
-
 /** A recorder writing through `orm`'s pool (a fresh EntityManager per statement). */
 export function createAccessRecorder(orm: { em: EntityManager }): AccessRecorder {
-  let waiting: Waiting[] = [];
-  let flushing: Promise<void> | null = null;
+  let pending: AccessRow[] = [];
+  let timer: NodeJS.Timeout | null = null;
+  let writing: Promise<void> | null = null;
+  let retryMs = 0;
+  let closed = false;
+  let lastError: unknown = null;
 
-  async function flush(): Promise<void> {
-    while (waiting.length > 0) {
-      const batch = waiting.length <= MAX_BATCH ? waiting : waiting.slice(0, MAX_BATCH);
-      waiting = waiting.length <= MAX_BATCH ? [] : waiting.slice(MAX_BATCH);
+  /**
+   * A batch PostgreSQL refused for its data: each row alone, so the others are written; a row refused alone
+   * can never be written and is logged in full at error level instead (never dropped unsaid).
+   */
+  async function writeOneByOne(batch: AccessRow[]): Promise<void> {
+    for (const [i, row] of batch.entries()) {
       try {
-        await insertAccessRows(
-          orm.em.fork(),
-          batch.map((w) => w.row),
-        );
-        for (const w of batch) w.resolve();
+        await insertAccessRows(orm.em.fork(), [row]);
       } catch (error) {
-        for (const w of batch) w.reject(error);
+        if (!refusedData(error)) {
+          pending = [...batch.slice(i), ...pending];
+          throw error;
+        }
+        logger.error({ err: error, accessLogRow: row }, 'read-access log: row refused by PostgreSQL, logged here');
       }
     }
-    flushing = null;
+  }
+
+  /** Writes what waits, a batch at a time; a failed batch goes back to the front and waits its retry. */
+  async function write(): Promise<void> {
+    while (pending.length > 0) {
+      const batch = pending.slice(0, MAX_BATCH);
+      pending = pending.slice(batch.length);
+      try {
+        await insertAccessRows(orm.em.fork(), batch);
+        retryMs = 0;
+        lastError = null;
+      } catch (error) {
+        if (refusedData(error)) {
+          try {
+            await writeOneByOne(batch);
+            continue;
+          } catch (again) {
+            error = again; // the rows not written are back in front
+          }
+        } else pending = [...batch, ...pending];
+        lastError = error;
+        retryMs = Math.min(RETRY_MAX_MS, retryMs ? retryMs * 2 : RETRY_FIRST_MS);
+        logger.error(
+          { err: error, waiting: pending.length, retryMs },
+          'read-access log: rows not written yet, retrying',
+        );
+        schedule(retryMs);
+        return;
+      }
+    }
+  }
+
+  function schedule(ms: number) {
+    if (timer) return;
+    timer = setTimeout(() => {
+      timer = null;
+      writing ??= write().finally(() => {
+        writing = null;
+        if (pending.length > 0 && !timer && retryMs === 0) schedule(0);
+      });
+    }, ms);
+    timer.unref();
+  }
+
+  /** Writes everything now; rejects (rows kept) when a statement fails. */
+  async function flushNow(): Promise<void> {
+    if (timer) {
+      clearTimeout(timer);
+      timer = null;
+    }
+    while (writing) await writing;
+    retryMs = 0;
+    await write();
+    if (pending.length > 0) throw lastError; // write() has scheduled the retry
   }
 
   return {
-    record(entry) {
-      if (!recording || entry.personUuids.length === 0) return Promise.resolve();
-      return new Promise<void>((resolve, reject) => {
-        waiting.push({ row: rowOf(entry), resolve, reject });
-        flushing ??= flush();
-      });
+    async record(entry) {
+      if (mode === 'off' || entry.personUuids.length === 0) return;
+      if (closed) throw new Error('read-access log closed: the API is shutting down');
+      if (pending.length >= MAX_PENDING)
+        throw new Error(`read-access log: ${pending.length} rows wait for PostgreSQL; refusing reads until written`);
+      if (mode === 'unbatched') return insertAccessRows(orm.em.fork(), [rowOf(entry)]);
+      pending.push(rowOf(entry));
+      if (pending.length >= MAX_BATCH && retryMs === 0) {
+        if (timer) clearTimeout(timer);
+        timer = null;
+        schedule(0);
+      } else schedule(FLUSH_MS);
     },
-    async drain() {
-      while (flushing) await flushing;
+    drain: flushNow,
+    async close(timeoutMs = 5_000) {
+      closed = true;
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        try {
+          await flushNow();
+          return;
+        } catch {
+          if (Date.now() >= deadline) break;
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      }
+      for (const row of pending) logger.error({ accessLogRow: row }, 'read-access log: row not written at shutdown');
+      pending = [];
     },
   };
 }

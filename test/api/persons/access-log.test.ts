@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
 import { capture } from '../../fixtures.ts';
+import { accessRecorderOf } from '../../../api/http/access-log.ts';
 import { call, createAccount, createKeyWithId, startApi, type TestAccount, type TestApi } from '../../helpers.ts';
 
 let api: TestApi;
@@ -21,7 +22,9 @@ beforeAll(async () => {
     config.trustProxy = 1;
   });
   account = await createAccount(api.orm);
-  key = await createKeyWithId(api.orm, account.userId, { scopes: ['person:read', 'person:write', 'cohort:read', 'activity_log:read'] });
+  key = await createKeyWithId(api.orm, account.userId, {
+    scopes: ['person:read', 'person:write', 'cohort:read', 'activity_log:read'],
+  });
   await capture(api.baseUrl, account.projectToken, [
     { event: 'signup', distinct_id: 'u1', timestamp: day(2), properties: { $set: { email: 'u1@x.com', plan: 'a' } } },
     { event: 'activate', distinct_id: 'u1', timestamp: day(3), properties: { $set: { plan: 'b' } } },
@@ -53,7 +56,12 @@ interface Row {
   client_address: string | null;
   details: Record<string, unknown>;
 }
-const rowsOf = (requestId: string) =>
+/** The rows of a request, once this process's recorder has written what it holds. */
+const rowsOf = async (requestId: string) => {
+  await accessRecorderOf(api.orm).drain();
+  return rows(requestId);
+};
+const rows = (requestId: string) =>
   sql<Row>(
     api.orm,
     `select user_id, api_key_id, action, person_uuids::text[] as person_uuids, request_id, client_address, details
@@ -269,9 +277,7 @@ describe('GET /persons/access_log and /persons/:id/access_log', () => {
     expect(bad.status).toBe(400);
     expect(bad.body).toMatchObject({ type: 'validation_error', attr: 'since' });
     expect((await call(api.baseUrl, 'GET', `${P()}/access_log/?person_uuid=x`, { key: key.value })).status).toBe(400);
-    expect((await call(api.baseUrl, 'GET', `${P()}/${randomUUID()}/access_log/`, { key: key.value })).status).toBe(
-      404,
-    );
+    expect((await call(api.baseUrl, 'GET', `${P()}/${randomUUID()}/access_log/`, { key: key.value })).status).toBe(404);
   });
 
   it('needs scope person:read', async () => {
