@@ -99,28 +99,31 @@ export function createAccessRecorder(orm: { em: EntityManager }): AccessRecorder
     while (pending.length > 0) {
       const batch = pending.slice(0, MAX_BATCH);
       pending = pending.slice(batch.length);
+      let failure: unknown;
       try {
         await insertAccessRows(orm.em.fork(), batch);
         retryMs = 0;
         lastError = null;
+        continue;
       } catch (error) {
-        if (refusedData(error)) {
-          try {
-            await writeOneByOne(batch);
-            continue;
-          } catch (again) {
-            error = again; // the rows not written are back in front
-          }
-        } else pending = [...batch, ...pending];
-        lastError = error;
-        retryMs = Math.min(RETRY_MAX_MS, retryMs ? retryMs * 2 : RETRY_FIRST_MS);
-        logger.error(
-          { err: error, waiting: pending.length, retryMs },
-          'read-access log: rows not written yet, retrying',
-        );
-        schedule(retryMs);
-        return;
+        failure = error;
       }
+      if (refusedData(failure)) {
+        try {
+          await writeOneByOne(batch);
+          continue;
+        } catch (error) {
+          failure = error; // the rows not written are back in front
+        }
+      } else pending = [...batch, ...pending];
+      lastError = failure;
+      retryMs = Math.min(RETRY_MAX_MS, retryMs ? retryMs * 2 : RETRY_FIRST_MS);
+      logger.error(
+        { err: failure, waiting: pending.length, retryMs },
+        'read-access log: rows not written yet, retrying',
+      );
+      schedule(retryMs);
+      return;
     }
   }
 
