@@ -6,7 +6,7 @@
 // BENCH_PAIRS (3), BENCH_WINDOW_SECONDS (10), BENCH_UNBATCHED=0 skips the one-INSERT-per-request side.
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { benchSetup, getOk, interleavedPairs, type PairSide, printPairs, startApiProcess } from './harness.ts';
+import { benchSetup, getOk, interleavedPairs, type PairSide, printPairs, startServerProcess } from './harness.ts';
 import { progress } from './stats.ts';
 
 const PERSONS = Number(process.env.BENCH_ACCESS_PERSONS ?? 20_000);
@@ -41,12 +41,16 @@ const uuids = (
 ).rows.map((r) => r.uuid);
 
 const mode = fileURLToPath(new URL('./baseline/access-log-mode.ts', import.meta.url));
-const start = (recording: string) => startApiProcess({ BENCH_ACCESS_LOG_MODE: recording }, [`--import=${mode}`]);
-const [on, off, unbatched] = await Promise.all([
-  start('on'),
-  start('off'),
-  UNBATCHED ? start('unbatched') : Promise.resolve(null),
-]);
+// One after the other, with time to start on a busy machine.
+const start = (recording: string) =>
+  startServerProcess(['api/main.ts'], {
+    env: { BENCH_ACCESS_LOG_MODE: recording },
+    nodeArgs: [`--import=${mode}`],
+    timeoutMs: 120_000,
+  });
+const on = await start('on');
+const off = await start('off');
+const unbatched = UNBATCHED ? await start('unbatched') : null;
 const auth = { authorization: `Bearer ${account.apiKey}` };
 const P = `/api/projects/${account.projectId}/persons`;
 const logged = async () =>
@@ -55,7 +59,7 @@ const logged = async () =>
       .count,
   );
 
-type Server = Awaited<ReturnType<typeof startApiProcess>>;
+type Server = Awaited<ReturnType<typeof startServerProcess>>;
 const sides = (name: string, server: Server, path: (i: number) => string): PairSide => ({
   name,
   serverPid: server.child.pid,
