@@ -3,7 +3,8 @@
 // (group-committed) and one not recording at all, in interleaved pairs of windows (bench/harness.ts).
 // A third process records with one INSERT per request (what the log would cost without the group commit).
 // Settings: BENCH_ACCESS_PERSONS (persons in the project, default 20,000), BENCH_CONCURRENCY (16),
-// BENCH_PAIRS (3), BENCH_WINDOW_SECONDS (10), BENCH_UNBATCHED=0 skips the one-INSERT-per-request side.
+// BENCH_PAIRS (3), BENCH_WINDOW_SECONDS (10), BENCH_UNBATCHED=0 skips the one-INSERT-per-request side,
+// BENCH_ONLY=byid or list runs that comparison only.
 import os from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { benchSetup, getOk, interleavedPairs, type PairSide, printPairs, startServerProcess } from './harness.ts';
@@ -12,6 +13,7 @@ import { progress } from './stats.ts';
 const PERSONS = Number(process.env.BENCH_ACCESS_PERSONS ?? 20_000);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const UNBATCHED = process.env.BENCH_UNBATCHED !== '0';
+const ONLY = process.env.BENCH_ONLY; // byid or list: that comparison only
 const TARGET = 0.9;
 const loadAverage = () => os.loadavg()[0].toFixed(1);
 
@@ -74,6 +76,7 @@ try {
     ['GET person by id', byId],
     ['GET persons (a page of 100)', list],
   ] as const) {
+    if ((ONLY === 'byid' && path !== byId) || (ONLY === 'list' && path !== list)) continue;
     const before = await logged();
     const result = await interleavedPairs({
       a: sides('recording', on, path),

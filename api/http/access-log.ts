@@ -2,7 +2,7 @@
 // its `personAccess` action, and its handler names the persons its answer holds with `personsRead`. Once
 // the handler has answered (2xx), the route middleware hands one row (who: user and API key; how: action,
 // request id, client address as the throttles see it; whose: the persons) to the process's recorder, which
-// writes it within 50 ms with the rows of other reads (shared/access-log/recorder.ts says what holds). A
+// writes it within 100 ms with the rows of other reads (shared/access-log/recorder.ts says what holds). A
 // failed read records nothing; a read whose row the recorder cannot take fails (500) rather than hand out
 // data that might go unrecorded.
 import type { MikroORM } from '@mikro-orm/postgresql';

@@ -88,7 +88,7 @@ async function accessPage(
   const { since } = ctx.state.query;
   const from = since === undefined ? undefined : new Date(since);
   if (from && Number.isNaN(from.getTime())) throw validationError('Enter a valid date/time.', 'since');
-  // This process's reads so far are in the answer (other processes' are written within 50 ms).
+  // This process's reads so far are in the answer (other processes' are written within 100 ms).
   await accessRecorderOf(ctx.deps.orm).drain();
   const page = pageOf(ctx.state.query, 100, MAX_PAGE);
   const throughId = ctx.state.query.through_id;

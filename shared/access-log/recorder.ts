@@ -30,7 +30,7 @@ export interface AccessRecorder {
 }
 
 /** How long a row waits for others before its statement goes. */
-const FLUSH_MS = 50;
+const FLUSH_MS = 100;
 /** The most rows one statement carries. */
 const MAX_BATCH = 500;
 /** Rows waiting beyond which reads fail rather than wait in memory (PostgreSQL is unreachable). */
