@@ -10,6 +10,7 @@ import { organizationRoutes } from './organizations/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
+import { accessLogRoutes } from './persons/access-log-routes.ts';
 import { deletionRequestRoutes } from './persons/deletion-requests.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { deletionReceiptRoutes } from './persons/receipt-routes.ts';
@@ -32,6 +33,7 @@ export const allRoutes: RouteDefinition[] = [
   ...deletionRequestRoutes,
   ...deletionReceiptRoutes,
   ...personAnalysisRoutes,
+  ...accessLogRoutes,
   ...eventDefinitionRoutes,
   ...experimentRoutes,
   ...holdoutRoutes,

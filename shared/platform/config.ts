@@ -110,6 +110,8 @@ export const SETTINGS_SCHEMA = {
      * (ClickHouse alone holds them). Never an unshipped event. Ignored with EVENT_STORE=postgres.
      */
     EVENT_BUFFER_HOURS: int(168, 1),
+    /** Days the read-access log keeps a read (the daily upkeep purges older rows). */
+    ACCESS_LOG_RETENTION_DAYS: int(365, 1, 36_500),
   },
 } as const;
 
@@ -366,6 +368,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       shipMaxLagSeconds: s.EVENT_SHIP_MAX_LAG_SECONDS,
       /** Hours PostgreSQL keeps a shipped event (by created_at) before only ClickHouse holds it (shared/events/buffer.ts). */
       bufferHours: s.EVENT_BUFFER_HOURS,
+    },
+    accessLog: {
+      /** Days a recorded read is kept; the daily upkeep (EVENT_PARTITIONS_CRON) purges older ones. */
+      retentionDays: s.ACCESS_LOG_RETENTION_DAYS,
     },
     maintenance: {
       /** Months after the current one that get their event partition in advance. */

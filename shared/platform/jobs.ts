@@ -32,7 +32,7 @@ export const JOBS = {
   /** Hourly: bandit experiments whose interval has passed get new rollout percentages (Thompson sampling). */
   banditReallocation: { queue: 'experimentResults', name: 'bandit-reallocation' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
-  /** Daily: event partitions ahead, and the purge of ingestion warnings past 30 days. */
+  /** Daily: event partitions ahead; the purges of ingestion warnings and webhook deliveries (30 days) and of the read-access log (ACCESS_LOG_RETENTION_DAYS). */
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
   /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },

@@ -11,6 +11,7 @@ import {
   reconcileDeletions,
   releaseDeletionBatch,
 } from '../../shared/deletions/index.ts';
+import { purgeAccessLogJob } from '../../shared/access-log/index.ts';
 import { ensureEventPartitionsJob, shipEventsJob } from '../../shared/events/index.ts';
 import { banditReallocation, computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
 import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
@@ -38,12 +39,14 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   guardrailCheck: { run: guardrailCheck },
   banditReallocation: { run: banditReallocation },
   refreshStatistics: { run: refreshStatistics },
-  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries.
+  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries, and
+  // the read-access log's purge past ACCESS_LOG_RETENTION_DAYS.
   ensureEventPartitions: {
     run: async (job, deps) => ({
       ...(await ensureEventPartitionsJob(job, deps)),
       ...(await purgeWarningsJob(job, deps)),
       ...(await purgeDeliveriesJob(job, deps)),
+      ...(await purgeAccessLogJob(job, deps)),
     }),
   },
   vacuumTable: { run: vacuumTable },
