@@ -6,6 +6,7 @@
 // failed read records nothing; a read whose row the recorder cannot take fails (500) rather than hand out
 // data that might go unrecorded.
 import type { MikroORM } from '@mikro-orm/postgresql';
+import { ApiError } from './errors.ts';
 import type { Context } from 'koa';
 import { type AccessEntry, type AccessRecorder, createAccessRecorder } from '../../shared/access-log/index.ts';
 
@@ -57,7 +58,20 @@ export function recordPersonsRead(ctx: Context, action: string): Promise<void> {
 }
 
 /** Records a read as `action` now (a streamed answer: before each part of it is written). */
-export function recordPersonsReadNow(ctx: Context, action: string, read: PersonsRead): Promise<void> {
-  if (read.personUuids.length === 0) return Promise.resolve();
-  return accessRecorderOf(ctx.deps.orm).record(accessEntry(ctx, action, read));
+export async function recordPersonsReadNow(ctx: Context, action: string, read: PersonsRead): Promise<void> {
+  if (read.personUuids.length === 0) return;
+  try {
+    await accessRecorderOf(ctx.deps.orm).record(accessEntry(ctx, action, read));
+  } catch {
+    // The log cannot take the row (PostgreSQL unreachable long enough to fill its backlog, or the
+    // process shutting down): the data is not handed out unrecorded, and the client may retry.
+    throw new ApiError(
+      503,
+      'server_error',
+      'access_log_unavailable',
+      'This read cannot be recorded in the read-access log now; try again shortly.',
+      null,
+      { 'Retry-After': '5' },
+    );
+  }
 }
