@@ -28,6 +28,7 @@ import {
 } from '../events/index.ts';
 import { pgArray } from '../platform/db/sql.ts';
 import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
+import { advanceRetention, type RetentionRule, retentionSpec } from './retention-metric.ts';
 import {
   analyseMetrics,
   type CorrectionConfig,
@@ -175,6 +176,13 @@ export function metricShape(metric: ExperimentMetric | null | undefined): {
   mathProperty: string | null;
   denominatorProperty?: string | null;
 } | null {
+  const retention = retentionSpec(metric);
+  if (retention)
+    return {
+      kind: 'retention',
+      events: [...(retention.startEvent === null ? [] : [retention.startEvent]), retention.completionEvent],
+      mathProperty: null,
+    };
   if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string')
     return { kind: 'mean', events: [metric.source.event], mathProperty: summed(metric.source) };
   const { numerator, denominator } = metric ?? {};
@@ -653,11 +661,27 @@ async function countsFrom(
         },
   );
   const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
+  // Retention metrics' rules (their own fold: retention-metric.ts).
+  const retentionRules = metrics.map((metric): RetentionRule | null => {
+    const spec = retentionSpec(metric);
+    if (!spec) return null;
+    return {
+      spec,
+      start: spec.startEvent === null ? null : numbered.indexOf(spec.startEvent),
+      completion: numbered.indexOf(spec.completionEvent),
+    };
+  });
   // By an event's name number: the metrics it is an event of.
   const metricsOfName: number[][] = numbered.map(() => []);
   for (const i of valid) for (const name of new Set(rules[i]!.events)) metricsOfName[name].push(i);
   // Each metric's change per day (summed over the batches), from no person yet.
-  const totals = rules.map((rule) => (rule ? advance(rule, window, []).changes : []));
+  const totals = rules.map((rule, i) =>
+    retentionRules[i]
+      ? advanceRetention(retentionRules[i], window, []).changes
+      : rule
+        ? advance(rule, window, []).changes
+        : [],
+  );
   if (!base && saveDay !== null)
     for (const metric of metrics) if (metric.uuid) await dropState(tx, experiment.id, metric.uuid);
 
@@ -772,18 +796,25 @@ async function countsFrom(
         }
         return sum;
       };
-      const { changes, saved } = advance(
-        rule,
-        window,
-        concerned[i].map((person) => [
-          person,
-          {
-            state: stateOf.get(person),
-            events: byPerson.get(person)!,
-            covariate: lookback > 0 ? covariateOf(person) : 0,
-          },
-        ]),
-      );
+      const retention = retentionRules[i];
+      const { changes, saved } = retention
+        ? advanceRetention(
+            retention,
+            window,
+            concerned[i].map((person) => [person, { state: stateOf.get(person), events: byPerson.get(person)! }]),
+          )
+        : advance(
+            rule,
+            window,
+            concerned[i].map((person) => [
+              person,
+              {
+                state: stateOf.get(person),
+                events: byPerson.get(person)!,
+                covariate: lookback > 0 ? covariateOf(person) : 0,
+              },
+            ]),
+          );
       totals[i] = totals[i].map((day, d) => ({
         kind: day.kind,
         variants: experiment.variants.map((key, v) => addStats(day.variants[v], changes[d].variants[v], 1, key)),

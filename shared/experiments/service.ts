@@ -9,6 +9,7 @@ import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from './sequential.ts';
 import { correctionConfig, cupedLookbackDays } from './stats.ts';
 import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
 import { metricShape } from './results.ts';
+import { retentionProblem } from './retention-metric.ts';
 import {
   deleteHoldout,
   findSavedMetric,
@@ -146,9 +147,19 @@ function checkRatioMetric(metric: unknown, attr: string) {
   }
 }
 
+/** A retention metric (PostHog's ExperimentRetentionMetric) the engine can compute, else a 400 saying why. */
+function checkRetentionMetric(metric: unknown, attr: string) {
+  if ((metric as Metric | null)?.metric_type !== 'retention') return;
+  const problem = retentionProblem(metric);
+  if (problem) throw validationError(problem, attr);
+}
+
 /** Sequential testing applies to the metric kinds the engine computes (mean, funnel), not to ratio or retention metrics. */
 function checkSequentialMetrics(statsConfig: unknown, metrics: unknown[], attr: string) {
-  for (const m of metrics) checkRatioMetric(m, attr);
+  for (const m of metrics) {
+    checkRatioMetric(m, attr);
+    checkRetentionMetric(m, attr);
+  }
   if (!sequentialConfig(statsConfig)) return;
   for (const m of metrics) {
     const type = (m as Metric | null)?.metric_type;
@@ -170,7 +181,7 @@ function checkGuardrails(statsConfig: unknown, metrics: Metric[], secondary: Met
         `Guardrail ${i + 1}: metric ${g.metric_uuid} is not one of this experiment's metrics (metrics or metrics_secondary).`,
         'stats_config__guardrails',
       );
-    if (!metricShape(metric) || metric.metric_type === 'ratio')
+    if (!metricShape(metric) || metric.metric_type === 'ratio' || metric.metric_type === 'retention')
       throw validationError(
         `Guardrail ${i + 1}: metric ${g.metric_uuid} cannot be checked: only mean and funnel metrics of events can.`,
         'stats_config__guardrails',
@@ -782,10 +793,11 @@ export function savedMetricFields(
     throw validationError('ExperimentMetric requires a metric_type', 'query');
   if (
     query.kind === 'ExperimentMetric' &&
-    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio'].includes(query.metric_type))
+    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio', 'retention'].includes(query.metric_type))
   )
-    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
+    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', or 'retention'", 'query');
   checkRatioMetric(query, 'query');
+  checkRetentionMetric(query, 'query');
   out.query = query;
   return out;
 }
