@@ -28,6 +28,15 @@ import {
 } from '../events/index.ts';
 import { pgArray } from '../platform/db/sql.ts';
 import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
+import {
+  type MetricMath,
+  mathOf,
+  SESSION_PROPERTY,
+  sessionNumber,
+  valueProperty,
+  aggregate,
+  additive,
+} from './metric-math.ts';
 import { advanceRetention, type RetentionRule, retentionSpec } from './retention-metric.ts';
 import {
   analyseMetrics,
@@ -161,9 +170,8 @@ const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
 const UNSUPPORTED =
   'Unsupported metric: mean metrics need source.event; ratio metrics numerator.event and denominator.event; funnel metrics need series of events.';
 
-/** The property a source sums (math `sum`), or null when it counts its events. */
-const summed = (source: MetricSource) =>
-  source.math === 'sum' && typeof source.math_property === 'string' ? source.math_property : null;
+/** The property a source's math reads (metric-math.ts), or null when each event is 1. */
+const summed = (source: MetricSource) => valueProperty(source);
 
 /**
  * The events a metric counts: mean → one source event; ratio → the numerator's event, then the
@@ -175,6 +183,9 @@ export function metricShape(metric: ExperimentMetric | null | undefined): {
   events: string[];
   mathProperty: string | null;
   denominatorProperty?: string | null;
+  /** Mean (ratio: numerator) and ratio denominator maths (metric-math.ts). */
+  math?: MetricMath;
+  denominatorMath?: MetricMath;
 } | null {
   const retention = retentionSpec(metric);
   if (retention)
@@ -183,16 +194,27 @@ export function metricShape(metric: ExperimentMetric | null | undefined): {
       events: [...(retention.startEvent === null ? [] : [retention.startEvent]), retention.completionEvent],
       mathProperty: null,
     };
-  if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string')
-    return { kind: 'mean', events: [metric.source.event], mathProperty: summed(metric.source) };
+  if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string') {
+    const math = mathOf(metric.source);
+    return math ? { kind: 'mean', events: [metric.source.event], mathProperty: summed(metric.source), math } : null;
+  }
   const { numerator, denominator } = metric ?? {};
-  if (metric?.metric_type === 'ratio' && typeof numerator?.event === 'string' && typeof denominator?.event === 'string')
+  if (
+    metric?.metric_type === 'ratio' &&
+    typeof numerator?.event === 'string' &&
+    typeof denominator?.event === 'string'
+  ) {
+    const [math, denominatorMath] = [mathOf(numerator), mathOf(denominator)];
+    if (!math || !denominatorMath) return null;
     return {
       kind: 'ratio',
       events: [numerator.event, denominator.event],
       mathProperty: summed(numerator),
       denominatorProperty: summed(denominator),
+      math,
+      denominatorMath,
     };
+  }
   const series = metric?.metric_type === 'funnel' && Array.isArray(metric.series) ? metric.series : [];
   const events = series.map((s) => record(s).event);
   if (events.length && events.every((e): e is string => typeof e === 'string')) {
@@ -429,7 +451,7 @@ type IdEvents = PersonEvents & { distinctId: string };
  * A store's list as a person's events, in place: exposures before `exposedFrom` are not exposures
  * (the list is in time order: they come first), and values become numbers.
  */
-function asPersonEvents(list: ExperimentEvents, exposedFrom: number): IdEvents {
+function asPersonEvents(list: ExperimentEvents, exposedFrom: number, sessionIndex = -1): IdEvents {
   let early = 0;
   while (early < list.exposureAt.length && list.t[list.exposureAt[early]] < exposedFrom) early++;
   if (early) {
@@ -437,7 +459,8 @@ function asPersonEvents(list: ExperimentEvents, exposedFrom: number): IdEvents {
     list.exposure.splice(0, early);
   }
   for (const values of list.values)
-    for (let i = 0; i < values.length; i++) if (values[i] !== null) values[i] = numericValue(values[i]);
+    for (let i = 0; i < values.length; i++)
+      if (values[i] !== null) values[i] = i === sessionIndex ? sessionNumber(values[i]) : numericValue(values[i]);
   return list as IdEvents;
 }
 
@@ -527,7 +550,13 @@ async function* distinctIdLists({
   exposedFrom,
 }: EventsRead): AsyncGenerator<IdEvents[]> {
   for await (const chunk of events.experimentEvents(projectId, filter, properties))
-    yield chunk.map((list) => asPersonEvents(list, exposedFrom));
+    yield chunk.map((list) =>
+      asPersonEvents(
+        list,
+        exposedFrom,
+        properties.findIndex((p) => p.key === SESSION_PROPERTY),
+      ),
+    );
 }
 
 /**
@@ -658,6 +687,8 @@ async function countsFrom(
           denominatorIndex: shape.denominatorProperty
             ? properties.findIndex((p) => p.key === shape.denominatorProperty)
             : null,
+          math: shape.math ?? null,
+          denominatorMath: shape.denominatorMath ?? null,
         },
   );
   const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
@@ -788,13 +819,16 @@ async function countsFrom(
         const list = pre.get(person);
         if (!list || rule.kind === 'ratio') return 0; // (CUPED adjusts mean and funnel metrics only)
         const valueAt = valuesOf(rule, list);
+        // (A math other than total and sum: its aggregate over the lookback days, as PostHog's covariate.)
+        const agg = rule.kind === 'mean' && !additive(rule.math) ? aggregate(rule.math!) : null;
         let sum = 0;
         for (let j = 0; j < list.t.length; j++) {
           if (list.name[j] !== last) continue;
           if (rule.kind === 'funnel') return 1;
-          sum += valueAt(j);
+          if (agg) agg.add(valueAt(j));
+          else sum += valueAt(j);
         }
-        return sum;
+        return agg ? agg.value() : sum;
       };
       const retention = retentionRules[i];
       const { changes, saved } = retention

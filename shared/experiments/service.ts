@@ -10,6 +10,7 @@ import { correctionConfig, cupedLookbackDays } from './stats.ts';
 import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
 import { metricShape } from './results.ts';
 import { retentionProblem } from './retention-metric.ts';
+import { mathProblem } from './metric-math.ts';
 import {
   deleteHoldout,
   findSavedMetric,
@@ -120,9 +121,6 @@ function checkStatsConfig(statsConfig: {
     );
 }
 
-/** The maths a ratio's numerator or denominator may take: count its events, or sum a property of them. */
-const RATIO_MATHS = ['total', 'sum'];
-
 /**
  * A ratio metric (PostHog's ExperimentRatioMetric) needs a numerator and a denominator, each a source
  * of events as a mean metric's (an event, its math, the property a sum adds up): the engine counts
@@ -139,12 +137,19 @@ function checkRatioMetric(metric: unknown, attr: string) {
       throw validationError(`The ratio metric's ${part} must be an EventsNode.`, attr);
     if (typeof source.event !== 'string' || !source.event)
       throw validationError(`The ratio metric's ${part} needs an event.`, attr);
-    const math = source.math ?? 'total';
-    if (typeof math !== 'string' || !RATIO_MATHS.includes(math))
-      throw validationError(`The ratio metric's ${part} math must be one of ${RATIO_MATHS.join(', ')}.`, attr);
-    if (math === 'sum' && (typeof source.math_property !== 'string' || !source.math_property))
-      throw validationError(`The ratio metric's ${part} sums a property: set its math_property.`, attr);
+    const problem = mathProblem(source, `The ratio metric's ${part}`);
+    if (problem) throw validationError(problem, attr);
   }
+}
+
+/** A mean metric's source math (metric-math.ts): one the engine computes, else a 400 saying why. */
+function checkMeanMetric(metric: unknown, attr: string) {
+  const m = metric as Metric | null;
+  if (m?.metric_type !== 'mean') return;
+  const source = m.source as Record<string, unknown> | null | undefined;
+  if (!source || typeof source !== 'object' || Array.isArray(source)) return;
+  const problem = mathProblem(source, "The mean metric's source");
+  if (problem) throw validationError(problem, attr);
 }
 
 /** A retention metric (PostHog's ExperimentRetentionMetric) the engine can compute, else a 400 saying why. */
@@ -159,6 +164,7 @@ function checkSequentialMetrics(statsConfig: unknown, metrics: unknown[], attr: 
   for (const m of metrics) {
     checkRatioMetric(m, attr);
     checkRetentionMetric(m, attr);
+    checkMeanMetric(m, attr);
   }
   if (!sequentialConfig(statsConfig)) return;
   for (const m of metrics) {
@@ -798,6 +804,7 @@ export function savedMetricFields(
     throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', or 'retention'", 'query');
   checkRatioMetric(query, 'query');
   checkRetentionMetric(query, 'query');
+  checkMeanMetric(query, 'query');
   out.query = query;
   return out;
 }

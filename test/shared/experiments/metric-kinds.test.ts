@@ -1,7 +1,9 @@
-// Retention metrics (#46) against PostHog's own test cases
-// (posthog/hogql_queries/experiments/test/experiment_query_runner/test_retention_metric.py): the
-// same events at the same times, computed through both event stores (PostgreSQL, and ClickHouse by
-// chDB), must give PostHog's per-variant counts (n, Σ, Σ², Σd, Σd², Σm·d) and equal results on both.
+// Retention metrics and the maths of mean and ratio metrics (#46) against PostHog's own test cases
+// (posthog/hogql_queries/experiments/test/experiment_query_runner/test_retention_metric.py and
+// test_mean_metric.py): the same events at the same times, computed through both event stores
+// (PostgreSQL, and ClickHouse by chDB), must give PostHog's per-variant counts and equal results on
+// both; and the daily run, continuing a stored day from the persons' stored states, must give what a
+// computation from the start gives.
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
@@ -17,6 +19,13 @@ import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
 import { sql } from '../../db.ts';
 import { exposure, insertEvents, type Row } from '../../event-scans.ts';
 import { createAccount, ownDatabase, type TestAccount } from '../../helpers.ts';
+import { loadConfig } from '../../../shared/platform/config.ts';
+import { logger } from '../../../shared/platform/logger.ts';
+import { withPostgresSource } from '../../../shared/events/create.ts';
+import { computeExperimentResults } from '../../../shared/experiments/results-job.ts';
+import type { JobData } from '../../../shared/platform/jobs.ts';
+import type { WorkerDeps } from '../../../worker/deps.ts';
+import type { Job } from 'bullmq';
 
 let orm: MikroORM;
 let ch: ClickHouseEventStore;
@@ -157,8 +166,8 @@ describe('retention metrics: PostHog test_retention_metric.py cases, on both eve
       if (offset !== null)
         rows.push(event(p, 'return_visit', `2024-01-${String(2 + offset).padStart(2, '0')}T12:01:00`));
     };
-    [5, 7, 10, 13, 14, 20, null].forEach((o, i) => user('control', i, o));
-    [6, 7, 9, 12, 13, 14, null].forEach((o, i) => user('test', i, o));
+    for (const [i, o] of [5, 7, 10, 13, 14, 20, null].entries()) user('control', i, o);
+    for (const [i, o] of [6, 7, 9, 12, 13, 14, null].entries()) user('test', i, o);
     const [day] = await both(
       flag,
       '2024-01-01',
@@ -425,5 +434,203 @@ describe('retention window arithmetic', () => {
     const r = retentionComparison(variants, 'control', 'frequentist').variant_results[0] as { p_value: number };
     expect(r.p_value).toBeGreaterThan(0);
     expect(r.p_value).toBeLessThan(0.2);
+  });
+});
+
+const purchases = (flag: string, person: string, variant: string, amounts: number[]): Row[] => [
+  exposed(flag, person, variant, '2024-01-02T12:00:00'),
+  ...amounts.map((amount, i) => ({
+    ...event(person, 'purchase', `2024-01-02T12:01:${String(i).padStart(2, '0')}`),
+    properties: { amount },
+  })),
+];
+const mean = (math: string, property?: string, event = 'purchase') => ({
+  kind: 'ExperimentMetric',
+  metric_type: 'mean',
+  source: { kind: 'EventsNode', event, math, ...(property ? { math_property: property } : {}) },
+});
+
+describe('mean metric maths: PostHog test_mean_metric.py cases, on both event stores', () => {
+  it('test_property_max_metric, test_property_min_metric, test_property_avg_metric (and dau)', async () => {
+    const flag = 'math-minmax';
+    const rows = [
+      ...purchases(flag, `${flag}-c1`, 'control', [10, 20, 30]),
+      ...purchases(flag, `${flag}-c2`, 'control', [5, 15, 25]),
+      ...purchases(flag, `${flag}-t1`, 'test', [50, 60, 70]),
+      ...purchases(flag, `${flag}-t2`, 'test', [40, 80, 90]),
+      // Exposed, never buys: 0 for every math (PostHog's LEFT JOIN), so n = 3 here.
+      exposed(flag, `${flag}-c3`, 'control', '2024-01-02T12:00:00'),
+      exposed(flag, `${flag}-t3`, 'test', '2024-01-02T12:00:00'),
+    ];
+    const [max, min, avg, dau, avgCount] = await both(
+      flag,
+      '2024-01-01',
+      [mean('max', 'amount'), mean('min', 'amount'), mean('avg', 'amount'), mean('dau'), mean('avg')],
+      rows,
+    );
+    const sums = (day: typeof max) => [day.baseline.sum, day.variant_results[0].sum];
+    expect(sums(max)).toEqual([55, 160]);
+    expect(sums(min)).toEqual([15, 90]);
+    expect(sums(avg)).toEqual([35, 130]);
+    expect(max.baseline).toMatchObject({ number_of_samples: 3, sum_squares: 30 ** 2 + 25 ** 2 });
+    expect(avg.variant_results[0]).toMatchObject({ number_of_samples: 3, sum_squares: 60 ** 2 + 70 ** 2 });
+    // dau: count(distinct person_id) of the person's events, 1 for a buyer.
+    expect(sums(dau)).toEqual([2, 2]);
+    // avg without a property: each event is 1.
+    expect(sums(avgCount)).toEqual([2, 2]);
+  });
+
+  it('test_unique_sessions_math_type: distinct non-empty $session_id per person (3 and 5)', async () => {
+    const flag = 'math-sessions';
+    const rows: Row[] = [];
+    const user = (person: string, variant: string, count: number, session: string) => {
+      rows.push({
+        ...exposed(flag, `${flag}-${person}`, variant, '2024-01-02T12:00:00'),
+        properties: { $feature_flag: flag, $feature_flag_response: variant, $session_id: session },
+      });
+      for (let i = 0; i < count; i++)
+        rows.push({
+          ...event(`${flag}-${person}`, '$pageview', `2024-01-02T12:01:${String(i).padStart(2, '0')}`),
+          properties: { $session_id: session },
+        });
+    };
+    user('control_1', 'control', 3, 'c_1_a');
+    user('control_1', 'control', 3, 'c_1_b');
+    user('control_2', 'control', 3, 'c_2_a');
+    user('control_3', 'control', 0, 'c_3_a');
+    user('test_1', 'test', 3, 't_1_a');
+    user('test_1', 'test', 3, 't_1_b');
+    user('test_2', 'test', 3, 't_2_a');
+    user('test_2', 'test', 3, 't_2_b');
+    user('test_2', 'test', 3, 't_2_c');
+    // (A pageview without a session, and one with an empty one, count no session.)
+    rows.push(event(`${flag}-test_2`, '$pageview', '2024-01-02T13:00:00'));
+    rows.push({ ...event(`${flag}-test_2`, '$pageview', '2024-01-02T13:00:01'), properties: { $session_id: '' } });
+    const [day] = await both(flag, '2024-01-01', [mean('unique_session', undefined, '$pageview')], rows);
+    expect(day.baseline).toMatchObject({ number_of_samples: 3, sum: 3 });
+    expect(day.variant_results[0]).toMatchObject({ number_of_samples: 2, sum: 5 });
+  });
+
+  it('a ratio of an average to distinct sessions: per person avg(amount) over sessions (by hand)', async () => {
+    const flag = 'math-ratio';
+    const rows: Row[] = [
+      ...purchases(flag, `${flag}-c1`, 'control', [10, 30]),
+      ...purchases(flag, `${flag}-t1`, 'test', [40]),
+    ].map((r) =>
+      r.event === 'purchase' ? { ...r, properties: { ...r.properties, $session_id: r.at.toISOString() } } : r,
+    );
+    const [day] = await both(
+      flag,
+      '2024-01-01',
+      [
+        {
+          kind: 'ExperimentMetric',
+          metric_type: 'ratio',
+          numerator: { kind: 'EventsNode', event: 'purchase', math: 'avg', math_property: 'amount' },
+          denominator: { kind: 'EventsNode', event: 'purchase', math: 'unique_session' },
+        },
+      ],
+      rows,
+    );
+    expect(day.baseline).toMatchObject({ sum: 20, denominator_sum: 2, numerator_denominator_sum_product: 40 });
+    expect(day.variant_results[0]).toMatchObject({
+      sum: 40,
+      denominator_sum: 1,
+      numerator_denominator_sum_product: 40,
+    });
+  });
+});
+
+describe('the daily run continues the new kinds from a stored day, on both event stores', () => {
+  it('equals a computation from the start: retention (first_seen, last_seen), avg, min, max, dau, unique_session, ratio of them', async () => {
+    const DAY = 86400_000;
+    const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
+    const at = (offset: number, hours: number) => new Date(today + offset * DAY + hours * 3600_000);
+    const flag = 'kinds-daily';
+    const metrics = [
+      metric({ start: 'signup', completion: 'purchase', from: 0, to: 1 }),
+      metric({ start: 'signup', completion: 'purchase', from: 1, to: 2, handling: 'last_seen' }),
+      mean('avg', 'amount'),
+      mean('min', 'amount'),
+      mean('max', 'amount'),
+      mean('dau'),
+      mean('unique_session'),
+      {
+        kind: 'ExperimentMetric',
+        metric_type: 'ratio',
+        numerator: { kind: 'EventsNode', event: 'purchase', math: 'max', math_property: 'amount' },
+        denominator: { kind: 'EventsNode', event: 'purchase', math: 'unique_session' },
+      },
+    ];
+    const id = await createExperiment(
+      orm.em.fork() as EntityManager,
+      { projectId: account.projectId, organizationId: account.organizationId, userId: account.userId },
+      { name: flag, feature_flag_key: flag, start_date: at(-3, 0).toISOString(), metrics },
+    );
+    const rows: Row[] = [];
+    for (let i = 0; i < 16; i++) {
+      const p = `${flag}-${i}`;
+      const variant = i % 2 ? 'test' : 'control';
+      rows.push(exposure(flag, p, variant, at(-3, 1 + (i % 3))));
+      if (i % 4 !== 3) rows.push({ person: p, distinctId: p, event: 'signup', at: at(-3 + (i % 2), 5) });
+      for (let k = 0; k < 1 + (i % 3); k++)
+        rows.push({
+          person: p,
+          distinctId: p,
+          event: 'purchase',
+          at: at(-3 + k, 8 + i / 4),
+          properties: { amount: 5 + ((i * 7 + k * 3) % 11), $session_id: `s-${i}-${k % 2}` },
+        });
+      if (i % 5 === 0) rows.push({ person: p, distinctId: p, event: 'signup', at: at(-1, 2) });
+    }
+    await insertEvents(orm, account.projectId, rows);
+    await shipEvents(orm, ch, { batchSize: 500, settleSeconds: 0 });
+    const job = { data: { experimentId: id } } as Job<JobData['experimentResults']>;
+    const [row] = await sql(
+      orm,
+      `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
+      [id],
+    );
+    for (const store of ['postgres', 'clickhouse'] as const) {
+      const deps = {
+        config: loadConfig(),
+        orm,
+        events: store === 'postgres' ? pg : withPostgresSource(pg, ch, orm),
+        logger,
+      } as unknown as WorkerDeps;
+      await sql(orm, `delete from experiment_metric_result where experiment_id = ?`, [id]);
+      // Days −3 and −2 computed from the start (and the persons' states as of day −2's end) …
+      expect(await computeExperimentResults(job, deps, at(-1, 0.5))).toMatchObject({ full: 1 });
+      // (As the next day's run would find them: days −3 and −2 computed after they ended.)
+      await sql(orm, `update experiment_metric_result set computed_at = now() where experiment_id = ? and day < ?`, [
+        id,
+        at(-1, 0).toISOString().slice(0, 10),
+      ]);
+      // … then continued from day −2 with the events since.
+      const now = new Date();
+      expect(await computeExperimentResults(job, deps, now)).toMatchObject({ incremental: 1, full: 0 });
+      const full = await computeExperimentSeries(
+        orm.em.fork() as EntityManager,
+        pg,
+        experimentForResults(row),
+        row.metrics,
+        new Date(now.getTime() + 1),
+      );
+      const stored = await sql(
+        orm,
+        `select metric_uuid, result from experiment_metric_result where experiment_id = ? order by day`,
+        [id],
+      );
+      for (const [i, m] of row.metrics.entries()) {
+        const mine = stored.filter((r) => r.metric_uuid === m.uuid).map((r) => r.result);
+        expect(mine.length).toBe(4); // days −3 to today
+        expect(mine, `${store}: metric ${i}`).toEqual(JSON.parse(JSON.stringify(full[i])));
+      }
+      // Some persons are counted and retained, so the comparison is not of zeros.
+      expect(full[0]).not.toBeInstanceOf(Error);
+      const last = (full[0] as { baseline: { number_of_samples: number; sum: number } }[]).at(-1)!;
+      expect(last.baseline.number_of_samples).toBeGreaterThan(0);
+      expect(last.baseline.sum).toBeGreaterThan(0);
+    }
   });
 });
