@@ -16,7 +16,7 @@
 // day they are first exposed to a second variant. The stored state: value = retained (0/1),
 // denominator = started (0/1), steps = [the start's time].
 import type { MetricKind, VariantStats } from './moments.ts';
-import { MICROS_PER_DAY, type PersonEvents, type PersonState, type Window } from './person-state.ts';
+import { MICROS_PER_DAY, membership, type PersonEvents, type PersonState, type Window } from './person-state.ts';
 import { type CompareOptions, compareVariants, type ExperimentResult } from './stats.ts';
 
 export const RETENTION_UNITS = ['second', 'minute', 'hour', 'day', 'week', 'month'] as const;
@@ -287,22 +287,6 @@ export function advanceRetention(
     }),
   }));
   return { changes, saved };
-}
-
-/** Who the person is in the experiment: their state's variant, or their first exposure's; and when they leave. */
-function membership(state: PersonState | undefined, events: PersonEvents, variants: readonly string[]) {
-  let variant = state?.variant ?? null;
-  let t0 = state?.t0 ?? 0;
-  for (let x = 0; x < events.exposure.length; x++) {
-    const exposure = events.exposure[x];
-    if (!variants.includes(exposure)) continue;
-    const t = events.t[events.exposureAt[x]];
-    if (variant === null) {
-      variant = exposure;
-      t0 = t;
-    } else if (exposure !== variant) return { variant, t0, leftAt: t as number | null };
-  }
-  return variant === null ? null : { variant, t0, leftAt: null as number | null };
 }
 
 /** A variant's retention counts: persons who did the start event, and those of them retained. */

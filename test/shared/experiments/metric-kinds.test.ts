@@ -16,6 +16,7 @@ import { createExperiment } from '../../../shared/experiments/service.ts';
 import { compareVariants } from '../../../shared/experiments/stats.ts';
 import { initOrm } from '../../../shared/platform/db/orm.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { experimentRow, storedAndFull } from '../../experiment-days.ts';
 import { sql } from '../../db.ts';
 import { exposure, insertEvents, type Row } from '../../event-scans.ts';
 import { createAccount, ownDatabase, type TestAccount } from '../../helpers.ts';
@@ -101,11 +102,7 @@ async function both(flag: string, start: string, metrics: object[], rows: Row[],
   );
   await insertEvents(orm, account.projectId, rows);
   await shipEvents(orm, ch, { batchSize: 500, settleSeconds: 0 });
-  const [row] = await sql(
-    orm,
-    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
-    [id],
-  );
+  const row = await experimentRow(orm, id);
   const until = new Date(Date.parse(`${start}T00:00:00Z`) + 31 * 86400_000);
   const run = (store: EventStore) =>
     computeExperimentSeries(orm.em.fork() as EntityManager, store, experimentForResults(row), row.metrics, until);
@@ -360,11 +357,7 @@ describe('retention metrics: days, last_seen and the exposure as start', () => {
       },
     );
     await insertEvents(orm, account.projectId, rows);
-    const [row] = await sql(
-      orm,
-      `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
-      [id],
-    );
+    const row = await experimentRow(orm, id);
     const [series] = await computeExperimentSeries(
       orm.em.fork() as EntityManager,
       pg,
@@ -586,11 +579,6 @@ describe('the daily run continues the new kinds from a stored day, on both event
     await insertEvents(orm, account.projectId, rows);
     await shipEvents(orm, ch, { batchSize: 500, settleSeconds: 0 });
     const job = { data: { experimentId: id } } as Job<JobData['experimentResults']>;
-    const [row] = await sql(
-      orm,
-      `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
-      [id],
-    );
     for (const store of ['postgres', 'clickhouse'] as const) {
       const deps = {
         config: loadConfig(),
@@ -609,22 +597,10 @@ describe('the daily run continues the new kinds from a stored day, on both event
       // … then continued from day −2 with the events since.
       const now = new Date();
       expect(await computeExperimentResults(job, deps, now)).toMatchObject({ incremental: 1, full: 0 });
-      const full = await computeExperimentSeries(
-        orm.em.fork() as EntityManager,
-        pg,
-        experimentForResults(row),
-        row.metrics,
-        new Date(now.getTime() + 1),
-      );
-      const stored = await sql(
-        orm,
-        `select metric_uuid, result from experiment_metric_result where experiment_id = ? order by day`,
-        [id],
-      );
-      for (const [i, m] of row.metrics.entries()) {
-        const mine = stored.filter((r) => r.metric_uuid === m.uuid).map((r) => r.result);
+      const { full, days } = await storedAndFull(orm, pg, id, now);
+      for (const [i, mine] of days.entries()) {
         expect(mine.length).toBe(4); // days −3 to today
-        expect(mine, `${store}: metric ${i}`).toEqual(JSON.parse(JSON.stringify(full[i])));
+        expect(mine, `${store}: metric ${i}`).toEqual(full[i]);
       }
       // Some persons are counted and retained, so the comparison is not of zeros.
       expect(full[0]).not.toBeInstanceOf(Error);
