@@ -6,6 +6,11 @@
 // run (incremental: today from yesterday's stored counts and per-person state) and the same run
 // computed from the start; and the run of the next day, which also advances the per-person state
 // (yesterday's and today's events, from the day before yesterday's stored counts and state).
+// And the new metric kinds (#46) side by side with a mean metric over the same events, through each
+// store: every day's counts from the start of pageviews per person alone, then with a retention
+// metric on the same pageviews (start $pageview, back on days 1–7); revenue per person alone, then
+// with their average per person (BENCH_NEW_KINDS=0 skips it; BENCH_NEW_KINDS_REPS runs each, default
+// BENCH_REPS).
 import type { Job } from 'bullmq';
 import type { JobData } from '../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../worker/deps.ts';
@@ -319,6 +324,73 @@ console.log(
 );
 console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
 
+// ---- The new metric kinds beside a mean metric over the same events, through one store ----
+const pageviews = { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: '$pageview' } };
+const revenue = CHECKOUT_METRICS[0];
+const revenueBy = (math: string) => ({
+  ...revenue,
+  source: { kind: 'EventsNode', event: 'purchase', math, math_property: 'amount' },
+});
+const NEW_KINDS: [string, object[], object[]][] = [
+  [
+    'pageviews per person + retention ($pageview → $pageview, days 1–7)',
+    [pageviews],
+    [
+      pageviews,
+      {
+        kind: 'ExperimentMetric',
+        metric_type: 'retention',
+        start_event: { kind: 'EventsNode', event: '$pageview' },
+        completion_event: { kind: 'EventsNode', event: '$pageview' },
+        retention_window_start: 1,
+        retention_window_end: 7,
+        retention_window_unit: 'day',
+        start_handling: 'first_seen',
+      },
+    ],
+  ],
+  ['revenue (sum) + avg of the same amounts', [revenue], [revenue, revenueBy('avg')]],
+];
+const newKindLines: string[] = [];
+const NEW_KIND_REPS = Number(process.env.BENCH_NEW_KINDS_REPS ?? REPS);
+/** Every day's counts from the start of each pair of metric lists through `store`, alternating. */
+async function newKinds(store: typeof events, label: string) {
+  const [row] = (
+    await pool.query(
+      `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = $1`,
+      [experiment.id],
+    )
+  ).rows;
+  const forResults = experimentForResults({ ...row, stats_config: { method: 'frequentist' } });
+  for (const [name, base, more] of NEW_KINDS) {
+    const times = { base: [] as number[], more: [] as number[] };
+    let failed = '';
+    for (let rep = 0; rep < NEW_KIND_REPS; rep++)
+      for (const which of rep % 2 ? (['more', 'base'] as const) : (['base', 'more'] as const)) {
+        times[which].push(
+          await timed(async () => {
+            const counts = await computeExperimentCounts(
+              orm.em.fork(),
+              store,
+              forResults,
+              which === 'base' ? base : more,
+              until,
+            );
+            const error = counts.find((c) => c instanceof Error);
+            if (error) failed = error.message;
+          }),
+        );
+      }
+    if (failed) throw new Error(`${label}, ${name}: ${failed}`);
+    const ratio = median(times.more) / median(times.base);
+    newKindLines.push(
+      `    ${label.padEnd(10)} ${name}: alone ${list(times.base)} (median ${seconds(median(times.base))}), with ${list(times.more)} (median ${seconds(median(times.more))}); ratio ${ratio.toFixed(2)} (target <= 1.3), per pair ${ratios(times.more, times.base)}`,
+    );
+  }
+}
+const NEW_KINDS_ON = process.env.BENCH_NEW_KINDS !== '0';
+if (NEW_KINDS_ON) await newKinds(events, 'PostgreSQL');
+
 // ---- The same backfill on the ClickHouse store (chDB, this process), BENCH_CLICKHOUSE=0 skips it ----
 // The counts of every day from the start (computeExperimentCounts, nothing stored) through each
 // store, alternating, beside each engine's best single statements for the same answer (one per
@@ -456,7 +528,13 @@ if (process.env.BENCH_CLICKHOUSE !== '0') {
   console.log(
     `    answers: stores ${answers.pg === answers.ch ? 'same' : `differ: ${answers.pg} vs ${answers.ch}`}; ClickHouse statements vs PostgreSQL's: ${sameRows ? 'same' : `differ: ${JSON.stringify(chRows)} vs ${JSON.stringify(baselineRows)}`}`,
   );
+  if (NEW_KINDS_ON) await newKinds(ch, 'ClickHouse');
   await ch.close();
+}
+if (NEW_KINDS_ON) {
+  console.log(`  new metric kinds beside a mean metric over the same events, every day's counts from the start,`);
+  console.log(`  ${BACKFILL_DAYS} days, ${NEW_KIND_REPS} runs each, alternating (s):`);
+  for (const line of newKindLines) console.log(line);
 }
 
 if (!process.env.BENCH_KEEP) {

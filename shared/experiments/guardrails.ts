@@ -215,7 +215,10 @@ export async function checkGuardrails(
   const all = [...metricsOf(row.metrics), ...metricsOf(row.metrics_secondary)];
   const metrics = [...new Set(guardrails.map((g) => g.metric_uuid))]
     .map((uuid) => all.find((m) => m.uuid === uuid))
-    .filter((m): m is ExperimentMetric => !!m && !!metricShape(m) && metricShape(m)?.kind !== 'ratio');
+    .filter(
+      (m): m is ExperimentMetric =>
+        !!m && !!metricShape(m) && metricShape(m)?.kind !== 'ratio' && metricShape(m)?.kind !== 'retention',
+    );
   if (!metrics.length) return { checks: [], baseDay: null, errors: [] };
   const { counts, baseDay } = await currentCounts(em, events, experiment, metrics, now);
   const checks: GuardrailCheck[] = [];

@@ -37,6 +37,7 @@ export {
 } from './holdout-and-metric-store.ts';
 export { computeExperimentResults } from './results-job.ts';
 export { computeExperimentCounts, experimentForResults } from './results.ts';
+export { retentionComparison, retentionStats, type RetentionCounts } from './retention-metric.ts';
 export {
   ExperimentInputError,
   changeHoldout,

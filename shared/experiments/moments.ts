@@ -16,7 +16,8 @@ export interface VariantStats {
   numerator_denominator_sum_product?: number;
 }
 
-export type MetricKind = 'mean' | 'funnel' | 'ratio';
+/** (A retention metric is a ratio of 0/1 per starter to 1 per starter: see retention-metric.ts.) */
+export type MetricKind = 'mean' | 'funnel' | 'ratio' | 'retention';
 
 export interface Moments {
   n: number;
@@ -32,7 +33,7 @@ export function moments(v: VariantStats, kind: MetricKind): Moments {
   }
   const mean = v.sum / n;
   const variance = n > 1 ? (v.sum_squares - (v.sum * v.sum) / n) / (n - 1) : 0;
-  if (kind === 'ratio') return ratioMoments(v, mean, Math.max(variance, 0));
+  if (kind === 'ratio' || kind === 'retention') return ratioMoments(v, mean, Math.max(variance, 0));
   return { n, mean, variance: Math.max(variance, 0) };
 }
 

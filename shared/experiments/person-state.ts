@@ -7,6 +7,7 @@
 // second variant; a funnel step is the first event of its kind at or after the previous step. Times
 // are epoch microseconds (the databases' precision); each person's events are in time order.
 import type { EventColumns } from '../events/index.ts';
+import { type Aggregate, additive, aggregate, joinSnapshots, type MetricMath, splitSnapshots } from './metric-math.ts';
 import type { MetricKind, VariantStats } from './moments.ts';
 
 export const MICROS_PER_DAY = 86400e6;
@@ -44,6 +45,9 @@ export interface MetricRule {
   valueIndex: number | null;
   /** Ratio: which of the denominator event's values to sum (null: count events). */
   denominatorIndex?: number | null;
+  /** Mean (ratio: the numerator) and the ratio's denominator: maths other than total and sum (metric-math.ts). */
+  math?: MetricMath | null;
+  denominatorMath?: MetricMath | null;
 }
 
 export interface Window {
@@ -148,6 +152,16 @@ export function advance(
     let denominator = state?.denominator ?? 0;
     let savedDenominator = denominator;
     let steps = state?.steps ?? [];
+    // Maths other than total and sum: the person's aggregates (from their state), and what the state
+    // keeps of them as of saveDay.
+    const [storedN, storedD] = rule.kind === 'ratio' ? splitSnapshots(steps) : [steps, []];
+    const aggN: Aggregate | null =
+      rule.kind !== 'funnel' && !additive(rule.math) ? aggregate(rule.math!, storedN) : null;
+    const aggD: Aggregate | null =
+      rule.kind === 'ratio' && !additive(rule.denominatorMath) ? aggregate(rule.denominatorMath!, storedD) : null;
+    const snapshot = () =>
+      rule.kind === 'ratio' ? joinSnapshots(aggN?.snapshot() ?? [], aggD?.snapshot() ?? []) : (aggN?.snapshot() ?? []);
+    let savedSnapshot = aggN || aggD ? steps : null;
     if (rule.kind === 'ratio') {
       // A day's change of the person's numerator m and denominator d moves Σm², Σd² and Σm·d by
       // their own increments, as a mean's Σv².
@@ -162,6 +176,7 @@ export function advance(
         if (window.saveDay !== null && day <= window.saveDay) {
           savedValue = value;
           savedDenominator = denominator;
+          if (savedSnapshot) savedSnapshot = snapshot();
         }
       };
       let day = -1;
@@ -182,8 +197,18 @@ export function advance(
           dm = 0;
           dd = 0;
         }
-        if (name === numeratorEvent) dm += numeratorAt(j);
-        if (name === denominatorEvent) dd += denominatorAt(j);
+        if (name === numeratorEvent) {
+          if (aggN) {
+            aggN.add(numeratorAt(j));
+            dm = aggN.value() - value;
+          } else dm += numeratorAt(j);
+        }
+        if (name === denominatorEvent) {
+          if (aggD) {
+            aggD.add(denominatorAt(j));
+            dd = aggD.value() - denominator;
+          } else dd += denominatorAt(j);
+        }
       }
       if (day >= 0) addDay(day, dm, dd);
       if (dayOut !== null) {
@@ -201,7 +226,10 @@ export function advance(
         at(c.sumSq, day, 2 * value * delta + delta * delta);
         at(c.xy, day, x * delta);
         value += delta;
-        if (window.saveDay !== null && day <= window.saveDay) savedValue = value;
+        if (window.saveDay !== null && day <= window.saveDay) {
+          savedValue = value;
+          if (savedSnapshot) savedSnapshot = snapshot();
+        }
       };
       let day = -1;
       let delta = 0;
@@ -217,7 +245,10 @@ export function advance(
           day = d;
           delta = 0;
         }
-        delta += valueAt(j);
+        if (aggN) {
+          aggN.add(valueAt(j));
+          delta = aggN.value() - value;
+        } else delta += valueAt(j);
       }
       if (day >= 0) addDay(day, delta);
       if (dayOut !== null) {
@@ -264,7 +295,7 @@ export function advance(
         value: savedValue,
         denominator: savedDenominator,
         covariate: x,
-        steps: steps.filter((t) => dayOf(t) <= saveDay),
+        steps: savedSnapshot ?? steps.filter((t) => dayOf(t) <= saveDay),
       };
       // Only what changed is written (a person whose events are all after the day keeps their row).
       const same =
@@ -272,7 +303,8 @@ export function advance(
         next.leftAt === null &&
         next.value === state.value &&
         next.denominator === state.denominator &&
-        next.steps.length === state.steps.length;
+        next.steps.length === state.steps.length &&
+        (!savedSnapshot || next.steps.every((v, k) => v === state.steps[k]));
       if (!same) saved.set(person, next);
     }
   }
@@ -336,7 +368,7 @@ export function advance(
 }
 
 /** Who the person is in the experiment now: their state's, or from their exposures since. */
-function membership(
+export function membership(
   state: PersonState | undefined,
   events: PersonEvents,
   variants: readonly string[],

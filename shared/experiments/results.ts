@@ -29,6 +29,16 @@ import {
 import { pgArray } from '../platform/db/sql.ts';
 import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
 import {
+  type MetricMath,
+  mathOf,
+  SESSION_PROPERTY,
+  sessionNumber,
+  valueProperty,
+  aggregate,
+  additive,
+} from './metric-math.ts';
+import { advanceRetention, type RetentionRule, retentionSpec } from './retention-metric.ts';
+import {
   analyseMetrics,
   type CorrectionConfig,
   correctionConfig,
@@ -164,9 +174,8 @@ const utcDay = (t: number) => Math.floor(t / DAY) * DAY;
 const UNSUPPORTED =
   'Unsupported metric: mean metrics need source.event; ratio metrics numerator.event and denominator.event; funnel metrics need series of events.';
 
-/** The property a source sums (math `sum`), or null when it counts its events. */
-const summed = (source: MetricSource) =>
-  source.math === 'sum' && typeof source.math_property === 'string' ? source.math_property : null;
+/** The property a source's math reads (metric-math.ts), or null when each event is 1. */
+const summed = (source: MetricSource) => valueProperty(source);
 
 /**
  * The events a metric counts: mean → one source event; ratio → the numerator's event, then the
@@ -178,17 +187,38 @@ export function metricShape(metric: ExperimentMetric | null | undefined): {
   events: string[];
   mathProperty: string | null;
   denominatorProperty?: string | null;
+  /** Mean (ratio: numerator) and ratio denominator maths (metric-math.ts). */
+  math?: MetricMath;
+  denominatorMath?: MetricMath;
 } | null {
-  if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string')
-    return { kind: 'mean', events: [metric.source.event], mathProperty: summed(metric.source) };
+  const retention = retentionSpec(metric);
+  if (retention)
+    return {
+      kind: 'retention',
+      events: [...(retention.startEvent === null ? [] : [retention.startEvent]), retention.completionEvent],
+      mathProperty: null,
+    };
+  if (metric?.metric_type === 'mean' && typeof metric.source?.event === 'string') {
+    const math = mathOf(metric.source);
+    return math ? { kind: 'mean', events: [metric.source.event], mathProperty: summed(metric.source), math } : null;
+  }
   const { numerator, denominator } = metric ?? {};
-  if (metric?.metric_type === 'ratio' && typeof numerator?.event === 'string' && typeof denominator?.event === 'string')
+  if (
+    metric?.metric_type === 'ratio' &&
+    typeof numerator?.event === 'string' &&
+    typeof denominator?.event === 'string'
+  ) {
+    const [math, denominatorMath] = [mathOf(numerator), mathOf(denominator)];
+    if (!math || !denominatorMath) return null;
     return {
       kind: 'ratio',
       events: [numerator.event, denominator.event],
       mathProperty: summed(numerator),
       denominatorProperty: summed(denominator),
+      math,
+      denominatorMath,
     };
+  }
   const series = metric?.metric_type === 'funnel' && Array.isArray(metric.series) ? metric.series : [];
   const events = series.map((s) => record(s).event);
   if (events.length && events.every((e): e is string => typeof e === 'string')) {
@@ -425,7 +455,7 @@ type IdEvents = PersonEvents & { distinctId: string };
  * A store's list as a person's events, in place: exposures before `exposedFrom` are not exposures
  * (the list is in time order: they come first), and values become numbers.
  */
-function asPersonEvents(list: ExperimentEvents, exposedFrom: number): IdEvents {
+function asPersonEvents(list: ExperimentEvents, exposedFrom: number, sessionIndex = -1): IdEvents {
   let early = 0;
   while (early < list.exposureAt.length && list.t[list.exposureAt[early]] < exposedFrom) early++;
   if (early) {
@@ -433,7 +463,8 @@ function asPersonEvents(list: ExperimentEvents, exposedFrom: number): IdEvents {
     list.exposure.splice(0, early);
   }
   for (const values of list.values)
-    for (let i = 0; i < values.length; i++) if (values[i] !== null) values[i] = numericValue(values[i]);
+    for (let i = 0; i < values.length; i++)
+      if (values[i] !== null) values[i] = i === sessionIndex ? sessionNumber(values[i]) : numericValue(values[i]);
   return list as IdEvents;
 }
 
@@ -523,7 +554,13 @@ async function* distinctIdLists({
   exposedFrom,
 }: EventsRead): AsyncGenerator<IdEvents[]> {
   for await (const chunk of events.experimentEvents(projectId, filter, properties))
-    yield chunk.map((list) => asPersonEvents(list, exposedFrom));
+    yield chunk.map((list) =>
+      asPersonEvents(
+        list,
+        exposedFrom,
+        properties.findIndex((p) => p.key === SESSION_PROPERTY),
+      ),
+    );
 }
 
 /**
@@ -654,14 +691,32 @@ async function countsFrom(
           denominatorIndex: shape.denominatorProperty
             ? properties.findIndex((p) => p.key === shape.denominatorProperty)
             : null,
+          math: shape.math ?? null,
+          denominatorMath: shape.denominatorMath ?? null,
         },
   );
   const valid = shapes.flatMap((shape, i) => (shape instanceof Error ? [] : [i]));
+  // Retention metrics' rules (their own fold: retention-metric.ts).
+  const retentionRules = metrics.map((metric): RetentionRule | null => {
+    const spec = retentionSpec(metric);
+    if (!spec) return null;
+    return {
+      spec,
+      start: spec.startEvent === null ? null : numbered.indexOf(spec.startEvent),
+      completion: numbered.indexOf(spec.completionEvent),
+    };
+  });
   // By an event's name number: the metrics it is an event of.
   const metricsOfName: number[][] = numbered.map(() => []);
   for (const i of valid) for (const name of new Set(rules[i]!.events)) metricsOfName[name].push(i);
   // Each metric's change per day (summed over the batches), from no person yet.
-  const totals = rules.map((rule) => (rule ? advance(rule, window, []).changes : []));
+  const totals = rules.map((rule, i) =>
+    retentionRules[i]
+      ? advanceRetention(retentionRules[i], window, []).changes
+      : rule
+        ? advance(rule, window, []).changes
+        : [],
+  );
   if (!base && saveDay !== null)
     for (const metric of metrics) if (metric.uuid) await dropState(tx, experiment.id, metric.uuid);
 
@@ -768,26 +823,36 @@ async function countsFrom(
         const list = pre.get(person);
         if (!list || rule.kind === 'ratio') return 0; // (CUPED adjusts mean and funnel metrics only)
         const valueAt = valuesOf(rule, list);
+        // (A math other than total and sum: its aggregate over the lookback days, as PostHog's covariate.)
+        const agg = rule.kind === 'mean' && !additive(rule.math) ? aggregate(rule.math!) : null;
         let sum = 0;
         for (let j = 0; j < list.t.length; j++) {
           if (list.name[j] !== last) continue;
           if (rule.kind === 'funnel') return 1;
-          sum += valueAt(j);
+          if (agg) agg.add(valueAt(j));
+          else sum += valueAt(j);
         }
-        return sum;
+        return agg ? agg.value() : sum;
       };
-      const { changes, saved } = advance(
-        rule,
-        window,
-        concerned[i].map((person) => [
-          person,
-          {
-            state: stateOf.get(person),
-            events: byPerson.get(person)!,
-            covariate: lookback > 0 ? covariateOf(person) : 0,
-          },
-        ]),
-      );
+      const retention = retentionRules[i];
+      const { changes, saved } = retention
+        ? advanceRetention(
+            retention,
+            window,
+            concerned[i].map((person) => [person, { state: stateOf.get(person), events: byPerson.get(person)! }]),
+          )
+        : advance(
+            rule,
+            window,
+            concerned[i].map((person) => [
+              person,
+              {
+                state: stateOf.get(person),
+                events: byPerson.get(person)!,
+                covariate: lookback > 0 ? covariateOf(person) : 0,
+              },
+            ]),
+          );
       totals[i] = totals[i].map((day, d) => ({
         kind: day.kind,
         variants: experiment.variants.map((key, v) => addStats(day.variants[v], changes[d].variants[v], 1, key)),

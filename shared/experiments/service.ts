@@ -10,6 +10,8 @@ import { correctionConfig, cupedLookbackDays } from './stats.ts';
 import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
 import { metricShape } from './results.ts';
 import { allocationProblem } from './bandit.ts';
+import { retentionProblem } from './retention-metric.ts';
+import { mathProblem } from './metric-math.ts';
 import {
   deleteHoldout,
   findSavedMetric,
@@ -120,9 +122,6 @@ function checkStatsConfig(statsConfig: {
     );
 }
 
-/** The maths a ratio's numerator or denominator may take: count its events, or sum a property of them. */
-const RATIO_MATHS = ['total', 'sum'];
-
 /**
  * A ratio metric (PostHog's ExperimentRatioMetric) needs a numerator and a denominator, each a source
  * of events as a mean metric's (an event, its math, the property a sum adds up): the engine counts
@@ -139,17 +138,35 @@ function checkRatioMetric(metric: unknown, attr: string) {
       throw validationError(`The ratio metric's ${part} must be an EventsNode.`, attr);
     if (typeof source.event !== 'string' || !source.event)
       throw validationError(`The ratio metric's ${part} needs an event.`, attr);
-    const math = source.math ?? 'total';
-    if (typeof math !== 'string' || !RATIO_MATHS.includes(math))
-      throw validationError(`The ratio metric's ${part} math must be one of ${RATIO_MATHS.join(', ')}.`, attr);
-    if (math === 'sum' && (typeof source.math_property !== 'string' || !source.math_property))
-      throw validationError(`The ratio metric's ${part} sums a property: set its math_property.`, attr);
+    const problem = mathProblem(source, `The ratio metric's ${part}`);
+    if (problem) throw validationError(problem, attr);
   }
+}
+
+/** A mean metric's source math (metric-math.ts): one the engine computes, else a 400 saying why. */
+function checkMeanMetric(metric: unknown, attr: string) {
+  const m = metric as Metric | null;
+  if (m?.metric_type !== 'mean') return;
+  const source = m.source as Record<string, unknown> | null | undefined;
+  if (!source || typeof source !== 'object' || Array.isArray(source)) return;
+  const problem = mathProblem(source, "The mean metric's source");
+  if (problem) throw validationError(problem, attr);
+}
+
+/** A retention metric (PostHog's ExperimentRetentionMetric) the engine can compute, else a 400 saying why. */
+function checkRetentionMetric(metric: unknown, attr: string) {
+  if ((metric as Metric | null)?.metric_type !== 'retention') return;
+  const problem = retentionProblem(metric);
+  if (problem) throw validationError(problem, attr);
 }
 
 /** Sequential testing applies to the metric kinds the engine computes (mean, funnel), not to ratio or retention metrics. */
 function checkSequentialMetrics(statsConfig: unknown, metrics: unknown[], attr: string) {
-  for (const m of metrics) checkRatioMetric(m, attr);
+  for (const m of metrics) {
+    checkRatioMetric(m, attr);
+    checkRetentionMetric(m, attr);
+    checkMeanMetric(m, attr);
+  }
   if (!sequentialConfig(statsConfig)) return;
   for (const m of metrics) {
     const type = (m as Metric | null)?.metric_type;
@@ -171,7 +188,7 @@ function checkGuardrails(statsConfig: unknown, metrics: Metric[], secondary: Met
         `Guardrail ${i + 1}: metric ${g.metric_uuid} is not one of this experiment's metrics (metrics or metrics_secondary).`,
         'stats_config__guardrails',
       );
-    if (!metricShape(metric) || metric.metric_type === 'ratio')
+    if (!metricShape(metric) || metric.metric_type === 'ratio' || metric.metric_type === 'retention')
       throw validationError(
         `Guardrail ${i + 1}: metric ${g.metric_uuid} cannot be checked: only mean and funnel metrics of events can.`,
         'stats_config__guardrails',
@@ -790,10 +807,12 @@ export function savedMetricFields(
     throw validationError('ExperimentMetric requires a metric_type', 'query');
   if (
     query.kind === 'ExperimentMetric' &&
-    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio'].includes(query.metric_type))
+    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio', 'retention'].includes(query.metric_type))
   )
-    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', or 'ratio'", 'query');
+    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', or 'retention'", 'query');
   checkRatioMetric(query, 'query');
+  checkRetentionMetric(query, 'query');
+  checkMeanMetric(query, 'query');
   out.query = query;
   return out;
 }

@@ -418,7 +418,19 @@ describe('stats_config: multiple-comparison correction and CUPED', () => {
     expect(tuned.metrics[0].fingerprint).not.toBe(on.body.metrics[0].fingerprint);
     // Adding a retention metric to an experiment tested sequentially is refused too.
     const retention = await patch(exp.id, {
-      metrics: [metric, { kind: 'ExperimentMetric', metric_type: 'retention' }],
+      metrics: [
+        metric,
+        {
+          kind: 'ExperimentMetric',
+          metric_type: 'retention',
+          start_event: { kind: 'EventsNode', event: 'signup' },
+          completion_event: { kind: 'EventsNode', event: 'login' },
+          retention_window_start: 1,
+          retention_window_end: 7,
+          retention_window_unit: 'day',
+          start_handling: 'first_seen',
+        },
+      ],
     });
     expect(retention.status).toBe(400);
     expect(retention.body).toMatchObject({ attr: 'metrics', detail: expect.stringContaining('"retention"') });

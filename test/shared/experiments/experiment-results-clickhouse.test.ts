@@ -14,7 +14,6 @@ import type { EventStore } from '../../../shared/events/event-store.ts';
 import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
 import { shipEvents } from '../../../shared/events/shipper.ts';
 import { createExperiment } from '../../../shared/experiments/service.ts';
-import { computeExperimentSeries, experimentForResults } from '../../../shared/experiments/results.ts';
 import type { JobData } from '../../../shared/platform/jobs.ts';
 import { logger } from '../../../shared/platform/logger.ts';
 import { computeExperimentResults } from '../../../shared/experiments/results-job.ts';
@@ -24,6 +23,7 @@ import { exposure, insertEventRows, insertEvents, type Row } from '../../event-s
 import { CHECKOUT_METRICS } from '../../fixtures.ts';
 import { createAccount, ownDatabase, type TestAccount } from '../../helpers.ts';
 import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { storedAndFull } from '../../experiment-days.ts';
 
 const DAY = 86400_000;
 const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
@@ -58,27 +58,8 @@ const purchase = (person: string, when: Date, amount: number, distinctId = perso
 
 /** Every stored day equals the computation from the start on PostgreSQL's events, as of `now`. */
 async function expectSameAsPostgres(id: number, now: Date) {
-  const [row] = await sql(
-    orm,
-    `select x.*, f.key as flag_key, f.filters as flag_filters from experiment x join feature_flag f on f.id = x.feature_flag_id where x.id = ?`,
-    [id],
-  );
-  const full = await computeExperimentSeries(
-    orm.em.fork() as EntityManager,
-    pg,
-    experimentForResults(row),
-    row.metrics,
-    new Date(now.getTime() + 1),
-  );
-  const stored = await sql(
-    orm,
-    `select metric_uuid, result from experiment_metric_result where experiment_id = ? order by day`,
-    [id],
-  );
-  for (const [i, metric] of row.metrics.entries()) {
-    const mine = stored.filter((r) => r.metric_uuid === metric.uuid).map((r) => r.result);
-    expect(mine).toEqual(JSON.parse(JSON.stringify(full[i])));
-  }
+  const { stored, full, days } = await storedAndFull(orm, pg, id, now);
+  for (const [i, mine] of days.entries()) expect(mine).toEqual(full[i]);
   return stored;
 }
 
