@@ -182,6 +182,23 @@ export const CONVERSIONS_PER_SESSION: PersonModel = {
   },
 };
 
+/** A retention metric: each person who did the start event is retained (completion in the window) with probability 0.3. */
+export const RETENTION: PersonModel = {
+  name: 'retention',
+  description: 'retained 0/1 among persons who did the start event, 30%; the engine counts it as retained ÷ started',
+  perArm: 1000,
+  lift: 0.15,
+  sample(rng, n, lift) {
+    const p = columns(n, false, true);
+    const q = 0.3 * (1 + lift);
+    for (let i = 0; i < n; i++) {
+      p.denominator![i] = 1;
+      p.value[i] = rng() < q ? 1 : 0;
+    }
+    return p;
+  },
+};
+
 // ---- from persons to the engine's input ----
 /**
  * An arm's statistics as the results store them (VariantStats, ./person-state.ts's sums) over its
@@ -196,7 +213,8 @@ export function armStats(
 ): VariantStats[] {
   const { value: y, covariate: x, denominator: d } = persons;
   if (cuped && !x) throw new Error('CUPED needs the covariate column');
-  if (kind === 'ratio' && !d) throw new Error('a ratio needs the denominator column');
+  const ratio = kind === 'ratio' || kind === 'retention';
+  if (ratio && !d) throw new Error('a ratio needs the denominator column');
   let sum = 0;
   let sumSquares = 0;
   let xSum = 0;
@@ -218,7 +236,7 @@ export function armStats(
         xSquares += c * c;
         xy += c * v;
       }
-      if (kind === 'ratio') {
+      if (ratio) {
         const e = d![i];
         dSum += e;
         dSquares += e * e;
@@ -228,7 +246,7 @@ export function armStats(
     const stats: VariantStats = { key, number_of_samples: end, sum, sum_squares: sumSquares };
     if (cuped)
       Object.assign(stats, { covariate_sum: xSum, covariate_sum_squares: xSquares, covariate_sum_product: xy });
-    if (kind === 'ratio')
+    if (ratio)
       Object.assign(stats, {
         denominator_sum: dSum,
         denominator_sum_squares: dSquares,
@@ -339,8 +357,9 @@ const monitoredMethod = (
 });
 
 /**
- * Every method of the engine: mean, funnel and ratio metrics, frequentist and Bayesian, with and
- * without CUPED where the engine applies it (mean and funnel; PostHog applies none to ratios), and
+ * Every method of the engine: mean, funnel, ratio and retention metrics, frequentist and Bayesian, with and
+ * without CUPED where the engine applies it (mean and funnel; PostHog applies none to ratios or
+ * retention), and
  * sequential testing (mean and funnel, the kinds the API allows it on), plus one negative control.
  */
 export const ERROR_RATE_METHODS: ErrorRateMethod[] = [
@@ -349,6 +368,7 @@ export const ERROR_RATE_METHODS: ErrorRateMethod[] = [
       [ORDER_VALUE, 'mean', true],
       [CONVERSION, 'funnel', true],
       [CONVERSIONS_PER_SESSION, 'ratio', false],
+      [RETENTION, 'retention', false],
     ] as const
   ).flatMap(([model, kind, cuped]) =>
     (['frequentist', 'bayesian'] as const).flatMap((method) => [
