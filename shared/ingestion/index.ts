@@ -1,5 +1,5 @@
 // The public face of shared/ingestion/: the only file other folders import.
-export { ingestEvents } from './ingest.ts';
+export { ingestEvents, ingestEventsInTransaction } from './ingest.ts';
 export { personUpdateOf } from './person-updates.ts';
 export { mergePartner, type IngestEvent } from './persons.ts';
 export {
@@ -8,5 +8,6 @@ export {
   recordWarnings,
   warningSummaries,
   type IngestionWarningInput,
+  type IngestionWarningType,
   type WarningSummary,
 } from './warnings.ts';

@@ -19,6 +19,7 @@ import {
 import { ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
 import { FeatureFlag, FeatureFlagHashKeyOverride } from './feature-flag.ts';
 import { IngestionWarning } from './ingestion-warning.ts';
+import { PlanViolationCount, QuarantinedEvent, TrackingPlanReplay, TrackingPlanVersion } from './tracking-plan.ts';
 import { JobSchedule } from './job-schedule.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
 import { Person, PersonDistinctId } from './person.ts';
@@ -53,6 +54,10 @@ export {
   FeatureFlagHashKeyOverride,
   IngestionWarning,
   JobSchedule,
+  PlanViolationCount,
+  QuarantinedEvent,
+  TrackingPlanReplay,
+  TrackingPlanVersion,
   Organization,
   OrganizationMembership,
   Person,
@@ -103,6 +108,11 @@ export const entities = [
   EventShipment,
   EventTrim,
   PersonDistinctIdChange,
+  // tracking plans, their quarantine and violation counts
+  TrackingPlanVersion,
+  QuarantinedEvent,
+  PlanViolationCount,
+  TrackingPlanReplay,
   // webhooks and their delivery log
   Webhook,
   WebhookDelivery,
