@@ -18,6 +18,7 @@ import { retentionRoutes } from './retention/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
+import { trackingPlanRoutes } from './tracking-plan/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
 export const allRoutes: RouteDefinition[] = [
@@ -33,6 +34,7 @@ export const allRoutes: RouteDefinition[] = [
   ...deletionReceiptRoutes,
   ...personAnalysisRoutes,
   ...eventDefinitionRoutes,
+  ...trackingPlanRoutes,
   ...experimentRoutes,
   ...holdoutRoutes,
   ...savedMetricRoutes,

@@ -30,7 +30,7 @@ export const JOBS = {
   /** Every 5 minutes: guardrails of running experiments; a harmful one trips the circuit breaker. */
   guardrailCheck: { queue: 'experimentResults', name: 'guardrail-check' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
-  /** Daily: event partitions ahead, and the purge of ingestion warnings past 30 days. */
+  /** Daily: event partitions ahead, and the purges of ingestion warnings past 30 days and quarantined events past theirs. */
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
   /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },
@@ -40,6 +40,8 @@ export const JOBS = {
   webhookDelivery: { queue: 'webhooks', name: 'deliver' },
   /** New events and distinct-id changes to ClickHouse (EVENT_STORE=clickhouse only). */
   shipEvents: { queue: 'maintenance', name: 'ship-events' },
+  /** A large quarantine replay (a tracking_plan_replay row); jobId replay-<id>. */
+  replayQuarantine: { queue: 'maintenance', name: 'replay-quarantine' },
 } as const satisfies Record<string, { queue: keyof typeof QUEUE_NAMES; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -63,6 +65,7 @@ export interface JobData {
   retention: Record<string, never>;
   webhookDelivery: { deliveryId: string };
   shipEvents: Record<string, never>;
+  replayQuarantine: { replayId: string };
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

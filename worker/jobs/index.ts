@@ -17,6 +17,7 @@ import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
 import { enforceRetention } from '../../shared/retention/index.ts';
+import { purgeQuarantineJob, replayQuarantineJob } from '../../shared/tracking-plan/index.ts';
 import {
   deliverWebhookJob,
   purgeDeliveriesJob,
@@ -37,18 +38,20 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   experimentResults: { run: computeExperimentResults },
   guardrailCheck: { run: guardrailCheck },
   refreshStatistics: { run: refreshStatistics },
-  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries.
+  // The daily upkeep: partitions ahead, then the purges of ingestion warnings, webhook deliveries and quarantined events.
   ensureEventPartitions: {
     run: async (job, deps) => ({
       ...(await ensureEventPartitionsJob(job, deps)),
       ...(await purgeWarningsJob(job, deps)),
       ...(await purgeDeliveriesJob(job, deps)),
+      ...(await purgeQuarantineJob(job, deps)),
     }),
   },
   vacuumTable: { run: vacuumTable },
   retention: { run: enforceRetention },
   webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },
   shipEvents: { run: shipEventsJob },
+  replayQuarantine: { run: replayQuarantineJob },
 };
 
 /**
