@@ -23,7 +23,18 @@ const suppressionCache = await startSuppressionCache(config.databaseDirectUrl);
 const projectCache = await startProjectCache(config.databaseDirectUrl);
 const planCache = await startPlanCache(config.databaseDirectUrl);
 const events = createEventStore(config, orm);
-const app = createApp({ config, orm, events, redis, queues, authCache, flagCache, suppressionCache, projectCache, planCache });
+const app = createApp({
+  config,
+  orm,
+  events,
+  redis,
+  queues,
+  authCache,
+  flagCache,
+  suppressionCache,
+  projectCache,
+  planCache,
+});
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });

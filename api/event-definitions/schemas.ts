@@ -60,7 +60,8 @@ export const definitionSchema = record({
   volume_30_day: { type: 'null', description: 'Not computed' },
   query_usage_30_day: { type: 'null', description: 'See the metrics endpoint' },
   plan_violations: {
-    description: "Ours (PostHog clients ignore it): the tracking plan's violations of this event, per plan version and kind",
+    description:
+      "Ours (PostHog clients ignore it): the tracking plan's violations of this event, per plan version and kind",
     ...record({
       total: { type: 'number' },
       counts: {

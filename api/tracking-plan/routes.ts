@@ -177,11 +177,14 @@ export const trackingPlanRoutes = [
   defineRoute({
     method: 'GET',
     path: `${P}/drop_rules`,
-    summary: "The drop rules of the plan in force (events dropped at capture by name, distinct id or property)",
+    summary: 'The drop rules of the plan in force (events dropped at capture by name, distinct id or property)',
     tags: TAGS,
     scopes: READ,
     responses: {
-      200: { description: 'The rules', schema: record({ version: nullableInteger, drop_rules: { type: 'array' } }) },
+      200: {
+        description: 'The rules',
+        schema: record({ version: nullableInteger, drop_rules: PLAN_DOCUMENT_SCHEMA.properties.drop_rules }),
+      },
     },
     handler: async (ctx) => {
       const row = await currentPlanVersion(ctx.state.em, ctx.state.project.id);
@@ -295,9 +298,13 @@ export const trackingPlanRoutes = [
         return {
           answer: { status: 202, body: serializeReplay(replay) },
           afterCommit: () =>
-            enqueue(ctx.deps.queues, 'replayQuarantine', { replayId: replay.id }, { jobId: `replay-${replay.id}` }).catch(
-              (error: unknown) =>
-                logger.error({ err: (error as Error).message, replayId: replay.id }, 'quarantine replay not enqueued'),
+            enqueue(
+              ctx.deps.queues,
+              'replayQuarantine',
+              { replayId: replay.id },
+              { jobId: `replay-${replay.id}` },
+            ).catch((error: unknown) =>
+              logger.error({ err: (error as Error).message, replayId: replay.id }, 'quarantine replay not enqueued'),
             ),
         };
       });

@@ -667,7 +667,10 @@ export function createClickHouseEventStore(
               params,
             )
           : [];
-      return { total: Number(row.n), events: found.map((e) => ({ event: e.event, properties: JSON.parse(e.properties) })) };
+      return {
+        total: Number(row.n),
+        events: found.map((e) => ({ event: e.event, properties: JSON.parse(e.properties) })),
+      };
     },
     countTrimmedEventsBefore: (projectId, before, ranges) => countEventsBefore(projectId, before, ranges),
 

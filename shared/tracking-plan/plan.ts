@@ -28,7 +28,7 @@ export const PLAN_DOCUMENT_SCHEMA = {
     default_mode: {
       ...mode,
       description:
-        'What happens to an event the plan does not name (allow: stored as sent). Events whose name starts with $ (PostHog\'s own) are governed only when named.',
+        "What happens to an event the plan does not name (allow: stored as sent). Events whose name starts with $ (PostHog's own) are governed only when named.",
     },
     events: {
       type: 'object',
@@ -40,7 +40,11 @@ export const PLAN_DOCUMENT_SCHEMA = {
         additionalProperties: false,
         properties: {
           mode,
-          schema: { type: 'object', description: "JSON Schema (2020-12) of the event's properties" },
+          schema: {
+            type: 'object',
+            additionalProperties: true,
+            description: "JSON Schema (2020-12) of the event's properties",
+          },
           description: { type: 'string', maxLength: 10_000 },
         },
       },
@@ -291,7 +295,8 @@ export function enforcePlan(plan: CompiledPlan, events: IngestEvent[]): Enforcem
         done.quarantined.push({ event: e, violations });
         warn(e, 'event_quarantined_by_plan', {
           violations,
-          reason: 'held in quarantine: list it at …/tracking_plan/quarantine/, replay it once the plan or sender is fixed',
+          reason:
+            'held in quarantine: list it at …/tracking_plan/quarantine/, replay it once the plan or sender is fixed',
         });
         break;
       case 'drop':

@@ -177,7 +177,12 @@ export async function replayAll(
 }
 
 /** A dry run: what a replay would do now to the first `sampleLimit` selected events (changes nothing). */
-export async function replayDryRun(em: EntityManager, projectId: number, filter: QuarantineFilter, sampleLimit: number) {
+export async function replayDryRun(
+  em: EntityManager,
+  projectId: number,
+  filter: QuarantineFilter,
+  sampleLimit: number,
+) {
   const plan = await loadPlan(em, projectId);
   const rows = await readQuarantined(em, projectId, filter, sampleLimit);
   const checked = await check(em, projectId, plan, rows);
@@ -230,4 +235,3 @@ export function filterOf(filter: Record<string, unknown>, until: Date): Quaranti
     until,
   };
 }
-

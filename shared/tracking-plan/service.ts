@@ -69,11 +69,16 @@ export interface PlanDiff {
   };
 }
 
-const canonical = (value: unknown) => JSON.stringify(value ?? null, (_k, v) =>
-  v && typeof v === 'object' && !Array.isArray(v)
-    ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, v[k]]))
-    : v,
-);
+const canonical = (value: unknown) =>
+  JSON.stringify(value ?? null, (_k, v) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .sort()
+            .map((k) => [k, v[k]]),
+        )
+      : v,
+  );
 
 /** Whether an event breaks `plan` (a drop rule or a violation), and the mode applied. */
 function breaks(plan: CompiledPlan, e: { event: string; properties: Record<string, unknown> }) {
@@ -140,7 +145,8 @@ export async function diffPlan(
       sampled,
       would_violate: wouldViolate,
       violate_now: violateNow,
-      would_violate_estimate: sampled && checked > 0 ? Math.round((wouldViolate * sample.total) / checked) : wouldViolate,
+      would_violate_estimate:
+        sampled && checked > 0 ? Math.round((wouldViolate * sample.total) / checked) : wouldViolate,
       by_event: [...byEvent].map(([event, v]) => ({ event, ...v })).sort((a, b) => b.would_violate - a.would_violate),
     },
   };

@@ -62,8 +62,7 @@ export const TrackingPlanReplay = defineEntity({
     id: p.bigint('string').primary().autoincrement(),
     projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
     filter: p.json<Record<string, unknown>>().defaultRaw(`'{}'`),
-    requestedById: () =>
-      p.manyToOne(User).mapToPk().nullable().fieldName('requested_by_id').deleteRule('set null'),
+    requestedById: () => p.manyToOne(User).mapToPk().nullable().fieldName('requested_by_id').deleteRule('set null'),
     createdAt: p.datetime().defaultRaw('now()'),
     status: p.string().length(20).default('queued'),
     selected: p.bigint('string').defaultRaw('0'),

@@ -243,7 +243,8 @@ describe('tracking plan', () => {
     const metrics = await fetch(`${api.baseUrl}/metrics`, {
       headers: api.config.metricsToken ? { authorization: `Bearer ${api.config.metricsToken}` } : {},
     }).then((r) => r.text());
-    if (metrics.includes('tracking_plan_')) expect(metrics).toMatch(/tracking_plan_violations_total\{kind="required"\} \d+/);
+    if (metrics.includes('tracking_plan_'))
+      expect(metrics).toMatch(/tracking_plan_violations_total\{kind="required"\} \d+/);
   });
 
   it('drop rules alone, without a plan, through …/drop_rules/', async () => {

@@ -47,6 +47,8 @@ const TRIGGERS: [table: string, trigger: string][] = [
   ]),
   // 0052: when a distinct id got another person (incremental experiment results, shared/experiments/results.ts).
   ['person_distinct_id', 'person_distinct_id_moved'],
+  // 0061: a project's tracking plan changed (api/tracking-plan/cache.ts).
+  ['tracking_plan_version', 'tracking_plan_version_changed'],
 ];
 
 /**

@@ -23,7 +23,7 @@ export class Migration0061TrackingPlan extends Migration {
       created_at timestamptz not null default now()
     )`);
     this.addSql(
-      `create unique index tracking_plan_version_project_version_idx on tracking_plan_version (project_id, version)`,
+      `alter table tracking_plan_version add constraint tracking_plan_version_project_version_idx unique (project_id, version)`,
     );
     this.addSql(`create table quarantined_event (
       id bigserial primary key,
@@ -37,7 +37,9 @@ export class Migration0061TrackingPlan extends Migration {
       plan_version integer not null,
       quarantined_at timestamptz not null default now()
     )`);
-    this.addSql(`create unique index quarantined_event_project_uuid_idx on quarantined_event (project_id, uuid)`);
+    this.addSql(
+      `alter table quarantined_event add constraint quarantined_event_project_uuid_idx unique (project_id, uuid)`,
+    );
     this.addSql(
       `create index quarantined_event_project_event_idx on quarantined_event (project_id, event, quarantined_at)`,
     );
