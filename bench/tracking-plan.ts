@@ -22,7 +22,7 @@ import {
   type PairSide,
   postOk,
   printPairs,
-  startApiProcess,
+  startServerProcess,
 } from './harness.ts';
 import { progress } from './stats.ts';
 
@@ -63,7 +63,7 @@ if (ONLY !== 'replay') {
   const planned = await createAccount(orm);
   const plain = await createAccount(orm);
   await putPlan(orm.em.fork(), planned.projectId, planned.userId, plan);
-  const api = await startApiProcess();
+  const api = await startServerProcess(['api/main.ts'], { timeoutMs: 120_000 });
   let batchNumber = 0;
   const batch = (i: number) =>
     Array.from({ length: BATCH }, (_, j) => ({

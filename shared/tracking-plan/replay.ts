@@ -23,7 +23,7 @@ import {
 import { loadPlan } from './service.ts';
 
 /** Quarantined events claimed and stored per transaction. */
-export const REPLAY_BATCH = 1000;
+export const REPLAY_BATCH = 5000;
 
 export interface ReplayCounts {
   selected: number;

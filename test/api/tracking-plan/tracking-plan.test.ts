@@ -7,7 +7,10 @@ import { describe, expect, it } from 'vitest';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call, createAccount, type TestAccount } from '../../helpers.ts';
 
-const { api, account } = await apiWithAccount();
+const METRICS_TOKEN = 'tracking-plan-metrics';
+const { api, account } = await apiWithAccount((config) => {
+  config.metricsToken = METRICS_TOKEN;
+});
 
 const rest = (a: TestAccount, method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
   call(api.baseUrl, method, `/api/projects/${a.projectId}/tracking_plan${path}`, { key: a.apiKey, body, headers });
@@ -241,10 +244,10 @@ describe('tracking plan', () => {
     expect(one.body.plan_violations.total).toBe(1);
     // And in Prometheus.
     const metrics = await fetch(`${api.baseUrl}/metrics`, {
-      headers: api.config.metricsToken ? { authorization: `Bearer ${api.config.metricsToken}` } : {},
+      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
     }).then((r) => r.text());
-    if (metrics.includes('tracking_plan_'))
-      expect(metrics).toMatch(/tracking_plan_violations_total\{kind="required"\} \d+/);
+    expect(metrics).toMatch(/tracking_plan_violations_total\{kind="required"\} [1-9]/);
+    expect(metrics).toMatch(/tracking_plan_events_total\{outcome="drop_rule"\} [1-9]/);
   });
 
   it('drop rules alone, without a plan, through …/drop_rules/', async () => {
