@@ -9,6 +9,7 @@ import {
   countQuarantine,
   currentPlanVersion,
   diffPlan,
+  enqueueReplay,
   filterOf,
   findReplay,
   insertReplay,
@@ -19,8 +20,6 @@ import {
   replayDryRun,
 } from '../../shared/tracking-plan/index.ts';
 import { answerOnce } from '../../shared/deletions/index.ts';
-import { enqueue } from '../../shared/platform/jobs.ts';
-import { logger } from '../../shared/platform/logger.ts';
 import { isoTimestamp } from '../../shared/platform/time.ts';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
@@ -297,15 +296,8 @@ export const trackingPlanRoutes = [
         const replay = await insertReplay(tx, projectId, given, ctx.state.auth.userId, 'queued');
         return {
           answer: { status: 202, body: serializeReplay(replay) },
-          afterCommit: () =>
-            enqueue(
-              ctx.deps.queues,
-              'replayQuarantine',
-              { replayId: replay.id },
-              { jobId: `replay-${replay.id}` },
-            ).catch((error: unknown) =>
-              logger.error({ err: (error as Error).message, replayId: replay.id }, 'quarantine replay not enqueued'),
-            ),
+          // Never throws: with Redis away, the worker's reconciler enqueues it a minute or so later.
+          afterCommit: () => enqueueReplay(ctx.deps.queues, replay.id),
         };
       });
       if (result === 'key_reused')

@@ -30,6 +30,8 @@ export {
 } from './service.ts';
 export {
   REPLAY_BATCH,
+  enqueueReplay,
+  reconcileReplays,
   filterOf,
   replayAll,
   replayBatch,

@@ -8,6 +8,8 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { countDropped, directLookup, dropSuppressed } from '../deletions/index.ts';
 import { type IngestEvent, type IngestionWarningInput, ingestEventsInTransaction } from '../ingestion/index.ts';
 import type { Deps } from '../platform/deps.ts';
+import { JOBS, type JobData } from '../platform/jobs.ts';
+import { enqueueRowJobs, type Queues, requeueRowJobs, type RowJob } from '../platform/queues.ts';
 import { type CompiledPlan, enforcePlan } from './plan.ts';
 import {
   addViolationCounts,
@@ -19,6 +21,7 @@ import {
   type QuarantineFilter,
   readQuarantined,
   releaseQuarantined,
+  unfinishedReplayIds,
 } from './store.ts';
 import { loadPlan } from './service.ts';
 
@@ -234,4 +237,31 @@ export function filterOf(filter: Record<string, unknown>, until: Date): Quaranti
     since: typeof filter.since === 'string' ? new Date(filter.since) : undefined,
     until,
   };
+}
+
+/** A replay's job: one per tracking_plan_replay row, jobId replay-<id>. */
+export const REPLAY_QUARANTINE_JOB: RowJob = {
+  what: 'quarantine replay',
+  name: JOBS.replayQuarantine.name,
+  jobId: (id) => `replay-${id}`,
+  data: (id) => ({ replayId: id }) satisfies JobData['replayQuarantine'],
+};
+
+/** Hands a replay to the worker now; never throws (Redis away: the reconciler enqueues it later). */
+export const enqueueReplay = (queues: Queues, replayId: string) =>
+  enqueueRowJobs(queues.maintenance, REPLAY_QUARANTINE_JOB, [replayId]);
+
+/** Seconds a replay may wait queued, or stay running, before the reconciler makes sure it has a live job. */
+const RECONCILE_GRACE_SECONDS = 60;
+
+/**
+ * The worker reconciler's part: replays queued or running for over a minute without a live job (Redis
+ * was away when the request enqueued it, or the job was lost) get one.
+ */
+export async function reconcileReplays(deps: Pick<Deps, 'orm' | 'logger' | 'queues'>): Promise<{ enqueued: number }> {
+  const em = deps.orm.em.fork();
+  const due = (among?: string[]) => unfinishedReplayIds(em, RECONCILE_GRACE_SECONDS, among);
+  const enqueued = await requeueRowJobs(deps.queues.maintenance, REPLAY_QUARANTINE_JOB, await due(), due);
+  if (enqueued.length) deps.logger.info({ enqueued: enqueued.length }, 'reconciler enqueued quarantine replays');
+  return { enqueued: enqueued.length };
 }

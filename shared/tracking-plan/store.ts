@@ -418,3 +418,21 @@ export async function advanceReplay(
     .where('id', '=', id)
     .execute();
 }
+
+/** Replays queued or running since more than `graceSeconds` (of `among`, when given). */
+export async function unfinishedReplayIds(
+  em: EntityManager,
+  graceSeconds: number,
+  among?: string[],
+): Promise<string[]> {
+  if (among && among.length === 0) return [];
+  let query = db(em)
+    .selectFrom('tracking_plan_replay')
+    .select('id')
+    .where('status', 'in', ['queued', 'running'])
+    .where('created_at', '<', sql<Date>`now() - make_interval(secs => ${graceSeconds})`)
+    .orderBy('id')
+    .limit(1000);
+  if (among) query = query.where('id', 'in', among);
+  return (await query.execute()).map((r) => String(r.id));
+}

@@ -17,7 +17,7 @@ import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
 import { enforceRetention } from '../../shared/retention/index.ts';
-import { purgeQuarantineJob, replayQuarantineJob } from '../../shared/tracking-plan/index.ts';
+import { purgeQuarantineJob, reconcileReplays, replayQuarantineJob } from '../../shared/tracking-plan/index.ts';
 import {
   deliverWebhookJob,
   purgeDeliveriesJob,
@@ -56,9 +56,11 @@ export const processors: { [K in JobKind]: Processor<K> } = {
 
 /**
  * What each worker's reconciler pass re-drives from PostgreSQL, in order (worker/runtime.ts): due
- * deletion requests (and windows a worker missed), then webhook deliveries, each without a live job.
+ * deletion requests (and windows a worker missed), then webhook deliveries, then quarantine replays, each
+ * without a live job.
  */
 export const reconcilers: ((deps: WorkerDeps) => Promise<unknown>)[] = [
   (deps) => reconcileDeletions(null, deps),
   reconcileWebhookDeliveries,
+  reconcileReplays,
 ];

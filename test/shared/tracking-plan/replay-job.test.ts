@@ -4,7 +4,12 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { logger } from '../../../shared/platform/logger.ts';
-import { purgeQuarantineJob, replayQuarantineJob } from '../../../shared/tracking-plan/index.ts';
+import {
+  insertReplay,
+  purgeQuarantineJob,
+  reconcileReplays,
+  replayQuarantineJob,
+} from '../../../shared/tracking-plan/index.ts';
 import { sql } from '../../db.ts';
 import { apiWithAccount, call } from '../../helpers.ts';
 
@@ -72,5 +77,22 @@ describe('quarantine replay in the worker', () => {
     expect(purged.quarantinedEventsPurged).toBeGreaterThanOrEqual(2);
     const left = await sql(api.orm, `select uuid from quarantined_event where uuid in (?)`, [[old, young, erased]]);
     expect(left.map((r) => r.uuid)).toEqual([young]);
+  });
+
+  it('a replay left queued (Redis away when it was asked) gets a job from the reconciler, once', async () => {
+    const replay = await insertReplay(api.orm.em.fork(), account.projectId, {}, null, 'queued');
+    await sql(api.orm, `update tracking_plan_replay set created_at = now() - interval '5 minutes' where id = ?`, [
+      replay.id,
+    ]);
+    const reconcilerDeps = { orm: api.orm, logger, queues: api.deps.queues };
+    expect((await reconcileReplays(reconcilerDeps)).enqueued).toBeGreaterThanOrEqual(1);
+    const job = await api.deps.queues.maintenance.getJob(`replay-${replay.id}`);
+    expect(job?.data).toEqual({ replayId: replay.id });
+    // Its job is live: the next pass adds none for it.
+    await reconcileReplays(reconcilerDeps);
+    expect(await api.deps.queues.maintenance.getJobCountByTypes('waiting')).toBeGreaterThanOrEqual(1);
+    await replayQuarantineJob({ data: { replayId: replay.id } }, deps());
+    expect((await rest('GET', `/quarantine/replays/${replay.id}/`)).body.status).toBe('done');
+    await job?.remove();
   });
 });
