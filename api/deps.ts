@@ -5,6 +5,7 @@ import type { KeyWithProject } from '../shared/accounts/index.ts';
 import type { FlagCache } from './flags/cache.ts';
 import type { SuppressionCache } from './capture/suppression-cache.ts';
 import type { ProjectCache } from './capture/project-cache.ts';
+import type { PlanCache } from './tracking-plan/cache.ts';
 import type { Queues } from '../shared/platform/queues.ts';
 import type { Config } from '../shared/platform/config.ts';
 import type { EventStore } from '../shared/events/index.ts';
@@ -28,4 +29,6 @@ export interface AppDeps {
   suppressionCache?: SuppressionCache | null;
   /** Capture's project per API token until it changes (`flag_definitions_changed`); null: read on every request. */
   projectCache?: ProjectCache | null;
+  /** Tracking plans per project, compiled, until a new version (`tracking_plan_changed`); null: capture reads PostgreSQL. */
+  planCache?: PlanCache | null;
 }

@@ -10,6 +10,7 @@ import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
 import { startSuppressionCache } from './capture/suppression-cache.ts';
 import { startProjectCache } from './capture/project-cache.ts';
+import { startPlanCache } from './tracking-plan/cache.ts';
 import { createEventStore } from '../shared/events/index.ts';
 
 const orm = await initOrm();
@@ -21,8 +22,20 @@ const authCache = await startAuthCache(config.databaseDirectUrl, config.authCach
 const flagCache = await startFlagCache(config.databaseDirectUrl);
 const suppressionCache = await startSuppressionCache(config.databaseDirectUrl);
 const projectCache = await startProjectCache(config.databaseDirectUrl);
+const planCache = await startPlanCache(config.databaseDirectUrl);
 const events = createEventStore(config, orm);
-const app = createApp({ config, orm, events, redis, queues, authCache, flagCache, suppressionCache, projectCache });
+const app = createApp({
+  config,
+  orm,
+  events,
+  redis,
+  queues,
+  authCache,
+  flagCache,
+  suppressionCache,
+  projectCache,
+  planCache,
+});
 const server = listen(app, config.port, config.host, () => {
   logger.info({ url: `http://${config.host}:${config.port}` }, 'API listening');
 });
@@ -52,6 +65,7 @@ async function shutdown(signal: string) {
   await flagCache.stop();
   await suppressionCache.stop();
   await projectCache.stop();
+  await planCache.stop();
   await events.close().catch(() => undefined);
   await orm.close().catch(() => undefined);
   await Promise.allSettled(Object.values(queues).map((q) => q.close()));

@@ -19,6 +19,7 @@ import { retentionRoutes } from './retention/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
+import { trackingPlanRoutes } from './tracking-plan/routes.ts';
 import type { RouteDefinition } from './http/routes.ts';
 
 export const allRoutes: RouteDefinition[] = [
@@ -35,6 +36,7 @@ export const allRoutes: RouteDefinition[] = [
   ...personAnalysisRoutes,
   ...accessLogRoutes,
   ...eventDefinitionRoutes,
+  ...trackingPlanRoutes,
   ...experimentRoutes,
   ...holdoutRoutes,
   ...savedMetricRoutes,

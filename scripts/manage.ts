@@ -52,6 +52,9 @@ import { storableText } from '../shared/platform/db/property-filters.ts';
 import { ClickHouseLogLevel, createClient } from '@clickhouse/client';
 import { createClickHouseEventStore } from '../shared/events/index.ts';
 import { backfillEvents } from '../shared/events/index.ts';
+import { createEventStore } from '../shared/events/index.ts';
+import { readFileSync } from 'node:fs';
+import { diffPlan, PlanInputError, putPlan } from '../shared/tracking-plan/index.ts';
 
 /** A person property key as the filters take it: non-empty text PostgreSQL can store. */
 function propertyKey(value: unknown): string {
@@ -73,6 +76,8 @@ type Command = {
   usage: string;
   options: ParseArgsOptionsConfig;
   required?: string[];
+  /** The name of the one positional argument the command takes (required), e.g. `file`. */
+  positional?: string;
 } & (
   | { needs?: 'migrated'; run: (em: EntityManager, values: Values, io: Output) => Promise<unknown> }
   | { needs: 'database' | 'redis'; run: (values: Values) => Promise<unknown> }
@@ -651,6 +656,35 @@ const commands: Record<string, Command> = {
     options: { ...text('project'), ...text('batch-size') },
     run: (em, v, io) => backfillCommand(em, v, io),
   },
+  'tracking-plan diff': {
+    usage:
+      "FILE --project PROJECT_ID   (what the plan in FILE would change, and the last 7 days' events it would find violating)",
+    options: text('project'),
+    required: ['project'],
+    positional: 'file',
+    run: async (em, v) => {
+      const [projectId] = projectIds(v.project);
+      const document = planFile(v.file);
+      const orm = await initOrm();
+      try {
+        return await planInput(() => diffPlan(em, createEventStore(config, orm), projectId, document));
+      } finally {
+        await orm.close();
+      }
+    },
+  },
+  'tracking-plan apply': {
+    usage:
+      "FILE --project PROJECT_ID   (the plan in FILE becomes the project's next version, on every API process within seconds)",
+    options: text('project'),
+    required: ['project'],
+    positional: 'file',
+    run: async (em, v) => {
+      const [projectId] = projectIds(v.project);
+      const row = await planInput(() => putPlan(em, projectId, null, planFile(v.file)));
+      return { project: projectId, version: row.version, created_at: isoTimestamp(row.created_at) };
+    },
+  },
   'queue status': {
     usage: '',
     options: {},
@@ -701,6 +735,32 @@ const commands: Record<string, Command> = {
     },
   },
 };
+
+/** A tracking plan file's JSON document. */
+function planFile(path: unknown): unknown {
+  let text: string;
+  try {
+    text = readFileSync(String(path), 'utf8');
+  } catch (error) {
+    throw new AccountError(`Cannot read ${String(path)}: ${(error as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new AccountError(`${String(path)} is not JSON: ${(error as Error).message}`);
+  }
+}
+
+/** A plan refused (its document or a schema) as the operator's error, naming where. */
+async function planInput<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof PlanInputError)
+      throw new AccountError(`Invalid tracking plan${error.attr ? ` (${error.attr})` : ''}: ${error.message}`);
+    throw error;
+  }
+}
 
 /** The usage of every command, or of those of one object (`deletion`: deletion list, deletion show, …). */
 function usage(object?: string): string {
@@ -795,7 +855,12 @@ export async function main(argv: string[], output: Output = consoleOutput): Prom
       json: { type: 'boolean' as const },
       help: { type: 'boolean' as const, short: 'h' },
     };
-    values = parseArgs({ args: argv.slice(2), options, strict: true }).values as Values;
+    const parsed = parseArgs({ args: argv.slice(2), options, strict: true, allowPositionals: !!command.positional });
+    values = parsed.values as Values;
+    if (command.positional) {
+      if (parsed.positionals.length !== 1) throw new UsageError(`${command.positional.toUpperCase()} is required`);
+      values[command.positional] = parsed.positionals[0];
+    }
     if (values.help) {
       output.out(commandUsage);
       return 0;

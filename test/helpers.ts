@@ -18,6 +18,7 @@ import { startAuthCache } from '../api/http/auth-cache.ts';
 import { startFlagCache } from '../api/flags/cache.ts';
 import { startSuppressionCache } from '../api/capture/suppression-cache.ts';
 import { startProjectCache } from '../api/capture/project-cache.ts';
+import { startPlanCache } from '../api/tracking-plan/cache.ts';
 import type { AppDeps } from '../api/deps.ts';
 import { createEventStore } from '../shared/events/create.ts';
 
@@ -46,7 +47,13 @@ export async function serveApp(app: ReturnType<typeof createApp>): Promise<{ ser
  */
 export async function startApi(
   overrides: (config: Config) => void = () => undefined,
-  options: { clock?: () => number; flagCache?: boolean; suppressionCache?: boolean; projectCache?: boolean } = {},
+  options: {
+    clock?: () => number;
+    flagCache?: boolean;
+    suppressionCache?: boolean;
+    projectCache?: boolean;
+    planCache?: boolean;
+  } = {},
 ): Promise<TestApi> {
   const config = loadConfig();
   config.rateLimit.enabled = false;
@@ -60,6 +67,8 @@ export async function startApi(
   const flagCache = options.flagCache ? await startFlagCache(config.databaseDirectUrl) : null;
   const suppressionCache = options.suppressionCache ? await startSuppressionCache(config.databaseDirectUrl) : null;
   const projectCache = options.projectCache ? await startProjectCache(config.databaseDirectUrl) : null;
+  // On unless turned off: a plan changed through the API is seen at once by the process that made it.
+  const planCache = options.planCache === false ? null : await startPlanCache(config.databaseDirectUrl);
   const deps: AppDeps = {
     config,
     orm,
@@ -70,6 +79,7 @@ export async function startApi(
     flagCache,
     suppressionCache,
     projectCache,
+    planCache,
     clock: options.clock,
   };
   const { server, baseUrl } = await serveApp(createApp(deps));
@@ -88,6 +98,7 @@ export async function startApi(
       await flagCache?.stop();
       await suppressionCache?.stop();
       await projectCache?.stop();
+      await planCache?.stop();
       await orm.close();
     },
   };

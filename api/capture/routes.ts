@@ -12,6 +12,8 @@ import { logger } from '../../shared/platform/logger.ts';
 import { decodeSdkPayload } from './decode.ts';
 import { eventsOf, requestOf } from './events.ts';
 import { projectIdByApiToken } from './project-cache.ts';
+import { planOf } from '../tracking-plan/cache.ts';
+import { enforceAtCapture } from '../../shared/tracking-plan/index.ts';
 
 const MB = 1024 * 1024;
 
@@ -65,8 +67,24 @@ async function capture(ctx: RouteContext, options: { limitBytes: number; legacy:
   }
   const lookup = ctx.deps.suppressionCache ?? directLookup;
   const suppressed = await dropSuppressed(em, lookup, projectId, events);
-  await ingestEvents(em, projectId, suppressed.kept, [...warnings, ...suppressed.warnings]);
-  ctx.metrics.eventsIngested.inc(suppressed.kept.length);
+  // The project's tracking plan (null for most: from memory, nothing else to do).
+  const plan = await planOf(em, ctx.deps.planCache, projectId);
+  const enforced = plan === null ? null : await enforceAtCapture(em, projectId, plan, suppressed.kept);
+  const kept = enforced?.kept ?? suppressed.kept;
+  const allWarnings = [...warnings, ...suppressed.warnings];
+  if (enforced) allWarnings.push(...enforced.warnings);
+  await ingestEvents(em, projectId, kept, allWarnings);
+  ctx.metrics.eventsIngested.inc(kept.length);
+  if (enforced && enforced.outcomes.size > 0) {
+    for (const [outcome, n] of enforced.outcomes) ctx.metrics.planOutcomes.inc({ outcome }, n);
+    for (const [kind, n] of enforced.kinds) ctx.metrics.planViolations.inc({ kind }, n);
+    // After the commit: a statistic, as the suppression counts below.
+    await enforced
+      .count(em)
+      .catch((error: unknown) =>
+        logger.warn({ err: (error as Error).message, projectId }, 'tracking plan violations not counted'),
+      );
+  }
   if (suppressed.droppedTotal > 0) {
     ctx.metrics.eventsSuppressed.inc(suppressed.droppedTotal);
     // After the commit: a statistic; failing to count must not fail (and so repeat) the request.

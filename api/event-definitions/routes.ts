@@ -1,6 +1,7 @@
 import { isUuid } from '../../shared/platform/db/sql.ts';
 import { changeDefinition, EventDefinitionInputError, removeDefinition } from '../../shared/event-definitions/index.ts';
 import * as store from '../../shared/event-definitions/index.ts';
+import { type EventViolations, violationsByEvent } from '../../shared/tracking-plan/index.ts';
 import { isoTimestamp } from '../../shared/platform/time.ts';
 import { notFound, validationError } from '../http/errors.ts';
 import { pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
@@ -13,7 +14,7 @@ const ID = { id: { type: 'string', format: 'uuid', description: "The event defin
 
 const TAGS = ['event definitions'];
 
-function serialize(row: store.DefinitionRow) {
+function serialize(row: store.DefinitionRow, violations: Map<string, EventViolations>) {
   return {
     id: row.id,
     name: row.name,
@@ -33,8 +34,18 @@ function serialize(row: store.DefinitionRow) {
     default_columns: row.default_columns ?? [],
     volume_30_day: null,
     query_usage_30_day: null,
+    // Ours (PostHog clients ignore it): the tracking plan's violation counters of this event.
+    plan_violations: violations.get(row.name) ?? { total: 0, counts: [] },
   };
 }
+
+/** The violation counters of these definitions' events. */
+const violationsOf = (ctx: ApiContext, rows: store.DefinitionRow[]) =>
+  violationsByEvent(
+    ctx.state.em,
+    ctx.state.project.id,
+    rows.map((r) => r.name),
+  );
 
 async function findDefinition(ctx: ApiContext): Promise<store.DefinitionRow> {
   const id = ctx.state.params.id;
@@ -82,7 +93,13 @@ const list = defineRoute({
       ctx.state.em,
       rows.map((r) => r.id),
     );
-    ctx.body = paginated(ctx, page, count, rows.map(serialize));
+    const violations = await violationsOf(ctx, rows);
+    ctx.body = paginated(
+      ctx,
+      page,
+      count,
+      rows.map((r) => serialize(r, violations)),
+    );
   },
 });
 
@@ -106,7 +123,8 @@ const update = defineRoute({
       if (error instanceof EventDefinitionInputError) throw validationError(error.message, error.attr);
       throw error;
     }
-    ctx.body = serialize(await findDefinition(ctx));
+    const after = await findDefinition(ctx);
+    ctx.body = serialize(after, await violationsOf(ctx, [after]));
   },
 });
 
@@ -123,7 +141,7 @@ export const eventDefinitionRoutes = [
     handler: async (ctx) => {
       const row = await findDefinition(ctx);
       await store.countReads(ctx.state.em, [row.id]);
-      ctx.body = serialize(row);
+      ctx.body = serialize(row, await violationsOf(ctx, [row]));
     },
   }),
   update,

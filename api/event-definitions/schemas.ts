@@ -59,4 +59,20 @@ export const definitionSchema = record({
   default_columns: stringArray,
   volume_30_day: { type: 'null', description: 'Not computed' },
   query_usage_30_day: { type: 'null', description: 'See the metrics endpoint' },
+  plan_violations: {
+    description:
+      "Ours (PostHog clients ignore it): the tracking plan's violations of this event, per plan version and kind",
+    ...record({
+      total: { type: 'number' },
+      counts: {
+        type: 'array',
+        items: record({
+          plan_version: { type: 'integer' },
+          kind: { type: 'string' },
+          count: { type: 'number' },
+          last_seen_at: { type: 'string', format: 'date-time' },
+        }),
+      },
+    }),
+  },
 });

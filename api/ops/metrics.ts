@@ -18,6 +18,10 @@ export interface ApiMetrics {
   eventsIngested: Counter;
   /** Events capture dropped because their distinct id is suppressed by a deletion request. */
   eventsSuppressed: Counter;
+  /** Tracking plan violations capture found, by kind (the JSON Schema keyword, or unplanned_event). */
+  planViolations: Counter<'kind'>;
+  /** Events capture found violating the tracking plan or matching a drop rule, by what was done (the mode, or drop_rule). */
+  planOutcomes: Counter<'outcome'>;
   /** This process's figures in the text format, read now from `deps`. */
   render: (deps: AppDeps) => Promise<string>;
 }
@@ -66,6 +70,18 @@ export function createApiMetrics(): ApiMetrics {
     help: "Events this process's capture endpoints dropped: their distinct id is suppressed by a deletion request",
     registers: [registry],
   });
+  const planViolations = new Counter({
+    name: 'tracking_plan_violations_total',
+    help: "Tracking plan violations this process's capture endpoints found, by kind (JSON Schema keyword, or unplanned_event)",
+    labelNames: ['kind'],
+    registers: [registry],
+  });
+  const planOutcomes = new Counter({
+    name: 'tracking_plan_events_total',
+    help: "Events this process's capture endpoints found violating the tracking plan or matching a drop rule, by outcome (allow, stamp, omit, quarantine, drop, drop_rule)",
+    labelNames: ['outcome'],
+    registers: [registry],
+  });
   // Read at each scrape by render(): the gauges need the process's deps, which the app gets later.
   const authCacheListening = new Gauge({
     name: 'auth_cache_listening',
@@ -96,6 +112,8 @@ export function createApiMetrics(): ApiMetrics {
     },
     eventsIngested,
     eventsSuppressed,
+    planViolations,
+    planOutcomes,
     render: async (deps) => {
       if (!connected) {
         connected = true; // an app has one deps for its life

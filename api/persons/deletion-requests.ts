@@ -147,7 +147,7 @@ export function deletionQuery<const P extends Record<string, unknown>>(propertie
 }
 
 /** The user's Idempotency-Key, fingerprinted with what the request asks (format aside), or null without one. */
-function idempotencyKeyOf(ctx: ApiContext, action: string) {
+export function idempotencyKeyOf(ctx: ApiContext, action: string) {
   const raw = ctx.get(IDEMPOTENCY_HEADER);
   if (ctx.headers['idempotency-key'] === undefined) return null;
   if (raw.trim() === '') throw validationError('This field may not be blank.', IDEMPOTENCY_HEADER, 'blank');

@@ -656,6 +656,22 @@ export function createClickHouseEventStore(
     },
 
     countEventsBefore: (projectId, before) => countEventsBefore(projectId, before, null),
+    async recentEventSample(projectId, since, limit) {
+      const params = { project: projectId, since: since.toISOString(), limit };
+      const where = `project_id = {project:Int64} AND timestamp >= parseDateTime64BestEffort({since:String}, 6, 'UTC')`;
+      const [row] = await select<{ n: string }>(`SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${where}`, params);
+      const found =
+        limit > 0
+          ? await select<{ event: string; properties: string }>(
+              `SELECT event, properties FROM ${db}.events WHERE ${where} ORDER BY timestamp DESC LIMIT 1 BY uuid LIMIT {limit:UInt32}`,
+              params,
+            )
+          : [];
+      return {
+        total: Number(row.n),
+        events: found.map((e) => ({ event: e.event, properties: JSON.parse(e.properties) })),
+      };
+    },
     countTrimmedEventsBefore: (projectId, before, ranges) => countEventsBefore(projectId, before, ranges),
 
     async countEvents(projectId, event) {

@@ -189,6 +189,12 @@ export interface ExperimentProperty {
   events: readonly string[];
 }
 
+/** recentEventSample's answer: `events` holds at most the limit, newest first; `total` counts them all. */
+export interface RecentEventSample {
+  total: number;
+  events: { event: string; properties: Record<string, unknown> }[];
+}
+
 export interface EventStore {
   readonly engine: EventStoreEngine;
   /** Stores a batch of events; a uuid already stored is ignored, so a retried batch is harmless. */
@@ -270,6 +276,11 @@ export interface EventStore {
   deleteEventsBefore(projectId: number, before: Date, deletion: RetentionDeletion): Promise<number>;
   /** The project's events (of one name, if given), for verification. */
   countEvents(projectId: number, event?: string): Promise<number>;
+  /**
+   * The project's events with a timestamp at or after `since`: how many in all, and the newest `limit`
+   * of them (name and properties), for checking them against a proposed tracking plan.
+   */
+  recentEventSample(projectId: number, since: Date, limit: number): Promise<RecentEventSample>;
   /** Resolves when the engine answers (PostgreSQL's own: at once; the API checks PostgreSQL apart); throws otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

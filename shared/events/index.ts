@@ -20,6 +20,7 @@ export {
   type Page,
   type PerformedEventQuery,
   type PersonIdPage,
+  type RecentEventSample,
 } from './event-store.ts';
 export { ensureEventPartitionsJob } from './partitions-job.ts';
 export {

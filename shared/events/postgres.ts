@@ -123,6 +123,23 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
       );
       return row.n;
     },
+    async recentEventSample(projectId, since, limit) {
+      const [row] = await rows<{ n: number }>(
+        fork(),
+        `select count(*)::float8 as n from event where project_id = ? and timestamp >= ?`,
+        [projectId, since],
+      );
+      const events =
+        limit > 0
+          ? await rows<{ event: string; properties: Record<string, unknown> }>(
+              fork(),
+              `select event, properties from event where project_id = ? and timestamp >= ?
+                order by timestamp desc limit ?`,
+              [projectId, since, limit],
+            )
+          : [];
+      return { total: Number(row.n), events };
+    },
     ping: async () => undefined,
     close: async () => undefined,
   };

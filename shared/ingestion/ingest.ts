@@ -34,24 +34,7 @@ export async function ingestEvents(
     const now = new Date();
     let stored: { projectId: number; event: string }[] = [];
     const write = async (tx: EntityManager) => {
-      const allWarnings = [...warnings];
-      const personIds = await processPersons(tx, projectId, events, allWarnings);
-      const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
-      const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
-      const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
-      const eventRows = ordinary.map((r) => ({
-        uuid: r.uuid,
-        projectId,
-        event: r.event,
-        distinctId: r.distinctId,
-        personId: r.personId,
-        properties: r.properties,
-        timestamp: r.timestamp,
-      }));
-      stored = await storeEvents(tx, eventRows, now);
-      await storeRecordings(tx, projectId, recordings, allWarnings);
-      await recordWarnings(tx, projectId, allWarnings);
-      if (!projectsIngesting.has(projectId)) await markProjectIngesting(tx, projectId);
+      stored = await writeEvents(tx, projectId, events, warnings, now);
     };
     try {
       if (oneInsert(projectId, events, warnings, now)) await write(em);
@@ -64,6 +47,58 @@ export async function ingestEvents(
       throw error;
     }
   }
+}
+
+/**
+ * As ingestEvents, inside the caller's transaction `tx` (a quarantine replay claims its events in the
+ * same transaction, so that each is stored once): no retry of its own. Call what it returns once the
+ * transaction has committed (this process's memory of definitions written and projects ingesting).
+ */
+export async function ingestEventsInTransaction(
+  tx: EntityManager,
+  projectId: number,
+  events: IngestEvent[],
+  warnings: readonly IngestionWarningInput[] = [],
+): Promise<() => void> {
+  const now = new Date();
+  if (events.length === 0) {
+    await recordWarnings(tx, projectId, warnings);
+    return () => undefined;
+  }
+  const stored = await writeEvents(tx, projectId, events, warnings, now);
+  return () => {
+    projectsIngesting.add(projectId);
+    rememberEventDefinitions(stored, now);
+  };
+}
+
+/** Persons, events, recordings and warnings of `events`, on `tx`; returns the definitions written. */
+async function writeEvents(
+  tx: EntityManager,
+  projectId: number,
+  events: IngestEvent[],
+  warnings: readonly IngestionWarningInput[],
+  now: Date,
+): Promise<{ projectId: number; event: string }[]> {
+  const allWarnings = [...warnings];
+  const personIds = await processPersons(tx, projectId, events, allWarnings);
+  const rows = events.map((e, i) => ({ ...e, personId: personIds[i] }));
+  const recordings = rows.filter((r) => SNAPSHOT_EVENTS.has(r.event));
+  const ordinary = rows.filter((r) => !SNAPSHOT_EVENTS.has(r.event));
+  const eventRows = ordinary.map((r) => ({
+    uuid: r.uuid,
+    projectId,
+    event: r.event,
+    distinctId: r.distinctId,
+    personId: r.personId,
+    properties: r.properties,
+    timestamp: r.timestamp,
+  }));
+  const stored = await storeEvents(tx, eventRows, now);
+  await storeRecordings(tx, projectId, recordings, allWarnings);
+  await recordWarnings(tx, projectId, allWarnings);
+  if (!projectsIngesting.has(projectId)) await markProjectIngesting(tx, projectId);
+  return stored;
 }
 
 /**

@@ -31,7 +31,19 @@ export type IngestionWarningType =
   /** A merge with an illegal distinct id ("null", "anonymous", …, or over 400 characters) was not made. */
   | 'cannot_merge_with_illegal_distinct_id'
   /** A merge into another identified person (not $merge_dangerously) was not made. */
-  | 'cannot_merge_already_identified';
+  | 'cannot_merge_already_identified'
+  /** Ours: the tracking plan's mode `quarantine`: held in quarantine (listed and replayable), not stored. */
+  | 'event_quarantined_by_plan'
+  /** Ours: the tracking plan's mode `drop`: a violating event not stored. */
+  | 'event_dropped_by_plan'
+  /** Ours: a drop rule of the tracking plan (event name, property or distinct id): not stored. */
+  | 'event_dropped_by_rule'
+  /** Ours: the tracking plan's mode `stamp`: stored with its violations in `$plan_violations`. */
+  | 'event_plan_violations_stamped'
+  /** Ours: the tracking plan's mode `omit`: stored without the properties that violated the plan. */
+  | 'event_plan_properties_omitted'
+  /** Ours: a quarantined event not replayed: its person was deleted after it was quarantined. */
+  | 'event_dropped_person_deleted';
 
 export interface IngestionWarningInput {
   type: IngestionWarningType;

@@ -96,6 +96,10 @@ export const SETTINGS_SCHEMA = {
     WEBHOOK_ALLOW_PRIVATE_URLS: bool(false),
     WEBHOOK_PROJECT_CONCURRENCY: int(1, 1),
     WEBHOOK_MAX_PER_PROJECT: int(10, 1),
+    /** Days a tracking plan's quarantined event is kept for replay before the daily upkeep purges it. */
+    QUARANTINE_RETENTION_DAYS: int(30, 1, 3650),
+    /** A quarantine replay selecting more events than this runs in the worker (202), fewer in the request. */
+    QUARANTINE_REPLAY_INLINE_MAX: int(1000, 0),
     /** Which engine answers event analytics: postgres (the `event` table) or clickhouse (capture still writes PostgreSQL). */
     EVENT_STORE: { type: 'string', enum: ['postgres', 'clickhouse'], default: 'postgres' },
     CLICKHOUSE_URL: { type: 'string', format: 'http-url', default: 'http://127.0.0.1:8123' },
@@ -304,6 +308,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       concurrency: s.DECODE_CONCURRENCY,
       smallBytes: s.DECODE_SMALL_BYTES,
       queueMs: s.DECODE_QUEUE_MS,
+    },
+    /** Tracking plans (shared/tracking-plan/): how long quarantined events are kept; replays run in the request up to inlineMax events. */
+    trackingPlan: {
+      quarantineRetentionDays: s.QUARANTINE_RETENTION_DAYS,
+      replayInlineMax: s.QUARANTINE_REPLAY_INLINE_MAX,
     },
     /** How long a request may wait for Redis before its deletion rows are left to the reconciler. */
     enqueueTimeoutMs: s.ENQUEUE_TIMEOUT_MS,

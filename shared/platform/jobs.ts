@@ -32,7 +32,7 @@ export const JOBS = {
   /** Hourly: bandit experiments whose interval has passed get new rollout percentages (Thompson sampling). */
   banditReallocation: { queue: 'experimentResults', name: 'bandit-reallocation' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
-  /** Daily: event partitions ahead; the purges of ingestion warnings and webhook deliveries (30 days) and of the read-access log (ACCESS_LOG_RETENTION_DAYS). */
+  /** Daily: event partitions ahead; the purges of ingestion warnings and webhook deliveries (30 days), of the read-access log (ACCESS_LOG_RETENTION_DAYS) and of quarantined events (QUARANTINE_RETENTION_DAYS). */
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
   /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },
@@ -42,6 +42,8 @@ export const JOBS = {
   webhookDelivery: { queue: 'webhooks', name: 'deliver' },
   /** New events and distinct-id changes to ClickHouse (EVENT_STORE=clickhouse only). */
   shipEvents: { queue: 'maintenance', name: 'ship-events' },
+  /** A large quarantine replay (a tracking_plan_replay row); jobId replay-<id>. */
+  replayQuarantine: { queue: 'maintenance', name: 'replay-quarantine' },
 } as const satisfies Record<string, { queue: keyof typeof QUEUE_NAMES; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -67,6 +69,7 @@ export interface JobData {
   retention: Record<string, never>;
   webhookDelivery: { deliveryId: string };
   shipEvents: Record<string, never>;
+  replayQuarantine: { replayId: string };
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

@@ -18,6 +18,7 @@ import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
 import { enforceRetention } from '../../shared/retention/index.ts';
+import { purgeQuarantineJob, reconcileReplays, replayQuarantineJob } from '../../shared/tracking-plan/index.ts';
 import {
   deliverWebhookJob,
   purgeDeliveriesJob,
@@ -39,27 +40,31 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   guardrailCheck: { run: guardrailCheck },
   banditReallocation: { run: banditReallocation },
   refreshStatistics: { run: refreshStatistics },
-  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries, and
-  // the read-access log's purge past ACCESS_LOG_RETENTION_DAYS.
+  // The daily upkeep: partitions ahead, then the purges of ingestion warnings and webhook deliveries (30 days),
+  // the read-access log (ACCESS_LOG_RETENTION_DAYS) and quarantined events (QUARANTINE_RETENTION_DAYS).
   ensureEventPartitions: {
     run: async (job, deps) => ({
       ...(await ensureEventPartitionsJob(job, deps)),
       ...(await purgeWarningsJob(job, deps)),
       ...(await purgeDeliveriesJob(job, deps)),
       ...(await purgeAccessLogJob(job, deps)),
+      ...(await purgeQuarantineJob(job, deps)),
     }),
   },
   vacuumTable: { run: vacuumTable },
   retention: { run: enforceRetention },
   webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },
   shipEvents: { run: shipEventsJob },
+  replayQuarantine: { run: replayQuarantineJob },
 };
 
 /**
  * What each worker's reconciler pass re-drives from PostgreSQL, in order (worker/runtime.ts): due
- * deletion requests (and windows a worker missed), then webhook deliveries, each without a live job.
+ * deletion requests (and windows a worker missed), then webhook deliveries, then quarantine replays, each
+ * without a live job.
  */
 export const reconcilers: ((deps: WorkerDeps) => Promise<unknown>)[] = [
   (deps) => reconcileDeletions(null, deps),
   reconcileWebhookDeliveries,
+  reconcileReplays,
 ];

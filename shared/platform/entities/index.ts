@@ -19,6 +19,7 @@ import {
 import { ExperimentBandit, ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
 import { FeatureFlag, FeatureFlagHashKeyOverride, FeatureFlagStickyVariant } from './feature-flag.ts';
 import { IngestionWarning } from './ingestion-warning.ts';
+import { PlanViolationCount, QuarantinedEvent, TrackingPlanReplay, TrackingPlanVersion } from './tracking-plan.ts';
 import { JobSchedule } from './job-schedule.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
 import { Person, PersonDistinctId } from './person.ts';
@@ -55,6 +56,10 @@ export {
   FeatureFlagStickyVariant,
   IngestionWarning,
   JobSchedule,
+  PlanViolationCount,
+  QuarantinedEvent,
+  TrackingPlanReplay,
+  TrackingPlanVersion,
   Organization,
   OrganizationMembership,
   Person,
@@ -107,6 +112,11 @@ export const entities = [
   EventShipment,
   EventTrim,
   PersonDistinctIdChange,
+  // tracking plans, their quarantine and violation counts
+  TrackingPlanVersion,
+  QuarantinedEvent,
+  PlanViolationCount,
+  TrackingPlanReplay,
   // webhooks and their delivery log
   Webhook,
   WebhookDelivery,

@@ -238,6 +238,22 @@ describe('event store contract: PostgreSQL and ClickHouse', () => {
     }
   });
 
+  it('samples the same recent events for a tracking plan diff: the total since a time and the newest first', async () => {
+    const since = at(20 * D);
+    const answers = [];
+    for (const store of [pg, ch]) {
+      const all = await store.recentEventSample(projectId, since, 100);
+      const two = await store.recentEventSample(projectId, since, 2);
+      expect(two.total).toBe(all.total);
+      expect(two.events).toHaveLength(Math.min(2, all.total));
+      expect(all.events.every((e) => e.properties.$browser === 'Firefox')).toBe(true);
+      answers.push({ total: all.total, names: all.events.map((e) => e.event).sort() });
+    }
+    expect(answers[0].total).toBeGreaterThan(0);
+    expect(answers[1]).toEqual(answers[0]);
+    for (const store of [pg, ch]) expect((await store.recentEventSample(projectId, at(400 * D), 10)).total).toBe(0);
+  });
+
   it('gives the same funnel persons and drop-offs, to the microsecond and the window edge', async () => {
     const got = await sameAnswers();
     const ids = (step: number) => got[`all ${step}`].personIds;

@@ -52,6 +52,8 @@ const TRIGGERS: [table: string, trigger: string][] = [
   ['experiment', 'experiment_flags_update'],
   // 0063: a deleted person's distinct ids forget their sticky variants.
   ['person_distinct_id', 'person_distinct_id_forget_sticky'],
+  // 0061: a project's tracking plan changed (api/tracking-plan/cache.ts).
+  ['tracking_plan_version', 'tracking_plan_version_changed'],
 ];
 
 /**
