@@ -336,7 +336,7 @@ export function advance(
 }
 
 /** Who the person is in the experiment now: their state's, or from their exposures since. */
-function membership(
+export function membership(
   state: PersonState | undefined,
   events: PersonEvents,
   variants: readonly string[],
