@@ -21,7 +21,8 @@ function uniforms(seed: number) {
 }
 const normal = (u: () => number) => Math.sqrt(-2 * Math.log(1 - u())) * Math.cos(2 * Math.PI * u());
 /** Log-normal latencies (median 100 ms, heavy right tail). */
-const latencies = (u: () => number, n: number, scale = 1) => Array.from({ length: n }, () => scale * 100 * Math.exp(0.8 * normal(u)));
+const latencies = (u: () => number, n: number, scale = 1) =>
+  Array.from({ length: n }, () => scale * 100 * Math.exp(0.8 * normal(u)));
 const sd = (xs: number[]) => {
   const m = xs.reduce((a, b) => a + b, 0) / xs.length;
   return Math.sqrt(xs.reduce((a, b) => a + (b - m) ** 2, 0) / (xs.length - 1));
@@ -49,7 +50,12 @@ describe('percentile estimate', () => {
     expect(p90.interval[0]).toBeCloseTo(15.370435, 5);
     expect(p90.interval[1]).toBe(20);
     // One value per person: the clustered form gives the independent one (up to n/(n − 1)).
-    const clustered = quantileEstimate(values, 0.5, 0.05, values.map((_, i) => i))!;
+    const clustered = quantileEstimate(
+      values,
+      0.5,
+      0.05,
+      values.map((_, i) => i),
+    )!;
     expect(clustered.quantile).toBe(10);
     expect(clustered.standard_error / e.standard_error).toBeCloseTo(Math.sqrt(20 / 19), 9);
   });
@@ -157,7 +163,7 @@ describe('percentileComparison (the simulation hook)', () => {
           ],
           { percentile: p, baselineKey: 'control' },
         );
-        if ((result.variant_results[0] as { significant: boolean }).significant) significant++;
+        if (result.variant_results[0].significant === true) significant++;
       }
       expect(significant / runs, `P${p * 100}`).toBeGreaterThanOrEqual(0.03);
       expect(significant / runs, `P${p * 100}`).toBeLessThanOrEqual(0.07);
@@ -178,12 +184,17 @@ describe('percentile metric validation', () => {
     expect(percentileMetricProblem(metric({}))).toBeNull();
     expect(percentileMetricProblem(metric({ percentile: 0.5, percentile_unit: 'per_person' }))).toBeNull();
     expect(percentileMetricProblem({ metric_type: 'mean' })).toBeNull();
-    for (const bad of [0.49, 0.995, 1, 90, '0.9', null]) expect(percentileMetricProblem(metric({ percentile: bad }))).toMatch(/0\.5 to 0\.99/);
+    for (const bad of [0.49, 0.995, 1, 90, '0.9', null])
+      expect(percentileMetricProblem(metric({ percentile: bad }))).toMatch(/0\.5 to 0\.99/);
     expect(percentileMetricProblem(metric({ percentile_unit: 'per_day' }))).toMatch(/per_person, per_event/);
     expect(percentileMetricProblem(metric({ source: { event: 'api_call' } }))).toMatch(/math_property/);
     expect(percentileMetricProblem(metric({ source: null }))).toMatch(/source/);
-    expect(percentileMetricProblem(metric({ source: { event: 'x', math: 'avg', math_property: 'v' } }))).toMatch(/sum or total/);
+    expect(percentileMetricProblem(metric({ source: { event: 'x', math: 'avg', math_property: 'v' } }))).toMatch(
+      /sum or total/,
+    );
     // Per person, math total: the count of events.
-    expect(percentileMetricProblem(metric({ percentile_unit: 'per_person', source: { event: 'x', math: 'total' } }))).toBeNull();
+    expect(
+      percentileMetricProblem(metric({ percentile_unit: 'per_person', source: { event: 'x', math: 'total' } })),
+    ).toBeNull();
   });
 });
