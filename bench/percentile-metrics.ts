@@ -12,7 +12,13 @@ import { logger } from '../shared/platform/logger.ts';
 import { createPostgresEventStore } from '../shared/events/index.ts';
 import { generateEvents } from './generate.ts';
 import { benchSetup, startApiProcess, withoutEventIndexes } from './harness.ts';
-import { timed } from './stats.ts';
+import { progress, timed } from './stats.ts';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, type ClickHouseClientConfigOptions } from '@clickhouse/client';
+import { createChdbConnection } from 'chdb/connection';
+import { backfillEvents, createClickHouseEventStore, type EventStore } from '../shared/events/index.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2_000_000);
 const PERSONS = Number(process.env.BENCH_PERSONS ?? 100_000);
@@ -68,43 +74,68 @@ const metricOf = Object.fromEntries(Object.keys(configurations).map((n, i) => [n
   unknown
 >;
 
-const events = createPostgresEventStore(orm, { deleteChunk: 10_000 });
-const deps = { orm, logger, config: {}, connection: {}, queues: {}, events } as unknown as WorkerDeps;
+const pgStore = createPostgresEventStore(orm, { deleteChunk: 10_000 });
 /** A backfill from the start of the experiment with `name`'s metric only: nothing stored before it. */
-async function backfill(name: Name): Promise<number> {
+async function backfill(name: Name, events: EventStore): Promise<number> {
   await pool.query(`update experiment set metrics = $2 where id = $1`, [
     experimentId,
     JSON.stringify([metricOf[name]]),
   ]);
   for (const table of ['experiment_metric_result', 'experiment_person_state', 'experiment_metric_state'])
     await pool.query(`delete from ${table} where experiment_id = $1`, [experimentId]);
+  const deps = { orm, logger, config: {}, connection: {}, queues: {}, events } as unknown as WorkerDeps;
   const job = { data: { experimentId } } as Job<JobData['experimentResults']>;
   return timed(() => computeExperimentResults(job, deps, now));
 }
 
-const times = Object.fromEntries(Object.keys(configurations).map((n) => [n, [] as number[]])) as Record<Name, number[]>;
-await backfill('mean'); // warm-up (caches), untimed
-for (let r = 0; r < REPS; r++)
-  for (const name of Object.keys(configurations) as Name[]) {
-    times[name].push(await backfill(name));
-    process.stdout.write(`\r  pair ${r + 1}/${REPS}: ${name}            `);
-  }
-console.log();
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-console.log(`  backfill of ${BACKFILL_DAYS} days, one metric, PostgreSQL store, ${REPS} runs each (s):`);
-for (const name of Object.keys(configurations) as Name[])
-  console.log(
-    `    ${name.padEnd(22)} ${times[name].map((t) => (t / 1000).toFixed(2)).join(' / ')}  median ${(median(times[name]) / 1000).toFixed(2)} s` +
-      (name === 'mean'
-        ? ''
-        : `  ratio to mean ${(median(times[name]) / median(times.mean)).toFixed(2)} (target <= 1.3)`),
+/** Each configuration REPS times, alternating, after an untimed warm-up; the medians and ratios printed. */
+async function compare(store: string, events: EventStore) {
+  const times = Object.fromEntries(Object.keys(configurations).map((n) => [n, [] as number[]])) as Record<
+    Name,
+    number[]
+  >;
+  await backfill('mean', events); // warm-up (caches), untimed
+  for (let r = 0; r < REPS; r++)
+    for (const name of Object.keys(configurations) as Name[]) {
+      times[name].push(await backfill(name, events));
+      progress(`  ${store}: run ${r + 1}/${REPS}, ${name}`);
+    }
+  console.log(`\n  backfill of ${BACKFILL_DAYS} days, one metric, ${store} store, ${REPS} runs each (s):`);
+  for (const name of Object.keys(configurations) as Name[])
+    console.log(
+      `    ${name.padEnd(22)} ${times[name].map((t) => (t / 1000).toFixed(2)).join(' / ')}  median ${(median(times[name]) / 1000).toFixed(2)} s` +
+        (name === 'mean'
+          ? ''
+          : `  ratio to mean ${(median(times[name]) / median(times.mean)).toFixed(2)} (target <= 1.3)`),
+    );
+  // The last run's answer (percentile per event): the last day's quantile, as a check that it computed.
+  const { rows } = await pool.query(
+    `select result->'baseline'->>'quantile' as q, result->'baseline'->>'number_of_samples' as n
+       from experiment_metric_result where experiment_id = $1 order by day desc limit 1`,
+    [experimentId],
   );
-// The last run's answer (percentile per event): today's quantiles, as a check that it computed.
-const { rows: stored } = await pool.query(
-  `select result->'baseline'->>'quantile' as q, result->'baseline'->>'number_of_samples' as n
-     from experiment_metric_result where experiment_id = $1 order by day desc limit 1`,
-  [experimentId],
-);
-console.log(`    (per event, last day: control ${stored[0]?.n} exposures, P90 of amount ${stored[0]?.q})`);
+  console.log(`    (per event, last day: control ${rows[0]?.n} exposures, P90 of amount ${rows[0]?.q})`);
+}
+
+await compare('PostgreSQL', pgStore);
+// The same on the ClickHouse store (chDB in this process; BENCH_CLICKHOUSE=0 skips it).
+if (process.env.BENCH_CLICKHOUSE !== '0') {
+  const connection = createChdbConnection({ path: mkdtempSync(join(tmpdir(), 'bench-chdb-')) });
+  const client = createClient({ connection: connection as unknown as ClickHouseClientConfigOptions['connection'] });
+  const ch = createClickHouseEventStore(client, 'bench', { em: orm.em });
+  await ch.migrate();
+  await pool.query(`delete from event_shipment`); // a fresh engine: earlier runs' marks do not apply
+  const shipped = await backfillEvents(orm, ch, {
+    projectId: pid,
+    batchSize: 50_000,
+    settleSeconds: 0,
+    onProgress: (p) => progress(`  shipped ${p.events} / ${p.total} events to ClickHouse`),
+  });
+  console.log(`\n  ClickHouse: ${shipped.events} events shipped`);
+  await client.command({ query: `OPTIMIZE TABLE bench.events FINAL` });
+  await compare('ClickHouse', ch);
+  await client.close();
+}
 await orm.close();
 await pool.end();

@@ -121,7 +121,9 @@ export async function computeExperimentResults(
           : { series: [], firstDay: 0, baseDay: null, recomputed: null };
         computed = since.series;
         seriesStart = since.firstDay;
-        if (since.recomputed) full++;
+        if (!others.length)
+          full++; // (percentile metrics alone: computed from the start)
+        else if (since.recomputed) full++;
         else incremental++;
         // The stored days may be wrong (late events, a deletion, a retention run, persons merged): all are rewritten.
         if (since.recomputed && STALE.has(since.recomputed)) for (const p of pending) p.days = allDays;
