@@ -38,7 +38,8 @@ export async function computePercentileSeries(
   days: readonly number[],
 ): Promise<PercentileResult[] | Error> {
   const shape = percentileShape(metric);
-  if (!shape) return new Error('Unsupported metric: a percentile metric needs source.event and a percentile in [0.5, 0.99].');
+  if (!shape)
+    return new Error('Unsupported metric: a percentile metric needs source.event and a percentile in [0.5, 0.99].');
   const firstDay = Math.floor(experiment.startDate.getTime() / DAY) * DAY * 1000;
   const dayOf = (t: number) => Math.floor((t - firstDay) / MICROS_PER_DAY);
   const names = experimentNames({ events: [shape.event] });

@@ -61,8 +61,10 @@ export function percentileMetricProblem(metric: unknown): string | null {
   if (typeof unit !== 'string' || !(PERCENTILE_UNITS as readonly string[]).includes(unit))
     return `The percentile metric's percentile_unit must be one of ${PERCENTILE_UNITS.join(', ')}.`;
   const source = metric.source;
-  if (!isRecord(source)) return 'A percentile metric needs a source: an EventsNode with an event and its math_property.';
-  if (source.kind !== undefined && source.kind !== 'EventsNode') return "The percentile metric's source must be an EventsNode.";
+  if (!isRecord(source))
+    return 'A percentile metric needs a source: an EventsNode with an event and its math_property.';
+  if (source.kind !== undefined && source.kind !== 'EventsNode')
+    return "The percentile metric's source must be an EventsNode.";
   if (typeof source.event !== 'string' || !source.event) return "The percentile metric's source needs an event.";
   const math = source.math ?? 'sum';
   if (math !== 'sum' && math !== 'total') return "The percentile metric's source math must be sum or total.";
@@ -70,7 +72,7 @@ export function percentileMetricProblem(metric: unknown): string | null {
   if ((math === 'sum' || unit === 'per_event') && (typeof property !== 'string' || !property))
     return "The percentile metric's source needs math_property: the numeric property whose percentile is taken.";
   if (unit === 'per_event' && math !== 'sum')
-    return 'A per_event percentile metric takes each event\'s math_property: its source math must be sum.';
+    return "A per_event percentile metric takes each event's math_property: its source math must be sum.";
   return null;
 }
 
@@ -108,8 +110,7 @@ export interface QuantileEstimate {
 }
 
 /** X₍k₎ of sorted values, k from 1 (clamped to [1, n]). */
-const rank = (sorted: Float64Array, k: number) =>
-  sorted[Math.min(sorted.length, Math.max(1, Math.ceil(k - 1e-9))) - 1];
+const rank = (sorted: Float64Array, k: number) => sorted[Math.min(sorted.length, Math.max(1, Math.ceil(k - 1e-9))) - 1];
 
 /** The order statistic at a real rank r (from 1), linear between X₍⌊r⌋₎ and X₍⌊r⌋+1₎, clamped to [X₍₁₎, X₍ₙ₎]. */
 function atRank(sorted: Float64Array, r: number): number {
@@ -258,7 +259,9 @@ export function percentileComparison(arms: PercentileArm[], options: PercentileC
       const relative = c.quantile !== 0 ? absolute / c.quantile : null;
       const seRel =
         c.quantile !== 0
-          ? Math.sqrt(t.standard_error ** 2 / c.quantile ** 2 + (t.quantile ** 2 * c.standard_error ** 2) / c.quantile ** 4)
+          ? Math.sqrt(
+              t.standard_error ** 2 / c.quantile ** 2 + (t.quantile ** 2 * c.standard_error ** 2) / c.quantile ** 4,
+            )
           : null;
       const relativeInterval: [number, number] | null =
         relative !== null && seRel !== null ? [relative - z * seRel, relative + z * seRel] : null;

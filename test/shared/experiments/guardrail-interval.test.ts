@@ -201,7 +201,12 @@ describe('inconclusive guardrails', () => {
   it('keeps the breaker verdict for a real harm, and below the minimum exposures says how many it needs', () => {
     const harm = [binary('control', 5000, 1000), binary('test', 5000, 1400)];
     expect(evaluateGuardrail(g, 'mean', harm, 'control')[0]).toMatchObject({ status: 'harmful', needed_per_arm: null });
-    const few = evaluateGuardrail({ ...g, min_exposures: 50 }, 'mean', [binary('control', 40, 8), binary('test', 40, 8)], 'control')[0];
+    const few = evaluateGuardrail(
+      { ...g, min_exposures: 50 },
+      'mean',
+      [binary('control', 40, 8), binary('test', 40, 8)],
+      'control',
+    )[0];
     expect(few.status).toBe('not_enough_exposures');
     expect(few.needed_per_arm).toBeGreaterThanOrEqual(50);
   });
