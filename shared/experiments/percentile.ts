@@ -237,7 +237,7 @@ export function percentileComparison(arms: PercentileArm[], options: PercentileC
   const alpha = options.alpha ?? 0.05;
   const z = normalQuantile(1 - alpha / 2);
   const unit = options.unit ?? (arms.some((a) => a.clusters) ? 'per_event' : 'per_person');
-  const baselineArm = arms.find((a) => a.key === baselineKey) ?? arms[0];
+  const baselineArm = arms.find((a) => a.key === baselineKey) ?? arms[0] ?? { key: baselineKey, values: [] };
   const base = armSummary(baselineArm, p, alpha);
   const variantResults = arms
     .filter((a) => a !== baselineArm)

@@ -148,6 +148,10 @@ describe('percentileComparison (the simulation hook)', () => {
     expect(few.variant_results[0]).toMatchObject({ p_value: null, confidence_interval: null, significant: null });
     expect(few.baseline.validation_failures).toContain('NOT_ENOUGH_EXPOSURES');
     expect(() => percentileComparison([], { percentile: 0.995, baselineKey: 'control' })).toThrow(RangeError);
+    expect(percentileComparison([], { percentile: 0.9, baselineKey: 'control' })).toMatchObject({
+      baseline: { key: 'control', number_of_samples: 0, validation_failures: ['NOT_ENOUGH_EXPOSURES', 'NO_VALUES'] },
+      variant_results: [],
+    });
   });
 
   it('A/A: about 5% of 1,000 seeded experiments are significant at α = 0.05 (P50, P90, P95)', () => {
