@@ -82,7 +82,11 @@ export async function computePercentileSeries(
     }
   }
   const out: PercentileResult[] = [];
+  // Per person, the values grow day by day: the changes in day order, added as the days advance.
   const value = new Float64Array(members.length);
+  const byDay = perEvent ? [] : [...changes].sort((a, b) => a.day - b.day);
+  let added = 0;
+  let lastDay = Number.NEGATIVE_INFINITY;
   for (const d of days) {
     const arms: { values: number[]; clusters: number[]; exposures: number }[] = variants.map(() => ({
       values: [],
@@ -100,8 +104,12 @@ export async function computePercentileSeries(
         }
       }
     } else {
-      value.fill(0);
-      for (const c of changes) if (c.day <= d) value[c.member] += c.delta;
+      if (d < lastDay) {
+        value.fill(0);
+        added = 0;
+      }
+      lastDay = d;
+      for (; added < byDay.length && byDay[added].day <= d; added++) value[byDay[added].member] += byDay[added].delta;
       for (const [i, m] of members.entries()) if (present(m)) arms[m.variant].values.push(value[i]);
     }
     out.push(
