@@ -129,7 +129,7 @@ export const experimentSchema = record({
   metrics_secondary: anyJsonArray,
   stats_config: nullableOpenObject(),
   guardrail_status: nullableOpenObject(
-    "The guardrail check's last verdict (state ok, harmful, tripped or reset; last_check) and the circuit breaker's trip (when, why, the interval) — null until first checked",
+    "The guardrail check's last verdict (state ok, inconclusive, harmful, tripped or reset; last_check, whose checks say within_tolerance, inconclusive with needed_per_arm, harmful, not_enough_exposures or no_data) and the circuit breaker's trip (when, why, the interval) — null until first checked",
   ),
   conclusion: { type: ['string', 'null'], enum: ['won', 'lost', 'inconclusive', 'stopped_early', 'invalid', null] },
   conclusion_comment: nullableString,

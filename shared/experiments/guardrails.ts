@@ -56,7 +56,17 @@ export interface GuardrailCheck {
   /** Relative effect (μT − μC)/μC and its always-valid interval, or null before there is enough data. */
   estimate: number | null;
   interval: [number, number] | null;
-  status: 'harmful' | 'within_tolerance' | 'not_enough_exposures' | 'no_data';
+  /**
+   * harmful: the interval lies wholly beyond the tolerated harm; within_tolerance: its bad end is
+   * within it (harm beyond the tolerance is ruled out); inconclusive: it holds the tolerated harm, so it
+   * decides neither (too few exposures for its width, or no planned sample to tune it to).
+   */
+  status: 'harmful' | 'within_tolerance' | 'inconclusive' | 'not_enough_exposures' | 'no_data';
+  /**
+   * Exposures per arm at which the same interval would decide (see exposuresToDecide), when it does not
+   * decide yet (inconclusive, not_enough_exposures); null when decided or without data.
+   */
+  needed_per_arm: number | null;
 }
 
 export function guardrailsOf(statsConfig: unknown): Guardrail[] {
@@ -75,10 +85,61 @@ export const circuitBreakerEnabled = (statsConfig: unknown) =>
 export const beyondTolerance = (direction: GuardrailDirection, h: number, [lower, upper]: [number, number]) =>
   direction === 'increase_is_bad' ? lower > h : upper < -h;
 
+/** The interval's bad end within the tolerated harm h: harm beyond h is ruled out (upper ≤ h, or lower ≥ −h). */
+export const withinTolerance = (direction: GuardrailDirection, h: number, [lower, upper]: [number, number]) =>
+  direction === 'increase_is_bad' ? upper <= h : lower >= -h;
+
+/** Exposures per arm past which exposuresToDecide stops looking (reported as this cap). */
+export const GUARDRAIL_MAX_NEEDED_PER_ARM = 1e9;
+
+/**
+ * The exposures per arm at which the always-valid interval (scale τ, level α) would decide the
+ * guardrail, at the current estimate θ̂ and per-person variance: the relative effect's variance falls
+ * as 1/n, V(n) = V·n₀/n (n₀ the current exposures per arm, the mean of the two arms), and τ does not
+ * depend on n (the tolerated harm, or the planned sample's τ), so the half-width w(n) of
+ * alwaysValidInterval falls with n; the answer is the least n with w(n) < d, d the distance from the
+ * (oriented) estimate to the tolerated harm h, at least h/2 (an estimate at the boundary needs the
+ * sample that resolves half the tolerance). Found by bisection (w is monotone in n). At that sample the
+ * interval lies beyond h (harm) or inside it (within tolerance) if the estimate holds.
+ */
+export function exposuresToDecide(
+  direction: GuardrailDirection,
+  h: number,
+  estimate: number,
+  variance: number,
+  perArm: number,
+  tau: number,
+  alpha = GUARDRAIL_ALPHA,
+): number {
+  const bad = direction === 'increase_is_bad' ? estimate : -estimate;
+  const d = Math.max(Math.abs(bad - h), h / 2);
+  const half = (n: number) => {
+    const ci = alwaysValidInterval(0, (variance * perArm) / n, tau, alpha);
+    return ci.upper;
+  };
+  if (!(d > 0) || !(variance > 0) || !(perArm > 0)) return GUARDRAIL_MAX_NEEDED_PER_ARM;
+  let lo = perArm;
+  let hi = Math.max(perArm * 2, 2);
+  while (half(hi) >= d) {
+    if (hi >= GUARDRAIL_MAX_NEEDED_PER_ARM) return GUARDRAIL_MAX_NEEDED_PER_ARM;
+    lo = hi;
+    hi = Math.min(hi * 2, GUARDRAIL_MAX_NEEDED_PER_ARM);
+  }
+  if (half(lo) < d) return Math.ceil(lo);
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (half(mid) < d) hi = mid;
+    else lo = mid;
+  }
+  return Math.ceil(hi);
+}
+
 /**
  * One guardrail against every treatment: harmful when the always-valid interval of the relative
  * effect lies wholly beyond the tolerated harm in the bad direction (lower bound > h when an increase
- * is bad, upper bound < −h when a decrease is), with at least min_exposures in control and treatment.
+ * is bad, upper bound < −h when a decrease is), with at least min_exposures in control and treatment;
+ * within_tolerance only when its bad end is within the tolerated harm; otherwise inconclusive, with
+ * the exposures per arm it needs to decide (issue #46: an interval of −2667% to +3467% is no verdict).
  * The mixture scale τ: see guardrailTau (tuned to `plannedPerArm` when the experiment plans one).
  */
 export function evaluateGuardrail(
@@ -103,15 +164,25 @@ export function evaluateGuardrail(
         exposures: { control: control?.number_of_samples ?? 0, treatment: treatment.number_of_samples },
       };
       const effect = control ? relativeEffectEstimate(treatment, control, kind) : null;
-      if (!effect || !(effect.variance > 0)) return { ...base, estimate: null, interval: null, status: 'no_data' };
+      if (!effect || !(effect.variance > 0))
+        return { ...base, estimate: null, interval: null, status: 'no_data', needed_per_arm: null };
       const exposures = base.exposures.control + base.exposures.treatment;
       const tau = guardrailTau(h, effect.variance, exposures, plannedPerArm, alpha);
       const ci = alwaysValidInterval(effect.estimate, effect.variance, tau, alpha);
       const interval: [number, number] = [ci.lower, ci.upper];
-      if (base.exposures.control < minimum || base.exposures.treatment < minimum)
-        return { ...base, estimate: effect.estimate, interval, status: 'not_enough_exposures' };
-      const status = beyondTolerance(guardrail.direction, h, interval) ? 'harmful' : 'within_tolerance';
-      return { ...base, estimate: effect.estimate, interval, status };
+      const decided =
+        beyondTolerance(guardrail.direction, h, interval) || withinTolerance(guardrail.direction, h, interval);
+      const toDecide = () =>
+        exposuresToDecide(guardrail.direction, h, effect.estimate, effect.variance, exposures / 2, tau, alpha);
+      if (base.exposures.control < minimum || base.exposures.treatment < minimum) {
+        const needed = Math.max(minimum, decided ? 0 : toDecide());
+        return { ...base, estimate: effect.estimate, interval, status: 'not_enough_exposures', needed_per_arm: needed };
+      }
+      if (beyondTolerance(guardrail.direction, h, interval))
+        return { ...base, estimate: effect.estimate, interval, status: 'harmful', needed_per_arm: null };
+      if (withinTolerance(guardrail.direction, h, interval))
+        return { ...base, estimate: effect.estimate, interval, status: 'within_tolerance', needed_per_arm: null };
+      return { ...base, estimate: effect.estimate, interval, status: 'inconclusive', needed_per_arm: toDecide() };
     });
 }
 
@@ -308,7 +379,8 @@ export async function recordGuardrailCheck(
     };
     const harmful = result.checks.find((c) => c.status === 'harmful');
     if (!harmful || !circuitBreakerEnabled(x.stats_config)) {
-      const state = harmful ? 'harmful' : 'ok';
+      const undecided = result.checks.some((c) => c.status === 'inconclusive' || c.status === 'not_enough_exposures');
+      const state = harmful ? 'harmful' : undecided ? 'inconclusive' : 'ok';
       await mergeGuardrailStatus(tx, x.id, { state, last_check: check });
       return null;
     }

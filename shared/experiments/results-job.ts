@@ -21,6 +21,8 @@ import {
   metricsOf,
   type RecomputeReason,
 } from './results.ts';
+import { percentileShape } from './percentile.ts';
+import { computePercentileSeries } from './percentile-results.ts';
 import type { JobData } from '../platform/jobs.ts';
 import type { EventStoreDeps } from '../events/index.ts';
 import type { Deps } from '../platform/deps.ts';
@@ -100,20 +102,28 @@ export async function computeExperimentResults(
       let computed: (MetricResult[] | Error)[];
       let seriesStart = 0;
       let stored = 0;
+      // Percentile metrics (percentile-results.ts) are computed apart, from the start, after the others.
+      const percentiles = pending.filter((p) => percentileShape(p.metric));
+      const others = pending.filter((p) => !percentileShape(p.metric));
+      pending.splice(0, pending.length, ...others, ...percentiles);
       try {
         const until = new Date(end.getTime() + 1);
-        const since = await computeSeriesSince(
-          tx,
-          deps.events,
-          experiment,
-          pending.map((p) => p.metric),
-          until,
-          fromDay,
-          { saveState: true },
-        );
+        const since = others.length
+          ? await computeSeriesSince(
+              tx,
+              deps.events,
+              experiment,
+              others.map((p) => p.metric),
+              until,
+              fromDay,
+              { saveState: true },
+            )
+          : { series: [], firstDay: 0, baseDay: null, recomputed: null };
         computed = since.series;
         seriesStart = since.firstDay;
-        if (since.recomputed) full++;
+        if (!others.length)
+          full++; // (percentile metrics alone: computed from the start)
+        else if (since.recomputed) full++;
         else incremental++;
         // The stored days may be wrong (late events, a deletion, a retention run, persons merged): all are rewritten.
         if (since.recomputed && STALE.has(since.recomputed)) for (const p of pending) p.days = allDays;
@@ -122,14 +132,30 @@ export async function computeExperimentResults(
           'experiment results: from a stored day, or from the start',
         );
       } catch (e) {
-        computed = pending.map(() => e as Error);
+        computed = others.map(() => e as Error);
+      }
+      // Each percentile metric's days, indexed from day 0.
+      const percentileSeries: (unknown[] | Error)[] = [];
+      for (const p of percentiles) {
+        try {
+          const until = new Date(end.getTime() + 1);
+          const indexes = p.days.map((d) => d.index);
+          const series = await computePercentileSeries(tx, deps.events, experiment, p.metric, until, indexes);
+          const byDay: unknown[] = [];
+          if (!(series instanceof Error)) for (const [i, d] of indexes.entries()) byDay[d] = series[i];
+          percentileSeries.push(series instanceof Error ? series : byDay);
+        } catch (e) {
+          percentileSeries.push(e as Error);
+        }
       }
       for (const [i, { metric, days }] of pending.entries()) {
-        const series = computed[i];
+        const isPercentile = i >= others.length;
+        const series = isPercentile ? percentileSeries[i - others.length] : computed[i];
+        const offset = isPercentile ? 0 : seriesStart;
         const dayResults = days.map((d) =>
           series instanceof Error
             ? { day: d.text, status: 'failed', result: null, error: series.message }
-            : { day: d.text, status: 'completed', result: series[d.index - seriesStart], error: null },
+            : { day: d.text, status: 'completed', result: series[d.index - offset], error: null },
         );
         // computed_at is the run's as-of time: a day's row computed after the day ended is complete.
         await db(tx)

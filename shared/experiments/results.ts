@@ -628,6 +628,25 @@ export async function* personBatches(
   if (several.size) yield several;
 }
 
+/**
+ * Every person with events of `names` (or exposures to the flag) from the experiment's start to
+ * `until`, with those events, in batches as a computation from the start reads them (personBatches):
+ * the percentile metrics' read (percentile-results.ts), the same on either event store.
+ */
+export function personBatchesFromStart(
+  tx: EntityManager,
+  events: EventStore,
+  experiment: ExperimentForResults,
+  names: string[],
+  properties: ExperimentProperty[],
+  until: Date,
+): AsyncGenerator<Map<string, PersonEvents>> {
+  const { projectId, flagKey, startDate } = experiment;
+  const filter = { flagKey, events: names, from: startDate, to: until };
+  const read = { events, projectId, filter, properties, exposedFrom: startDate.getTime() * 1000 };
+  return personBatches(tx, read, BATCH_EVENTS);
+}
+
 /** A person's first exposure to one of the variants (epoch microseconds), if any. */
 export function firstExposure(list: PersonEvents, variants: readonly string[]): number | undefined {
   for (let x = 0; x < list.exposure.length; x++)

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { recordActivity, type Actor } from '../platform/activity-log.ts';
 import { metricFingerprint } from './fingerprint.ts';
 import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from './sequential.ts';
+import { percentileMetricProblem } from './percentile.ts';
 import { correctionConfig, cupedLookbackDays } from './stats.ts';
 import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
 import { metricShape } from './results.ts';
@@ -160,12 +161,19 @@ function checkRetentionMetric(metric: unknown, attr: string) {
   if (problem) throw validationError(problem, attr);
 }
 
+/** A percentile metric's percentile (in [0.5, 0.99]), unit and source (percentile.ts). */
+function checkPercentileMetric(metric: unknown, attr: string) {
+  const problem = percentileMetricProblem(metric);
+  if (problem) throw validationError(problem, attr);
+}
+
 /** Sequential testing applies to the metric kinds the engine computes (mean, funnel), not to ratio or retention metrics. */
 function checkSequentialMetrics(statsConfig: unknown, metrics: unknown[], attr: string) {
   for (const m of metrics) {
     checkRatioMetric(m, attr);
     checkRetentionMetric(m, attr);
     checkMeanMetric(m, attr);
+    checkPercentileMetric(m, attr);
   }
   if (!sequentialConfig(statsConfig)) return;
   for (const m of metrics) {
@@ -807,12 +815,17 @@ export function savedMetricFields(
     throw validationError('ExperimentMetric requires a metric_type', 'query');
   if (
     query.kind === 'ExperimentMetric' &&
-    (typeof query.metric_type !== 'string' || !['mean', 'funnel', 'ratio', 'retention'].includes(query.metric_type))
+    (typeof query.metric_type !== 'string' ||
+      !['mean', 'funnel', 'ratio', 'retention', 'percentile'].includes(query.metric_type))
   )
-    throw validationError("ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', or 'retention'", 'query');
+    throw validationError(
+      "ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', 'retention', or 'percentile'",
+      'query',
+    );
   checkRatioMetric(query, 'query');
   checkRetentionMetric(query, 'query');
   checkMeanMetric(query, 'query');
+  checkPercentileMetric(query, 'query');
   out.query = query;
   return out;
 }

@@ -72,7 +72,7 @@ describe('saved metrics', () => {
       [{ name: 'm', query: { kind: 'ExperimentMetric' } }, 'ExperimentMetric requires a metric_type'],
       [
         { name: 'm', query: { kind: 'ExperimentMetric', metric_type: 'median' } },
-        "ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', or 'retention'",
+        "ExperimentMetric metric_type must be 'mean', 'funnel', 'ratio', 'retention', or 'percentile'",
       ],
     ];
     for (const [body, detail] of bad)

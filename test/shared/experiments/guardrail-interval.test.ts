@@ -146,3 +146,68 @@ describe('guardrail verdict', () => {
     expect(evaluateGuardrail(g, 'mean', neutral, 'control')[0].status).toBe('within_tolerance');
   });
 });
+
+describe('inconclusive guardrails', () => {
+  // 0/1 outcomes: k of n persons with the event.
+  const binary = (key: string, n: number, k: number) => ({ key, number_of_samples: n, sum: k, sum_squares: k });
+  const g = { metric_uuid: 'm', direction: 'increase_is_bad' as const, tolerated_harm: 0.05 };
+
+  it('a +400% harm at 400 users per arm with no planned sample is inconclusive, not within tolerance', () => {
+    // Issue #46: 10% of control and 50% of test persons err; the always-valid interval tuned to the 5%
+    // tolerated harm is about −2670% to +3470%, which can decide nothing.
+    const [check] = evaluateGuardrail(g, 'mean', [binary('control', 400, 40), binary('test', 400, 200)], 'control');
+    expect(check.estimate).toBeCloseTo(4, 12);
+    expect(check.interval![0]).toBeLessThan(-26);
+    expect(check.interval![1]).toBeGreaterThan(34);
+    expect(check.status).toBe('inconclusive');
+    expect(check.status).not.toBe('within_tolerance');
+    // The sample it needs: at that many persons per arm (and the same estimate and per-person variance),
+    // the same interval lies wholly beyond the tolerated harm.
+    const need = check.needed_per_arm!;
+    expect(need).toBeGreaterThan(400);
+    const scaled = (n: number) => [binary('control', n, n * 0.1), binary('test', n, n * 0.5)];
+    const at = (n: number) => evaluateGuardrail(g, 'mean', scaled(n), 'control')[0];
+    expect(at(need)).toMatchObject({ status: 'harmful' });
+    expect(at(Math.floor(need * 0.97)).status).toBe('inconclusive');
+  });
+
+  it('is within tolerance only when the interval rules out the tolerated harm; inconclusive with the sample to decide', () => {
+    const neutral = (n: number) => [binary('control', n, n / 2), binary('test', n, n / 2)];
+    // Neutral, 20,000 per arm: the interval's upper end is below +5%.
+    const [decided] = evaluateGuardrail(g, 'mean', neutral(20_000), 'control');
+    expect(decided).toMatchObject({ status: 'within_tolerance', needed_per_arm: null });
+    expect(decided.interval![1]).toBeLessThan(0.05);
+    // Neutral, 300 per arm: the interval reaches past +5%, so it cannot say the harm is tolerable.
+    const [small] = evaluateGuardrail(g, 'mean', neutral(300), 'control');
+    expect(small.interval![1]).toBeGreaterThan(0.05);
+    expect(small.status).toBe('inconclusive');
+    const need = small.needed_per_arm!;
+    expect(need).toBeGreaterThan(300);
+    expect(evaluateGuardrail(g, 'mean', neutral(need), 'control')[0].status).toBe('within_tolerance');
+    expect(evaluateGuardrail(g, 'mean', neutral(Math.floor(need * 0.97)), 'control')[0].status).toBe('inconclusive');
+    // With a planned sample (20,000 per arm) the interval is tuned to it, and so is the sample it needs.
+    const [planned] = evaluateGuardrail(g, 'mean', neutral(300), 'control', 0.05, 20_000);
+    expect(planned.status).toBe('inconclusive');
+    expect(planned.needed_per_arm).not.toBe(need);
+    expect(evaluateGuardrail(g, 'mean', neutral(planned.needed_per_arm!), 'control', 0.05, 20_000)[0].status).toBe(
+      'within_tolerance',
+    );
+    // decrease_is_bad mirrors it.
+    const down = { ...g, direction: 'decrease_is_bad' as const };
+    expect(evaluateGuardrail(down, 'mean', neutral(20_000), 'control')[0].status).toBe('within_tolerance');
+    expect(evaluateGuardrail(down, 'mean', neutral(300), 'control')[0].status).toBe('inconclusive');
+  });
+
+  it('keeps the breaker verdict for a real harm, and below the minimum exposures says how many it needs', () => {
+    const harm = [binary('control', 5000, 1000), binary('test', 5000, 1400)];
+    expect(evaluateGuardrail(g, 'mean', harm, 'control')[0]).toMatchObject({ status: 'harmful', needed_per_arm: null });
+    const few = evaluateGuardrail(
+      { ...g, min_exposures: 50 },
+      'mean',
+      [binary('control', 40, 8), binary('test', 40, 8)],
+      'control',
+    )[0];
+    expect(few.status).toBe('not_enough_exposures');
+    expect(few.needed_per_arm).toBeGreaterThanOrEqual(50);
+  });
+});
