@@ -12,6 +12,8 @@ export {
   type EventDeletionGroup,
   type EventStore,
   type EventStoreDeps,
+  type EventScrubAction,
+  type EventScrubMatch,
   type ExperimentEventFilter,
   type ExperimentEvents,
   type ExperimentProperty,
@@ -20,6 +22,8 @@ export {
   type Page,
   type PerformedEventQuery,
   type PersonIdPage,
+  type ScrubHooks,
+  type ScrubStoreCounts,
 } from './event-store.ts';
 export { ensureEventPartitionsJob } from './partitions-job.ts';
 export {

@@ -14,6 +14,7 @@ import {
 import { ensureEventPartitionsJob, shipEventsJob } from '../../shared/events/index.ts';
 import { computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
 import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
+import { reconcileScrubs, runScrub, scrubJobFailed } from '../../shared/scrubs/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
 import { enforceRetention } from '../../shared/retention/index.ts';
@@ -32,6 +33,7 @@ export interface Processor<K extends JobKind> {
 
 export const processors: { [K in JobKind]: Processor<K> } = {
   deletion: { run: deletePersonData, onFinalFailure: deletionJobFailed },
+  scrub: { run: runScrub, onFinalFailure: scrubJobFailed },
   releaseDeletions: { run: releaseDeletionBatch },
   reconcileDeletions: { run: reconcileDeletions },
   experimentResults: { run: computeExperimentResults },
@@ -53,9 +55,10 @@ export const processors: { [K in JobKind]: Processor<K> } = {
 
 /**
  * What each worker's reconciler pass re-drives from PostgreSQL, in order (worker/runtime.ts): due
- * deletion requests (and windows a worker missed), then webhook deliveries, each without a live job.
+ * deletion requests (and windows a worker missed), due scrubs, then webhook deliveries, each without a live job.
  */
 export const reconcilers: ((deps: WorkerDeps) => Promise<unknown>)[] = [
   (deps) => reconcileDeletions(null, deps),
+  reconcileScrubs,
   reconcileWebhookDeliveries,
 ];

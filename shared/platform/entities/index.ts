@@ -8,6 +8,7 @@ import { Cohort, CohortPerson } from './cohort.ts';
 import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
 import { DeletionSuppression } from './deletion-suppression.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
+import { EventScrub } from './event-scrub.ts';
 import { EventShipment, EventTrim, PersonDistinctIdChange } from './event-shipment.ts';
 import {
   Experiment,
@@ -41,6 +42,7 @@ export {
   DeletionReceiptKey,
   EventDefinition,
   EventDefinitionUsage,
+  EventScrub,
   EventShipment,
   Experiment,
   ExperimentHoldout,
@@ -108,6 +110,7 @@ export const entities = [
   WebhookDelivery,
   // worker state and audit
   AsyncDeletion,
+  EventScrub,
   DeletionIdempotencyKey,
   DeletionSuppression,
   DeletionReceipt,
