@@ -55,6 +55,9 @@ export async function deleteScrubRecordings(
   em: EntityManager,
   projectId: number,
   m: RecordingScrubMatch,
+  /** A chunk's sessions, in its transaction. */
+  record: (sessions: number, tx: EntityManager) => Promise<void>,
+  /** After each chunk committed. */
   done: (sessions: number) => Promise<void>,
 ): Promise<number> {
   let total = 0;
@@ -79,6 +82,7 @@ export async function deleteScrubRecordings(
         .where('project_id', '=', projectId)
         .where('session_id', '=', sql<string>`any(${ids}::text[])`)
         .execute();
+      await record(sessions.length, tx);
       return sessions.length;
     });
     if (n === 0) return total;

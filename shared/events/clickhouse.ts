@@ -559,6 +559,7 @@ export function createClickHouseEventStore(
         // One lightweight DELETE for the scrub: rows masked at once and purged by merges.
         await client.command({ query: `DELETE FROM ${db}.events WHERE ${where}`, query_params: params });
       }
+      await hooks.record('clickhouse', n, null);
       await hooks.done('clickhouse', n);
       return { clickhouse: n };
     },

@@ -218,6 +218,11 @@ export interface ScrubStoreCounts {
 }
 
 export interface ScrubHooks {
+  /**
+   * Counts a statement's rows: inside its PostgreSQL transaction (`tx`), so the count commits with the
+   * change; after the statement with `tx` null where the engine has none (ClickHouse).
+   */
+  record(store: keyof ScrubStoreCounts, changed: number, tx: EntityManager | null): Promise<void>;
   /** After each committed statement: its store and rows changed (progress, lease renewal). */
   done(store: keyof ScrubStoreCounts, changed: number): Promise<void>;
 }

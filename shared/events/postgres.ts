@@ -52,9 +52,7 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
       hasExperimentEvents(fork(), projectId, filter, arrivedSince),
     scrubEventCounts: async (projectId, match) => ({ postgres: await countScrubEvents(fork(), projectId, match) }),
     scrubEvents: async (projectId, match, action, hooks) => ({
-      postgres: await scrubPostgresEvents(fork(), projectId, match, action, options.deleteChunk, (n) =>
-        hooks.done('postgres', n),
-      ),
+      postgres: await scrubPostgresEvents(fork(), projectId, match, action, options.deleteChunk, hooks),
     }),
     deleteEventsBefore: (projectId, before, deletion) =>
       deleteProjectEventsBefore(fork(), projectId, before, deletion.chunk, deletion.onDeleted),

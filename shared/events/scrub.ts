@@ -7,7 +7,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type SqlFragment, propertyFiltersSql } from '../platform/db/property-filters.ts';
 import { pgArray, rows, run } from '../platform/db/sql.ts';
-import type { EventScrubAction, EventScrubMatch } from './event-store.ts';
+import type { EventScrubAction, EventScrubMatch, ScrubHooks } from './event-store.ts';
 
 /** The scrub's events as a condition on `event`'s columns (property filters checked: FilterError). */
 export function scrubWhere(projectId: number, m: EventScrubMatch): SqlFragment {
@@ -47,8 +47,8 @@ export async function countScrubEvents(em: EntityManager, projectId: number, m: 
 }
 
 /**
- * Deletes (or strips) the scrub's events window by window, oldest first; `done` after each committed
- * statement with its rows. Returns the rows changed.
+ * Deletes (or strips) the scrub's events window by window, oldest first: each statement's rows counted
+ * in its transaction (hooks.record), then hooks.done once it committed. Returns the rows changed.
  */
 export async function scrubPostgresEvents(
   em: EntityManager,
@@ -56,7 +56,7 @@ export async function scrubPostgresEvents(
   m: EventScrubMatch,
   action: EventScrubAction,
   chunk: number,
-  done: (changed: number) => Promise<void>,
+  hooks: ScrubHooks,
 ): Promise<number> {
   // strip_properties changes only the events that carry a key.
   const match = action.kind === 'strip_properties' ? { ...m, keys: action.keys } : m;
@@ -74,15 +74,18 @@ export async function scrubPostgresEvents(
       // No WAL flush wait per window: a crash loses at most a suffix, which the scrub's retry redoes
       // (its completion is committed synchronously, after every window).
       await run(tx, 'set local synchronous_commit = off');
-      return action.kind === 'delete'
-        ? run(tx, `delete from event where ${window}`, params)
-        : run(tx, `update event set properties = properties - ?::text[] where ${window}`, [
-            pgArray(action.keys),
-            ...params,
-          ]);
+      const changed =
+        action.kind === 'delete'
+          ? await run(tx, `delete from event where ${window}`, params)
+          : await run(tx, `update event set properties = properties - ?::text[] where ${window}`, [
+              pgArray(action.keys),
+              ...params,
+            ]);
+      if (changed > 0) await hooks.record('postgres', changed, tx);
+      return changed;
     });
     total += n;
-    await done(n);
+    await hooks.done('postgres', n);
     // Aim the next window at `chunk` rows, changing its length at most eightfold per step.
     span = Math.max(1, Math.floor(n === 0 ? span * 8 : Math.min(span * 8, Math.max(span / 8, (span * chunk) / n))));
     from = to;

@@ -1,10 +1,11 @@
-// One scrub (an event_scrub row), run by the worker: claimed with a lease (scrub.running), its stores
-// counted before (kept from the first attempt), the matching events deleted or stripped through the
+// One scrub (an event_scrub row), run by the worker: claimed with a lease (scrub.running), the matching events deleted or stripped through the
 // event store (PostgreSQL in windows of event time, ClickHouse in one statement), or the recordings
-// deleted; counted again after, and completed only when nothing that matches survives, with a receipt
+// deleted, each statement counting its rows; counted again after, and completed only when nothing that
+// matches survives (so what was there before is what the statements changed), with a receipt
 // signed by the deletion receipts' key (scrub.completed). A survivor (a copy shipped to ClickHouse while
 // it ran) fails the attempt, and the retry takes it. Only events received up to the scrub's cutoff (the
 // moment it was asked for) are touched.
+import type { EntityManager } from '@mikro-orm/postgresql';
 import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import { createHash } from 'node:crypto';
@@ -24,7 +25,9 @@ import {
   markScrubFailed,
   recordCountsBefore,
   renewScrubLease,
+  scrubCountsBefore,
   scrubProjectId,
+  scrubRowsChanged,
 } from './store.ts';
 import { queueScrubEvents } from './webhooks.ts';
 
@@ -55,11 +58,11 @@ export async function runScrub(
   try {
     const counts = () =>
       scrubCounts(em, deps.events, scrub.projectId, scrub.target, scrub.action, scrub.filter, scrub.cutoff);
-    const before = scrub.countsBefore ?? (await counts());
-    await recordCountsBefore(em, id, before);
     let renewedAt = Date.now();
+    // Each statement's rows are added to the row's rows_changed in its own transaction (where the store
+    // has one), so the count matches what is gone whatever point a worker dies at.
+    const record = (store: string, n: number, tx: EntityManager | null) => addRowsChanged(tx ?? em, id, store, n);
     const done = async (store: string, n: number) => {
-      if (n > 0) await addRowsChanged(em, id, store, n);
       await job.updateProgress?.({ store, changed: n });
       if (Date.now() - renewedAt > (leaseSeconds * 1000) / 3) {
         await renewScrubLease(em, id, leaseSeconds);
@@ -68,8 +71,15 @@ export async function runScrub(
     };
     let changed: Record<string, number>;
     if (scrub.target === 'recordings') {
-      const n = await deleteScrubRecordings(em, scrub.projectId, recordingMatchOf(scrub.filter, scrub.cutoff), (k) =>
-        done('recordings', k),
+      // The matching sessions' snapshots go with them: counted before, as they are not counted by the deletes.
+      const before = scrub.countsBefore ?? (await counts());
+      await recordCountsBefore(em, id, before);
+      const n = await deleteScrubRecordings(
+        em,
+        scrub.projectId,
+        recordingMatchOf(scrub.filter, scrub.cutoff),
+        (k, tx) => record('recordings', k, tx),
+        (k) => done('recordings', k),
       );
       changed = { recordings: n };
     } else {
@@ -81,13 +91,22 @@ export async function runScrub(
         scrub.projectId,
         eventMatchOf(scrub.filter, scrub.cutoff, false),
         action,
-        { done },
+        { record, done },
       );
       changed = Object.fromEntries(Object.entries(result).filter(([, n]) => n !== undefined)) as Record<string, number>;
     }
     const after = await counts();
     const survivors = Object.values(after).reduce((s, n) => s + n, 0);
     if (survivors > 0) throw new Error(`scrub ${id}: ${survivors} matching row(s) survived; retrying`);
+    // Events: what was there before is what the statements changed, over every attempt (each counts its
+    // own rows), since nothing matching is left: no count of its own ahead of the deletes (a second
+    // pass over the rows). Recordings: counted before their first delete (the snapshots too).
+    const totals = await scrubRowsChanged(em, id);
+    const before =
+      scrub.target === 'recordings'
+        ? ((await scrubCountsBefore(em, id)) ?? {})
+        : Object.fromEntries(Object.keys(after).map((store) => [store, totals[store] ?? 0]));
+    if (scrub.target !== 'recordings') await recordCountsBefore(em, id, before);
     const signer = await signing;
     const receipt = {
       type: 'scrub_receipt',

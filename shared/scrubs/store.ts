@@ -369,3 +369,14 @@ export async function scrubProjectId(em: EntityManager, id: string): Promise<num
   const row = await db(em).selectFrom('event_scrub').select('project_id').where('id', '=', id).executeTakeFirst();
   return row?.project_id;
 }
+
+/** What the scrub's statements changed so far, per store. */
+export async function scrubRowsChanged(em: EntityManager, id: string): Promise<Record<string, number>> {
+  const row = await db(em).selectFrom('event_scrub').select('rows_changed').where('id', '=', id).executeTakeFirst();
+  return (row?.rows_changed ?? {}) as Record<string, number>;
+}
+
+export async function scrubCountsBefore(em: EntityManager, id: string): Promise<Record<string, number> | null> {
+  const row = await db(em).selectFrom('event_scrub').select('counts_before').where('id', '=', id).executeTakeFirst();
+  return (row?.counts_before ?? null) as Record<string, number> | null;
+}
