@@ -54,7 +54,10 @@ const scrubSchema = record({
     distinct_ids: { type: ['array', 'null'], items: { type: 'string' } },
     keys: { type: ['array', 'null'], items: { type: 'string' } },
   }),
-  cutoff: { ...dateTime, description: 'Only events (recordings) received up to this moment (the request) are scrubbed' },
+  cutoff: {
+    ...dateTime,
+    description: 'Only events (recordings) received up to this moment (the request) are scrubbed',
+  },
   run_after: { ...dateTime, description: 'When it runs: at once (mode now) or the next off-peak window' },
   created_at: dateTime,
   started_at: nullableDateTime,

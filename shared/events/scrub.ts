@@ -46,7 +46,11 @@ export function scrubWhere(projectId: number, m: EventScrubMatch): SqlFragment {
 /** The scrub's events now in `event`. */
 export async function countScrubEvents(em: EntityManager, projectId: number, m: EventScrubMatch): Promise<number> {
   const where = scrubWhere(projectId, m);
-  const [row] = await rows<{ n: number }>(em, `select count(*)::float8 as n from event where ${where.sql}`, where.params);
+  const [row] = await rows<{ n: number }>(
+    em,
+    `select count(*)::float8 as n from event where ${where.sql}`,
+    where.params,
+  );
   return Number(row.n);
 }
 

@@ -38,7 +38,8 @@ export async function runScrub(
   deps: JobDeps,
 ): Promise<{ changed: Record<string, number> } | { skipped: string }> {
   const id = job.data?.scrubId;
-  if (typeof id !== 'string' || !/^\d+$/.test(id)) throw new UnrecoverableError(`invalid scrub id ${JSON.stringify(id)}`);
+  if (typeof id !== 'string' || !/^\d+$/.test(id))
+    throw new UnrecoverableError(`invalid scrub id ${JSON.stringify(id)}`);
   const em = deps.orm.em.fork();
   const { leaseSeconds } = deps.config.deletion;
   const claim = await em.transactional(async (tx) => {

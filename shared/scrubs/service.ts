@@ -80,7 +80,14 @@ export function checkScrub(input: ScrubInput): ScrubFilter {
   if (input.target === 'recordings') {
     if (input.action !== 'delete') throw new ScrubInputError('Recordings can only be deleted.', 'action');
     if (!distinctIds) throw new ScrubInputError('A recording scrub needs distinct_ids.', 'distinct_ids');
-    return { event: null, properties: [], after: iso(after), before: iso(before), distinct_ids: distinctIds, keys: null };
+    return {
+      event: null,
+      properties: [],
+      after: iso(after),
+      before: iso(before),
+      distinct_ids: distinctIds,
+      keys: null,
+    };
   }
   if (input.action === 'strip_properties') {
     if (!keys || keys.length === 0) throw new ScrubInputError('strip_properties needs keys to remove.', 'keys');
@@ -96,7 +103,10 @@ export function checkScrub(input: ScrubInput): ScrubFilter {
   const event = input.event ?? null;
   const hasProperties = Array.isArray(properties) ? properties.length > 0 : true;
   if (event === null && !hasProperties && !distinctIds)
-    throw new ScrubInputError('Name an event, property filters or distinct_ids: a scrub never matches everything.', null);
+    throw new ScrubInputError(
+      'Name an event, property filters or distinct_ids: a scrub never matches everything.',
+      null,
+    );
   return { event, properties, after: iso(after), before: iso(before), distinct_ids: distinctIds, keys };
 }
 
@@ -256,7 +266,11 @@ export async function cancelScrub(
       });
     }
     const scrub = (await scrubById(tx, actor.projectId, id, canonical))!;
-    return { outcome: result.status === 'cancelled' ? ('cancelled' as const) : ('too_late' as const), scrub, deliveries };
+    return {
+      outcome: result.status === 'cancelled' ? ('cancelled' as const) : ('too_late' as const),
+      scrub,
+      deliveries,
+    };
   });
   if (!done) return undefined;
   await enqueueWebhookDeliveries(queues.webhooks, done.deliveries);

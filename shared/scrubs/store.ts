@@ -222,7 +222,11 @@ export interface ClaimedScrub {
  * Claims a due scrub (pending and its time come, or running with its lease run out) with a lease:
  * running, attempts counted. Undefined when it is not claimable (done, cancelled, held, or not due).
  */
-export async function claimScrub(em: EntityManager, id: string, leaseSeconds: number): Promise<ClaimedScrub | undefined> {
+export async function claimScrub(
+  em: EntityManager,
+  id: string,
+  leaseSeconds: number,
+): Promise<ClaimedScrub | undefined> {
   const before = await db(em)
     .selectFrom('event_scrub')
     .select('status')

@@ -56,9 +56,21 @@ async function opensslVerifies(content: string, signatureB64: string, publicKeyP
 describe('event scrubs', () => {
   it("a dry run's count equals what the scrub deletes; the receipt verifies with openssl, a changed byte fails", async () => {
     await capture(api.baseUrl, account.projectToken, [
-      ...Array.from({ length: 6 }, (_, i) => ({ event: 'signup', distinct_id: 'scrub-a', properties: { i, plan: 'free' } })),
-      ...Array.from({ length: 3 }, (_, i) => ({ event: 'signup', distinct_id: 'scrub-a', properties: { i: 10 + i, plan: 'paid' } })),
-      ...Array.from({ length: 2 }, (_, i) => ({ event: 'other', distinct_id: 'scrub-a', properties: { i: 20 + i, plan: 'free' } })),
+      ...Array.from({ length: 6 }, (_, i) => ({
+        event: 'signup',
+        distinct_id: 'scrub-a',
+        properties: { i, plan: 'free' },
+      })),
+      ...Array.from({ length: 3 }, (_, i) => ({
+        event: 'signup',
+        distinct_id: 'scrub-a',
+        properties: { i: 10 + i, plan: 'paid' },
+      })),
+      ...Array.from({ length: 2 }, (_, i) => ({
+        event: 'other',
+        distinct_id: 'scrub-a',
+        properties: { i: 20 + i, plan: 'free' },
+      })),
     ]);
     const body = {
       event: 'signup',
@@ -242,9 +254,11 @@ describe('recording scrubs', () => {
     expect(done.counts_before.recordings).toBe(1);
     expect(done.counts_after).toEqual({ recordings: 0, snapshots: 0 });
     expect(await recordings()).toEqual(['rs-2', 'rs-3']);
-    expect(await call(api.baseUrl, 'GET', `${B}/event_scrubs/${made.body.id}/`, { key: account.apiKey })).toMatchObject({
-      status: 404,
-    });
+    expect(await call(api.baseUrl, 'GET', `${B}/event_scrubs/${made.body.id}/`, { key: account.apiKey })).toMatchObject(
+      {
+        status: 404,
+      },
+    );
     const unknown = await post(`${B}/recording_scrubs/`, { ...body, action: 'strip_properties' });
     expect(unknown.status).toBe(400);
   });

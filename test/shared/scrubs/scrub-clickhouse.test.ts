@@ -45,9 +45,11 @@ afterAll(() => orm?.close());
 const AT = '2025-05-01 10:00:00+00';
 const pgTime = async (at: string) =>
   (
-    await sql<{ t: string }>(orm, `select to_char(?::timestamptz at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') as t`, [
-      at,
-    ])
+    await sql<{ t: string }>(
+      orm,
+      `select to_char(?::timestamptz at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') as t`,
+      [at],
+    )
   )[0].t;
 
 /** An event in ClickHouse, and also in PostgreSQL's buffer unless `trimmed`. */
