@@ -22,6 +22,12 @@ import { deletionWork, idempotencyKeyOf, keyReused } from '../persons/deletion-r
 
 const SCRUB_ID = { id: { type: 'string', pattern: BIGINT_ID_PATTERN, description: "The scrub's id" } } as const;
 const TAGS = ['scrubs'];
+/** A PostHog property filter tree: an array of filters, or an AND/OR group (checked by the service). */
+const FILTER_TREE = {
+  type: ['array', 'object'],
+  items: openObject('A property filter or a group'),
+  additionalProperties: true,
+} as const;
 const count = { type: 'integer', minimum: 0 };
 const counts = { type: ['object', 'null'], additionalProperties: count };
 
@@ -48,7 +54,7 @@ const scrubSchema = record({
   status: { enum: ['pending', 'running', 'completed', 'failed', 'cancelled'] },
   filter: record({
     event: nullableString,
-    properties: { type: ['array', 'object'] },
+    properties: FILTER_TREE,
     after: dateTime,
     before: dateTime,
     distinct_ids: { type: ['array', 'null'], items: { type: 'string' } },
@@ -99,7 +105,7 @@ const eventScrubBody = {
   properties: {
     event: { type: 'string', minLength: 1, maxLength: 400, description: 'Only events of this name' },
     properties: {
-      type: ['array', 'object'],
+      ...FILTER_TREE,
       description: 'PostHog property filters over the events’ properties (as person and cohort filters)',
     },
     ...range,

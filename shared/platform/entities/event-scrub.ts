@@ -35,7 +35,7 @@ export const EventScrub = defineEntity({
     receiptKeyId: p.string().length(50).nullable(),
   },
   indexes: [
-    { name: 'event_scrub_project_idx', columns: [{ name: 'project_id' }, { name: 'id', sort: 'desc' }] },
+    { name: 'event_scrub_project_idx', properties: ['projectId', 'id'] },
     { name: 'event_scrub_due_idx', properties: ['runAfter'], where: `status in ('pending', 'running')` },
   ],
 });

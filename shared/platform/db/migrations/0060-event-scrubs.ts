@@ -36,7 +36,7 @@ export class Migration0060EventScrubs extends Migration {
       receipt_signature text,
       receipt_key_id varchar(50)
     )`);
-    this.addSql(`create index event_scrub_project_idx on event_scrub (project_id, id desc)`);
+    this.addSql(`create index event_scrub_project_idx on event_scrub (project_id, id)`);
     this.addSql(`create index event_scrub_due_idx on event_scrub (run_after) where status in ('pending', 'running')`);
   }
 }
