@@ -310,6 +310,22 @@ function targetOf(row: AsyncDeletionRow): RecordingTarget {
 const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id = any(?::text[])) and created_at <= ?::timestamptz`;
 const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid, t.distinctIds, t.cutoff];
 
+/** Sessions of the project with their snapshots, snapshots first, in the caller's transaction; returns the snapshots deleted. */
+export async function deleteSessions(tx: EntityManager, projectId: number, ids: string[]): Promise<number> {
+  const snapshots = await db(tx)
+    .deleteFrom('session_recording_snapshot')
+    .where('project_id', '=', projectId)
+    .where('session_id', '=', sql<string>`any(${ids}::text[])`)
+    .returning(sql<number>`1`.as('one'))
+    .execute();
+  await db(tx)
+    .deleteFrom('session_recording')
+    .where('project_id', '=', projectId)
+    .where('session_id', '=', sql<string>`any(${ids}::text[])`)
+    .execute();
+  return snapshots.length;
+}
+
 /** Recordings: a chunk of sessions, snapshots first, progress in the same transaction. */
 async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, deletionId: string): Promise<number> {
   return em.transactional(async (tx) => {
@@ -331,19 +347,12 @@ async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, dele
       .skipLocked()
       .execute();
     if (sessions.length === 0) return 0;
-    const ids = sessions.map((s) => s.session_id);
-    const snapshots = await db(tx)
-      .deleteFrom('session_recording_snapshot')
-      .where('project_id', '=', t.projectId)
-      .where('session_id', '=', sql<string>`any(${ids}::text[])`)
-      .returning(sql<number>`1`.as('one'))
-      .execute();
-    await db(tx)
-      .deleteFrom('session_recording')
-      .where('project_id', '=', t.projectId)
-      .where('session_id', '=', sql<string>`any(${ids}::text[])`)
-      .execute();
-    const n = sessions.length + snapshots.length;
+    const snapshots = await deleteSessions(
+      tx,
+      t.projectId,
+      sessions.map((s) => s.session_id),
+    );
+    const n = sessions.length + snapshots;
     await addRowsDeleted(tx, deletionId, n);
     return n;
   });

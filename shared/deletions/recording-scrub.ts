@@ -4,7 +4,7 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
-import { DELETE_CHUNK } from './job.ts';
+import { DELETE_CHUNK, deleteSessions } from './job.ts';
 
 export interface RecordingScrubMatch {
   distinctIds: readonly string[];
@@ -71,17 +71,11 @@ export async function deleteScrubRecordings(
         .skipLocked()
         .execute();
       if (sessions.length === 0) return 0;
-      const ids = sessions.map((s) => s.session_id);
-      await db(tx)
-        .deleteFrom('session_recording_snapshot')
-        .where('project_id', '=', projectId)
-        .where('session_id', '=', sql<string>`any(${ids}::text[])`)
-        .execute();
-      await db(tx)
-        .deleteFrom('session_recording')
-        .where('project_id', '=', projectId)
-        .where('session_id', '=', sql<string>`any(${ids}::text[])`)
-        .execute();
+      await deleteSessions(
+        tx,
+        projectId,
+        sessions.map((s) => s.session_id),
+      );
       await record(sessions.length, tx);
       return sessions.length;
     });
