@@ -218,6 +218,40 @@ describe('event scrubs', () => {
   });
 });
 
+describe('scrub webhooks', () => {
+  it('queued, running and completed are delivered to a subscribed webhook; the completed one carries the receipt', async () => {
+    const hook = await post(`${B}/webhooks/`, {
+      url: 'http://hooks.example.com:9/hook',
+      event_types: ['scrub.queued', 'scrub.running', 'scrub.completed', 'scrub.cancelled'],
+    });
+    expect(hook.status, hook.text).toBe(201);
+    try {
+      await capture(api.baseUrl, account.projectToken, [{ event: 'hooked', distinct_id: 'scrub-h', properties: {} }]);
+      const made = await post(`${B}/event_scrubs/`, {
+        event: 'hooked',
+        after: hourAgo(),
+        before: soon(),
+        action: 'delete',
+        mode: 'now',
+      });
+      const done = await settled('event_scrubs', made.body.id);
+      expect(done.status).toBe('completed');
+      const deliveries = await sql<{
+        event_type: string;
+        payload: { scrub: { id: string; status: string; receipt: unknown } };
+      }>(api.orm, `select event_type, payload from webhook_delivery where webhook_id = ? order by id`, [hook.body.id]);
+      expect(deliveries.map((d) => [d.event_type, d.payload.scrub.id, d.payload.scrub.status])).toEqual([
+        ['scrub.queued', made.body.id, 'pending'],
+        ['scrub.running', made.body.id, 'running'],
+        ['scrub.completed', made.body.id, 'completed'],
+      ]);
+      expect(deliveries[2].payload.scrub.receipt).toMatchObject({ signature: done.receipt.signature });
+    } finally {
+      await call(api.baseUrl, 'DELETE', `${B}/webhooks/${hook.body.id}/`, { key: account.apiKey });
+    }
+  });
+});
+
 describe('recording scrubs', () => {
   it('deletes the recordings of the distinct ids that started in the range, with their snapshots; a dry run counts them first', async () => {
     const snap = (distinctId: string, session: string, timestamp: string) => ({
