@@ -16,6 +16,7 @@ import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { deletionReceiptRoutes } from './persons/receipt-routes.ts';
 import { projectRoutes } from './projects/routes.ts';
 import { retentionRoutes } from './retention/routes.ts';
+import { scrubRouteList } from './scrubs/routes.ts';
 import { sdkConfigRoutes } from './sdk-config/routes.ts';
 import { introspectionRoutes } from './users/routes.ts';
 import { webhookRoutes } from './webhooks/routes.ts';
@@ -33,6 +34,7 @@ export const allRoutes: RouteDefinition[] = [
   ...personDeletionRoutes,
   ...deletionRequestRoutes,
   ...deletionReceiptRoutes,
+  ...scrubRouteList,
   ...personAnalysisRoutes,
   ...accessLogRoutes,
   ...eventDefinitionRoutes,

@@ -23,6 +23,7 @@ export const FEATURES = [
   'ingestion',
   'persons',
   'retention',
+  'scrubs',
   'tracking-plan',
   'webhooks',
 ];

@@ -166,6 +166,16 @@ export function idempotencyKeyOf(ctx: ApiContext, action: string) {
   });
 }
 
+/** The 422 of an Idempotency-Key used with a different request. */
+export const keyReused = () =>
+  new ApiError(
+    422,
+    'invalid_request',
+    'idempotency_key_reused',
+    `This ${IDEMPOTENCY_HEADER} was already used with a different request in the last 24 hours; use a new key.`,
+    IDEMPOTENCY_HEADER,
+  );
+
 /**
  * Answers a request that creates deletion work: a dry run (dry_run=true) answers what would be
  * deleted; otherwise the persons are deleted and the requests recorded in one transaction, under the
@@ -217,14 +227,7 @@ export async function answerDeletionRequest(
       },
     };
   });
-  if (result === 'key_reused')
-    throw new ApiError(
-      422,
-      'invalid_request',
-      'idempotency_key_reused',
-      `This ${IDEMPOTENCY_HEADER} was already used with a different request in the last 24 hours; use a new key.`,
-      IDEMPOTENCY_HEADER,
-    );
+  if (result === 'key_reused') throw keyReused();
   if (result.replayed) ctx.set('Idempotent-Replayed', 'true');
   if (result.body !== null && result.body !== undefined) ctx.body = result.body;
   ctx.status = result.status;

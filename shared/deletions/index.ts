@@ -7,14 +7,22 @@ export {
   listDeletionReceipts,
   receiptKeys,
   receiptSigner,
+  signReceiptBody,
+  type ReceiptSigner,
 } from './receipts.ts';
-export { deletionCrons, lastWindowStart, type ScheduledDeletionMode } from './schedule.ts';
+export {
+  countScrubRecordings,
+  deleteScrubRecordings,
+  type RecordingScrubMatch,
+} from './recording-scrub.ts';
+export { deletionCrons, lastWindowStart, nextWindowStart, type ScheduledDeletionMode } from './schedule.ts';
 export {
   IDEMPOTENCY_KEY_MAX_LENGTH,
   answerOnce,
   cancelDeletion,
   enqueueAfterDeletions,
   idempotencyKey,
+  type IdempotencyKey,
   previewPersonDeletions,
   recordPersonDeletions,
   retryDeletion,

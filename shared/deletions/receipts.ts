@@ -550,6 +550,13 @@ export function receiptStoresAfter(em: EntityManager, batch: string[]) {
 
 type ReceiptRequest = Awaited<ReturnType<typeof receiptStoresAfter>>[number];
 
+/**
+ * Another feature's signed statement (a scrub's receipt): base64 of the Ed25519 signature of `body`'s
+ * canonical form, verifiable like a deletion receipt (`openssl pkeyutl -verify -rawin`).
+ */
+export const signReceiptBody = (body: unknown, signer: ReceiptSigner): Promise<string> =>
+  signAsync(canonicalJson(body), signer.privateKey);
+
 /** Ed25519 on libuv's thread pool: a batch's 1000 signatures do not hold the event loop, and use every core. */
 const signAsync = (content: string, key: KeyObject) =>
   new Promise<string>((resolve, reject) =>

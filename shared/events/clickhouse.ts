@@ -15,6 +15,7 @@ import type { TrimmedRange } from './buffer.ts';
 import {
   type EventDeletionGroup,
   type EventRow,
+  type EventScrubMatch,
   type EventStore,
   type ExperimentEventFilter,
   type ExperimentEvents,
@@ -204,6 +205,37 @@ export function createClickHouseEventStore(
         [`${prefix}dcut`]: [...distinctIds.values()],
       },
     };
+  }
+
+  /** A scrub's events as a condition on `events` (its parameters added to `params`; FilterError for a bad filter). */
+  function scrubPredicate(projectId: number, m: EventScrubMatch, params: Record<string, unknown>): string {
+    const time = (name: string) => `parseDateTime64BestEffort({${name}:String}, 6, 'UTC')`;
+    Object.assign(params, {
+      project: projectId,
+      scrub_after: m.after.toISOString(),
+      scrub_before: m.before.toISOString(),
+      scrub_cutoff: m.cutoff,
+    });
+    const parts = [
+      'project_id = {project:Int64}',
+      `timestamp >= ${time('scrub_after')}`,
+      `timestamp < ${time('scrub_before')}`,
+      `created_at <= ${time('scrub_cutoff')}`,
+    ];
+    if (m.event !== null) {
+      params.scrub_event = m.event;
+      parts.push('event = {scrub_event:String}');
+    }
+    if (m.distinctIds !== null) {
+      params.scrub_dids = m.distinctIds;
+      parts.push('distinct_id IN {scrub_dids:Array(String)}');
+    }
+    if (m.keys !== undefined) {
+      params.scrub_keys = m.keys;
+      parts.push('arrayExists(k -> JSONHas(properties, k), {scrub_keys:Array(String)})');
+    }
+    parts.push(clickHouseFilterSql(m.properties ?? [], 'properties', params));
+    return parts.map((p) => `(${p})`).join(' AND ');
   }
 
   /** The events of an experiment's filter: a WHERE over `events` and its parameters. */
@@ -496,6 +528,40 @@ export function createClickHouseEventStore(
       if (Number(left.n) > 0)
         await client.command({ query: `DELETE FROM ${db}.events WHERE ${past}`, query_params: params });
       return n;
+    },
+
+    async scrubEventCounts(projectId, match) {
+      const params: Record<string, unknown> = {};
+      const where = scrubPredicate(projectId, match, params);
+      const [row] = await select<{ n: string }>(`SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${where}`, params);
+      return { clickhouse: Number(row.n) };
+    },
+
+    async scrubEvents(projectId, match, action, hooks) {
+      const strip = action.kind === 'strip_properties';
+      const params: Record<string, unknown> = {};
+      const where = scrubPredicate(projectId, strip ? { ...match, keys: action.keys } : match, params);
+      const [row] = await select<{ n: string }>(`SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${where}`, params);
+      const n = Number(row.n);
+      if (n === 0) return { clickhouse: 0 };
+      if (strip) {
+        // The properties rebuilt without the keys (their other members' raw JSON kept as it was), by a
+        // mutation the statement waits for.
+        params.scrub_strip = action.keys;
+        await client.command({
+          query: `ALTER TABLE ${db}.events UPDATE properties = concat('{', arrayStringConcat(arrayMap(kv -> concat(toJSONString(kv.1), ':', kv.2),
+                    arrayFilter(kv -> NOT has({scrub_strip:Array(String)}, kv.1), JSONExtractKeysAndValuesRaw(properties))), ','), '}')
+                  WHERE ${where}`,
+          query_params: params,
+          clickhouse_settings: { mutations_sync: '2' },
+        });
+      } else {
+        // One lightweight DELETE for the scrub: rows masked at once and purged by merges.
+        await client.command({ query: `DELETE FROM ${db}.events WHERE ${where}`, query_params: params });
+      }
+      await hooks.record('clickhouse', n, null);
+      await hooks.done('clickhouse', n);
+      return { clickhouse: n };
     },
 
     survivorsStatement: `SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE project_id = $project_id AND ((has($person_uuids, person_id) AND timestamp <= $cutoff AND created_at <= $cutoff) OR (has($distinct_ids, distinct_id) AND timestamp <= $cutoff AND created_at <= $cutoff))`,

@@ -6,6 +6,7 @@ import { sameRanges, type TrimmedRange, trimmedRanges } from './buffer.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from './clickhouse.ts';
 import type { EventStore, PersonEventCount } from './event-store.ts';
 import { createPostgresEventStore } from './postgres.ts';
+import { withShipmentsSettled } from './shipper.ts';
 
 /**
  * The store the API and worker use. With EVENT_STORE=clickhouse, capture still writes PostgreSQL
@@ -95,6 +96,21 @@ export function withPostgresSource(
       const deleted = await postgres.deleteEventsBefore(projectId, before, deletion);
       await clickhouse.deleteEventsBefore(projectId, before, { chunk: deletion.chunk });
       return deleted + only;
+    },
+    // A scrub's counts are each store's own: PostgreSQL's rows (shipped or not) and ClickHouse's events.
+    async scrubEventCounts(projectId, match) {
+      const [pg, ch] = await Promise.all([
+        postgres.scrubEventCounts(projectId, match),
+        clickhouse.scrubEventCounts(projectId, match),
+      ]);
+      return { ...pg, ...ch };
+    },
+    // PostgreSQL first (an event not shipped yet then ships scrubbed, or not at all), then ClickHouse's
+    // one statement while no batch read before PostgreSQL's changes is still on its way there.
+    async scrubEvents(projectId, match, action, hooks) {
+      const pg = await postgres.scrubEvents(projectId, match, action, hooks);
+      const ch = await withShipmentsSettled(orm, () => clickhouse.scrubEvents(projectId, match, action, hooks));
+      return { ...pg, ...ch };
     },
     // Counts of what a deletion covers are the source's (an event not shipped yet is covered too),
     // with the events trimmed from it that ClickHouse holds.

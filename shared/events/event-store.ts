@@ -195,6 +195,44 @@ export interface RecentEventSample {
   events: { event: string; properties: Record<string, unknown> }[];
 }
 
+/**
+ * The events a scrub by content covers: of a project, with event time in [after, before), of one name
+ * and/or matching PostHog property filters, of some distinct ids, and only those that had arrived by
+ * the cutoff (created_at at or before it: a scrub never touches an event received after it was asked).
+ * With `keys` (strip_properties) only the events carrying at least one of them.
+ */
+export interface EventScrubMatch {
+  event: string | null;
+  /** A property filter tree over the events' properties ([] for none); checked by property-filters.ts. */
+  properties: unknown;
+  after: Date;
+  before: Date;
+  distinctIds: readonly string[] | null;
+  /** An ISO 8601 timestamp (PostgreSQL's text of a timestamptz is accepted too). */
+  cutoff: string;
+  /** strip_properties: only events that carry one of these keys. */
+  keys?: readonly string[];
+}
+
+/** What a scrub does to its matching events. */
+export type EventScrubAction = { kind: 'delete' } | { kind: 'strip_properties'; keys: readonly string[] };
+
+/** Matching events per store: `postgres` (its rows, the buffer with ClickHouse on) and `clickhouse` when it is on. */
+export interface ScrubStoreCounts {
+  postgres?: number;
+  clickhouse?: number;
+}
+
+export interface ScrubHooks {
+  /**
+   * Counts a statement's rows: inside its PostgreSQL transaction (`tx`), so the count commits with the
+   * change; after the statement with `tx` null where the engine has none (ClickHouse).
+   */
+  record(store: keyof ScrubStoreCounts, changed: number, tx: EntityManager | null): Promise<void>;
+  /** After each committed statement: its store and rows changed (progress, lease renewal). */
+  done(store: keyof ScrubStoreCounts, changed: number): Promise<void>;
+}
+
 export interface EventStore {
   readonly engine: EventStoreEngine;
   /** Stores a batch of events; a uuid already stored is ignored, so a retried batch is harmless. */
@@ -265,6 +303,19 @@ export interface EventStore {
    * the experiment results knows data arrived late for days it already computed.
    */
   hasExperimentEvents(projectId: number, filter: ExperimentEventFilter, arrivedSince?: Date): Promise<boolean>;
+  /** The events a scrub matches, per store (a dry run's counts, a receipt's before and after). */
+  scrubEventCounts(projectId: number, match: EventScrubMatch): Promise<ScrubStoreCounts>;
+  /**
+   * Deletes the matching events, or removes `keys` from their properties; returns the rows changed per
+   * store. PostgreSQL: statements over windows of event time of about DELETION_CHUNK_SIZE rows;
+   * ClickHouse: one statement for the scrub (a lightweight DELETE, or an ALTER TABLE … UPDATE).
+   */
+  scrubEvents(
+    projectId: number,
+    match: EventScrubMatch,
+    action: EventScrubAction,
+    hooks: ScrubHooks,
+  ): Promise<ScrubStoreCounts>;
   /** The project's events with a timestamp before `before` (what retention would remove). */
   countEventsBefore(projectId: number, before: Date): Promise<number>;
   /**

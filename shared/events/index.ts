@@ -12,6 +12,8 @@ export {
   type EventDeletionGroup,
   type EventStore,
   type EventStoreDeps,
+  type EventScrubAction,
+  type EventScrubMatch,
   type ExperimentEventFilter,
   type ExperimentEvents,
   type ExperimentProperty,
@@ -21,6 +23,8 @@ export {
   type PerformedEventQuery,
   type PersonIdPage,
   type RecentEventSample,
+  type ScrubHooks,
+  type ScrubStoreCounts,
 } from './event-store.ts';
 export { ensureEventPartitionsJob } from './partitions-job.ts';
 export {

@@ -19,6 +19,7 @@ import type {
   PersonEventCount,
 } from './event-store.ts';
 import { deleteProjectEventsBefore } from './partitions.ts';
+import { countScrubEvents, scrubPostgresEvents } from './scrub.ts';
 import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } from './store.ts';
 
 export interface PostgresEventStoreOptions {
@@ -49,6 +50,10 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
       experimentEvents(fork, projectId, filter, properties, options.experimentPart),
     hasExperimentEvents: (projectId, filter, arrivedSince) =>
       hasExperimentEvents(fork(), projectId, filter, arrivedSince),
+    scrubEventCounts: async (projectId, match) => ({ postgres: await countScrubEvents(fork(), projectId, match) }),
+    scrubEvents: async (projectId, match, action, hooks) => ({
+      postgres: await scrubPostgresEvents(fork(), projectId, match, action, options.deleteChunk, hooks),
+    }),
     deleteEventsBefore: (projectId, before, deletion) =>
       deleteProjectEventsBefore(fork(), projectId, before, deletion.chunk, deletion.onDeleted),
     async deletePersonEvents(projectId, groups, hooks) {

@@ -364,3 +364,32 @@ export async function backfillEvents(
   }
   return { ...progress, left: await unshippedEvents(orm.em.fork(), options.projectId) };
 }
+
+/**
+ * Runs `step` holding the main shipment's row while no batch is in flight (none read from PostgreSQL and
+ * not yet in ClickHouse): a batch the shipper read before a change to PostgreSQL's rows is in ClickHouse
+ * by then, and none is read until `step` is done (the shipper skips a locked row), so a statement
+ * `step` runs on ClickHouse covers every copy of the rows it changed. A batch stays in flight while its
+ * shipper inserts it (waited for up to `waitMs`, then `step` runs anyway: a crashed shipper's batch is
+ * read again from PostgreSQL when it is resent). Without a shipment yet, `step` just runs.
+ */
+export async function withShipmentsSettled<T>(
+  orm: { em: EntityManager },
+  step: () => Promise<T>,
+  waitMs = 60_000,
+): Promise<T> {
+  const until = Date.now() + waitMs;
+  for (;;) {
+    const result = await orm.em.fork().transactional(async (tx) => {
+      const [mark] = await rows<{ busy: boolean }>(
+        tx,
+        `select pending_created_at is not null as busy from event_shipment where target = ? for update`,
+        [SHIPMENT_TARGET],
+      );
+      if (mark?.busy && Date.now() < until) return { ran: false as const };
+      return { ran: true as const, value: await step() };
+    });
+    if (result.ran) return result.value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -22,6 +22,8 @@ export type Queues = Record<keyof typeof QUEUE_NAMES, Queue>;
 export const JOBS = {
   /** One deletion request (an async_deletion row); jobId deletion-<id>. */
   deletion: { queue: 'deletions', name: 'delete' },
+  /** One scrub by content (an event_scrub row); jobId scrub-<id>. */
+  scrub: { queue: 'deletions', name: 'scrub' },
   /** A deletion window opens: its pending requests are released. */
   releaseDeletions: { queue: 'deletions', name: 'release-batch' },
   /** On demand; each worker also reconciles on its own timer. */
@@ -51,6 +53,7 @@ export type JobKind = keyof typeof JOBS;
 /** The data each job carries: ids and options only; the source of truth is in PostgreSQL. */
 export interface JobData {
   deletion: { deletionId: string };
+  scrub: { scrubId: string };
   /**
    * The window that opened: shared/deletions/schedule.ts's ScheduledDeletionMode, said here so this
    * contract imports no feature; worker/jobs/index.ts binds the job's processor to it.

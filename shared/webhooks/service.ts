@@ -16,6 +16,11 @@ export const WEBHOOK_EVENT_TYPES = [
   'deletion.completed',
   'deletion.failed',
   'deletion.cancelled',
+  'scrub.queued',
+  'scrub.running',
+  'scrub.completed',
+  'scrub.failed',
+  'scrub.cancelled',
   'experiment.guardrail_tripped',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];

@@ -15,6 +15,7 @@ import { purgeAccessLogJob } from '../../shared/access-log/index.ts';
 import { ensureEventPartitionsJob, shipEventsJob } from '../../shared/events/index.ts';
 import { banditReallocation, computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
 import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
+import { reconcileScrubs, runScrub, scrubJobFailed } from '../../shared/scrubs/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
 import { enforceRetention } from '../../shared/retention/index.ts';
@@ -34,6 +35,7 @@ export interface Processor<K extends JobKind> {
 
 export const processors: { [K in JobKind]: Processor<K> } = {
   deletion: { run: deletePersonData, onFinalFailure: deletionJobFailed },
+  scrub: { run: runScrub, onFinalFailure: scrubJobFailed },
   releaseDeletions: { run: releaseDeletionBatch },
   reconcileDeletions: { run: reconcileDeletions },
   experimentResults: { run: computeExperimentResults },
@@ -60,11 +62,12 @@ export const processors: { [K in JobKind]: Processor<K> } = {
 
 /**
  * What each worker's reconciler pass re-drives from PostgreSQL, in order (worker/runtime.ts): due
- * deletion requests (and windows a worker missed), then webhook deliveries, then quarantine replays, each
- * without a live job.
+ * deletion requests (and windows a worker missed), due scrubs, then webhook deliveries, then quarantine
+ * replays, each without a live job.
  */
 export const reconcilers: ((deps: WorkerDeps) => Promise<unknown>)[] = [
   (deps) => reconcileDeletions(null, deps),
+  reconcileScrubs,
   reconcileWebhookDeliveries,
   reconcileReplays,
 ];

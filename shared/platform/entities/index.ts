@@ -8,6 +8,7 @@ import { Cohort, CohortPerson } from './cohort.ts';
 import { DeletionIdempotencyKey } from './deletion-idempotency-key.ts';
 import { DeletionSuppression } from './deletion-suppression.ts';
 import { EventDefinition, EventDefinitionUsage } from './event-definition.ts';
+import { EventScrub } from './event-scrub.ts';
 import { EventShipment, EventTrim, PersonDistinctIdChange } from './event-shipment.ts';
 import {
   Experiment,
@@ -42,6 +43,7 @@ export {
   DeletionReceiptKey,
   EventDefinition,
   EventDefinitionUsage,
+  EventScrub,
   EventShipment,
   Experiment,
   ExperimentBandit,
@@ -122,6 +124,7 @@ export const entities = [
   WebhookDelivery,
   // worker state and audit
   AsyncDeletion,
+  EventScrub,
   DeletionIdempotencyKey,
   DeletionSuppression,
   DeletionReceipt,

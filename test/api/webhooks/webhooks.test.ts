@@ -48,7 +48,7 @@ describe('webhooks', () => {
     const created = await as('POST', `${P}/`, { url: 'http://hooks.example.com:9/hook', secret: 'a-secret-of-my-own' });
     expect(created.status, created.text).toBe(201);
     expect(created.body.secret).toBe('a-secret-of-my-own');
-    expect(created.body.event_types).toHaveLength(6); // every type, experiment.guardrail_tripped included
+    expect(created.body.event_types).toHaveLength(11); // every type, scrub.* and experiment.guardrail_tripped included
   });
 
   it.each([

@@ -83,6 +83,11 @@ describe('deletion transitions', () => {
         'deletion.completed',
         'deletion.failed',
         'deletion.cancelled',
+        'scrub.queued',
+        'scrub.running',
+        'scrub.completed',
+        'scrub.failed',
+        'scrub.cancelled',
         'experiment.guardrail_tripped',
       ]);
 
