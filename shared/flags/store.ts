@@ -1,7 +1,7 @@
 // Feature flags as SDK evaluation reads them: a project's active definitions, the person a request
 // names, and the hash keys that keep a person's variants when they identify (experience continuity).
 import type { EntityManager } from '@mikro-orm/postgresql';
-import type { Kysely } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { type DB, db, prepared } from '../platform/db/kysely.ts';
 import type { FlagFilters } from './evaluate.ts';
 
@@ -91,3 +91,16 @@ export const copyHashKeyOverrides = prepared((db: Kysely<DB>, targetId: string, 
     )
     .onConflict((oc) => oc.doNothing()),
 );
+
+/** The persons' recorded flag hash keys (an access export hands them over), by person and flag key. */
+export function hashKeyOverridesOf(em: EntityManager, projectId: number, personIds: readonly string[]) {
+  if (personIds.length === 0) return Promise.resolve([]);
+  return db(em)
+    .selectFrom('feature_flag_hash_key_override')
+    .select([sql<string>`person_id::text`.as('person_id'), 'feature_flag_key', 'hash_key'])
+    .where('project_id', '=', projectId)
+    .where('person_id', '=', sql<string>`any(${[...personIds]}::bigint[])`)
+    .orderBy('person_id')
+    .orderBy('feature_flag_key')
+    .execute();
+}

@@ -40,6 +40,10 @@ export const JOBS = {
   webhookDelivery: { queue: 'webhooks', name: 'deliver' },
   /** New events and distinct-id changes to ClickHouse (EVENT_STORE=clickhouse only). */
   shipEvents: { queue: 'maintenance', name: 'ship-events' },
+  /** One access export (an access_export row): its archive built; jobId access-export-<id>. */
+  accessExport: { queue: 'deletions', name: 'access-export' },
+  /** Hourly: access-export archives past ACCESS_EXPORT_TTL_HOURS removed, the removal recorded. */
+  expireAccessExports: { queue: 'maintenance', name: 'expire-access-exports' },
 } as const satisfies Record<string, { queue: keyof typeof QUEUE_NAMES; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -63,6 +67,8 @@ export interface JobData {
   retention: Record<string, never>;
   webhookDelivery: { deliveryId: string };
   shipEvents: Record<string, never>;
+  accessExport: { exportId: string };
+  expireAccessExports: Record<string, never>;
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

@@ -36,6 +36,7 @@ import { Migration0054DistinctIdMovedIndex } from './0054-distinct-id-moved-inde
 import { Migration0055DeletionIdempotencyPerUser } from './0055-deletion-idempotency-per-user.ts';
 import { Migration0056ExperimentPersonStateDenominator } from './0056-experiment-person-state-denominator.ts';
 import { Migration0057PersonAccessLog } from './0057-person-access-log.ts';
+import { Migration0059AccessExport } from './0059-access-export.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -74,4 +75,5 @@ export const migrationsList = [
   { name: '0055-deletion-idempotency-per-user', class: Migration0055DeletionIdempotencyPerUser },
   { name: '0056-experiment-person-state-denominator', class: Migration0056ExperimentPersonStateDenominator },
   { name: '0057-person-access-log', class: Migration0057PersonAccessLog },
+  { name: '0059-access-export', class: Migration0059AccessExport },
 ];
