@@ -51,7 +51,17 @@ const receiptBodySchema = record({
       'Per store the request covers: persons, distinct_ids, cohort_memberships, flag_hash_key_overrides (when it deleted the person), events, or recordings and recording_snapshots',
     additionalProperties: storeSchema,
   },
-});
+  access_exports: {
+    type: 'array',
+    description:
+      "The person's access exports before the deletion (present only when there were any): each archive's manifest.json SHA-256, so what was handed out can be checked against what was deleted",
+    items: record({
+      export_id: { type: 'string' },
+      manifest_sha256: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+      built_at: dateTime,
+    }),
+  },
+}, { optional: ['access_exports'] });
 
 const receiptSchema = record({
   request_id: DELETION_REQUEST_ID,

@@ -20,6 +20,7 @@ export {
   retryDeletion,
   unsuppressDeletion,
   type DeletionOptions,
+  type IdempotencyKey,
 } from './service.ts';
 export {
   DELETION_STATUSES,
