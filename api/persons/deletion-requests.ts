@@ -147,7 +147,7 @@ export function deletionQuery<const P extends Record<string, unknown>>(propertie
 }
 
 /** The user's Idempotency-Key, fingerprinted with what the request asks (format aside), or null without one. */
-function idempotencyKeyOf(ctx: ApiContext, action: string) {
+export function idempotencyKeyOf(ctx: ApiContext, action: string) {
   const raw = ctx.get(IDEMPOTENCY_HEADER);
   if (ctx.headers['idempotency-key'] === undefined) return null;
   if (raw.trim() === '') throw validationError('This field may not be blank.', IDEMPOTENCY_HEADER, 'blank');
@@ -217,18 +217,21 @@ export async function answerDeletionRequest(
       },
     };
   });
-  if (result === 'key_reused')
-    throw new ApiError(
-      422,
-      'invalid_request',
-      'idempotency_key_reused',
-      `This ${IDEMPOTENCY_HEADER} was already used with a different request in the last 24 hours; use a new key.`,
-      IDEMPOTENCY_HEADER,
-    );
+  if (result === 'key_reused') throw idempotencyKeyReused();
   if (result.replayed) ctx.set('Idempotent-Replayed', 'true');
   if (result.body !== null && result.body !== undefined) ctx.body = result.body;
   ctx.status = result.status;
 }
+
+/** The 422 of an Idempotency-Key used before with another request. */
+export const idempotencyKeyReused = () =>
+  new ApiError(
+    422,
+    'invalid_request',
+    'idempotency_key_reused',
+    `This ${IDEMPOTENCY_HEADER} was already used with a different request in the last 24 hours; use a new key.`,
+    IDEMPOTENCY_HEADER,
+  );
 
 const P = '/api/projects/:project_id/persons';
 
