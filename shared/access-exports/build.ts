@@ -198,9 +198,10 @@ async function buildArchive(deps: Deps & EventStoreDeps, row: AccessExportRow, w
       export_id: row.id,
       project_id: projectId,
       request: {
-        ...row.request,
+        ids: row.request.ids ?? [],
+        distinct_ids: row.request.distinct_ids ?? [],
         person_uuids: row.person_uuids,
-        distinct_ids: row.distinct_ids,
+        person_distinct_ids: row.distinct_ids,
         requested_by: { user_id: row.created_by_id ?? null, api_key_id: row.api_key_id ?? null },
       },
       cutoff: row.cutoff,
