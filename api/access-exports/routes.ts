@@ -20,7 +20,15 @@ import {
 } from '../../shared/access-exports/index.ts';
 import { ApiError, notFound, validationError } from '../http/errors.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
-import { dateTime, nullableDateTime, nullableInteger, nullableOpenObject, nullableString, record, stringArray } from '../http/schemas.ts';
+import {
+  dateTime,
+  nullableDateTime,
+  nullableInteger,
+  nullableOpenObject,
+  nullableString,
+  record,
+  stringArray,
+} from '../http/schemas.ts';
 import { deletionWork, idempotencyKeyOf, idempotencyKeyReused } from '../persons/deletion-requests.ts';
 
 const A = '/api/projects/:project_id/persons/access_exports';
@@ -44,15 +52,29 @@ export const accessExportSchema = record({
   created_at: dateTime,
   started_at: nullableDateTime,
   completed_at: nullableDateTime,
-  expires_at: { ...nullableDateTime, description: 'When the archive is removed (ACCESS_EXPORT_TTL_HOURS after completion)' },
+  expires_at: {
+    ...nullableDateTime,
+    description: 'When the archive is removed (ACCESS_EXPORT_TTL_HOURS after completion)',
+  },
   removed_at: { ...nullableDateTime, description: 'When the expiry job removed the archive' },
   attempts: count,
   last_error: nullableString,
   size_bytes: { ...nullableInteger, description: "The archive's size" },
-  manifest_sha256: { ...nullableString, description: 'SHA-256 of the archive’s manifest.json; later deletion receipts of the persons cite it' },
-  key_id: { ...nullableString, description: 'The receipts key that signed manifest.json (…/deletion_receipts/public_key)' },
-  signature: { ...nullableString, description: 'Base64 of the Ed25519 signature of manifest.json (the archive’s manifest.sig)' },
-  manifest: nullableOpenObject('manifest.json as signed: per file its name, rows, bytes and SHA-256; the request, its cutoff and times'),
+  manifest_sha256: {
+    ...nullableString,
+    description: 'SHA-256 of the archive’s manifest.json; later deletion receipts of the persons cite it',
+  },
+  key_id: {
+    ...nullableString,
+    description: 'The receipts key that signed manifest.json (…/deletion_receipts/public_key)',
+  },
+  signature: {
+    ...nullableString,
+    description: 'Base64 of the Ed25519 signature of manifest.json (the archive’s manifest.sig)',
+  },
+  manifest: nullableOpenObject(
+    'manifest.json as signed: per file its name, rows, bytes and SHA-256; the request, its cutoff and times',
+  ),
 });
 
 const dryRunSchema = record(
@@ -101,7 +123,8 @@ export const accessExportRoutes = [
       properties: {
         dry_run: {
           type: 'boolean',
-          description: 'Answer what the export would hold now, per store (PostgreSQL, and ClickHouse when it is the event store); nothing is written',
+          description:
+            'Answer what the export would hold now, per store (PostgreSQL, and ClickHouse when it is the event store); nothing is written',
         },
       },
     },
@@ -120,7 +143,10 @@ export const accessExportRoutes = [
     responses: {
       ...deletionWork.responses,
       200: { description: 'dry_run=true: what the export would hold now', schema: dryRunSchema },
-      202: { description: 'The export request (pending); GET it for its status and manifest', schema: accessExportSchema },
+      202: {
+        description: 'The export request (pending); GET it for its status and manifest',
+        schema: accessExportSchema,
+      },
       404: { description: 'No person matches the ids or distinct ids' },
     },
     handler: async (ctx) => {
@@ -173,7 +199,8 @@ export const accessExportRoutes = [
     method: 'GET',
     path: `${A}/:id/download`,
     params: EXPORT_ID,
-    summary: "The export's archive (.tar.gz), streamed from disk; each download is recorded in the persons' read-access log",
+    summary:
+      "The export's archive (.tar.gz), streamed from disk; each download is recorded in the persons' read-access log",
     tags: ['persons'],
     scopes: ['person:read'],
     responses: {

@@ -7,8 +7,10 @@
 import type { Job } from 'bullmq';
 import { createHash, sign } from 'node:crypto';
 import { once } from 'node:events';
-import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
+import { constants, createGzip, type Gzip } from 'node:zlib';
+import { mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { listPersonAccess } from '../access-log/index.ts';
@@ -21,7 +23,7 @@ import { canonicalJson } from '../platform/canonical-json.ts';
 import type { Deps } from '../platform/deps.ts';
 import type { JobData } from '../platform/jobs.ts';
 import { claimExport, completeExport, exportById, noteExportError, type AccessExportRow } from './store.ts';
-import { TarGzWriter } from './tar.ts';
+import { gzipMember, TarGzWriter } from './tar.ts';
 
 /** The event that counts as an exposure to a flag (and so to its experiments), as the experiments feature reads it. */
 const EXPOSURE_EVENT = '$feature_flag_called';
@@ -29,19 +31,26 @@ const EXPOSURE_EVENT = '$feature_flag_called';
 const PROPERTY_HISTORY_EVENTS = 10_000;
 const ACCESS_LOG_PAGE = 1000;
 
-/** One NDJSON member being written: rows counted and hashed as they go to disk. */
+/**
+ * One NDJSON member being written: rows counted and its SHA-256 taken as they go, compressed on the
+ * way to disk (gzip on libuv's thread pool, beside the reading) into the gzip member the archive takes
+ * as it is (tar.ts).
+ */
 class Part {
   readonly name: string;
   readonly path: string;
   rows = 0;
   bytes = 0;
   readonly #hash = createHash('sha256');
-  readonly #stream: WriteStream;
+  readonly #gzip: Gzip;
+  readonly #done: Promise<void>;
 
   constructor(folder: string, name: string) {
     this.name = name;
-    this.path = join(folder, name);
-    this.#stream = createWriteStream(this.path, { flags: 'wx' });
+    this.path = join(folder, `${name}.gz`);
+    this.#gzip = createGzip({ level: constants.Z_BEST_SPEED });
+    this.#done = pipeline(this.#gzip, createWriteStream(this.path, { flags: 'wx' }));
+    this.#done.catch(() => undefined);
   }
 
   /** Appends lines (JSON texts without newlines); waits while the file is behind. */
@@ -51,7 +60,7 @@ class Part {
     this.rows += lines.length;
     this.bytes += chunk.length;
     this.#hash.update(chunk);
-    if (!this.#stream.write(chunk)) await once(this.#stream, 'drain');
+    if (!this.#gzip.write(chunk)) await Promise.race([once(this.#gzip, 'drain'), this.#done]);
   }
 
   rowsOf(values: readonly unknown[]): Promise<void> {
@@ -59,13 +68,13 @@ class Part {
   }
 
   async close(): Promise<{ name: string; rows: number; bytes: number; sha256: string }> {
-    this.#stream.end();
-    await once(this.#stream, 'close');
+    this.#gzip.end();
+    await this.#done;
     return { name: this.name, rows: this.rows, bytes: this.bytes, sha256: this.#hash.digest('hex') };
   }
 
   destroy(): void {
-    this.#stream.destroy();
+    this.#gzip.destroy();
   }
 }
 
@@ -87,7 +96,11 @@ export async function buildAccessExport(job: Job<JobData['accessExport']>, deps:
   await mkdir(work, { recursive: true });
   try {
     const built = await buildArchive(deps, row, work, final);
-    const kept = await completeExport(em, row.id, { ...built, filePath: final, ttlHours: deps.config.accessExports.ttlHours });
+    const kept = await completeExport(em, row.id, {
+      ...built,
+      filePath: final,
+      ttlHours: deps.config.accessExports.ttlHours,
+    });
     if (!kept) await rm(final, { force: true });
     return { exportId: row.id, rows: built.manifest.files, bytes: built.sizeBytes, kept };
   } catch (error) {
@@ -138,8 +151,15 @@ async function buildArchive(deps: Deps & EventStoreDeps, row: AccessExportRow, w
 
     const historyPart = part('property_history.ndjson');
     for (const p of persons) {
-      const events = await deps.events.personEvents(projectId, String(p.id), new Date(row.cutoff), PROPERTY_HISTORY_EVENTS);
-      await historyPart.rowsOf(propertiesTimeline(events, new Date(0)).map((point) => ({ person_uuid: p.uuid, ...point })));
+      const events = await deps.events.personEvents(
+        projectId,
+        String(p.id),
+        new Date(row.cutoff),
+        PROPERTY_HISTORY_EVENTS,
+      );
+      await historyPart.rowsOf(
+        propertiesTimeline(events, new Date(0)).map((point) => ({ person_uuid: p.uuid, ...point })),
+      );
     }
 
     // Every event once; the exposures among them beside.
@@ -173,7 +193,13 @@ async function buildArchive(deps: Deps & EventStoreDeps, row: AccessExportRow, w
         })),
       );
     await part('flag_hash_key_overrides.ndjson').rowsOf(
-      (await hashKeyOverridesOf(em, projectId, persons.map((p) => String(p.id)))).map((o) => ({
+      (
+        await hashKeyOverridesOf(
+          em,
+          projectId,
+          persons.map((p) => String(p.id)),
+        )
+      ).map((o) => ({
         person_uuid: uuidOf.get(o.person_id) ?? null,
         feature_flag_key: o.feature_flag_key,
         hash_key: o.hash_key,
@@ -221,23 +247,27 @@ async function buildArchive(deps: Deps & EventStoreDeps, row: AccessExportRow, w
       ['manifest.sig', signature],
       ['public_key.pem', Buffer.from(signer.publicKeyPem, 'utf8')],
     ];
-    for (const [name, bytes] of extra) await writeFile(join(work, name), bytes, { flag: 'wx' });
+    for (const [name, bytes] of extra) await writeFile(join(work, `${name}.gz`), gzipMember(bytes), { flag: 'wx' });
     // SHA256SUMS in sha256sum's own format, every other member listed: `sha256sum -c SHA256SUMS` in the folder.
     const sums = [
       ...files.map((f) => `${f.sha256}  ${f.name}`),
       ...extra.map(([name, bytes]) => `${createHash('sha256').update(bytes).digest('hex')}  ${name}`),
     ];
-    await writeFile(join(work, 'SHA256SUMS'), `${sums.join('\n')}\n`, { flag: 'wx' });
+    const sumsBytes = Buffer.from(`${sums.join('\n')}\n`, 'utf8');
+    await writeFile(join(work, 'SHA256SUMS.gz'), gzipMember(sumsBytes), { flag: 'wx' });
+    const sizes = new Map<string, number>([
+      ...extra.map(([name, bytes]): [string, number] => [name, bytes.length]),
+      ['SHA256SUMS', sumsBytes.length],
+      ...files.map((f): [string, number] => [f.name, f.bytes]),
+    ]);
 
     const folder = archiveFolder(row.id);
     const mtime = new Date(builtAt);
     const tar = new TarGzWriter(final);
     try {
       await tar.addDirectory(folder, mtime);
-      for (const name of ['manifest.json', 'manifest.sig', 'SHA256SUMS', 'public_key.pem', ...files.map((f) => f.name)]) {
-        const path = join(work, name);
-        await tar.addFile(`${folder}/${name}`, path, (await stat(path)).size, mtime);
-      }
+      for (const name of ['manifest.json', 'manifest.sig', 'SHA256SUMS', 'public_key.pem', ...files.map((f) => f.name)])
+        await tar.addCompressedFile(`${folder}/${name}`, join(work, `${name}.gz`), sizes.get(name)!, mtime);
       await tar.finish();
     } catch (error) {
       tar.abort();

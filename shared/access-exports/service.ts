@@ -81,7 +81,13 @@ export async function previewAccessExport(
         events: counts.postgres ?? 0,
         recordings: (await personRecordings(em, projectId, uuids, distinctIds)).length,
         cohort_memberships: cohortMemberships,
-        flag_hash_key_overrides: (await hashKeyOverridesOf(em, projectId, persons.map((p) => String(p.id)))).length,
+        flag_hash_key_overrides: (
+          await hashKeyOverridesOf(
+            em,
+            projectId,
+            persons.map((p) => String(p.id)),
+          )
+        ).length,
         access_log_entries: accessEntries.size,
       },
       ...(counts.clickhouse === undefined ? {} : { clickhouse: { events: counts.clickhouse } }),

@@ -1,11 +1,11 @@
-// A .tar.gz written as a stream to a file: POSIX ustar headers (512-byte blocks), each member's bytes
-// copied from a file on disk, gzip on libuv's thread pool. Nothing is held in memory beyond the
-// streams' buffers. No tar library is installed; the format is small and written here with care:
+// A .tar.gz written as a stream to a file: POSIX ustar headers (512-byte blocks), each member's data
+// copied from the gzip file it was compressed into as it was written. Nothing is held in memory
+// beyond the streams' buffers. No tar library is installed; the format is small and written here with care:
 // sizes past ustar's 11 octal digits (8 GiB) use the base-256 form GNU tar and bsdtar read.
 import { once } from 'node:events';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { pipeline } from 'node:stream/promises';
-import { constants, createGzip, type Gzip } from 'node:zlib';
+import { createReadStream, createWriteStream, type WriteStream } from 'node:fs';
+import { finished } from 'node:stream/promises';
+import { constants, gzipSync } from 'node:zlib';
 
 const BLOCK = 512;
 
@@ -48,50 +48,53 @@ export function ustarHeader(name: string, size: number, mtime: Date, type: 'file
   return header;
 }
 
-/** A .tar.gz being written to `path`: members added in order, then finish(). */
+/** Small data as one gzip member (headers, padding, the end marker, the manifest's files). */
+export const gzipMember = (data: Buffer) => gzipSync(data, { level: constants.Z_BEST_SPEED });
+
+/**
+ * A .tar.gz written to `path` as a series of gzip members (RFC 1952 §2.2: a gzip file is one or more
+ * members, and gunzip, `tar -xzf` and zlib read them as one stream): each tar header and padding is a
+ * member of its own, and each file's data is copied in as the member it was already compressed into
+ * while it was written (see build.ts), so no byte is compressed twice and the data is never reread
+ * uncompressed. The archive therefore decompresses to exactly the ustar stream of its members.
+ */
 export class TarGzWriter {
-  readonly #gzip: Gzip;
+  readonly #out: WriteStream;
   readonly #done: Promise<void>;
 
   constructor(path: string) {
-    // The fastest level: the archive is a hand-over, and level 1 is a third of level 6's time for
-    // about a tenth more bytes on event NDJSON.
-    this.#gzip = createGzip({ level: constants.Z_BEST_SPEED });
-    this.#done = pipeline(this.#gzip, createWriteStream(path, { flags: 'wx' }));
+    this.#out = createWriteStream(path, { flags: 'wx' });
+    this.#done = finished(this.#out);
     // A failed write surfaces in finish() (or the member being written); never as an unhandled rejection.
     this.#done.catch(() => undefined);
   }
 
   async #write(chunk: Buffer): Promise<void> {
-    if (!this.#gzip.write(chunk)) await Promise.race([once(this.#gzip, 'drain'), this.#done]);
+    if (!this.#out.write(chunk)) await Promise.race([once(this.#out, 'drain'), this.#done]);
   }
 
   async addDirectory(name: string, mtime: Date): Promise<void> {
-    await this.#write(ustarHeader(name.endsWith('/') ? name : `${name}/`, 0, mtime, 'directory'));
+    await this.#write(gzipMember(ustarHeader(name.endsWith('/') ? name : `${name}/`, 0, mtime, 'directory')));
   }
 
-  /** Adds the file at `source` (exactly `size` bytes) as member `name`. */
-  async addFile(name: string, source: string, size: number, mtime: Date): Promise<void> {
-    await this.#write(ustarHeader(name, size, mtime, 'file'));
-    let copied = 0;
-    for await (const chunk of createReadStream(source, { highWaterMark: 1 << 20 })) {
-      copied += (chunk as Buffer).length;
+  /** Adds member `name` of `size` bytes (uncompressed) whose data is the gzip file at `compressed`. */
+  async addCompressedFile(name: string, compressed: string, size: number, mtime: Date): Promise<void> {
+    await this.#write(gzipMember(ustarHeader(name, size, mtime, 'file')));
+    for await (const chunk of createReadStream(compressed, { highWaterMark: 1 << 20 }))
       await this.#write(chunk as Buffer);
-    }
-    if (copied !== size) throw new Error(`${source} changed while archived: ${copied} bytes, expected ${size}`);
     const pad = (BLOCK - (size % BLOCK)) % BLOCK;
-    if (pad) await this.#write(Buffer.alloc(pad));
+    if (pad) await this.#write(gzipMember(Buffer.alloc(pad)));
   }
 
-  /** The end-of-archive marker (two zero blocks), then the gzip trailer; resolves once the file is written. */
+  /** The end-of-archive marker (two zero blocks); resolves once the file is written. */
   async finish(): Promise<void> {
-    await this.#write(Buffer.alloc(BLOCK * 2));
-    this.#gzip.end();
+    await this.#write(gzipMember(Buffer.alloc(BLOCK * 2)));
+    this.#out.end();
     await this.#done;
   }
 
   /** Stops writing (after a failure); the caller removes the file. */
   abort(): void {
-    this.#gzip.destroy();
+    this.#out.destroy();
   }
 }

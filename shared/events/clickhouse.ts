@@ -24,6 +24,7 @@ import {
   type EventExportBatch,
   type EventExportGroup,
 } from './event-store.ts';
+import { exportLine } from './export.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
@@ -295,14 +296,6 @@ export function createClickHouseEventStore(
     return { sql, params };
   }
 
-  // One event as PostgreSQL's export writes it (json_build_object's members, order and spacing).
-  const iso = (column: string) => `toJSONString(formatDateTime(${column}, '%Y-%m-%dT%H:%i:%S.%fZ', 'UTC'))`;
-  const exportLine = `concat('{"uuid" : ', toJSONString(toString(uuid)), ', "event" : ', toJSONString(event),
-      ', "distinct_id" : ', toJSONString(distinct_id),
-      ', "person_id" : ', if(person_id IS NULL, 'null', toJSONString(toString(person_id))),
-      ', "timestamp" : ', ${iso('timestamp')}, ', "created_at" : ', ${iso('created_at')},
-      ', "properties" : ', if(properties = '', '{}', properties), '}')`;
-
   /** The group's events (each uuid once: a row written twice by a retried batch counts once), in batches. */
   async function exportEvents(
     projectId: number,
@@ -314,17 +307,20 @@ export function createClickHouseEventStore(
     if (ranges !== null && ranges.length === 0) return 0;
     const where = exportWhere(projectId, group, ranges);
     const result = await client.query({
-      query: `SELECT ${exportLine} AS l, event FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid`,
+      query: `SELECT toString(uuid), event, distinct_id, if(person_id IS NULL, NULL, toString(person_id)),
+                     toString(timestamp), toString(created_at), properties
+                FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid`,
       query_params: where.params,
       format: 'JSONCompactEachRow',
     });
     let n = 0;
     let batch: EventExportBatch = { lines: [], names: [] };
-    for await (const chunk of result.stream<[string, string]>())
+    type Columns = [string, string, string, string | null, string, string, string];
+    for await (const chunk of result.stream<Columns>())
       for (const row of chunk) {
-        const [line, name] = row.json();
-        batch.lines.push(line);
-        batch.names.push(name);
+        const [u, e, d, p, t, c, j] = row.json();
+        batch.lines.push(exportLine({ u, e, d, p, t, c, j }));
+        batch.names.push(e);
         if (batch.lines.length === 5000) {
           n += batch.lines.length;
           await write(batch);

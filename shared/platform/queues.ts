@@ -194,5 +194,8 @@ export const enqueueAccessExports = (queue: Queue, exportIds: string[]) =>
   enqueueRowJobs(queue, ACCESS_EXPORT_JOB, exportIds);
 
 /** Makes sure each pending access export has a live job (see requeueRowJobs). */
-export const requeueAccessExports = (queue: Queue, exportIds: string[], stillDue?: (ids: string[]) => Promise<string[]>) =>
-  requeueRowJobs(queue, ACCESS_EXPORT_JOB, exportIds, stillDue);
+export const requeueAccessExports = (
+  queue: Queue,
+  exportIds: string[],
+  stillDue?: (ids: string[]) => Promise<string[]>,
+) => requeueRowJobs(queue, ACCESS_EXPORT_JOB, exportIds, stillDue);

@@ -101,11 +101,13 @@ describe('access export with EVENT_STORE=clickhouse', () => {
     const events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch, orm);
     const deps = { config, orm, logger, events, queues: null, connection: null } as any;
 
-    expect(await events.countExportEvents(account.projectId, {
-      cutoff: new Date().toISOString(),
-      personIds: [personUuid],
-      distinctIds: ['axc-1'],
-    })).toEqual({ postgres: 2, clickhouse: 1 });
+    expect(
+      await events.countExportEvents(account.projectId, {
+        cutoff: new Date().toISOString(),
+        personIds: [personUuid],
+        distinctIds: ['axc-1'],
+      }),
+    ).toEqual({ postgres: 2, clickhouse: 1 });
 
     const row = await insertExport(orm.em.fork(), {
       projectId: account.projectId,

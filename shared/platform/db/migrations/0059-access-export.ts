@@ -38,6 +38,8 @@ export class Migration0059AccessExport extends Migration {
     this.addSql(`create index access_export_project_idx on access_export (project_id, created_at desc)`);
     this.addSql(`create index access_export_uuids_idx on access_export using gin (person_uuids)`);
     this.addSql(`create index access_export_expiry_idx on access_export (expires_at) where status = 'completed'`);
-    this.addSql(`create index access_export_pending_idx on access_export (created_at) where status in ('pending', 'running')`);
+    this.addSql(
+      `create index access_export_pending_idx on access_export (created_at) where status in ('pending', 'running')`,
+    );
   }
 }
