@@ -48,7 +48,8 @@ class Part {
   constructor(folder: string, name: string) {
     this.name = name;
     this.path = join(folder, `${name}.gz`);
-    this.#gzip = createGzip({ level: constants.Z_BEST_SPEED });
+    // A large buffer, so the thread pool compresses one batch while the next is read and made lines.
+    this.#gzip = createGzip({ level: constants.Z_BEST_SPEED, chunkSize: 256 * 1024, highWaterMark: 16 << 20 });
     this.#done = pipeline(this.#gzip, createWriteStream(this.path, { flags: 'wx' }));
     this.#done.catch(() => undefined);
   }

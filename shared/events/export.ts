@@ -9,7 +9,7 @@ import { pgArray, rows, run } from '../platform/db/sql.ts';
 import type { EventExportBatch, EventExportGroup } from './event-store.ts';
 
 /** Rows per FETCH: large enough that a statement's round trip is a small part, small enough to hold. */
-const FETCH = 5000;
+const FETCH = 10_000;
 
 /** The export's rows: its persons' uuids or distinct ids, arrived by the cutoff (any event time). */
 const EXPORT_EVENTS = `project_id = ? and (person_id = any((select ?::uuid[])::uuid[]) or distinct_id = any((select ?::text[])::text[])) and created_at <= ?::timestamptz`;
