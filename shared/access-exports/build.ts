@@ -48,8 +48,10 @@ class Part {
   constructor(folder: string, name: string) {
     this.name = name;
     this.path = join(folder, `${name}.gz`);
-    // A large buffer, so the thread pool compresses one batch while the next is read and made lines.
-    this.#gzip = createGzip({ level: constants.Z_BEST_SPEED, chunkSize: 256 * 1024, highWaterMark: 16 << 20 });
+    // A large buffer (a stream option zlib passes on; its options type omits it), so the thread pool
+    // compresses one batch while the next is read and made lines.
+    const options = { level: constants.Z_BEST_SPEED, chunkSize: 256 * 1024, highWaterMark: 16 << 20 };
+    this.#gzip = createGzip(options);
     this.#done = pipeline(this.#gzip, createWriteStream(this.path, { flags: 'wx' }));
     this.#done.catch(() => undefined);
   }
