@@ -18,7 +18,7 @@ import {
   requestAccessExport,
   type AccessRequester,
 } from '../../shared/access-exports/index.ts';
-import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { ApiError, gone, notFound, validationError } from '../http/errors.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import {
   dateTime,
@@ -46,7 +46,10 @@ export const accessExportSchema = record({
   },
   person_uuids: stringArray,
   distinct_ids: { ...stringArray, description: "The persons' distinct ids when the request was made" },
-  request: { type: 'object', description: 'The ids and distinct ids as asked' },
+  request: {
+    ...record({ ids: stringArray, distinct_ids: stringArray }),
+    description: 'The ids and distinct ids as asked',
+  },
   requested_by: record({ user_id: nullableInteger, api_key_id: nullableString }),
   cutoff: { ...dateTime, description: 'Events that had arrived by then are exported' },
   created_at: dateTime,
@@ -215,10 +218,7 @@ export const accessExportRoutes = [
       if (!found) throw notFound();
       const view = exportView(found);
       if (view.status === 'expired')
-        throw new ApiError(
-          410,
-          'invalid_request',
-          'gone',
+        throw gone(
           `Access export ${view.id} expired at ${view.expires_at}; its archive was removed at ${view.removed_at}. Request a new export.`,
         );
       const archive = view.status === 'completed' ? await exportArchive(ctx.state.em, projectId, view.id) : null;
