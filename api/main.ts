@@ -4,6 +4,7 @@ import { initOrm } from '../shared/platform/db/orm.ts';
 import { logger, repeatingErrorLog } from '../shared/platform/logger.ts';
 import { createApiRedis } from '../shared/platform/redis.ts';
 import { createApp, listen } from './app.ts';
+import { accessRecorderOf } from './http/access-log.ts';
 import { createQueues } from '../shared/platform/queues.ts';
 import { startAuthCache } from './http/auth-cache.ts';
 import { startFlagCache } from './flags/cache.ts';
@@ -42,8 +43,11 @@ async function shutdown(signal: string) {
   if (stopping) return;
   stopping = true;
   logger.info({ signal }, 'API shutting down');
-  server.close();
   setTimeout(() => process.exit(1), 10_000).unref();
+  // Requests under way finish (up to 5 s), then the read-access rows they handed over are written before the
+  // pool closes; a read after that fails rather than go unrecorded.
+  await Promise.race([new Promise((resolve) => server.close(resolve)), new Promise((r) => setTimeout(r, 5_000))]);
+  await accessRecorderOf(orm).close(3_000);
   await authCache?.stop();
   await flagCache.stop();
   await suppressionCache.stop();

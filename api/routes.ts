@@ -11,6 +11,7 @@ import { organizationRoutes } from './organizations/routes.ts';
 import { opsRoutes } from './ops/routes.ts';
 import { openApiRoutes } from './openapi/routes.ts';
 import { personAnalysisRoutes } from './persons/analysis-routes.ts';
+import { accessLogRoutes } from './persons/access-log-routes.ts';
 import { deletionRequestRoutes } from './persons/deletion-requests.ts';
 import { personDeletionRoutes, personRoutes } from './persons/routes.ts';
 import { deletionReceiptRoutes } from './persons/receipt-routes.ts';
@@ -34,6 +35,7 @@ export const allRoutes: RouteDefinition[] = [
   ...deletionReceiptRoutes,
   ...accessExportRoutes,
   ...personAnalysisRoutes,
+  ...accessLogRoutes,
   ...eventDefinitionRoutes,
   ...experimentRoutes,
   ...holdoutRoutes,

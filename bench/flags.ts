@@ -8,7 +8,10 @@
 //   2. the same /flags against the raw definitions query (a project's active flags) through `pg` from
 //      this process (an earlier target: ≥ 0.75×);
 //   3. /flags for a project with those 5 plus one flag on a person property the SDK did not send (the
-//      person is read on every request) against the raw definitions query.
+//      person is read on every request) against the raw definitions query;
+//   4. /flags for a project with those 5 plus a bandit experiment's flag (parameters.allocation: its
+//      sticky variant is read on every request; the distinct ids were all served before) against the
+//      raw definitions query.
 // CPU per request of each process involved (this process: the load's client side, or the raw query's pg
 // client; the server process; the bench database's PostgreSQL backends) is printed beside throughput:
 // it moves less than throughput when others load the machine.
@@ -51,6 +54,28 @@ await pool.query(
    values ($1, 'bench-email', 'email rule', $2::jsonb, true)`,
   [withPerson.projectId, JSON.stringify({ groups: [{ properties: [EMAIL_RULE], rollout_percentage: 100 }] })],
 );
+
+const withBandit = await createAccount(orm);
+await experimentFlags(withBandit);
+{
+  const res = await call(api.baseUrl, 'POST', `/api/projects/${withBandit.projectId}/experiments/`, {
+    key: withBandit.apiKey,
+    body: {
+      name: 'Bench bandit',
+      feature_flag_key: `bench-bandit-${Date.now()}`,
+      start_date: new Date().toISOString(),
+      parameters: { allocation: { type: 'thompson_sampling' } },
+    },
+  });
+  if (res.status !== 201) throw new Error(`creating the bandit experiment: ${res.status} ${res.text}`);
+  // Returning persons (the common case): every distinct id the load uses was served before, so each
+  // request reads its sticky variant (a first serve also inserts it).
+  await pool.query(
+    `insert into feature_flag_sticky_variant (feature_flag_id, bucketing_value, project_id, variant)
+     select $1, 'user-' || g, $2, case when g % 2 = 0 then 'control' else 'test' end from generate_series(0, 9999) g`,
+    [res.body.feature_flag.id, withBandit.projectId],
+  );
+}
 
 // Dead person rows another benchmark left (deletes, rolled-back inserts) slow the person read; start clean.
 await pool.query('vacuum analyze person, person_distinct_id, feature_flag');
@@ -103,7 +128,10 @@ console.log(
 );
 // The statement /flags ran for its definitions (shared/flags/store.ts, activeFlags).
 const definitionsSql = `select id, key, name, version, active, deleted, filters, ensure_experience_continuity,
-    evaluation_runtime from feature_flag where project_id = $1 and active and not deleted order by id`;
+    evaluation_runtime, exists (select 1 from experiment x where x.feature_flag_id = feature_flag.id
+      and x.project_id = feature_flag.project_id and not x.deleted
+      and jsonb_typeof(x.parameters->'allocation') = 'object') as sticky
+    from feature_flag where project_id = $1 and active and not deleted order by id`;
 const raw: PairSide = {
   name: 'raw definitions query through pg',
   request: async () => {
@@ -123,6 +151,7 @@ const koaRouter: PairSide = {
   request: (i) => postOk(`${floor.baseUrl}/flags/?v=2`, flagsBody(account, i)),
 };
 const person = askFlags('POST /flags/?v=2 (+1 person-property flag)', withPerson);
+const bandit = askFlags('POST /flags/?v=2 (+1 bandit flag: sticky variant read)', withBandit);
 const comparisons: [string, PairSide, PairSide][] = [
   [
     `/flags vs its like-for-like baseline (${captured.answer.length} bytes; target ≥ 0.4×, p99 < 20 ms)`,
@@ -131,6 +160,7 @@ const comparisons: [string, PairSide, PairSide][] = [
   ],
   ['/flags vs the raw definitions query (earlier target ≥ 0.75×)', flags, raw],
   ['/flags with a person read vs the raw definitions query', person, raw],
+  ['/flags with a sticky (bandit) flag vs the raw definitions query', bandit, raw],
 ];
 const headlines: string[] = [];
 for (const [title, a, b] of comparisons) {

@@ -11,6 +11,7 @@ import {
   integerIdParam,
   nullableDateTime,
   nullableInteger,
+  nullableOpenObject,
   nullableString,
   record,
 } from '../http/schemas.ts';
@@ -26,6 +27,7 @@ import {
   updateBody,
 } from './schemas.ts';
 import {
+  banditSummary,
   createExperiment,
   duplicateExperiment,
   exposureCohortFor,
@@ -76,6 +78,9 @@ const timeseriesSchema = record({
   computed_at: nullableDateTime,
   created_at: dateTime,
   updated_at: dateTime,
+  bandit: nullableOpenObject(
+    "Adaptive allocation (parameters.allocation), for the experiment's primary metric: the settings, the last run's status, weights (rollout percentages), probabilities of being best, exposures, periods, period-weighted estimates of each variant's difference from control with 95% intervals (estimate_method batched_ols), and the history of reallocations — null otherwise",
+  ),
 });
 
 const STATUSES = new Set(['draft', 'running', 'complete']);
@@ -333,8 +338,10 @@ const timeseries = defineRoute({
     const series = await applyingRules(() =>
       metricTimeseries(ctx.state.em, experiment, metric_uuid, fingerprint, ctx.state.project.timezone),
     );
+    const bandit = await banditSummary(ctx.state.em, experiment, metric_uuid);
     ctx.body = {
       ...series,
+      bandit,
       computed_at: isoTimestamp(series.computed_at),
       created_at: isoTimestamp(series.created_at),
       updated_at: isoTimestamp(series.updated_at),

@@ -147,7 +147,9 @@ const localEvaluation = defineRoute({
         filters: f.filters,
         deleted: f.deleted,
         active: f.active,
-        ensure_experience_continuity: f.ensure_experience_continuity,
+        // A sticky flag (an adaptive experiment's) is evaluated by /flags only: SDKs do not evaluate
+        // continuity flags locally, so they ask the server, which serves each person's first variant.
+        ensure_experience_continuity: f.ensure_experience_continuity || f.sticky,
         version: f.version,
         evaluation_runtime: f.evaluation_runtime ?? 'all',
       })),

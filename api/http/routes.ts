@@ -10,6 +10,7 @@ import { ApiError, notFound, permissionDenied, unsupportedMediaType } from './er
 import { isId } from '../../shared/platform/ids.ts';
 import { parseJsonBody, rejectDeepJsonParameters, rejectUnstorableValues } from './json.ts';
 import { enforceThrottle } from './throttle.ts';
+import { recordPersonsRead } from './access-log.ts';
 import {
   responseMismatch,
   UNDECLARED_MEMBER_NOTE,
@@ -97,6 +98,11 @@ export interface RouteDefinition<Q = Unvalidated, B = unknown> {
    * `format`). A handler that answers CSV itself (a stream or a string) is left alone.
    */
   csv?: (answer: unknown) => string;
+  /**
+   * The answer holds persons' data: each successful request is recorded in the read-access log as this
+   * action, naming the persons the handler passed to `personsRead` (api/http/access-log.ts).
+   */
+  personAccess?: string;
   handler: (ctx: ApiContext<Q, B>) => Promise<void> | void;
 }
 
@@ -204,6 +210,7 @@ function routeMiddleware(route: RouteDefinition): Middleware {
     await route.handler(apiCtx);
     if (deps.config.validateResponses) checkResponseContract(route, ctx);
     if (route.csv && apiCtx.state.query.format === 'csv') answerCsv(ctx, route);
+    if (route.personAccess && ctx.status >= 200 && ctx.status < 300) await recordPersonsRead(ctx, route.personAccess);
   };
 }
 

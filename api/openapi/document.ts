@@ -198,14 +198,18 @@ export function buildOpenApiDocument(routes: RouteDefinition[], serverUrl?: stri
     }
     if (route.body || route.query) responses['400'] ??= { description: 'Invalid input', content: errorBody('400') };
     const scopes = route.scopes ?? [];
+    const accessNote = authenticated
+      ? `Required scopes: ${scopes.length ? scopes.map((s) => `\`${s}\``).join(', ') : 'none (any valid personal API key)'}.`
+      : 'No personal API key (see the endpoint description for its own authentication).';
     paths[path] ??= {};
     paths[path][method] = {
       operationId: id,
       summary: route.summary,
       tags: route.tags ?? [],
-      description: authenticated
-        ? `Required scopes: ${scopes.length ? scopes.map((s) => `\`${s}\``).join(', ') : 'none (any valid personal API key)'}.`
-        : 'No personal API key (see the endpoint description for its own authentication).',
+      description: route.personAccess
+        ? `${accessNote} Recorded in the read-access log as \`${route.personAccess}\`: one row per answered request, naming the persons the answer holds (\`/persons/access_log/\`).`
+        : accessNote,
+      ...(route.personAccess ? { 'x-person-access': route.personAccess } : {}),
       'x-required-scopes': scopes,
       parameters: [
         ...pathParameters(route),

@@ -8,6 +8,7 @@ import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
 import { actorOf, defineRoute, type RouteContext } from '../http/routes.ts';
 import { fieldOf, funnelParams, funnelStep, lifecycleType, parseDate, parseEventSteps } from './analysis.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
+import { personsRead } from '../http/access-log.ts';
 import { findPerson, PERSON_ID } from './queries.ts';
 import { orderedDistinctIds, splitPerson as splitStoredPerson } from '../../shared/persons/index.ts';
 import { personsByIds } from '../../shared/persons/index.ts';
@@ -60,12 +61,23 @@ const activitySchema = {
   },
 };
 
-async function activityPage(ctx: RouteContext<typeof activityQuery>, itemId: string | null) {
+/** A page of the persons' activity log: of one person (`person`), or of every person of the project. */
+async function activityPage(ctx: RouteContext<typeof activityQuery>, person: { id: string; uuid: string } | null) {
   const { page = 1, limit = 10 } = ctx.state.query;
-  const { count, rows } = await storedActivityPage(ctx.state.em, ctx.state.project.id, 'Person', itemId, {
+  const { count, rows } = await storedActivityPage(ctx.state.em, ctx.state.project.id, 'Person', person?.id ?? null, {
     limit,
     offset: (page - 1) * limit,
   });
+  // The persons whose changes the page shows (a deleted person's rows name no one who still exists).
+  if (person) personsRead(ctx, [person.uuid]);
+  else {
+    const ids = [...new Set(rows.map((r) => r.item_id).filter((id): id is string => id !== null))];
+    const existing = ids.length ? await personsByIds(ctx.state.em, ctx.state.project.id, ids) : [];
+    personsRead(
+      ctx,
+      existing.map((p) => p.uuid),
+    );
+  }
   const link = (p: number) => {
     const url = new URL(`${ctx.protocol}://${ctx.host}${ctx.state.requestPath}`);
     url.searchParams.set('page', String(p));
@@ -157,6 +169,7 @@ async function propertiesTimeline(ctx: RouteContext<typeof timelineQuery>) {
   // Person properties over time, rebuilt from the person's own $set / $set_once / $unset history.
   const events = await ctx.deps.events.personEvents(ctx.state.project.id, person.id, to, 10_000);
   const points = timelineOf(events, from, crucial);
+  personsRead(ctx, [person.uuid]);
   ctx.body = {
     points,
     crucial_property_keys: crucial,
@@ -177,6 +190,7 @@ async function personCohorts(ctx: RouteContext<typeof cohortsQuery>) {
     throw validationError('This field is required.', 'person_id', 'required');
   const person = await findPerson(ctx.state.em, ctx.state.project.id, personId);
   const results = await cohortsOfPerson(ctx.state.em, ctx.deps.events, ctx.state.project.id, person.id);
+  personsRead(ctx, [person.uuid]);
   ctx.body = { results };
 }
 
@@ -200,6 +214,10 @@ async function actorsResponse(
   const page = pageOf(params);
   const { count, personIds } = await compute(page);
   const people = await personsByIds(ctx.state.em, ctx.state.project.id, personIds);
+  personsRead(
+    ctx,
+    people.map((p) => p.uuid),
+  );
   const url = new URL(
     `${ctx.protocol}://${ctx.host}${ctx.state.requestPath}${ctx.querystring ? `?${ctx.querystring}` : ''}`,
   );
@@ -336,6 +354,7 @@ export const personAnalysisRoutes = [
     summary: 'Activity log of all persons',
     tags: ['persons'],
     scopes: ['activity_log:read'],
+    personAccess: 'person_activity',
     query: activityQuery,
     responses: { 200: { description: 'Activity page', schema: activitySchema } },
     csv: CSV,
@@ -348,11 +367,12 @@ export const personAnalysisRoutes = [
     summary: 'Activity log of one person',
     tags: ['persons'],
     scopes: ['activity_log:read'],
+    personAccess: 'person_activity',
     query: activityQuery,
     responses: { 200: { description: 'Activity page', schema: activitySchema } },
     csv: CSV,
     handler: async (ctx) =>
-      activityPage(ctx, (await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)).id),
+      activityPage(ctx, await findPerson(ctx.state.em, ctx.state.project.id, ctx.state.params.id)),
   }),
   defineRoute({
     method: 'POST',
@@ -379,6 +399,7 @@ export const personAnalysisRoutes = [
     summary: "Timeline of the person's properties, rebuilt from its events",
     tags: ['persons'],
     scopes: [],
+    personAccess: 'person_properties_timeline',
     query: timelineQuery,
     responses: { 200: { description: 'Timeline', schema: timelineSchema } },
     csv: csvOfAnswer((answer) => answer.points), // one row per point in time
@@ -390,6 +411,7 @@ export const personAnalysisRoutes = [
     summary: 'Cohorts a person belongs to',
     tags: ['persons'],
     scopes: ['person:read', 'cohort:read'],
+    personAccess: 'person_cohorts',
     query: cohortsQuery,
     responses: {
       200: {
@@ -412,6 +434,7 @@ export const personAnalysisRoutes = [
       summary: 'Persons at a funnel step',
       tags: ['persons'],
       scopes: [],
+      personAccess: 'person_funnel',
       query: funnelQuery,
       ...(method === 'POST' ? { body: funnelBody } : {}),
       responses: { 200: { description: 'Persons', schema: actorsSchema } },
@@ -426,6 +449,7 @@ export const personAnalysisRoutes = [
       summary: 'Persons who converted (or not) and performed an event',
       tags: ['persons'],
       scopes: [],
+      personAccess: 'person_funnel_correlation',
       query: funnelQuery,
       ...(method === 'POST' ? { body: funnelBody } : {}),
       responses: { 200: { description: 'Persons', schema: actorsSchema } },
@@ -439,6 +463,7 @@ export const personAnalysisRoutes = [
     summary: 'Persons in a lifecycle bucket (new, returning, resurrecting, dormant) on a day',
     tags: ['persons'],
     scopes: [],
+    personAccess: 'person_lifecycle',
     query: lifecycleQuery,
     responses: { 200: { description: 'Persons', schema: actorsSchema } },
     csv: ACTORS_CSV,

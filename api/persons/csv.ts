@@ -87,7 +87,12 @@ export const personsToCsv = (persons: PersonWithIds[]): string => rowsToCsv(pers
 export async function personsCsv(
   em: EntityManager,
   filter: SqlFragment,
-  options: { limit?: number; pageSize?: number } = {},
+  options: {
+    limit?: number;
+    pageSize?: number;
+    /** Awaited with each page's persons (and its number, from 1) before its rows are written. */
+    onPage?: (persons: PersonWithIds[], page: number) => Promise<void>;
+  } = {},
 ): Promise<{ rows: number; stream: Readable }> {
   const limit = options.limit ?? Number.POSITIVE_INFINITY;
   const pageSize = options.pageSize ?? PAGE;
@@ -114,8 +119,9 @@ export async function personsCsv(
     yield csvLine(columns);
     let want: number = Math.min(pageSize, limit);
     let next: Promise<PersonsPage> | null = read(null, want);
-    for (let written = 0; next; ) {
+    for (let written = 0, pageNumber = 1; next; pageNumber++) {
       const { persons, last }: PersonsPage = await next;
+      if (options.onPage && persons.length > 0) await options.onPage(persons, pageNumber);
       written += persons.length;
       const more: boolean = persons.length === want && last !== null && written < limit;
       want = Math.min(pageSize, limit - written);

@@ -4,6 +4,7 @@ import { PAGE_QUERY_PROPERTIES, pageLinks, pageOf, paginated, paginatedSchema } 
 import type { Actor } from '../../shared/platform/activity-log.ts';
 import { actorOf, defineRoute } from '../http/routes.ts';
 import { rejectUnstorableValues } from '../http/json.ts';
+import { personsRead, recordPersonsReadNow } from '../http/access-log.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT, personsCsv, personsToCsv } from './csv.ts';
 import { findPerson, PERSON_ID, personListFilter } from './queries.ts';
 import { personListRow, personListRowSchema, personRecord, personRecordSchema } from './serializers.ts';
@@ -89,6 +90,8 @@ export const personRoutes = [
     summary: 'List persons (filters: distinct_id, email, search, properties); format=csv exports',
     tags: ['persons'],
     scopes: ['person:read'],
+    // format=csv: recorded as person_list_csv, page by page as the export streams.
+    personAccess: 'person_list',
     query: {
       type: 'object',
       properties: {
@@ -124,7 +127,13 @@ export const personRoutes = [
         ctx.type = 'text/csv';
         ctx.set('Content-Disposition', 'attachment; filename="persons.csv"');
         const limit = ctx.state.query.limit ? Number(ctx.state.query.limit) : undefined;
-        const { rows, stream } = await personsCsv(ctx.state.em, filter, { limit });
+        // Streamed: each page of rows is recorded (one row per page, the request's id on each) before it is sent.
+        const onPage = (persons: PersonWithIds[], page: number) =>
+          recordPersonsReadNow(ctx, 'person_list_csv', {
+            personUuids: persons.map((p) => p.uuid),
+            details: { format: 'csv', page },
+          });
+        const { rows, stream } = await personsCsv(ctx.state.em, filter, { limit, onPage });
         ctx.set('X-Total-Count', String(rows));
         ctx.body = stream;
         return;
@@ -133,6 +142,10 @@ export const personRoutes = [
       const exact = ctx.state.query.include_total !== undefined;
       const { rows, hasMore, count, estimated } = await listPersons(ctx.state.em, filter, page, exact);
       if (estimated) ctx.set('X-Count-Estimated', 'true');
+      personsRead(
+        ctx,
+        rows.map((p) => p.uuid),
+      );
       ctx.body = { count, ...pageLinks(ctx, page, hasMore), results: rows.map(personListRow) };
     },
   }),
@@ -159,6 +172,7 @@ export const personRoutes = [
     summary: 'Retrieve a person by numeric id or uuid',
     tags: ['persons'],
     scopes: ['person:read'],
+    personAccess: 'person_retrieve',
     query: { type: 'object', properties: FORMAT },
     responses: {
       200: { description: 'The person', schema: personRecordSchema },
@@ -170,8 +184,10 @@ export const personRoutes = [
       if (ctx.state.query.format === 'csv') {
         ctx.type = 'text/csv';
         ctx.body = personsToCsv([person]);
+        personsRead(ctx, [person.uuid], { format: 'csv' });
         return;
       }
+      personsRead(ctx, [person.uuid]);
       ctx.body = personRecord(person);
     },
   }),

@@ -5,6 +5,16 @@
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
+import type { Deps } from '../platform/deps.ts';
+import { purgeAccessLog } from './store.ts';
+
+export {
+  type AccessRecorder,
+  createAccessRecorder,
+  type RecordingMode,
+  setAccessRecordingForBench,
+} from './recorder.ts';
+export { purgeAccessLog } from './store.ts';
 
 /** What a read was: PostHog-style `<resource>_<verb>` names (person_retrieve, person_list, access_export_download …). */
 export type AccessAction = string;
@@ -51,10 +61,21 @@ export async function recordPersonAccess(em: EntityManager, entry: AccessEntry):
     .execute();
 }
 
-/** A project's reads, newest first; of one person when `personUuid` is given; from `since` when given. */
+/**
+ * A project's reads, newest first; of one person when `personUuid` is given; from `since` when given; up to
+ * row `throughId` when given.
+ */
 export async function listPersonAccess(
   em: EntityManager,
-  query: { projectId: number; personUuid?: string; since?: Date; limit: number; offset: number },
+  query: {
+    projectId: number;
+    personUuid?: string;
+    since?: Date;
+    /** Only rows up to this id: the pages after the first list what the first saw, whatever was read since. */
+    throughId?: string;
+    limit: number;
+    offset: number;
+  },
 ): Promise<AccessRecord[]> {
   let q = db(em)
     .selectFrom('person_access_log')
@@ -72,6 +93,7 @@ export async function listPersonAccess(
     .where('project_id', '=', query.projectId);
   if (query.personUuid) q = q.where(sql<boolean>`person_uuids @> array[${query.personUuid}]::uuid[]`);
   if (query.since) q = q.where('timestamp', '>=', query.since);
+  if (query.throughId) q = q.where(sql<boolean>`id <= ${query.throughId}::bigint`);
   const found = await q
     .orderBy('timestamp', 'desc')
     .orderBy('id', 'desc')
@@ -89,4 +111,14 @@ export async function listPersonAccess(
     client_address: r.client_address ?? null,
     details: (r.details ?? {}) as Record<string, unknown>,
   }));
+}
+
+/** The daily upkeep's part (scheduler `event-partitions`): reads recorded more than ACCESS_LOG_RETENTION_DAYS ago. */
+export async function purgeAccessLogJob(
+  _job: unknown,
+  deps: Pick<Deps, 'orm' | 'logger' | 'config'>,
+): Promise<{ accessLogPurged: number }> {
+  const accessLogPurged = await purgeAccessLog(deps.orm.em.fork(), deps.config.accessLog.retentionDays);
+  if (accessLogPurged > 0) deps.logger.info({ accessLogPurged }, 'read-access log rows past their retention purged');
+  return { accessLogPurged };
 }

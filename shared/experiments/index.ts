@@ -1,4 +1,15 @@
 // The public face of shared/experiments/: the only file other folders import.
+export {
+  ERROR_RATE_METHODS,
+  ERROR_RATE_RUNS,
+  ERROR_RATE_SEED,
+  errorRates,
+  errorRateTable,
+  withinBounds,
+  type ErrorRateMethod,
+  type ErrorRateRow,
+} from './error-rates.ts';
+export { banditReallocation, banditSummary } from './bandit-job.ts';
 export { guardrailCheck } from './guardrail-job.ts';
 export {
   GUARDRAIL_HARM,

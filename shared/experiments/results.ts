@@ -38,6 +38,7 @@ import {
 } from './stats.ts';
 import type { MetricKind, VariantStats } from './moments.ts';
 import { type SequentialConfig, sequentialConfig } from './sequential.ts';
+import { allocationOf } from './bandit.ts';
 
 export interface ExperimentForResults {
   id: number;
@@ -143,9 +144,12 @@ export function experimentForResults(x: ExperimentRow): ExperimentForResults {
     startDate: new Date(x.start_date),
     statsMethod,
     baselineKey: baseline ?? (variants.includes('control') ? 'control' : variants[0]),
-    rollout: Object.fromEntries(
-      flagVariants.map((v) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
-    ),
+    // (Adaptive allocation moves the split: no sample ratio mismatch check against today's percentages.)
+    rollout: allocationOf(x.parameters)
+      ? undefined
+      : Object.fromEntries(
+          flagVariants.map((v) => [v.key, typeof v.rollout_percentage === 'number' ? v.rollout_percentage : 0]),
+        ),
     correction: statsMethod === 'frequentist' ? correctionConfig(x.stats_config) : null,
     cupedLookbackDays: cupedLookbackDays(x.stats_config),
     sequential: statsMethod === 'frequentist' ? sequentialConfig(x.stats_config) : null,
@@ -395,7 +399,7 @@ async function distinctIdsOf(tx: EntityManager, projectId: number, persons: read
 }
 
 /** What a computation reads: its metrics' shapes, the properties they sum and the event names. */
-function readPlan(metrics: readonly ExperimentMetric[]) {
+export function readPlan(metrics: readonly ExperimentMetric[]) {
   const shapes = metrics.map((metric) => metricShape(metric) ?? new Error(UNSUPPORTED));
   const valid = shapes.filter((s): s is Exclude<typeof s, Error> => !(s instanceof Error));
   // Each summed property, of the events that sum it only (a mean's one event).
@@ -499,7 +503,7 @@ function within(list: PersonEvents, from: number, to: number): PersonEvents {
 }
 
 /** A read of an experiment's events: exposures before `exposedFrom` are not exposures. */
-interface EventsRead {
+export interface EventsRead {
   events: EventStore;
   projectId: number;
   filter: ExperimentEventFilter;
@@ -544,7 +548,7 @@ async function eventsByPerson(tx: EntityManager, read: EventsRead): Promise<Map<
 }
 
 // A computation from the start folds persons in batches of about this many events.
-const BATCH_EVENTS = 250_000;
+export const BATCH_EVENTS = 250_000;
 
 /**
  * A computation from the start's persons and their events, in batches (about `batchEvents` events
@@ -552,7 +556,7 @@ const BATCH_EVENTS = 250_000;
  * the next id's rows begin; persons with several (PostgreSQL's mapping, read first) are kept until
  * the end, when all their ids have come. So memory holds a batch, not the experiment.
  */
-async function* personBatches(
+export async function* personBatches(
   tx: EntityManager,
   read: EventsRead,
   batchEvents: number,
@@ -588,7 +592,7 @@ async function* personBatches(
 }
 
 /** A person's first exposure to one of the variants (epoch microseconds), if any. */
-function firstExposure(list: PersonEvents, variants: readonly string[]): number | undefined {
+export function firstExposure(list: PersonEvents, variants: readonly string[]): number | undefined {
   for (let x = 0; x < list.exposure.length; x++)
     if (variants.includes(list.exposure[x])) return list.t[list.exposureAt[x]];
   return undefined;

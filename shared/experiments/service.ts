@@ -9,6 +9,7 @@ import { SEQUENTIAL_METRIC_TYPES, sequentialConfig } from './sequential.ts';
 import { correctionConfig, cupedLookbackDays } from './stats.ts';
 import { guardrailsOf, resetCircuitBreaker } from './guardrails.ts';
 import { metricShape } from './results.ts';
+import { allocationProblem } from './bandit.ts';
 import {
   deleteHoldout,
   findSavedMetric,
@@ -176,6 +177,12 @@ function checkGuardrails(statsConfig: unknown, metrics: Metric[], secondary: Met
         'stats_config__guardrails',
       );
   }
+}
+
+/** parameters.allocation (adaptive allocation, bandit.ts): its shape and settings. */
+function checkAllocation(parameters: unknown, variants: number) {
+  const problem = allocationProblem(parameters, variants);
+  if (problem) throw validationError(problem, 'parameters');
 }
 
 function checkDates(start: unknown, end: unknown) {
@@ -348,7 +355,7 @@ export async function createExperiment(
     Array.isArray(body.metrics_secondary) ? body.metrics_secondary : [],
     'metrics_secondary',
   );
-  variantsOf(body.parameters);
+  checkAllocation(body.parameters, variantsOf(body.parameters).length || DEFAULT_VARIANTS.length);
   let id = 0;
   await em.fork().transactional(async (tx) => {
     const holdout = await holdoutFilters(tx, actor, body.holdout_id);
@@ -445,6 +452,7 @@ export async function updateExperiment(
   const flagVariants = current.feature_flag.filters?.multivariate?.variants ?? [];
   if (body.parameters) {
     const variants = variantsOf(body.parameters);
+    checkAllocation(body.parameters, variants.length || flagVariants.length);
     if (launched && body.parameters.feature_flag_variants !== undefined) {
       const sent = variants.map((v) => v.key).sort();
       const have = flagVariants.map((v) => v.key).sort();

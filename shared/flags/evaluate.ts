@@ -163,12 +163,14 @@ export function propertyMatches(filter: PropertyFilter, properties: Record<strin
 /**
  * Evaluates one flag for one person. `bucketingValue` is the distinct id (or the hash-key override
  * kept for experience continuity); `properties` are the stored person properties overlaid with the
- * ones the SDK sent.
+ * ones the SDK sent; `assigned`, the variant a sticky flag first served this bucketing value, takes
+ * the place of the hash's (a condition's own variant and the holdout still come first).
  */
 export function evaluateFlag(
   flag: FlagDefinition,
   bucketingValue: string,
   properties: Record<string, unknown>,
+  assigned?: string,
 ): FlagEvaluation {
   const payloadFor = (value: string | boolean) => flag.filters.payloads?.[String(value)] ?? null;
   const result = (
@@ -202,7 +204,8 @@ export function evaluateFlag(
     }
     const override =
       condition.variant && variants.some((v) => v.key === condition.variant) ? condition.variant : undefined;
-    const variant = override ?? (variants.length ? variantFor(flag.key, bucketingValue, variants) : undefined);
+    const kept = assigned !== undefined && variants.some((v) => v.key === assigned) ? assigned : undefined;
+    const variant = override ?? kept ?? (variants.length ? variantFor(flag.key, bucketingValue, variants) : undefined);
     return result(true, variant, 'condition_match', index, `Matched condition set ${index + 1}`);
   }
   if (outOfRollout !== null)

@@ -2,7 +2,14 @@
 // only when a flag needs it; a project's definitions come prepared (the API process caches them).
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { evaluateFlag, personPropertyKeys, type FlagEvaluation } from './evaluate.ts';
-import { hashKeysOf, personForFlags, recordHashKeys, type StoredFlag } from './store.ts';
+import {
+  hashKeysOf,
+  personForFlags,
+  recordHashKeys,
+  recordStickyVariants,
+  type StoredFlag,
+  stickyVariants,
+} from './store.ts';
 
 export type { StoredFlag };
 
@@ -63,8 +70,38 @@ export async function evaluateFlagsForPerson(
     }
     hashKeys = await hashKeysOf(em, projectId, person.id);
   }
-  return flags.map((flag) => {
-    const bucketing = (flag.ensure_experience_continuity && hashKeys.get(flag.key)) || request.distinctId;
-    return evaluateFlag(flag, bucketing, properties);
+  const bucketingOf = (flag: PreparedFlag) =>
+    (flag.ensure_experience_continuity && hashKeys.get(flag.key)) || request.distinctId;
+  // Sticky flags (an adaptive experiment moves their rollout): the variant first served, one read.
+  const sticky = flags.filter((f) => f.sticky);
+  if (sticky.length === 0) return flags.map((flag) => evaluateFlag(flag, bucketingOf(flag), properties));
+  const stickyEm = em ?? entityManager();
+  const pairs = (list: PreparedFlag[]) => list.map((f) => ({ flagId: f.id, value: bucketingOf(f) }));
+  const assigned = await stickyVariants(stickyEm, pairs(sticky));
+  const evaluate = (flag: PreparedFlag) =>
+    evaluateFlag(flag, bucketingOf(flag), properties, flag.sticky ? assigned.get(flag.id) : undefined);
+  const evaluations = flags.map(evaluate);
+  // First served now (by the hash, not a condition's own variant or the holdout): recorded.
+  const fresh = flags.flatMap((flag, i) => {
+    const e = evaluations[i];
+    if (!flag.sticky || assigned.has(flag.id) || !hashedVariant(flag, e)) return [];
+    return [{ flagId: flag.id, value: bucketingOf(flag), variant: e.variant!, index: i }];
   });
+  if (fresh.length) {
+    const stored = await recordStickyVariants(stickyEm, projectId, fresh);
+    for (const f of fresh) {
+      const variant = stored.get(f.flagId);
+      if (variant === undefined || variant === f.variant) continue;
+      assigned.set(f.flagId, variant); // another request recorded first: its variant
+      evaluations[f.index] = evaluate(flags[f.index]);
+    }
+  }
+  return evaluations;
+}
+
+/** Whether the evaluation's variant came from the variant hash (a matched condition without a variant of its own). */
+function hashedVariant(flag: PreparedFlag, e: FlagEvaluation): boolean {
+  if (!e.enabled || e.variant === undefined || e.reason.code !== 'condition_match') return false;
+  const own = flag.filters.groups?.[e.reason.condition_index ?? -1]?.variant;
+  return !(own && flag.filters.multivariate?.variants?.some((v) => v.key === own));
 }

@@ -18,6 +18,19 @@ const activeFlagsStatement = prepared((kysely: Kysely<DB>, projectId: number) =>
       eb.ref('filters').$castTo<FlagFilters & Record<string, unknown>>().as('filters'),
       'ensure_experience_continuity',
       'evaluation_runtime',
+      // Sticky: an experiment on it allocates adaptively (parameters.allocation), so its rollout
+      // percentages move and each bucketing value keeps the variant it was first served.
+      eb
+        .exists(
+          eb
+            .selectFrom('experiment as x')
+            .select(sql<number>`1`.as('one'))
+            .whereRef('x.feature_flag_id', '=', 'feature_flag.id')
+            .whereRef('x.project_id', '=', 'feature_flag.project_id') // (the project's experiments, by their index)
+            .where('x.deleted', '=', false)
+            .where(sql<boolean>`jsonb_typeof(x.parameters->'allocation') = 'object'`),
+        )
+        .as('sticky'),
     ])
     .where('project_id', '=', projectId)
     .where((eb) => eb.and([eb.ref('active'), eb.not(eb.ref('deleted'))]))
@@ -103,4 +116,66 @@ export function hashKeyOverridesOf(em: EntityManager, projectId: number, personI
     .orderBy('person_id')
     .orderBy('feature_flag_key')
     .execute();
+}
+
+const stickyVariantOf = prepared((kysely: Kysely<DB>, flagId: number, value: string) =>
+  kysely
+    .selectFrom('feature_flag_sticky_variant')
+    .select(['feature_flag_id', 'variant'])
+    .where('feature_flag_id', '=', flagId)
+    .where('bucketing_value', '=', value),
+);
+
+/** The variants stored for these (flag, bucketing value) pairs, by flag id. One statement. */
+export async function stickyVariants(em: EntityManager, pairs: { flagId: number; value: string }[]) {
+  if (pairs.length === 0) return new Map<number, string>();
+  if (pairs.length === 1) {
+    // (One bandit flag, the usual case: a statement built once.)
+    const found = await stickyVariantOf(em, pairs[0].flagId, pairs[0].value);
+    return new Map(found.map((r) => [r.feature_flag_id, r.variant]));
+  }
+  const found = await db(em)
+    .selectFrom('feature_flag_sticky_variant')
+    .select(['feature_flag_id', 'bucketing_value', 'variant'])
+    .where((eb) =>
+      eb.or(pairs.map((p) => eb.and([eb('feature_flag_id', '=', p.flagId), eb('bucketing_value', '=', p.value)]))),
+    )
+    .execute();
+  const wanted = new Map(pairs.map((p) => [p.flagId, p.value]));
+  return new Map(
+    found.filter((r) => wanted.get(r.feature_flag_id) === r.bucketing_value).map((r) => [r.feature_flag_id, r.variant]),
+  );
+}
+
+/**
+ * Records each pair's first variant, where none is recorded yet; returns the variants stored for
+ * the pairs afterwards (another request's, if it recorded first).
+ */
+export async function recordStickyVariants(
+  em: EntityManager,
+  projectId: number,
+  rows: { flagId: number; value: string; variant: string }[],
+) {
+  if (rows.length === 0) return new Map<number, string>();
+  const inserted = await db(em)
+    .insertInto('feature_flag_sticky_variant')
+    .values(
+      rows.map((r) => ({
+        project_id: projectId,
+        feature_flag_id: r.flagId,
+        bucketing_value: r.value,
+        variant: r.variant,
+      })),
+    )
+    .onConflict((oc) => oc.columns(['feature_flag_id', 'bucketing_value']).doNothing())
+    .returning(['feature_flag_id', 'variant'])
+    .execute();
+  const stored = new Map(inserted.map((r) => [r.feature_flag_id, r.variant]));
+  const raced = rows.filter((r) => !stored.has(r.flagId));
+  for (const [flagId, variant] of await stickyVariants(
+    em,
+    raced.map((r) => ({ flagId: r.flagId, value: r.value })),
+  ))
+    stored.set(flagId, variant);
+  return stored;
 }

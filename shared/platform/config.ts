@@ -82,6 +82,8 @@ export const SETTINGS_SCHEMA = {
     DELETION_RECEIPT_PRIVATE_KEY_FILE: unset,
     EXPERIMENT_RESULTS_CRON: cron('0 2 * * *'),
     GUARDRAIL_CHECK_CRON: cron('*/5 * * * *'),
+    /** When bandit experiments are looked at; each reallocates every parameters.allocation.interval_hours. */
+    BANDIT_CRON: cron('7 * * * *'),
     STATISTICS_REFRESH_CRON: cron('*/5 * * * *'),
     STATISTICS_REFRESH_ROWS: int(10_000, 0),
     MAINTENANCE_VACUUM_DEAD_ROWS: int(10_000, 1),
@@ -114,6 +116,8 @@ export const SETTINGS_SCHEMA = {
     ACCESS_EXPORT_TTL_HOURS: int(168, 1),
     /** When expired access-export archives are removed (UTC cron). */
     ACCESS_EXPORT_EXPIRE_CRON: cron('7 * * * *'),
+    /** Days the read-access log keeps a read (the daily upkeep purges older rows). */
+    ACCESS_LOG_RETENTION_DAYS: int(365, 1, 36_500),
   },
 } as const;
 
@@ -351,6 +355,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       experimentResultsCron: s.EXPERIMENT_RESULTS_CRON,
       /** Guardrail checks of running experiments (stats_config.guardrails). */
       guardrailCheckCron: s.GUARDRAIL_CHECK_CRON,
+      /** Bandit experiments looked at (each reallocates when its interval_hours have passed). */
+      banditCron: s.BANDIT_CRON,
       statisticsRefreshCron: s.STATISTICS_REFRESH_CRON,
       eventPartitionsCron: s.EVENT_PARTITIONS_CRON,
       /** Shipping events to ClickHouse (scheduled only with EVENT_STORE=clickhouse). */
@@ -374,6 +380,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       dir: s.ACCESS_EXPORT_DIR,
       ttlHours: s.ACCESS_EXPORT_TTL_HOURS,
       expireCron: s.ACCESS_EXPORT_EXPIRE_CRON,
+    },
+    accessLog: {
+      /** Days a recorded read is kept; the daily upkeep (EVENT_PARTITIONS_CRON) purges older ones. */
+      retentionDays: s.ACCESS_LOG_RETENTION_DAYS,
     },
     maintenance: {
       /** Months after the current one that get their event partition in advance. */

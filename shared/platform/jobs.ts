@@ -29,8 +29,10 @@ export const JOBS = {
   experimentResults: { queue: 'experimentResults', name: 'compute' },
   /** Every 5 minutes: guardrails of running experiments; a harmful one trips the circuit breaker. */
   guardrailCheck: { queue: 'experimentResults', name: 'guardrail-check' },
+  /** Hourly: bandit experiments whose interval has passed get new rollout percentages (Thompson sampling). */
+  banditReallocation: { queue: 'experimentResults', name: 'bandit-reallocation' },
   refreshStatistics: { queue: 'maintenance', name: 'refresh-statistics' },
-  /** Daily: event partitions ahead, and the purge of ingestion warnings past 30 days. */
+  /** Daily: event partitions ahead; the purges of ingestion warnings and webhook deliveries (30 days) and of the read-access log (ACCESS_LOG_RETENTION_DAYS). */
   ensureEventPartitions: { queue: 'maintenance', name: 'ensure-event-partitions' },
   /** VACUUM (ANALYZE) of one table after a mass delete; deduplicated per table (enqueueVacuums). */
   vacuumTable: { queue: 'maintenance', name: 'vacuum-table' },
@@ -61,6 +63,8 @@ export interface JobData {
   experimentResults: { experimentId?: number };
   /** No id: every running experiment with guardrails. */
   guardrailCheck: { experimentId?: number };
+  /** No id: every running bandit experiment whose interval has passed; `force`: due now. */
+  banditReallocation: { experimentId?: number; force?: boolean };
   refreshStatistics: { minChangedRows?: number; minDeadRows?: number };
   ensureEventPartitions: { monthsAhead?: number };
   vacuumTable: { table: string };

@@ -53,6 +53,12 @@ export const defaultSchedules = (
     setting: 'GUARDRAIL_CHECK_CRON',
   },
   {
+    schedulerId: 'experiment-bandits',
+    job: 'banditReallocation',
+    pattern: config.schedules.banditCron,
+    setting: 'BANDIT_CRON',
+  },
+  {
     schedulerId: 'statistics-refresh',
     job: 'refreshStatistics',
     pattern: config.schedules.statisticsRefreshCron,

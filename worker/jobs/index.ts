@@ -17,8 +17,9 @@ import {
   reconcileDeletions,
   releaseDeletionBatch,
 } from '../../shared/deletions/index.ts';
+import { purgeAccessLogJob } from '../../shared/access-log/index.ts';
 import { ensureEventPartitionsJob, shipEventsJob } from '../../shared/events/index.ts';
-import { computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
+import { banditReallocation, computeExperimentResults, guardrailCheck } from '../../shared/experiments/index.ts';
 import { purgeWarningsJob } from '../../shared/ingestion/index.ts';
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
@@ -42,13 +43,16 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   reconcileDeletions: { run: reconcileDeletions },
   experimentResults: { run: computeExperimentResults },
   guardrailCheck: { run: guardrailCheck },
+  banditReallocation: { run: banditReallocation },
   refreshStatistics: { run: refreshStatistics },
-  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries.
+  // The daily upkeep: partitions ahead, then the 30-day purges of ingestion warnings and webhook deliveries, and
+  // the read-access log's purge past ACCESS_LOG_RETENTION_DAYS.
   ensureEventPartitions: {
     run: async (job, deps) => ({
       ...(await ensureEventPartitionsJob(job, deps)),
       ...(await purgeWarningsJob(job, deps)),
       ...(await purgeDeliveriesJob(job, deps)),
+      ...(await purgeAccessLogJob(job, deps)),
     }),
   },
   vacuumTable: { run: vacuumTable },

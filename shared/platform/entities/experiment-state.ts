@@ -41,3 +41,26 @@ export const ExperimentPersonState = defineEntity({
     steps: p.json<number[]>().nullable(),
   },
 });
+
+/**
+ * A bandit experiment's last allocation run (result: probabilities, weights, the period-weighted
+ * estimate) and its reallocations (history: when, weights before and after), shared/experiments/bandit-job.ts.
+ */
+export const ExperimentBandit = defineEntity({
+  name: 'ExperimentBandit',
+  tableName: 'experiment_bandit',
+  properties: {
+    experimentId: () =>
+      p
+        .manyToOne(Experiment)
+        .mapToPk()
+        .primary()
+        .fieldName('experiment_id')
+        .deleteRule('cascade')
+        .updateRule('no action'),
+    checkedAt: p.datetime(),
+    result: p.json<Record<string, unknown>>(),
+    history: p.json<Record<string, unknown>[]>().defaultRaw(`'[]'`),
+    updatedAt: p.datetime().defaultRaw('now()'),
+  },
+});

@@ -43,3 +43,27 @@ export const FeatureFlagHashKeyOverride = defineEntity({
   },
   uniques: [{ properties: ['projectId', 'personId', 'featureFlagKey'] }],
 });
+
+/**
+ * The variant a flag whose experiment allocates adaptively first served a bucketing value (distinct
+ * id, or the continuity hash key): served again whatever the rollout percentages are now.
+ */
+export const FeatureFlagStickyVariant = defineEntity({
+  name: 'FeatureFlagStickyVariant',
+  tableName: 'feature_flag_sticky_variant',
+  properties: {
+    featureFlagId: () =>
+      p
+        .manyToOne(FeatureFlag)
+        .mapToPk()
+        .primary()
+        .fieldName('feature_flag_id')
+        .deleteRule('cascade')
+        .updateRule('no action'),
+    bucketingValue: p.string().length(400).primary(),
+    projectId: () => p.manyToOne(Project).mapToPk().fieldName('project_id').deleteRule('cascade'),
+    variant: p.string().length(400),
+    assignedAt: p.datetime().defaultRaw('now()'),
+  },
+  indexes: [{ name: 'feature_flag_sticky_variant_project_idx', properties: ['projectId', 'bucketingValue'] }],
+});

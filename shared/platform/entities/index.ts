@@ -17,8 +17,8 @@ import {
   ExperimentSavedMetric,
   ExperimentToSavedMetric,
 } from './experiment.ts';
-import { ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
-import { FeatureFlag, FeatureFlagHashKeyOverride } from './feature-flag.ts';
+import { ExperimentBandit, ExperimentMetricState, ExperimentPersonState } from './experiment-state.ts';
+import { FeatureFlag, FeatureFlagHashKeyOverride, FeatureFlagStickyVariant } from './feature-flag.ts';
 import { IngestionWarning } from './ingestion-warning.ts';
 import { JobSchedule } from './job-schedule.ts';
 import { Organization, OrganizationMembership } from './organization.ts';
@@ -45,6 +45,7 @@ export {
   EventDefinitionUsage,
   EventShipment,
   Experiment,
+  ExperimentBandit,
   ExperimentHoldout,
   ExperimentMetricResult,
   ExperimentMetricState,
@@ -53,6 +54,7 @@ export {
   ExperimentToSavedMetric,
   FeatureFlag,
   FeatureFlagHashKeyOverride,
+  FeatureFlagStickyVariant,
   IngestionWarning,
   JobSchedule,
   Organization,
@@ -91,6 +93,7 @@ export const entities = [
   // flags and experiments
   FeatureFlag,
   FeatureFlagHashKeyOverride,
+  FeatureFlagStickyVariant,
   ExperimentHoldout,
   ExperimentSavedMetric,
   Experiment,
@@ -98,6 +101,7 @@ export const entities = [
   ExperimentMetricResult,
   ExperimentMetricState,
   ExperimentPersonState,
+  ExperimentBandit,
   // event definitions
   EventDefinition,
   EventDefinitionUsage,

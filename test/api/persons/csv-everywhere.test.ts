@@ -279,8 +279,13 @@ describe('formula guard', () => {
 describe('format is declared where it is honoured', () => {
   const document = buildOpenApiDocument(allRoutes) as any;
   const personPaths = Object.keys(document.paths).filter(
-    // Deletion status and receipts are ours, not the seed's nineteen (receipts' CSV: test/shared/deletions/deletion-receipts.test.ts).
-    (p) => p.includes('/persons') && !p.includes('/deletion_status') && !p.includes('/deletion_receipts'),
+    // Deletion status, receipts and the read-access log are ours, not the seed's nineteen (receipts' CSV:
+    // test/shared/deletions/deletion-receipts.test.ts; the access log's: test/api/persons/access-log.test.ts).
+    (p) =>
+      p.includes('/persons') &&
+      !p.includes('/deletion_status') &&
+      !p.includes('/deletion_receipts') &&
+      !p.includes('/access_log'),
   );
 
   it('documents format on each of the nineteen person operations', () => {

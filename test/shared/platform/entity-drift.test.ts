@@ -47,6 +47,11 @@ const TRIGGERS: [table: string, trigger: string][] = [
   ]),
   // 0052: when a distinct id got another person (incremental experiment results, shared/experiments/results.ts).
   ['person_distinct_id', 'person_distinct_id_moved'],
+  // 0063: an experiment's parameters.allocation makes its flag sticky (the flags' definition cache).
+  ['experiment', 'experiment_flags_insert'],
+  ['experiment', 'experiment_flags_update'],
+  // 0063: a deleted person's distinct ids forget their sticky variants.
+  ['person_distinct_id', 'person_distinct_id_forget_sticky'],
 ];
 
 /**

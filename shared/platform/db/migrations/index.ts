@@ -37,6 +37,7 @@ import { Migration0055DeletionIdempotencyPerUser } from './0055-deletion-idempot
 import { Migration0056ExperimentPersonStateDenominator } from './0056-experiment-person-state-denominator.ts';
 import { Migration0057PersonAccessLog } from './0057-person-access-log.ts';
 import { Migration0059AccessExport } from './0059-access-export.ts';
+import { Migration0063ExperimentBandits } from './0063-experiment-bandits.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -76,4 +77,5 @@ export const migrationsList = [
   { name: '0056-experiment-person-state-denominator', class: Migration0056ExperimentPersonStateDenominator },
   { name: '0057-person-access-log', class: Migration0057PersonAccessLog },
   { name: '0059-access-export', class: Migration0059AccessExport },
+  { name: '0063-experiment-bandits', class: Migration0063ExperimentBandits },
 ];
