@@ -11,6 +11,8 @@ COPY api ./api
 COPY shared ./shared
 COPY worker ./worker
 COPY scripts ./scripts
+# Access-export archives (ACCESS_EXPORT_DIR): a volume the API and worker share, owned by the app's user.
+RUN mkdir -p /app/data/access-exports && chown -R node:node /app/data
 USER node
 EXPOSE 8000
 CMD ["node", "api/main.ts"]

@@ -1,4 +1,5 @@
 // Every route of the API, one list per resource folder.
+import { accessExportRoutes } from './access-exports/routes.ts';
 import { captureRoutes } from './capture/routes.ts';
 import { eventDefinitionRoutes } from './event-definitions/routes.ts';
 import { experimentRoutes } from './experiments/routes.ts';
@@ -35,6 +36,7 @@ export const allRoutes: RouteDefinition[] = [
   ...deletionRequestRoutes,
   ...deletionReceiptRoutes,
   ...scrubRouteList,
+  ...accessExportRoutes,
   ...personAnalysisRoutes,
   ...accessLogRoutes,
   ...eventDefinitionRoutes,

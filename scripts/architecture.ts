@@ -13,6 +13,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const FEATURES = [
+  'access-exports',
   'accounts',
   'cohorts',
   'deletions',

@@ -70,6 +70,9 @@ export const methodNotAllowed = (method: string, allowed?: string[]) =>
     allowed ? { Allow: allowed.join(', ') } : {},
   );
 
+/** 410: what was there is gone for good (an expired access export's archive). */
+export const gone = (detail: string) => new ApiError(410, 'invalid_request', 'gone', detail);
+
 export const parseError = (detail: string) => new ApiError(400, 'invalid_request', 'parse_error', detail);
 
 export const payloadTooLarge = (limitBytes: number) =>

@@ -11,6 +11,7 @@ import {
   throttled,
   unsupportedMediaType,
   validationError,
+  gone,
 } from '../http/errors.ts';
 import type { RouteDefinition } from '../http/routes.ts';
 import { withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
@@ -108,6 +109,7 @@ const ERROR_SAMPLES: Record<string, unknown> = {
     'conflict',
     'Deletion request 42 is running; only a pending request can be cancelled.',
   ).body,
+  410: gone('Access export 42 expired; its archive was removed. Request a new export.').body,
   413: payloadTooLarge(1024 * 1024).body,
   415: unsupportedMediaType('text/plain').body,
   422: new ApiError(

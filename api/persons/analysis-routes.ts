@@ -1,8 +1,7 @@
 import { activityPage as storedActivityPage } from '../../shared/platform/activity-log.ts';
 import type { Page, PersonIdPage } from '../../shared/events/index.ts';
 import { personCohorts as cohortsOfPerson } from '../../shared/cohorts/index.ts';
-import { personUpdateOf } from '../../shared/persons/index.ts';
-import { applyPropertyUpdate } from '../../shared/persons/index.ts';
+import { propertiesTimeline as timelineOf } from '../../shared/persons/index.ts';
 import { isoTimestamp } from '../../shared/platform/time.ts';
 import { ApiError, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf } from '../http/pagination.ts';
@@ -169,17 +168,7 @@ async function propertiesTimeline(ctx: RouteContext<typeof timelineQuery>) {
   if (typeof q.breakdown === 'string' && q.breakdown) crucial.push(q.breakdown);
   // Person properties over time, rebuilt from the person's own $set / $set_once / $unset history.
   const events = await ctx.deps.events.personEvents(ctx.state.project.id, person.id, to, 10_000);
-  let state: Record<string, unknown> = {};
-  const points: { timestamp: string | null; properties: Record<string, unknown>; relevant_event_count: number }[] = [];
-  const fingerprint = (props: Record<string, unknown>) =>
-    JSON.stringify(crucial.length ? crucial.map((k) => props[k]) : props);
-  for (const event of events) {
-    state = applyPropertyUpdate(state, personUpdateOf(event.event, event.properties)).properties;
-    if (new Date(event.timestamp) < from) continue;
-    const last = points.at(-1);
-    if (last && fingerprint(last.properties) === fingerprint(state)) last.relevant_event_count++;
-    else points.push({ timestamp: isoTimestamp(event.timestamp), properties: { ...state }, relevant_event_count: 1 });
-  }
+  const points = timelineOf(events, from, crucial);
   personsRead(ctx, [person.uuid]);
   ctx.body = {
     points,

@@ -25,33 +25,46 @@ const storeSchema = record({
 });
 
 /** The signed content (receipt_version 1). */
-const receiptBodySchema = record({
-  receipt_version: { type: 'integer' },
-  algorithm: { const: RECEIPT_ALGORITHM },
-  key_id: { type: 'string' },
-  request_id: DELETION_REQUEST_ID,
-  project_id: { type: 'integer' },
-  person_uuid: { type: 'string' },
-  distinct_ids: stringArray,
-  deletion_type: { enum: ['person_events', 'person_recordings'] },
-  mode: { enum: ['weekly', 'off_peak', 'immediate'] },
-  cutoff: dateTime,
-  requested_by: record({
-    user_id: nullableInteger,
-    email: nullableString,
-    api_key_id: nullableString,
-    api_key_label: nullableString,
-  }),
-  accepted_at: dateTime,
-  started_at: nullableDateTime,
-  verified_at: dateTime,
-  stores: {
-    type: 'object',
-    description:
-      'Per store the request covers: persons, distinct_ids, cohort_memberships, flag_hash_key_overrides (when it deleted the person), events, or recordings and recording_snapshots',
-    additionalProperties: storeSchema,
+const receiptBodySchema = record(
+  {
+    receipt_version: { type: 'integer' },
+    algorithm: { const: RECEIPT_ALGORITHM },
+    key_id: { type: 'string' },
+    request_id: DELETION_REQUEST_ID,
+    project_id: { type: 'integer' },
+    person_uuid: { type: 'string' },
+    distinct_ids: stringArray,
+    deletion_type: { enum: ['person_events', 'person_recordings'] },
+    mode: { enum: ['weekly', 'off_peak', 'immediate'] },
+    cutoff: dateTime,
+    requested_by: record({
+      user_id: nullableInteger,
+      email: nullableString,
+      api_key_id: nullableString,
+      api_key_label: nullableString,
+    }),
+    accepted_at: dateTime,
+    started_at: nullableDateTime,
+    verified_at: dateTime,
+    stores: {
+      type: 'object',
+      description:
+        'Per store the request covers: persons, distinct_ids, cohort_memberships, flag_hash_key_overrides (when it deleted the person), events, or recordings and recording_snapshots',
+      additionalProperties: storeSchema,
+    },
+    access_exports: {
+      type: 'array',
+      description:
+        "The person's access exports before the deletion (present only when there were any): each archive's manifest.json SHA-256, so what was handed out can be checked against what was deleted",
+      items: record({
+        export_id: { type: 'string' },
+        manifest_sha256: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+        built_at: dateTime,
+      }),
+    },
   },
-});
+  { optional: ['access_exports'] },
+);
 
 const receiptSchema = record({
   request_id: DELETION_REQUEST_ID,

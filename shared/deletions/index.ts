@@ -22,12 +22,12 @@ export {
   cancelDeletion,
   enqueueAfterDeletions,
   idempotencyKey,
-  type IdempotencyKey,
   previewPersonDeletions,
   recordPersonDeletions,
   retryDeletion,
   unsuppressDeletion,
   type DeletionOptions,
+  type IdempotencyKey,
 } from './service.ts';
 export {
   DELETION_STATUSES,

@@ -501,6 +501,14 @@ export function receiptStoresAfter(em: EntityManager, batch: string[]) {
           isoOf(eb.ref('a.created_at')).as('accepted_at'),
           isoOf(eb.ref('a.started_at')).as('started_at'),
           eb.fn.coalesce('a.receipt_basis', sql<Record<string, unknown>>`'{}'`).as('basis'),
+          // The access exports of the person (shared/access-exports' table, read here): what was held,
+          // cited by what was deleted.
+          sql<AccessExportCitation[]>`coalesce((select jsonb_agg(jsonb_build_object(
+              'export_id', x.id::text, 'manifest_sha256', x.manifest_sha256,
+              'built_at', ${isoOf(sql.ref('x.completed_at'))}) order by x.completed_at, x.id)
+            from access_export x
+           where x.project_id = a.project_id and x.manifest_sha256 is not null
+             and a.key = any(x.person_uuids::text[])), '[]')`.as('access_exports'),
           countIf(
             'x.ids',
             eb
@@ -556,6 +564,13 @@ type ReceiptRequest = Awaited<ReturnType<typeof receiptStoresAfter>>[number];
  */
 export const signReceiptBody = (body: unknown, signer: ReceiptSigner): Promise<string> =>
   signAsync(canonicalJson(body), signer.privateKey);
+
+/** An access export of the person a receipt cites: its manifest's SHA-256 (the archive's manifest.json). */
+interface AccessExportCitation {
+  export_id: string;
+  manifest_sha256: string;
+  built_at: string;
+}
 
 /** Ed25519 on libuv's thread pool: a batch's 1000 signatures do not hold the event loop, and use every core. */
 const signAsync = (content: string, key: KeyObject) =>
@@ -618,6 +633,8 @@ function receiptBody(
     started_at: r.started_at,
     verified_at: verifiedAt,
     stores,
+    // Present only when the person was exported: a receipt of a person never exported keeps its form.
+    ...(r.access_exports.length > 0 ? { access_exports: r.access_exports } : {}),
   };
 }
 

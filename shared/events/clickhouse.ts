@@ -22,7 +22,10 @@ import {
   experimentNames,
   type FunnelParams,
   type PersonEventCount,
+  type EventExportBatch,
+  type EventExportGroup,
 } from './event-store.ts';
+import { exportLine } from './export.ts';
 import { EXPERIMENT_READ_PART, inTurn, partBounds, partRange, partsFor } from './parts.ts';
 
 /** A row of `events` as JSONEachRow takes it (timestamps as 'YYYY-MM-DD hh:mm:ss.ffffff', UTC). */
@@ -68,6 +71,15 @@ export interface ClickHouseEventStore extends EventStore {
   ): Promise<PersonEventCount[]>;
   /** countEventsBefore of the events in `ranges` only. */
   countTrimmedEventsBefore(projectId: number, before: Date, ranges: TrimmedRange[]): Promise<number>;
+  /** exportPersonEvents of the events in `ranges` only (those PostgreSQL's buffer no longer holds); returns how many. */
+  trimmedExportPersonEvents(
+    projectId: number,
+    group: EventExportGroup,
+    ranges: TrimmedRange[],
+    write: (batch: EventExportBatch) => Promise<void>,
+  ): Promise<number>;
+  /** countExportEvents of the events in `ranges` only. */
+  countTrimmedExportEvents(projectId: number, group: EventExportGroup, ranges: TrimmedRange[]): Promise<number>;
 }
 
 /**
@@ -297,6 +309,70 @@ export function createClickHouseEventStore(
         WHERE project_id = {project:Int64} AND timestamp < parseDateTime64BestEffort({before:String}, 6, 'UTC')
           ${ranges === null ? '' : `AND (${trimmedSql(ranges, params)})`}`,
       params,
+    );
+    return Number(row.n);
+  }
+
+  /** An access export's rows (EventExportGroup): the persons' uuids or distinct ids, arrived by the cutoff. */
+  function exportWhere(projectId: number, group: EventExportGroup, ranges: TrimmedRange[] | null) {
+    const params: Record<string, unknown> = {
+      project: projectId,
+      pids: group.personIds,
+      dids: group.distinctIds,
+      cutoff: group.cutoff,
+    };
+    const sql = `project_id = {project:Int64}
+        AND (has({pids:Array(Nullable(UUID))}, person_id) OR has({dids:Array(String)}, distinct_id))
+        AND created_at <= parseDateTime64BestEffort({cutoff:String}, 6, 'UTC')
+        ${ranges === null ? '' : `AND (${trimmedSql(ranges, params)})`}`;
+    return { sql, params };
+  }
+
+  /** The group's events (each uuid once: a row written twice by a retried batch counts once), in batches. */
+  async function exportEvents(
+    projectId: number,
+    group: EventExportGroup,
+    ranges: TrimmedRange[] | null,
+    write: (batch: EventExportBatch) => Promise<void>,
+  ): Promise<number> {
+    if (group.personIds.length === 0 && group.distinctIds.length === 0) return 0;
+    if (ranges !== null && ranges.length === 0) return 0;
+    const where = exportWhere(projectId, group, ranges);
+    const result = await client.query({
+      query: `SELECT toString(uuid), event, distinct_id, if(person_id IS NULL, NULL, toString(person_id)),
+                     toString(timestamp), toString(created_at), properties
+                FROM ${db}.events WHERE ${where.sql} LIMIT 1 BY uuid`,
+      query_params: where.params,
+      format: 'JSONCompactEachRow',
+    });
+    let n = 0;
+    let batch: EventExportBatch = { lines: [], names: [] };
+    type Columns = [string, string, string, string | null, string, string, string];
+    for await (const chunk of result.stream<Columns>())
+      for (const row of chunk) {
+        const [u, e, d, p, t, c, j] = row.json();
+        batch.lines.push(exportLine({ u, e, d, p, t, c, j }));
+        batch.names.push(e);
+        if (batch.lines.length === 5000) {
+          n += batch.lines.length;
+          await write(batch);
+          batch = { lines: [], names: [] };
+        }
+      }
+    if (batch.lines.length > 0) {
+      n += batch.lines.length;
+      await write(batch);
+    }
+    return n;
+  }
+
+  async function countExportEvents(projectId: number, group: EventExportGroup, ranges: TrimmedRange[] | null) {
+    if (group.personIds.length === 0 && group.distinctIds.length === 0) return 0;
+    if (ranges !== null && ranges.length === 0) return 0;
+    const where = exportWhere(projectId, group, ranges);
+    const [row] = await select<{ n: string }>(
+      `SELECT uniqExact(uuid) AS n FROM ${db}.events WHERE ${where.sql}`,
+      where.params,
     );
     return Number(row.n);
   }
@@ -721,6 +797,12 @@ export function createClickHouseEventStore(
       return Boolean(Number(row.has));
     },
 
+    exportPersonEvents: async (projectId, group, write) => ({
+      clickhouse: await exportEvents(projectId, group, null, write),
+    }),
+    countExportEvents: async (projectId, group) => ({ clickhouse: await countExportEvents(projectId, group, null) }),
+    trimmedExportPersonEvents: (projectId, group, ranges, write) => exportEvents(projectId, group, ranges, write),
+    countTrimmedExportEvents: (projectId, group, ranges) => countExportEvents(projectId, group, ranges),
     countEventsBefore: (projectId, before) => countEventsBefore(projectId, before, null),
     async recentEventSample(projectId, since, limit) {
       const params = { project: projectId, since: since.toISOString(), limit };

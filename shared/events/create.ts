@@ -5,6 +5,7 @@ import type { Config } from '../platform/config.ts';
 import { sameRanges, type TrimmedRange, trimmedRanges } from './buffer.ts';
 import { createClickHouseEventStore, type ClickHouseEventStore } from './clickhouse.ts';
 import type { EventStore, PersonEventCount } from './event-store.ts';
+import { countPostgresExportEvents, exportPostgresEvents } from './export.ts';
 import { createPostgresEventStore } from './postgres.ts';
 import { withShipmentsSettled } from './shipper.ts';
 
@@ -117,6 +118,23 @@ export function withPostgresSource(
     async personEventCounts(projectId, group) {
       const { value, ranges } = await besideTrim(() => postgres.personEventCounts(projectId, group));
       return sumByKey([...value, ...(await clickhouse.trimmedPersonEventCounts(projectId, group, ranges))]);
+    },
+    // An export reads PostgreSQL's rows and the trimmed ranges in one snapshot (buffer.ts: in any
+    // snapshot PostgreSQL holds an event exactly when the ranges do not cover it), then ClickHouse's
+    // events in those ranges: each event once, whether still in the buffer, shipped, or both.
+    async exportPersonEvents(projectId, group, write) {
+      let ranges: TrimmedRange[] = [];
+      const postgresRows = await exportPostgresEvents(orm.em, projectId, group, write, async (tx) => {
+        ranges = await trimmedRanges(tx);
+      });
+      return {
+        postgres: postgresRows,
+        clickhouse: await clickhouse.trimmedExportPersonEvents(projectId, group, ranges, write),
+      };
+    },
+    async countExportEvents(projectId, group) {
+      const { value, ranges } = await besideTrim(() => countPostgresExportEvents(orm.em.fork(), projectId, group));
+      return { postgres: value, clickhouse: await clickhouse.countTrimmedExportEvents(projectId, group, ranges) };
     },
     async countEventsBefore(projectId, before) {
       const { value, ranges } = await besideTrim(() => postgres.countEventsBefore(projectId, before));

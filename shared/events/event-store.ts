@@ -121,6 +121,28 @@ export interface RetentionDeletion {
   onDeleted?: (n: number, table: string) => Promise<void> | void;
 }
 
+/**
+ * A batch of a person's events as an access export hands them over: one JSON object per event (no
+ * newline), with the same members whatever the store: uuid, event, distinct_id, person_id, timestamp
+ * and created_at (ISO 8601 UTC, microseconds), properties; and each line's event name beside it.
+ */
+export interface EventExportBatch {
+  lines: string[];
+  names: string[];
+}
+
+/**
+ * The events an access export covers: those recorded under one of the persons' uuids or under one of
+ * their distinct ids that had arrived by the cutoff (created_at at or before it, whatever their event
+ * time).
+ */
+export interface EventExportGroup {
+  /** An ISO 8601 timestamp. */
+  cutoff: string;
+  personIds: string[];
+  distinctIds: string[];
+}
+
 /** A deletion group's events of one (person uuid, distinct id) pair. */
 export interface PersonEventCount {
   personId: string | null;
@@ -316,6 +338,19 @@ export interface EventStore {
     action: EventScrubAction,
     hooks: ScrubHooks,
   ): Promise<ScrubStoreCounts>;
+  /**
+   * An access export's events (EventExportGroup), each once (by uuid), in batches handed to `write` as
+   * they are read (each awaited before the next is read, so nothing accumulates); returns the rows
+   * handed over by the store that held them ({postgres: n} or {postgres: n, clickhouse: m}: with
+   * EVENT_STORE=clickhouse, ClickHouse's are those PostgreSQL's buffer no longer holds).
+   */
+  exportPersonEvents(
+    projectId: number,
+    group: EventExportGroup,
+    write: (batch: EventExportBatch) => Promise<void>,
+  ): Promise<Record<string, number>>;
+  /** What exportPersonEvents would hand over now, by store (a dry run). */
+  countExportEvents(projectId: number, group: EventExportGroup): Promise<Record<string, number>>;
   /** The project's events with a timestamp before `before` (what retention would remove). */
   countEventsBefore(projectId: number, before: Date): Promise<number>;
   /**

@@ -10,6 +10,8 @@ export {
   type DeletedKeyCount,
   type EventColumns,
   type EventDeletionGroup,
+  type EventExportBatch,
+  type EventExportGroup,
   type EventStore,
   type EventStoreDeps,
   type EventScrubAction,
@@ -35,7 +37,12 @@ export {
   projectsInPartition,
 } from './partitions.ts';
 export { createPostgresEventStore } from './postgres.ts';
-export { deleteRecordingSessions, storeRecordingSnapshots, type RecordingSnapshot } from './recordings.ts';
+export {
+  deleteRecordingSessions,
+  personRecordings,
+  storeRecordingSnapshots,
+  type RecordingSnapshot,
+} from './recordings.ts';
 export { shipEventsJob } from './ship-job.ts';
 export { backfillEvents, shippingLag } from './shipper.ts';
 export { EVENTS_PER_INSERT, eventPartitions, storeEvents, type MonthPartition } from './store.ts';

@@ -18,6 +18,7 @@ import type {
   EventStore,
   PersonEventCount,
 } from './event-store.ts';
+import { countPostgresExportEvents, exportPostgresEvents } from './export.ts';
 import { deleteProjectEventsBefore } from './partitions.ts';
 import { countScrubEvents, scrubPostgresEvents } from './scrub.ts';
 import { firstMonthlyPartitionStart, recentEventsCarryFlagValues, storeEvents } from './store.ts';
@@ -112,6 +113,12 @@ export function createPostgresEventStore(orm: MikroORM, options: PostgresEventSt
         groupEventParams(projectId, group),
       ),
     recentEventsCarryFlagValues: (projectId, events) => recentEventsCarryFlagValues(fork(), projectId, events),
+    exportPersonEvents: async (projectId, group, write) => ({
+      postgres: await exportPostgresEvents(fork(), projectId, group, write),
+    }),
+    countExportEvents: async (projectId, group) => ({
+      postgres: await countPostgresExportEvents(fork(), projectId, group),
+    }),
     async countEventsBefore(projectId, before) {
       const [row] = await rows<{ n: number }>(
         fork(),

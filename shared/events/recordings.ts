@@ -103,3 +103,35 @@ export async function deleteRecordingSessions(
     .executeTakeFirst();
   return { recordings: Number(recordings.numDeletedRows), snapshots: Number(snapshots.numDeletedRows) };
 }
+
+/**
+ * The recordings of these persons (by person uuid) or of these distinct ids: each session's row (no
+ * snapshot data), oldest first. What an access export lists as the persons' recordings.
+ */
+export function personRecordings(
+  em: EntityManager,
+  projectId: number,
+  personUuids: readonly string[],
+  distinctIds: readonly string[],
+) {
+  return db(em)
+    .selectFrom('session_recording')
+    .select((eb) => [
+      'session_id',
+      'distinct_id',
+      eb.cast<string | null>('person_id', 'text').as('person_id'),
+      sql<string>`to_char(start_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as('start_time'),
+      sql<string>`to_char(end_time at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`.as('end_time'),
+      'snapshot_count',
+    ])
+    .where('project_id', '=', projectId)
+    .where((eb) =>
+      eb.or([
+        eb('person_id', '=', sql<string>`any(${[...personUuids]}::uuid[])`),
+        eb('distinct_id', '=', sql<string>`any(${[...distinctIds]}::text[])`),
+      ]),
+    )
+    .orderBy('start_time')
+    .orderBy('session_id')
+    .execute();
+}

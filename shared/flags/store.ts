@@ -104,6 +104,20 @@ export const copyHashKeyOverrides = prepared((db: Kysely<DB>, targetId: string, 
     )
     .onConflict((oc) => oc.doNothing()),
 );
+
+/** The persons' recorded flag hash keys (an access export hands them over), by person and flag key. */
+export function hashKeyOverridesOf(em: EntityManager, projectId: number, personIds: readonly string[]) {
+  if (personIds.length === 0) return Promise.resolve([]);
+  return db(em)
+    .selectFrom('feature_flag_hash_key_override')
+    .select([sql<string>`person_id::text`.as('person_id'), 'feature_flag_key', 'hash_key'])
+    .where('project_id', '=', projectId)
+    .where('person_id', '=', sql<string>`any(${[...personIds]}::bigint[])`)
+    .orderBy('person_id')
+    .orderBy('feature_flag_key')
+    .execute();
+}
+
 const stickyVariantOf = prepared((kysely: Kysely<DB>, flagId: number, value: string) =>
   kysely
     .selectFrom('feature_flag_sticky_variant')

@@ -31,3 +31,4 @@ export {
   type ListKey,
   type PersonWithIds,
 } from './store.ts';
+export { propertiesTimeline, type TimelinePoint } from './timeline.ts';

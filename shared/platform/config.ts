@@ -114,6 +114,12 @@ export const SETTINGS_SCHEMA = {
      * (ClickHouse alone holds them). Never an unshipped event. Ignored with EVENT_STORE=postgres.
      */
     EVENT_BUFFER_HOURS: int(168, 1),
+    /** Where access exports' archives are built and kept (relative: to the working directory); one folder for every worker and API process. */
+    ACCESS_EXPORT_DIR: text('data/access-exports'),
+    /** Hours an access export's archive can be downloaded; then the expiry job removes it (status expired). */
+    ACCESS_EXPORT_TTL_HOURS: int(168, 1),
+    /** When expired access-export archives are removed (UTC cron). */
+    ACCESS_EXPORT_EXPIRE_CRON: cron('7 * * * *'),
     /** Days the read-access log keeps a read (the daily upkeep purges older rows). */
     ACCESS_LOG_RETENTION_DAYS: int(365, 1, 36_500),
   },
@@ -377,6 +383,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       shipMaxLagSeconds: s.EVENT_SHIP_MAX_LAG_SECONDS,
       /** Hours PostgreSQL keeps a shipped event (by created_at) before only ClickHouse holds it (shared/events/buffer.ts). */
       bufferHours: s.EVENT_BUFFER_HOURS,
+    },
+    /** Access exports (shared/access-exports): where archives are kept, for how long, and when expired ones go. */
+    accessExports: {
+      dir: s.ACCESS_EXPORT_DIR,
+      ttlHours: s.ACCESS_EXPORT_TTL_HOURS,
+      expireCron: s.ACCESS_EXPORT_EXPIRE_CRON,
     },
     accessLog: {
       /** Days a recorded read is kept; the daily upkeep (EVENT_PARTITIONS_CRON) purges older ones. */

@@ -46,6 +46,10 @@ export const JOBS = {
   shipEvents: { queue: 'maintenance', name: 'ship-events' },
   /** A large quarantine replay (a tracking_plan_replay row); jobId replay-<id>. */
   replayQuarantine: { queue: 'maintenance', name: 'replay-quarantine' },
+  /** One access export (an access_export row): its archive built; jobId access-export-<id>. */
+  accessExport: { queue: 'deletions', name: 'access-export' },
+  /** Hourly: access-export archives past ACCESS_EXPORT_TTL_HOURS removed, the removal recorded. */
+  expireAccessExports: { queue: 'maintenance', name: 'expire-access-exports' },
 } as const satisfies Record<string, { queue: keyof typeof QUEUE_NAMES; name: string }>;
 
 export type JobKind = keyof typeof JOBS;
@@ -73,6 +77,8 @@ export interface JobData {
   webhookDelivery: { deliveryId: string };
   shipEvents: Record<string, never>;
   replayQuarantine: { replayId: string };
+  accessExport: { exportId: string };
+  expireAccessExports: Record<string, never>;
 }
 
 export function enqueue<K extends JobKind>(queues: Queues, kind: K, data: JobData[K], opts?: JobsOptions) {

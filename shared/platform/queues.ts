@@ -19,6 +19,8 @@ export { QUEUE_NAMES };
 /** One job id per deletion row: BullMQ ignores a second add with the same id, so enqueueing is idempotent. */
 export const deletionJobId = (deletionId: string | number) => `deletion-${deletionId}`;
 /** One job id per webhook delivery row. */
+export const accessExportJobId = (exportId: string | number) => `access-export-${exportId}`;
+
 export const webhookDeliveryJobId = (deliveryId: string | number) => `webhook-delivery-${deliveryId}`;
 
 export type { Queues };
@@ -179,3 +181,21 @@ export async function removeDeletionJobs(queue: Queue, deletionIds: string[]): P
 /** Hands webhook deliveries (written in a transaction that has committed) to the worker; never throws. */
 export const enqueueWebhookDeliveries = (queue: Queue, deliveryIds: string[]) =>
   enqueueRowJobs(queue, WEBHOOK_DELIVERY_JOB, deliveryIds);
+
+const ACCESS_EXPORT_JOB: RowJob = {
+  what: 'access export',
+  name: JOBS.accessExport.name,
+  jobId: accessExportJobId,
+  data: (id) => ({ exportId: id }) satisfies JobData['accessExport'],
+};
+
+/** Hands access exports (recorded in a transaction that has committed) to the worker; never throws. */
+export const enqueueAccessExports = (queue: Queue, exportIds: string[]) =>
+  enqueueRowJobs(queue, ACCESS_EXPORT_JOB, exportIds);
+
+/** Makes sure each pending access export has a live job (see requeueRowJobs). */
+export const requeueAccessExports = (
+  queue: Queue,
+  exportIds: string[],
+  stillDue?: (ids: string[]) => Promise<string[]>,
+) => requeueRowJobs(queue, ACCESS_EXPORT_JOB, exportIds, stillDue);

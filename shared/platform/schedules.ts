@@ -24,7 +24,7 @@ export const RETENTION_SCHEDULER = 'retention-off-peak';
 
 /** Every schedule, with the patterns this process's settings give (used only to seed the record). */
 export const defaultSchedules = (
-  config: Pick<Config, 'deletion' | 'schedules'> & Partial<Pick<Config, 'events'>>,
+  config: Pick<Config, 'deletion' | 'schedules'> & Partial<Pick<Config, 'events' | 'accessExports'>>,
 ): Schedule[] => [
   {
     schedulerId: 'deletion-weekly-batch',
@@ -76,6 +76,12 @@ export const defaultSchedules = (
     job: 'retention',
     pattern: config.deletion.offPeakCron,
     setting: 'DELETION_OFF_PEAK_CRON',
+  },
+  {
+    schedulerId: 'access-export-expiry',
+    job: 'expireAccessExports',
+    pattern: config.accessExports?.expireCron ?? '7 * * * *',
+    setting: 'ACCESS_EXPORT_EXPIRE_CRON',
   },
   ...(config.events?.engine === 'clickhouse'
     ? [

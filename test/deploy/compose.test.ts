@@ -138,8 +138,11 @@ describe.skipIf(missingPackage('dockerCompose'))('docker-compose.yml', () => {
     expect(mounts('postgres')).toEqual(['pgdata:/var/lib/postgresql/data']);
     expect(mounts('redis')).toEqual(['redisdata:/data']);
     expect(services.redis.command).toEqual(['redis-server', '--appendonly', 'yes']);
+    // The API and the worker share one named volume, the access-export archives (ACCESS_EXPORT_DIR); no host folder.
+    expect(mounts('api')).toEqual(['accessexports:/app/data/access-exports']);
+    expect(mounts('worker')).toEqual(['accessexports:/app/data/access-exports']);
+    expect(services.bootstrap.volumes).toBeUndefined();
     for (const name of ['bootstrap', 'api', 'worker']) {
-      expect(services[name].volumes, name).toBeUndefined();
       expect(services[name].build.context, name).toBe(root.replace(/\/$/, ''));
     }
     const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');

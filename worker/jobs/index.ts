@@ -6,6 +6,12 @@ import type { Job } from 'bullmq';
 import type { JobData, JobKind } from '../../shared/platform/jobs.ts';
 import type { WorkerDeps } from '../deps.ts';
 import {
+  accessExportFailed,
+  buildAccessExport,
+  expireAccessExports,
+  reconcileAccessExports,
+} from '../../shared/access-exports/index.ts';
+import {
   deletePersonData,
   deletionJobFailed,
   reconcileDeletions,
@@ -58,16 +64,19 @@ export const processors: { [K in JobKind]: Processor<K> } = {
   webhookDelivery: { run: deliverWebhookJob, onFinalFailure: webhookJobFailed },
   shipEvents: { run: shipEventsJob },
   replayQuarantine: { run: replayQuarantineJob },
+  accessExport: { run: buildAccessExport, onFinalFailure: accessExportFailed },
+  expireAccessExports: { run: expireAccessExports },
 };
 
 /**
  * What each worker's reconciler pass re-drives from PostgreSQL, in order (worker/runtime.ts): due
  * deletion requests (and windows a worker missed), due scrubs, then webhook deliveries, then quarantine
- * replays, each without a live job.
+ * replays, then pending access exports, each without a live job.
  */
 export const reconcilers: ((deps: WorkerDeps) => Promise<unknown>)[] = [
   (deps) => reconcileDeletions(null, deps),
   reconcileScrubs,
   reconcileWebhookDeliveries,
   reconcileReplays,
+  reconcileAccessExports,
 ];

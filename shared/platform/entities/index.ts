@@ -1,6 +1,7 @@
 // Every entity, for the ORM configuration of both processes (shared/db/orm.ts): one entity per table of
 // the migrations, except the partitioned `event` table, which stays behind the event store
 // (shared/events/). test/shared/platform/entity-drift.test.ts checks them against the migrated schema.
+import { AccessExport } from './access-export.ts';
 import { ActivityLog } from './activity-log.ts';
 import { AsyncDeletion } from './async-deletion.ts';
 import { DeletionReceipt, DeletionReceiptKey } from './deletion-receipt.ts';
@@ -33,6 +34,7 @@ import { User } from './user.ts';
 import { Webhook, WebhookDelivery } from './webhook.ts';
 
 export {
+  AccessExport,
   ActivityLog,
   AsyncDeletion,
   Cohort,
@@ -90,6 +92,7 @@ export const entities = [
   Person,
   PersonDistinctId,
   PersonAccessLog,
+  AccessExport,
   Cohort,
   CohortPerson,
   SessionRecording,

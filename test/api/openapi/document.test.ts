@@ -283,6 +283,7 @@ describe('the reference page’s samples and version', () => {
     404: { type: 'invalid_request', code: 'not_found' },
     405: { type: 'invalid_request', code: 'method_not_allowed' },
     409: { type: 'invalid_request', code: 'conflict' },
+    410: { type: 'invalid_request', code: 'gone' },
     413: { type: 'invalid_request', code: 'payload_too_large' },
     422: { type: 'invalid_request', code: 'idempotency_key_reused' },
     429: { type: 'throttled_error', code: 'throttled' },

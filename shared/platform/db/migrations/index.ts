@@ -36,6 +36,7 @@ import { Migration0054DistinctIdMovedIndex } from './0054-distinct-id-moved-inde
 import { Migration0055DeletionIdempotencyPerUser } from './0055-deletion-idempotency-per-user.ts';
 import { Migration0056ExperimentPersonStateDenominator } from './0056-experiment-person-state-denominator.ts';
 import { Migration0057PersonAccessLog } from './0057-person-access-log.ts';
+import { Migration0059AccessExport } from './0059-access-export.ts';
 import { Migration0060EventScrubs } from './0060-event-scrubs.ts';
 import { Migration0061TrackingPlan } from './0061-tracking-plan.ts';
 import { Migration0062TrackingPlanReplays } from './0062-tracking-plan-replays.ts';
@@ -78,6 +79,7 @@ export const migrationsList = [
   { name: '0055-deletion-idempotency-per-user', class: Migration0055DeletionIdempotencyPerUser },
   { name: '0056-experiment-person-state-denominator', class: Migration0056ExperimentPersonStateDenominator },
   { name: '0057-person-access-log', class: Migration0057PersonAccessLog },
+  { name: '0059-access-export', class: Migration0059AccessExport },
   { name: '0060-event-scrubs', class: Migration0060EventScrubs },
   { name: '0061-tracking-plan', class: Migration0061TrackingPlan },
   { name: '0062-tracking-plan-replays', class: Migration0062TrackingPlanReplays },
