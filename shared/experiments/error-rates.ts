@@ -16,6 +16,7 @@ import type { MetricKind, VariantStats } from './moments.ts';
 import { SEQUENTIAL_DEFAULT_TUNING } from './sequential.ts';
 import { normalPair, type Rate, type Rng, rateOf, seededRng } from './simulation.ts';
 import { type AnalysisSettings, analyseMetrics } from './stats.ts';
+import { percentileComparison } from './percentile.ts';
 
 /** One arm's persons, as columns (one value per person). */
 export interface Persons {
@@ -357,7 +358,39 @@ const monitoredMethod = (
 });
 
 /**
- * Every method of the engine: mean, funnel, ratio and retention metrics, frequentist and Bayesian, with and
+ * A percentile metric (percentile.ts, the outer interval of Deng, Knoblich & Lu) on the order values:
+ * the treatment's values are the control's times (1 + lift), so every percentile moves by the lift.
+ */
+const percentileMethod = (percentile: number, method: 'frequentist' | 'bayesian'): ErrorRateMethod => ({
+  name: `percentile P${Math.round(percentile * 100)} · ${method === 'bayesian' ? 'Bayesian' : 'frequentist'}`,
+  model: ORDER_VALUE,
+  analyse: (c, t) => {
+    const result = percentileComparison(
+      [
+        { key: 'control', values: c.value },
+        { key: 'test', values: t.value },
+      ],
+      { percentile, baselineKey: 'control', method, alpha: ALPHA },
+    );
+    const v = result.variant_results[0];
+    const interval = (v.confidence_interval ?? v.credible_interval ?? null) as [number, number] | null;
+    const significant = v.significant === true;
+    const winner =
+      method === 'bayesian'
+        ? typeof v.chance_to_win === 'number' && v.chance_to_win > 1 - ALPHA
+        : significant && !!interval && interval[0] > 0;
+    return [{ significant, winner, interval }];
+  },
+  // Its Bayesian reading is the same normal approximation as a flat-prior posterior: `significant` is
+  // the credible interval excluding 0 (two-sided 5%), not PostHog's chance-to-win rule.
+  bounds:
+    method === 'bayesian'
+      ? { falsePositives: FIXED_FP, winners: BAYES_WINNERS, coverage: COVERAGE }
+      : { falsePositives: FIXED_FP, coverage: COVERAGE },
+});
+
+/**
+ * Every method of the engine: mean, funnel, ratio, retention and percentile metrics, frequentist and Bayesian, with and
  * without CUPED where the engine applies it (mean and funnel; PostHog applies none to ratios or
  * retention), and
  * sequential testing (mean and funnel, the kinds the API allows it on), plus one negative control.
@@ -376,6 +409,9 @@ export const ERROR_RATE_METHODS: ErrorRateMethod[] = [
       ...(cuped ? [fixedMethod(model, kind, method, true)] : []),
     ]),
   ),
+  percentileMethod(0.5, 'frequentist'),
+  percentileMethod(0.9, 'frequentist'),
+  percentileMethod(0.9, 'bayesian'),
   monitoredMethod(ORDER_VALUE, 'mean', false, true),
   monitoredMethod(ORDER_VALUE, 'mean', true, true),
   monitoredMethod(CONVERSION, 'funnel', false, true),
