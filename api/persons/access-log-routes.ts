@@ -10,6 +10,7 @@ import { defineRoute, type RouteContext } from '../http/routes.ts';
 import { dateTime, nullableInteger, nullableString, openObject, record } from '../http/schemas.ts';
 import { csvOfAnswer, FORMAT_QUERY as FORMAT } from './csv.ts';
 import { findPerson, PERSON_ID } from './queries.ts';
+import { BIGINT_ID_PATTERN } from '../../shared/platform/ids.ts';
 
 const P = '/api/projects/:project_id/persons';
 /** The largest page (a CSV export pages through `next`, sent in its Link header). */
@@ -25,7 +26,7 @@ const SINCE = {
 // first page saw, so paging on neither repeats nor skips a row.
 const THROUGH_ID = {
   type: 'string',
-  pattern: '^[0-9]{1,19}$',
+  pattern: BIGINT_ID_PATTERN,
   description: 'Only rows up to this id (set in `next`/`previous`: the pages list what the first page saw)',
 } as const;
 

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accessRecorderOf } from '../../../api/http/access-log.ts';
 import { expireAccessExports } from '../../../shared/access-exports/index.ts';
 import { defaultSchedules } from '../../../shared/platform/schedules.ts';
 import { loadConfig } from '../../../shared/platform/config.ts';
@@ -125,6 +126,8 @@ describe('POST …/persons/access_exports/', () => {
   });
 
   it('dry_run=true counts per store and writes nothing (no row, no job, no file, no access-log entry)', async () => {
+    // Reads made before are written in the background: every one of them is in the table first.
+    await accessRecorderOf(api.orm).drain();
     const logBefore = await accessActions(person.uuid);
     const res = await post({ distinct_ids: ['ax-device'] }, { query: '?dry_run=true' });
     expect(res.status).toBe(200);

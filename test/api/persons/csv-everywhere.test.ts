@@ -279,13 +279,15 @@ describe('formula guard', () => {
 describe('format is declared where it is honoured', () => {
   const document = buildOpenApiDocument(allRoutes) as any;
   const personPaths = Object.keys(document.paths).filter(
-    // Deletion status, receipts and the read-access log are ours, not the seed's nineteen (receipts' CSV:
-    // test/shared/deletions/deletion-receipts.test.ts; the access log's: test/api/persons/access-log.test.ts).
+    // Deletion status, receipts, the read-access log and access exports are ours, not the seed's nineteen
+    // (receipts' CSV: test/shared/deletions/deletion-receipts.test.ts; the access log's:
+    // test/api/persons/access-log.test.ts; an access export answers an archive, not rows).
     (p) =>
       p.includes('/persons') &&
       !p.includes('/deletion_status') &&
       !p.includes('/deletion_receipts') &&
-      !p.includes('/access_log'),
+      !p.includes('/access_log') &&
+      !p.includes('/access_exports'),
   );
 
   it('documents format on each of the nineteen person operations', () => {
