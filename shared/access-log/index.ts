@@ -15,6 +15,8 @@ export {
   setAccessRecordingForBench,
 } from './recorder.ts';
 export { purgeAccessLog } from './store.ts';
+import { insertAccessRows } from './store.ts';
+import { rowOf } from './recorder.ts';
 
 /** What a read was: PostHog-style `<resource>_<verb>` names (person_retrieve, person_list, access_export_download …). */
 export type AccessAction = string;
@@ -46,19 +48,7 @@ export interface AccessRecord {
 /** Records one read (inside the caller's transaction when there is one); a read of no person records nothing. */
 export async function recordPersonAccess(em: EntityManager, entry: AccessEntry): Promise<void> {
   if (entry.personUuids.length === 0) return;
-  await db(em)
-    .insertInto('person_access_log')
-    .values({
-      project_id: entry.projectId,
-      user_id: entry.userId,
-      api_key_id: entry.apiKeyId,
-      action: entry.action,
-      person_uuids: sql<string[]>`${[...new Set(entry.personUuids)]}::uuid[]`,
-      request_id: entry.requestId,
-      client_address: entry.clientAddress,
-      details: sql<Record<string, unknown>>`${JSON.stringify(entry.details ?? {})}::jsonb`,
-    })
-    .execute();
+  await insertAccessRows(em, [rowOf(entry)]);
 }
 
 /**

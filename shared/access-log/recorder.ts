@@ -55,7 +55,8 @@ const refusedData = (error: unknown): boolean => {
   return typeof code === 'string' && /^2[23]/.test(code);
 };
 
-const rowOf = (entry: AccessEntry): AccessRow => ({
+/** An entry as the batch statement takes it, stamped now. */
+export const rowOf = (entry: AccessEntry): AccessRow => ({
   project_id: entry.projectId,
   user_id: entry.userId,
   api_key_id: entry.apiKeyId,
