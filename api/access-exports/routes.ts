@@ -18,7 +18,7 @@ import {
   requestAccessExport,
   type AccessRequester,
 } from '../../shared/access-exports/index.ts';
-import { ApiError, gone, notFound, validationError } from '../http/errors.ts';
+import { conflict, gone, notFound, validationError } from '../http/errors.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import {
   dateTime,
@@ -223,12 +223,7 @@ export const accessExportRoutes = [
         );
       const archive = view.status === 'completed' ? await exportArchive(ctx.state.em, projectId, view.id) : null;
       if (!archive)
-        throw new ApiError(
-          409,
-          'invalid_request',
-          'conflict',
-          `Access export ${view.id} is ${view.status}; only a completed export can be downloaded.`,
-        );
+        throw conflict(`Access export ${view.id} is ${view.status}; only a completed export can be downloaded.`);
       await recordExportDownload(ctx.state.em, requesterOf(ctx), view);
       ctx.status = 200;
       ctx.type = 'application/gzip';

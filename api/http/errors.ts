@@ -73,6 +73,9 @@ export const methodNotAllowed = (method: string, allowed?: string[]) =>
 /** 410: what was there is gone for good (an expired access export's archive). */
 export const gone = (detail: string) => new ApiError(410, 'invalid_request', 'gone', detail);
 
+/** 409: the resource is not in a state that allows this (claimed, running, not built yet …). */
+export const conflict = (detail: string) => new ApiError(409, 'invalid_request', 'conflict', detail);
+
 export const parseError = (detail: string) => new ApiError(400, 'invalid_request', 'parse_error', detail);
 
 export const payloadTooLarge = (limitBytes: number) =>

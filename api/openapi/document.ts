@@ -12,6 +12,7 @@ import {
   unsupportedMediaType,
   validationError,
   gone,
+  conflict,
 } from '../http/errors.ts';
 import type { RouteDefinition } from '../http/routes.ts';
 import { withUndeclaredMembers, type JsonSchema } from '../http/validation.ts';
@@ -103,12 +104,7 @@ const ERROR_SAMPLES: Record<string, unknown> = {
   403: permissionDenied().body,
   404: notFound().body,
   405: methodNotAllowed('DELETE').body,
-  409: new ApiError(
-    409,
-    'invalid_request',
-    'conflict',
-    'Deletion request 42 is running; only a pending request can be cancelled.',
-  ).body,
+  409: conflict('Deletion request 42 is running; only a pending request can be cancelled.').body,
   410: gone('Access export 42 expired; its archive was removed. Request a new export.').body,
   413: payloadTooLarge(1024 * 1024).body,
   415: unsupportedMediaType('text/plain').body,

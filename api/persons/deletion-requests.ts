@@ -3,7 +3,7 @@
 // request's own routes beside deletion_status: cancel and unsuppress. The rules are in shared/deletions/service.ts.
 import { BIGINT_ID_PATTERN } from '../../shared/platform/ids.ts';
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { ApiError, conflict, notFound, validationError } from '../http/errors.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import type { PersonWithIds } from './serializers.ts';
 import {
@@ -256,12 +256,7 @@ const cancelRoute = (method: 'POST' | 'DELETE', path: string) =>
       const result = await cancelDeletion(ctx.state.em, actorOf(ctx), id, ctx.deps.queues);
       if (!result) throw notFound();
       if (result.outcome === 'too_late')
-        throw new ApiError(
-          409,
-          'invalid_request',
-          'conflict',
-          `Deletion request ${id} is ${result.request.status}; only a pending request can be cancelled.`,
-        );
+        throw conflict(`Deletion request ${id} is ${result.request.status}; only a pending request can be cancelled.`);
       ctx.body = result.request;
     },
   });
@@ -288,10 +283,7 @@ export const deletionRequestRoutes = [
       const result = await unsuppressDeletion(ctx.state.em, actorOf(ctx), id);
       if (result === 'not_found') throw notFound();
       if (result === 'not_suppressed')
-        throw new ApiError(
-          409,
-          'invalid_request',
-          'conflict',
+        throw conflict(
           `Deletion request ${id} suppressed nothing; only a request made with suppress=true can be unsuppressed.`,
         );
       ctx.deps.suppressionCache?.invalidate(new Set([ctx.state.project.id]));

@@ -14,7 +14,7 @@ import {
   type ScrubInput,
   type ScrubTarget,
 } from '../../shared/scrubs/index.ts';
-import { ApiError, notFound, validationError } from '../http/errors.ts';
+import { conflict, notFound, validationError } from '../http/errors.ts';
 import { PAGE_QUERY_PROPERTIES, pageOf, paginated, paginatedSchema } from '../http/pagination.ts';
 import { actorOf, defineRoute, type ApiContext } from '../http/routes.ts';
 import { dateTime, nullableDateTime, nullableString, openObject, record } from '../http/schemas.ts';
@@ -226,12 +226,7 @@ function scrubRoutes(target: ScrubTarget, collection: string, what: string) {
         const result = await cancelScrub(ctx.state.em, actorOf(ctx), id, ctx.deps.queues);
         if (!result) throw notFound();
         if (result.outcome === 'too_late')
-          throw new ApiError(
-            409,
-            'invalid_request',
-            'conflict',
-            `Scrub ${id} is ${result.scrub.status}; only a pending scrub can be cancelled.`,
-          );
+          throw conflict(`Scrub ${id} is ${result.scrub.status}; only a pending scrub can be cancelled.`);
         ctx.body = result.scrub;
       },
     }),
