@@ -5,25 +5,20 @@
 import type { Job } from 'bullmq';
 import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../shared/platform/config.ts';
-import { initOrm } from '../../../shared/platform/db/orm.ts';
-import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
-import { withPostgresSource } from '../../../shared/events/create.ts';
+import type { ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import type { EventStore } from '../../../shared/events/event-store.ts';
-import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
 import { shipEvents } from '../../../shared/events/shipper.ts';
 import { createExperiment } from '../../../shared/experiments/service.ts';
 import { experimentForResults } from '../../../shared/experiments/results.ts';
 import { computePercentileSeries } from '../../../shared/experiments/percentile-results.ts';
 import { percentileComparison } from '../../../shared/experiments/percentile.ts';
 import type { JobData } from '../../../shared/platform/jobs.ts';
-import { logger } from '../../../shared/platform/logger.ts';
 import { computeExperimentResults } from '../../../shared/experiments/results-job.ts';
 import type { WorkerDeps } from '../../../worker/deps.ts';
 import { sql } from '../../db.ts';
 import { exposure, insertEvents, type Row } from '../../event-scans.ts';
-import { createAccount, ownDatabase, type TestAccount } from '../../helpers.ts';
-import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { createAccount, type TestAccount } from '../../helpers.ts';
+import { clickHouseResultsWorld } from '../../experiment-days.ts';
 
 const DAY = 86400_000;
 const today = Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), new Date().getUTCDate());
@@ -36,12 +31,7 @@ let deps: WorkerDeps;
 let account: TestAccount;
 
 beforeAll(async () => {
-  const config = loadConfig();
-  orm = await initOrm(await ownDatabase('percentile_clickhouse'), 2);
-  ch = createClickHouseEventStore(chdbClient(), chdbDatabase('percentile'), orm);
-  await ch.migrate();
-  pg = createPostgresEventStore(orm, { deleteChunk: 1000 });
-  deps = { config, orm, events: withPostgresSource(pg, ch, orm), logger } as unknown as WorkerDeps;
+  ({ orm, ch, pg, deps } = await clickHouseResultsWorld('percentile'));
   account = await createAccount(orm);
 });
 afterAll(() => orm?.close());
