@@ -125,8 +125,7 @@ export function lifecyclePersonIds(
   const { type, event } = lifecycle;
   return analyticsRead(em, async (tx) => {
     // The bounds as values, so the planner sees the range it scans.
-    const days = lifecycleDays(lifecycle);
-    const [{ before, start, end }] = await rows<{ before: Date; start: Date; end: Date }>(tx, days.sql, days.params);
+    const { before, start, end } = await lifecycleDayBounds(tx, lifecycle);
     const ids: SqlFragment = {
       sql: `select a.person_id from (
               select d.person_id, bool_or(e.timestamp >= ?) as today, bool_or(e.timestamp < ?) as yesterday
@@ -155,46 +154,19 @@ export function lifecyclePersonIds(
   });
 }
 
-/**
- * What another engine needs from persons to put a lifecycle day's persons in buckets and page them:
- * the days' bounds, and the project's newest persons, newest first as pages list them, down to those
- * created before the day (all of them: their creation decides new and returning), then `older` more
- * (a page is most often found among them). `later` of `ids` were created after the day, the next
- * `since - later` on it, the rest before it.
- */
-export async function lifecycleNewestPersons(
+/** A lifecycle day's bounds in the project's time zone (the day before's start, its start, its end), as PostgreSQL computes them. */
+export async function lifecycleDayBounds(
   em: EntityManager,
-  projectId: number,
   lifecycle: LifecycleParams,
-  older: number,
-): Promise<{ before: Date; start: Date; end: Date; ids: string[]; later: number; since: number }> {
-  // The bounds written out where they are compared (not from a CTE), so the planner reads the range of
-  // person_project_created_idx they give.
+): Promise<{ before: Date; start: Date; end: Date }> {
   const days = lifecycleDays(lifecycle);
-  const start = lifecycleBound(lifecycle, 0);
-  const end = lifecycleBound(lifecycle, 1);
-  const [found] = await rows<{
-    before: Date;
-    start: Date;
-    end: Date;
-    ids: string[];
-    later: number;
-    since: number;
-  }>(
+  // (As the driver hands them over: text, which Date reads.)
+  const [b] = await rows<{ before: Date | string; start: Date | string; end: Date | string }>(
     em,
-    `with n as ((select p.id, p.created_at from person p where p.project_id = ? and p.created_at >= ${start.sql}
-                  order by p.created_at desc, p.id desc)
-                union all
-                (select p.id, p.created_at from person p where p.project_id = ? and p.created_at < ${start.sql}
-                  order by p.created_at desc, p.id desc limit ?))
-     select b.*, coalesce(n.ids, '{}') as ids, n.later, n.since
-       from (${days.sql}) b,
-            (select array_agg(n.id::text order by n.created_at desc, n.id desc) as ids,
-                    (count(*) filter (where n.created_at >= ${end.sql}))::int as later,
-                    (count(*) filter (where n.created_at >= ${start.sql}))::int as since from n) n`,
-    [projectId, ...start.params, projectId, ...start.params, older, ...days.params, ...end.params, ...start.params],
+    days.sql,
+    days.params,
   );
-  return found;
+  return { before: new Date(b.before), start: new Date(b.start), end: new Date(b.end) };
 }
 
 // Sorts and hashes over a large project's events spill to disk at the server's default 4 MB; this is

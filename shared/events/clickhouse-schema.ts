@@ -10,7 +10,8 @@
 // microsecond integers (windowFunnel takes DateTime or unsigned integers, not DateTime64).
 //
 // `person_distinct_id` mirrors PostgreSQL's table of the same name, as PostHog's person_distinct_id2:
-// one row per write, the highest `version` wins, `is_deleted` marks a mapping that is gone.
+// one row per write, the highest `version` wins, `is_deleted` marks a mapping that is gone; each row
+// also carries its person's created_at (0004), which decides lifecycle buckets.
 //
 // On a cluster the same tables are created ON CLUSTER, each as a Replicated engine on every shard
 // with a Distributed table in front for reads and inserts:
@@ -72,5 +73,14 @@ export const CLICKHOUSE_MIGRATIONS: ClickHouseMigration[] = [
     // same structure, engine and partition key); empty between runs.
     name: '0003-events-retention',
     statements: (db) => [`CREATE TABLE IF NOT EXISTS ${db}.events_retention AS ${db}.events`],
+  },
+  {
+    // Each mapping carries its person's created_at, so a lifecycle day is one statement here. Rows
+    // written before take the epoch; the shipper mirrors every project whole once more (PostgreSQL's
+    // migration 0064 asks it to), which writes each mapping again with its person's creation.
+    name: '0004-person-created-at',
+    statements: (db) => [
+      `ALTER TABLE ${db}.person_distinct_id ADD COLUMN IF NOT EXISTS person_created_at DateTime64(6, 'UTC') DEFAULT 0 AFTER person_id`,
+    ],
   },
 ];

@@ -8,7 +8,7 @@
 import type { ClickHouseClient } from '@clickhouse/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash, randomUUID } from 'node:crypto';
-import { lifecycleNewestPersons, personIdPageOf } from './analytics.ts';
+import { lifecycleDayBounds, personIdPageOf } from './analytics.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { TrimmedRange } from './buffer.ts';
@@ -45,6 +45,14 @@ export interface DistinctIdMapping {
   projectId: number;
   distinctId: string;
   personId: string | null;
+  /** The person's created_at as DateTime64's text, UTC, microseconds (null with the mapping gone). */
+  personCreatedAt: string | null;
+}
+
+/** A distinct id's person in the mirror: its id and its creation (DistinctIdMapping's text). */
+export interface MirroredPerson {
+  personId: string;
+  createdAt: string;
 }
 
 export interface ClickHouseEventStore extends EventStore {
@@ -56,7 +64,7 @@ export interface ClickHouseEventStore extends EventStore {
   /** Inserts rows as they are; a batch sent again with the same token (default: from its uuids) is dropped. */
   insertRows(rows: ClickHouseEventRow[], dedupToken?: string): Promise<void>;
   /** The project's distinct id → person mapping as the mirror has it now. */
-  distinctIdMappings(projectId: number): Promise<Map<string, string>>;
+  distinctIdMappings(projectId: number): Promise<Map<string, MirroredPerson>>;
   /** Writes mappings to the mirror; each replaces the distinct id's earlier one. */
   mirrorDistinctIds(mappings: DistinctIdMapping[]): Promise<void>;
   /**
@@ -115,8 +123,6 @@ const MICROS_PER_DAY = 86_400_000_000;
 export interface ClickHouseEventStoreOptions {
   /** Events an experiment's read takes in one part (experimentEvents); default EXPERIMENT_READ_PART. */
   experimentPart?: number;
-  /** Persons created before a lifecycle day that its read takes with the newer ones; default 1000, or 4 for each of the page's. */
-  lifecycleOlder?: number;
 }
 
 export function createClickHouseEventStore(
@@ -148,6 +154,11 @@ export function createClickHouseEventStore(
 
   // The project's current mapping, one row per live distinct id (the highest version of each).
   const currentMapping = `SELECT distinct_id, argMax(person_id, version) AS person_id
+      FROM ${db}.person_distinct_id WHERE project_id = {project:Int64}
+     GROUP BY distinct_id HAVING argMax(is_deleted, version) = 0`;
+  // The same with each person's creation (what decides a lifecycle bucket).
+  const currentMappingCreated = `SELECT distinct_id, argMax(person_id, version) AS person_id,
+         argMax(person_created_at, version) AS person_created_at
       FROM ${db}.person_distinct_id WHERE project_id = {project:Int64}
      GROUP BY distinct_id HAVING argMax(is_deleted, version) = 0`;
 
@@ -460,69 +471,44 @@ export function createClickHouseEventStore(
       return personIdPageOf(fork(), projectId, found, page);
     },
 
-    // ClickHouse puts each person active on the two days in its bucket and pages the bucket; PostgreSQL
-    // gives the days' bounds and what decides by creation: its newest persons, newest first (those
-    // created on or after the day, whose creation makes them new or no bucket, then some older ones),
-    // so a person's place among them is its creation's side of the day and its place in the page.
-    // Only when the page reaches past them do the bucket's older persons come back, to be paged there.
+    // One statement: each person active on the two days, with the creation the mirror carries,
+    // put in its bucket, counted and paged newest person first (PostgreSQL gives only the days'
+    // bounds in the project's time zone, so both engines split days alike).
     async lifecyclePersonIds(projectId, lifecycle, page) {
-      const wanted = page.offset + page.limit;
-      const older = options.lifecycleOlder ?? Math.max(1000, 4 * wanted);
-      const newest = await lifecycleNewestPersons(fork(), projectId, lifecycle, older);
+      const { before, start, end } = await lifecycleDayBounds(fork(), lifecycle);
       const { event, type } = lifecycle;
-      // Sets (IN), not positions looked up per person: ClickHouse's transform() over the newest persons
-      // cost a tenth of the statement; the page's order is found here from the few members among them.
       const bucket = {
-        new: 'today AND person_id IN {day:Array(Int64)}',
-        returning: 'today AND yesterday AND person_id NOT IN {since:Array(Int64)}',
-        resurrecting: 'today AND NOT yesterday AND person_id NOT IN {since:Array(Int64)}',
+        new: 'today AND created >= {start} AND created < {end}',
+        returning: 'today AND yesterday AND created < {start}',
+        resurrecting: 'today AND NOT yesterday AND created < {start}',
         dormant: 'yesterday AND NOT today',
-      }[type];
-      const members = `SELECT person_id FROM (
-          SELECT d.person_id AS person_id,
-                 max(e.timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS today,
-                 max(e.timestamp < parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS yesterday
-            FROM ${db}.events AS e INNER JOIN (${currentMapping}) AS d ON d.distinct_id = e.distinct_id
-           WHERE e.project_id = {project:Int64} ${event === null ? '' : 'AND e.event = {event:String}'}
-             AND e.timestamp >= parseDateTime64BestEffort({before:String}, 6, 'UTC')
-             AND e.timestamp < parseDateTime64BestEffort({end:String}, 6, 'UTC')
-           GROUP BY d.person_id) WHERE ${bucket}`;
-      // As text: the ids are PostgreSQL's bigints, past a JS number's precision.
-      const list = (ids: string[]) => `[${ids.join(',')}]`;
-      const params = {
-        project: projectId,
-        event,
-        before: new Date(newest.before).toISOString(),
-        start: new Date(newest.start).toISOString(),
-        end: new Date(newest.end).toISOString(),
-        ids: list(newest.ids),
-        since: list(newest.ids.slice(0, newest.since)),
-        day: list(newest.ids.slice(newest.later, newest.since)),
-        wanted,
-      };
-      // The members among the newest persons; the bucket's older persons too, but only sent when the
-      // page reaches past the newest (ids as text: JSON's numbers would lose a bigint's last digits).
-      const [found] = await select<{ n: string; known: string[]; rest: string[] }>(
-        `SELECT count() AS n, arrayMap(id -> toString(id), groupArrayIf(person_id, person_id IN {ids:Array(Int64)})) AS known,
-                if(length(known) >= {wanted:UInt32}, [],
-                   arrayMap(id -> toString(id), groupArrayIf(person_id, person_id NOT IN {ids:Array(Int64)}))) AS rest
-           FROM (${members})`,
-        params,
+      }[type].replace(/\{(start|end)\}/g, (_, name) => `parseDateTime64BestEffort({${name}:String}, 6, 'UTC')`);
+      // Ids as text: they are PostgreSQL's bigints, past a JS number's precision.
+      const [found] = await select<{ n: string; page: string[] }>(
+        `SELECT count() AS n,
+                arrayMap(p -> toString(p.2),
+                         arraySlice(arrayReverseSort(groupArray((created, person_id))), {first:UInt64}, {limit:UInt64})) AS page
+           FROM (
+             SELECT d.person_id AS person_id, max(d.person_created_at) AS created,
+                    max(e.timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS today,
+                    max(e.timestamp < parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS yesterday
+               FROM ${db}.events AS e INNER JOIN (${currentMappingCreated}) AS d ON d.distinct_id = e.distinct_id
+              WHERE e.project_id = {project:Int64} ${event === null ? '' : 'AND e.event = {event:String}'}
+                AND e.timestamp >= parseDateTime64BestEffort({before:String}, 6, 'UTC')
+                AND e.timestamp < parseDateTime64BestEffort({end:String}, 6, 'UTC')
+              GROUP BY d.person_id)
+          WHERE ${bucket}`,
+        {
+          project: projectId,
+          event,
+          before: before.toISOString(),
+          start: start.toISOString(),
+          end: end.toISOString(),
+          first: page.offset + 1,
+          limit: page.limit,
+        },
       );
-      const count = Number(found.n);
-      const place = new Map(newest.ids.map((id, i) => [id, i]));
-      const known = found.known.map((id) => place.get(id) ?? 0).sort((x, y) => x - y);
-      const personIds = known.slice(page.offset, wanted).map((i) => newest.ids[i]);
-      if (personIds.length === page.limit || found.rest.length === 0) return { count, personIds };
-      // The page reaches past the newest persons: the rest of it from the bucket's older persons, by their ids.
-      const rest = await personIdPageOf(
-        fork(),
-        projectId,
-        found.rest,
-        { offset: Math.max(0, page.offset - known.length), limit: page.limit - personIds.length },
-        0,
-      );
-      return { count, personIds: [...personIds, ...rest.personIds] };
+      return { count: Number(found.n), personIds: found.page };
     },
 
     async personEvents(projectId, personId, to, limit) {
@@ -832,11 +818,12 @@ export function createClickHouseEventStore(
     },
 
     async distinctIdMappings(projectId) {
-      const found = await select<{ distinct_id: string; person_id: string }>(
-        `SELECT distinct_id, toString(person_id) AS person_id FROM (${currentMapping})`,
+      const found = await select<{ distinct_id: string; person_id: string; created_at: string }>(
+        `SELECT distinct_id, toString(person_id) AS person_id, toString(person_created_at) AS created_at
+           FROM (${currentMappingCreated})`,
         { project: projectId },
       );
-      return new Map(found.map((r) => [r.distinct_id, r.person_id]));
+      return new Map(found.map((r) => [r.distinct_id, { personId: r.person_id, createdAt: r.created_at }]));
     },
 
     async mirrorDistinctIds(mappings) {
@@ -850,6 +837,7 @@ export function createClickHouseEventStore(
           project_id: m.projectId,
           distinct_id: m.distinctId,
           person_id: m.personId ?? 0,
+          person_created_at: m.personCreatedAt ?? chTime(new Date(0)),
           is_deleted: m.personId === null ? 1 : 0,
           version,
         })),

@@ -14,6 +14,8 @@
 // `person_distinct_id_change` (once a shipment exists). Each run takes the outbox rows, writes the
 // current mapping of those distinct ids (or their deletion) to the mirror and deletes the rows: a
 // change committed late is simply taken by the next run. The first run mirrors every project whole.
+// Each mapping carries its person's created_at; a row trigger on person (migration 0064) writes a
+// person's distinct ids to the outbox when a merge moves its creation.
 // One shipper at a time (each step holds the shipment's row), so the mirror's versions only grow.
 //
 // A backfill of one project (`npm run manage -- events backfill --project N`, for an install switching
@@ -26,7 +28,7 @@ import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
 import { rows, run } from '../platform/db/sql.ts';
 import type { ClickHouseEventRow, ClickHouseEventStore, DistinctIdMapping } from './clickhouse.ts';
-import { mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
+import { mirroredCreatedAt, mirrorProjectDistinctIds } from './clickhouse-mirror.ts';
 
 export const SHIPMENT_TARGET = 'clickhouse';
 /** The position before every event (with created_at '-infinity'). */
@@ -195,7 +197,9 @@ async function shipDistinctIdChanges(
     .leftJoin('person_distinct_id as d', (join) =>
       join.onRef('d.project_id', '=', 'c.project_id').onRef('d.distinct_id', '=', 'c.distinct_id'),
     )
+    .leftJoin('person as p', 'p.id', 'd.person_id')
     .select(['c.seq', 'c.project_id', 'c.distinct_id', 'd.person_id'])
+    .select(sql<string | null>`${sql.raw(mirroredCreatedAt('p.created_at'))}`.as('created_at'))
     .orderBy('c.seq')
     .limit(limit)
     .execute();
@@ -206,6 +210,7 @@ async function shipDistinctIdChanges(
       projectId: c.project_id,
       distinctId: c.distinct_id,
       personId: c.person_id,
+      personCreatedAt: c.created_at,
     });
   await store.mirrorDistinctIds([...latest.values()]);
   await db(tx)

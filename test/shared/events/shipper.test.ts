@@ -75,6 +75,37 @@ async function sameFunnel() {
   return fromPg.map((a) => a.personIds);
 }
 
+/** PostgreSQL's mapping now, as the mirror should hold it: each distinct id's person and its creation (UTC, microseconds). */
+async function mappingsInPostgres() {
+  const found = await rows<{ distinct_id: string; person_id: string; created_at: string }>(
+    em(),
+    `select d.distinct_id, d.person_id::text as person_id,
+            to_char(p.created_at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') as created_at
+       from person_distinct_id d join person p on p.id = d.person_id where d.project_id = ?`,
+    [projectId],
+  );
+  return new Map(found.map((r) => [r.distinct_id, { personId: r.person_id, createdAt: r.created_at }]));
+}
+
+/** Each lifecycle bucket's persons on the funnel's first day (T0's), the same from both stores. */
+async function sameLifecycle() {
+  const answers = async (store: EventStore) => {
+    const found: Record<string, string[]> = {};
+    for (const type of ['new', 'returning', 'resurrecting', 'dormant'] as const)
+      found[type] = (
+        await store.lifecyclePersonIds(
+          projectId,
+          { day: new Date(T0), type, event: null, timezone: 'UTC' },
+          { limit: 100, offset: 0 },
+        )
+      ).personIds;
+    return found;
+  };
+  const fromPg = await answers(pg);
+  expect(await answers(ch)).toEqual(fromPg);
+  return fromPg;
+}
+
 beforeAll(async () => {
   orm = await initOrm(await ownDatabase('event_shipper'), 3);
   projectId = (await createAccount(orm)).projectId;
@@ -148,9 +179,15 @@ describe('shipping events to ClickHouse', () => {
     ]);
     expect((await shipEvents(orm, ch, options)).distinctIds).toBe(1);
     await run(em(), `update person_distinct_id set person_id = ? where person_id = ?`, [B.id, A.id]);
+    // As a merge does, the survivor keeps the older creation (as if A had been made a month before
+    // T0): B, active on T0's day only, turns from no bucket that day to resurrecting; the mirror
+    // carries the creation for every one of B's distinct ids.
+    await run(em(), `update person set created_at = ? where id = ?`, [new Date(T0 - 30 * 86_400_000), B.id]);
     await run(em(), `delete from person where id = ?`, [A.id]);
-    expect((await shipEvents(orm, ch, options)).distinctIds).toBe(1);
+    expect((await shipEvents(orm, ch, options)).distinctIds).toBe(3);
+    expect(await ch.distinctIdMappings(projectId)).toEqual(await mappingsInPostgres());
     expect(await sameFunnel()).toEqual([[B.id], [B.id], []]);
+    expect(await sameLifecycle()).toEqual({ new: [], returning: [], resurrecting: [B.id], dormant: [] });
     await run(em(), `delete from person where id = ?`, [B.id]);
     expect((await shipEvents(orm, ch, options)).distinctIds).toBe(3);
     expect(await sameFunnel()).toEqual([[], [], []]);

@@ -41,6 +41,7 @@ import { Migration0060EventScrubs } from './0060-event-scrubs.ts';
 import { Migration0061TrackingPlan } from './0061-tracking-plan.ts';
 import { Migration0062TrackingPlanReplays } from './0062-tracking-plan-replays.ts';
 import { Migration0063ExperimentBandits } from './0063-experiment-bandits.ts';
+import { Migration0064PersonCreatedMirror } from './0064-person-created-mirror.ts';
 
 export const migrationsList = [
   { name: '0001-foundation', class: Migration0001Foundation },
@@ -84,4 +85,5 @@ export const migrationsList = [
   { name: '0061-tracking-plan', class: Migration0061TrackingPlan },
   { name: '0062-tracking-plan-replays', class: Migration0062TrackingPlanReplays },
   { name: '0063-experiment-bandits', class: Migration0063ExperimentBandits },
+  { name: '0064-person-created-mirror', class: Migration0064PersonCreatedMirror },
 ];
