@@ -49,7 +49,7 @@ const receiptBodySchema = record(
     stores: {
       type: 'object',
       description:
-        'Per store the request covers: persons, distinct_ids, cohort_memberships, flag_hash_key_overrides (when it deleted the person), events, or recordings and recording_snapshots',
+        'Per store the request covers: persons, distinct_ids, cohort_memberships, flag_hash_key_overrides (when it deleted the person), events and quarantined_events (what a tracking plan held of its distinct ids), or recordings and recording_snapshots',
       additionalProperties: storeSchema,
     },
     access_exports: {

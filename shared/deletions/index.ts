@@ -1,5 +1,5 @@
 // The public face of shared/deletions/: the only file other folders import.
-export { deletePersonData, deletionJobFailed } from './job.ts';
+export { deletePersonData, deletionJobFailed, type HeldEventStore } from './job.ts';
 export {
   RECEIPT_ALGORITHM,
   deletionReceipt,

@@ -46,14 +46,31 @@ import {
   receiptVerifiedAt,
   recordRecordingsBefore,
   insertDeletionReceipts,
+  addFoundBefore,
   type ReceiptSigner,
   signDeletionReceipts,
   type UnsignedReceipt,
 } from './receipts.ts';
 import { namedStatement } from '../platform/db/sql.ts';
 
-/** What the worker hands this job: the platform's dependencies and the event store. */
-type JobDeps = Deps & EventStoreDeps;
+/**
+ * Another feature's rows of a person's distinct ids, held apart from the events (a tracking plan's
+ * quarantine), which an event deletion removes with the events: bound by the worker (worker/jobs), so
+ * this feature does not import the one that holds them. Each is a store of the receipt.
+ */
+export interface HeldEventStore {
+  /** The receipt's store name. */
+  name: string;
+  /** The statement that counts what survived, with its parameters named (the receipt's verified_by). */
+  statement: string;
+  /** Deletes the rows of these distinct ids held by the cutoff; how many went, by distinct id. */
+  delete(tx: EntityManager, projectId: number, distinctIds: string[], cutoff: string): Promise<Map<string, number>>;
+  /** What `statement` counts over the groups: zero once they are deleted. */
+  count(em: EntityManager, projectId: number, groups: EventDeletionGroup[]): Promise<number>;
+}
+
+/** What the worker hands this job: the platform's dependencies, the event store and the held stores. */
+type JobDeps = Deps & EventStoreDeps & { heldEventStores?: readonly HeldEventStore[] };
 
 /**
  * Rows per delete statement (events: aimed at; recordings: at most): short statements, the API stays
@@ -141,6 +158,8 @@ export async function deletePersonData(
   const deleteAndComplete = async (requests: string[]) => {
     // The job's own store (events or recordings), deleted here: the statement that counts what survived.
     let own: { store: string; statement: string; count: () => Promise<number> };
+    // The held stores' counts after (event deletions), beside the job's own.
+    let held: { store: string; statement: string; count: () => Promise<number> }[] = [];
     if (row.deletionType === 'person_events') {
       const groups = await eventDeletionGroups(em, requests);
       // The batch's count is on the lead request's row (rows_deleted), added in each delete's own
@@ -158,11 +177,30 @@ export async function deletePersonData(
           await chunkDone(n);
         },
       });
+      // Then what other features hold of the same distinct ids, each delete with its count found before.
+      for (const held of deps.heldEventStores ?? [])
+        await em.transactional(async (tx) => {
+          const found = new Map<string, number>();
+          for (const [group, targets] of groups) {
+            const gone = await held.delete(tx, row.projectId, group.distinctIds, group.cutoff);
+            for (const t of targets)
+              found.set(
+                t.id,
+                (t.distinctIds ?? []).reduce((n, d) => n + (gone.get(d) ?? 0), found.get(t.id) ?? 0),
+              );
+          }
+          if (options.receipts) await addFoundBefore(tx, held.name, found);
+        });
       own = {
         store: 'events',
         statement: deps.events.survivorsStatement,
         count: () => deps.events.countPersonEvents(row.projectId, [...groups.keys()], 1000),
       };
+      held = (deps.heldEventStores ?? []).map((h) => ({
+        store: h.name,
+        statement: h.statement,
+        count: () => h.count(em.fork(), row.projectId, [...groups.keys()]),
+      }));
     } else {
       const target = targetOf(row);
       await recordRecordingsBefore(em, id, { sql: RECORDING_MATCH, params: recordingMatchParams(target) });
@@ -179,21 +217,30 @@ export async function deletePersonData(
     // Every count after, once every delete committed: the job's own store's, and beside it (a connection
     // of its own) the receipts' other stores'. Only then are the receipts built and signed, their
     // verified_at taken after all of them.
-    const [survivors, stores] = await Promise.all([
+    const [survivors, stores, ...heldAfter] = await Promise.all([
       own.count(),
       signing ? receiptStoresAfter(em.fork(), requests) : null,
+      ...held.map((h) => h.count()),
     ]);
-    if (survivors > 0) {
+    const heldLeft = heldAfter.reduce<number>((n, m) => n + m, 0);
+    if (survivors > 0 || heldLeft > 0) {
       const what = row.deletionType === 'person_events' ? 'event(s) survived' : 'recording(s) survived';
       const whose = requests.length === 1 ? `deletion request ${requests[0]}` : `the batch of deletion request ${id}`;
-      throw new Error(`${whose}: ${survivors} ${what}; retrying`);
+      const left = [
+        survivors > 0 ? `${survivors} ${what}` : '',
+        heldLeft > 0 ? `${heldLeft} held event(s) survived` : '',
+      ];
+      throw new Error(`${whose}: ${left.filter(Boolean).join(', ')}; retrying`);
     }
     // The receipts, built once every count is in, with a verified_at taken after them all.
     let receipts: { signer: ReceiptSigner; verifiedAt: string; built: UnsignedReceipt[] } | null = null;
     if (signing && stores) {
       const signer = await signing;
       const verifiedAt = await receiptVerifiedAt(em);
-      const verified = { [own.store]: { after: survivors, statement: own.statement } };
+      const verified = {
+        [own.store]: { after: survivors, statement: own.statement },
+        ...Object.fromEntries(held.map((h, i) => [h.store, { after: heldAfter[i], statement: h.statement }])),
+      };
       receipts = { signer, verifiedAt, built: deletionReceipts(stores, verified, verifiedAt, signer) };
     }
     const completed = await em.transactional(async (tx) => {

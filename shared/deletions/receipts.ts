@@ -323,19 +323,27 @@ export function eventCounter(requests: EventCountTarget[]) {
       ]);
       for (const r of matched) total.set(r.id, (total.get(r.id) ?? 0) + c.n);
     }
-    if (!total.size) return;
-    const payload = JSON.stringify([...total].map(([id, n]) => ({ id, n })));
-    await db(em)
-      .updateTable('async_deletion')
-      .from(sql<{ id: string; n: string }>`jsonb_to_recordset(${payload}::jsonb)`.as<'c'>(sql`c(id bigint, n bigint)`))
-      .set({
-        receipt_basis: sql`jsonb_set(coalesce(async_deletion.receipt_basis, '{}'), '{before}',
-          coalesce(async_deletion.receipt_basis->'before', '{}') || jsonb_build_object('events',
-            coalesce((async_deletion.receipt_basis->'before'->>'events')::bigint, 0) + c.n))`,
-      })
-      .whereRef('async_deletion.id', '=', 'c.id')
-      .execute();
+    await addFoundBefore(em, 'events', total);
   };
+}
+
+/**
+ * Adds rows a delete removed to its requests' counts found before in `store` (request id → rows), in
+ * the delete's transaction: what every attempt removed adds up to what was there before the first.
+ */
+export async function addFoundBefore(em: EntityManager, store: string, total: Map<string, number>): Promise<void> {
+  if (!total.size) return;
+  const payload = JSON.stringify([...total].map(([id, n]) => ({ id, n })));
+  await db(em)
+    .updateTable('async_deletion')
+    .from(sql<{ id: string; n: string }>`jsonb_to_recordset(${payload}::jsonb)`.as<'c'>(sql`c(id bigint, n bigint)`))
+    .set({
+      receipt_basis: sql`jsonb_set(coalesce(async_deletion.receipt_basis, '{}'), '{before}',
+        coalesce(async_deletion.receipt_basis->'before', '{}') || jsonb_build_object(${store}::text,
+          coalesce((async_deletion.receipt_basis->'before'->>${store}::text)::bigint, 0) + c.n))`,
+    })
+    .whereRef('async_deletion.id', '=', 'c.id')
+    .execute();
 }
 
 /** The same for a recordings request: its sessions (kept, to verify their snapshots) and their snapshots. */
@@ -580,6 +588,9 @@ const signAsync = (content: string, key: KeyObject) =>
     ),
   );
 
+/** Stores whose rows found before are counted by the deletes (addFoundBefore): none found is 0, not unknown. */
+const COUNTED_BY_DELETES = ['events', 'quarantined_events'];
+
 function receiptBody(
   r: ReceiptRequest,
   verified: Record<string, StoreVerification>,
@@ -598,9 +609,13 @@ function receiptBody(
         verified_by: PERSON_STORE_AFTER[name],
       };
   }
-  // Events are counted as the deletes remove them: a request none of whose deletes found a row has no count, 0.
+  // Events (and held events) are counted as the deletes remove them: a request none of whose deletes found a row has no count, 0.
   for (const [name, v] of Object.entries(verified))
-    stores[name] = { before: before[name] ?? (name === 'events' ? 0 : null), after: v.after, verified_by: v.statement };
+    stores[name] = {
+      before: before[name] ?? (COUNTED_BY_DELETES.includes(name) ? 0 : null),
+      after: v.after,
+      verified_by: v.statement,
+    };
   if (basis.session_ids)
     stores.recording_snapshots = {
       before: before.recording_snapshots ?? null,

@@ -23,6 +23,7 @@ export {
   loadPlan,
   purgeQuarantineJob,
   putPlan,
+  quarantineHeldStore,
   violationsByEvent,
   type CaptureEnforcement,
   type EventViolations,

@@ -14,9 +14,13 @@ import {
   type PlanDocument,
 } from './plan.ts';
 import type { Deps } from '../platform/deps.ts';
+import type { HeldEventStore } from '../deletions/index.ts';
 import {
+  QUARANTINE_SURVIVORS_STATEMENT,
   addViolationCounts,
+  countHeldEvents,
   currentPlanVersion,
+  deleteHeldEvents,
   holdEvents,
   insertPlanVersion,
   type PlanVersionRow,
@@ -230,3 +234,14 @@ export async function purgeQuarantineJob(
   if (quarantinedEventsPurged > 0) deps.logger.info({ quarantinedEventsPurged }, 'quarantined events purged');
   return { quarantinedEventsPurged };
 }
+
+/**
+ * The quarantine as a person's event deletion sees it (the worker binds it to the deletion job): a
+ * deleted person's held events go with their stored ones, counted in the receipt as `quarantined_events`.
+ */
+export const quarantineHeldStore: HeldEventStore = {
+  name: 'quarantined_events',
+  statement: QUARANTINE_SURVIVORS_STATEMENT,
+  delete: deleteHeldEvents,
+  count: countHeldEvents,
+};

@@ -1,8 +1,9 @@
 // The tracking plan's tables: plan versions, the quarantine, violation counts and replays. This module
 // is the only one that writes them.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
-import { db } from '../platform/db/kysely.ts';
+import { type ExpressionBuilder, sql } from 'kysely';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { namedStatement } from '../platform/db/sql.ts';
 import { type Page, pagedSelect } from '../platform/db/paged.ts';
 import type { HeldEvent, Violation } from './plan.ts';
 
@@ -313,6 +314,62 @@ export async function deletedSince(
     .groupBy('u.id')
     .execute();
   return new Map(found.map((r) => [r.id, new Date(r.at)]));
+}
+
+/**
+ * A deleted person's held events: those of their distinct ids quarantined by the request's cutoff, as
+ * a person's deletion removes them (what a receipt cites as the statement that verified none survived).
+ */
+export const QUARANTINE_SURVIVORS_STATEMENT = namedStatement(
+  `select count(*)::int as n from quarantined_event where project_id = ? and distinct_id = any(?) and quarantined_at <= ?`,
+  ['project_id', 'distinct_ids', 'cutoff'],
+);
+
+/** The held events of these distinct ids quarantined by `cutoff` (QUARANTINE_SURVIVORS_STATEMENT's condition). */
+const held =
+  (projectId: number, distinctIds: readonly string[], cutoff: string) =>
+  (eb: ExpressionBuilder<DB, 'quarantined_event'>) =>
+    eb.and([
+      eb('project_id', '=', projectId),
+      eb('distinct_id', '=', sql<string>`any(${sql.val(distinctIds)}::text[])`),
+      eb('quarantined_at', '<=', sql<Date>`${cutoff}::timestamptz`),
+    ]);
+
+/** Deletes the held events of these distinct ids quarantined by `cutoff`; returns how many of each distinct id went. */
+export async function deleteHeldEvents(
+  em: EntityManager,
+  projectId: number,
+  distinctIds: readonly string[],
+  cutoff: string,
+): Promise<Map<string, number>> {
+  const gone = new Map<string, number>();
+  if (distinctIds.length === 0) return gone;
+  const deleted = await db(em)
+    .deleteFrom('quarantined_event')
+    .where(held(projectId, distinctIds, cutoff))
+    .returning('distinct_id')
+    .execute();
+  for (const r of deleted) gone.set(r.distinct_id, (gone.get(r.distinct_id) ?? 0) + 1);
+  return gone;
+}
+
+/** QUARANTINE_SURVIVORS_STATEMENT over several (distinct ids, cutoff) groups: zero once their deletions are done. */
+export async function countHeldEvents(
+  em: EntityManager,
+  projectId: number,
+  groups: readonly { distinctIds: readonly string[]; cutoff: string }[],
+): Promise<number> {
+  let n = 0;
+  for (const g of groups) {
+    if (g.distinctIds.length === 0) continue;
+    const found = await db(em)
+      .selectFrom('quarantined_event')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where(held(projectId, g.distinctIds, g.cutoff))
+      .executeTakeFirstOrThrow();
+    n += Number(found.n);
+  }
+  return n;
 }
 
 /** Deletes quarantined events older than `days` days, and those of persons deleted since they were held. */

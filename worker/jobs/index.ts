@@ -25,7 +25,12 @@ import { reconcileScrubs, runScrub, scrubJobFailed } from '../../shared/scrubs/i
 import { refreshStatistics } from '../../shared/platform/db/statistics-job.ts';
 import { vacuumTable } from '../../shared/platform/db/vacuum-job.ts';
 import { enforceRetention } from '../../shared/retention/index.ts';
-import { purgeQuarantineJob, reconcileReplays, replayQuarantineJob } from '../../shared/tracking-plan/index.ts';
+import {
+  purgeQuarantineJob,
+  quarantineHeldStore,
+  reconcileReplays,
+  replayQuarantineJob,
+} from '../../shared/tracking-plan/index.ts';
 import {
   deliverWebhookJob,
   purgeDeliveriesJob,
@@ -40,7 +45,11 @@ export interface Processor<K extends JobKind> {
 }
 
 export const processors: { [K in JobKind]: Processor<K> } = {
-  deletion: { run: deletePersonData, onFinalFailure: deletionJobFailed },
+  // A person's event deletion also removes what a tracking plan holds of their distinct ids.
+  deletion: {
+    run: (job, deps) => deletePersonData(job, { ...deps, heldEventStores: [quarantineHeldStore] }),
+    onFinalFailure: deletionJobFailed,
+  },
   scrub: { run: runScrub, onFinalFailure: scrubJobFailed },
   releaseDeletions: { run: releaseDeletionBatch },
   reconcileDeletions: { run: reconcileDeletions },

@@ -84,6 +84,14 @@ describe('a receipt for every verified request', () => {
         [account.projectId, session],
       );
     }
+    // Events a tracking plan held back: two of the person's distinct ids' and one of a bystander's.
+    for (const distinctId of ['rc-victim', 'rc-device', 'rc-bystander'])
+      await sql(
+        api.orm,
+        `insert into quarantined_event (project_id, uuid, event, distinct_id, properties, timestamp, violations, plan_version)
+         values (?, gen_random_uuid(), 'tap', ?, '{"email": "private@example.com"}', now(), '[]', 1)`,
+        [account.projectId, distinctId],
+      );
     // The direct count, taken before the deletion.
     const p = [account.projectId, person.id];
     before = {
@@ -105,6 +113,10 @@ describe('a receipt for every verified request', () => {
         `select count(*)::int as n from session_recording where project_id = ? and person_id = ?`,
         [account.projectId, person.uuid],
       ),
+      quarantined_events: await count(
+        `select count(*)::int as n from quarantined_event where project_id = ? and distinct_id in ('rc-victim', 'rc-device')`,
+        [account.projectId],
+      ),
       recording_snapshots: await count(
         `select count(*)::int as n from session_recording_snapshot where project_id = ? and session_id in ('rc-s1', 'rc-s2')`,
         [account.projectId],
@@ -116,6 +128,7 @@ describe('a receipt for every verified request', () => {
       cohort_memberships: 1,
       flag_hash_key_overrides: 1,
       events: 15,
+      quarantined_events: 2,
       recordings: 2,
       recording_snapshots: 6,
     });
@@ -134,7 +147,7 @@ describe('a receipt for every verified request', () => {
     const events = receipts.find((r) => r.receipt.deletion_type === 'person_events');
     const recordings = receipts.find((r) => r.receipt.deletion_type === 'person_recordings');
     const personStores = ['persons', 'distinct_ids', 'cohort_memberships', 'flag_hash_key_overrides'];
-    expect(Object.keys(events.receipt.stores).sort()).toEqual([...personStores, 'events'].sort());
+    expect(Object.keys(events.receipt.stores).sort()).toEqual([...personStores, 'events', 'quarantined_events'].sort());
     expect(Object.keys(recordings.receipt.stores).sort()).toEqual(
       [...personStores, 'recordings', 'recording_snapshots'].sort(),
     );
@@ -144,7 +157,12 @@ describe('a receipt for every verified request', () => {
         expect(store.after, name).toBe(0);
         expect(store.verified_by, name).toMatch(/^select count\(\*\)/);
       }
-    // And nothing is left indeed.
+    // And nothing is left indeed; the bystander's quarantined event stays.
+    expect(
+      await count(`select count(*)::int as n from quarantined_event where project_id = ? group by distinct_id`, [
+        account.projectId,
+      ]),
+    ).toBe(1);
     expect(
       await count(`select count(*)::int as n from event where project_id = ? and person_id = ?`, [
         account.projectId,
