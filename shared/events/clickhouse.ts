@@ -9,6 +9,7 @@ import type { ClickHouseClient } from '@clickhouse/client';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { createHash, randomUUID } from 'node:crypto';
 import { lifecycleDayBounds, personIdPageOf } from './analytics.ts';
+import { type DayChangeRow, dayChangesStatement } from './clickhouse-experiment.ts';
 import { clickHouseFilterSql, jsonText } from './clickhouse-filters.ts';
 import { CLICKHOUSE_MIGRATIONS } from './clickhouse-schema.ts';
 import type { TrimmedRange } from './buffer.ts';
@@ -672,6 +673,15 @@ export function createClickHouseEventStore(
         { project: projectId, names: events },
       );
       return Boolean(Number(row.has));
+    },
+
+    experimentDayChanges(projectId, request) {
+      return Promise.all(
+        request.metrics.map(async (metric) => {
+          const statement = dayChangesStatement(db, currentMapping, projectId, request, metric);
+          return statement.read(await select<DayChangeRow>(statement.sql, statement.params));
+        }),
+      );
     },
 
     async *experimentEvents(projectId, filter, properties) {

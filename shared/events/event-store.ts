@@ -211,6 +211,50 @@ export interface ExperimentProperty {
   events: readonly string[];
 }
 
+/**
+ * A metric an engine can fold per person itself (EventStore.experimentDayChanges): a mean of events
+ * counted (`property` null) or of a property summed, or an ordered funnel.
+ */
+export type EngineMetric =
+  | { kind: 'mean'; event: string; property: string | null }
+  | { kind: 'funnel'; events: string[] };
+
+/** An experiment's computation from the start, as experimentDayChanges takes it. */
+export interface ExperimentDayRequest {
+  flagKey: string;
+  /** The flag's variants: an exposure to another value is none. */
+  variants: readonly string[];
+  /** Exposures count from here (the experiment's start) … */
+  start: Date;
+  /** … to here (exclusive); so do the metrics' events. */
+  until: Date;
+  /** The start day's UTC midnight: day 0. */
+  firstDay: Date;
+  /** Days from day 0 that the answer covers (the last is `until`'s). */
+  days: number;
+  /** CUPED: each person's covariate over this many days before their first exposure (0: off). */
+  lookbackDays: number;
+  metrics: readonly EngineMetric[];
+}
+
+/**
+ * One variant's change on one day of a metric's per-variant sums (person-state.ts's rules): persons
+ * entering and leaving (n), Σv and Σv² of their values so far, the CUPED covariate's Σx, Σx², Σxv, and
+ * each funnel step's persons. Days without a change are not listed.
+ */
+export interface DayChange {
+  variant: string;
+  day: number;
+  n: number;
+  sum: number;
+  sumSq: number;
+  x: number;
+  xx: number;
+  xy: number;
+  /** Funnel: each step's change (empty for a mean). */
+  steps: number[];
+}
+
 /** recentEventSample's answer: `events` holds at most the limit, newest first; `total` counts them all. */
 export interface RecentEventSample {
   total: number;
@@ -319,6 +363,12 @@ export interface EventStore {
     filter: ExperimentEventFilter,
     properties: readonly ExperimentProperty[],
   ): AsyncIterable<ExperimentEvents[]>;
+  /**
+   * Optional: the engine folds each exposed person's events itself (sufficient statistics per person
+   * and day, each person by its distinct ids' person now) and answers each metric's changes per day and
+   * variant, by the same rules as the worker's fold of experimentEvents (person-state.ts).
+   */
+  experimentDayChanges?(projectId: number, request: ExperimentDayRequest): Promise<DayChange[][]>;
   /**
    * Whether some event of the filter is stored; with `arrivedSince`, one that reached this store at or
    * after that time (PostgreSQL: created_at; ClickHouse: when the shipper inserted it): how a run of

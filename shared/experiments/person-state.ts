@@ -63,7 +63,8 @@ export interface Window {
   cuped: boolean;
 }
 
-interface Changes {
+/** A variant's change of each sum per day (index: the day after the window's base, 0 first). */
+export interface Changes {
   n: number[];
   sum: number[];
   sumSq: number[];
@@ -105,28 +106,8 @@ export function advance(
   persons: Iterable<[string, { state: PersonState | undefined; events: PersonEvents; covariate: number }]>,
 ): { changes: { kind: MetricKind; variants: VariantStats[] }[]; saved: Map<string, PersonState> } {
   const length = Math.max(0, window.days - window.baseDay - 1);
-  const zeros = () => new Array<number>(length).fill(0);
   const byVariant = new Map<string, Changes>();
-  const changesOf = (variant: string) => {
-    let c = byVariant.get(variant);
-    if (!c) {
-      c = {
-        n: zeros(),
-        sum: zeros(),
-        sumSq: zeros(),
-        d: zeros(),
-        dd: zeros(),
-        md: zeros(),
-        x: zeros(),
-        xx: zeros(),
-        xy: zeros(),
-        steps: [],
-      };
-      c.steps = rule.events.map(zeros);
-      byVariant.set(variant, c);
-    }
-    return c;
-  };
+  const changesOf = changesByVariant(byVariant, length, rule.events.length);
   const dayOf = (t: number) => Math.floor((t - window.firstDay) / MICROS_PER_DAY);
   const at = (list: number[], day: number, d: number) => {
     list[day - window.baseDay - 1] += d;
@@ -308,6 +289,42 @@ export function advance(
       if (!same) saved.set(person, next);
     }
   }
+  return { changes: statsByDay(rule.kind, rule.events.length, window, byVariant), saved };
+}
+
+/** The Changes of each variant in `byVariant` (made on first use: `length` days of zeros, `steps` funnel steps). */
+export function changesByVariant(byVariant: Map<string, Changes>, length: number, steps: number) {
+  const zeros = () => new Array<number>(length).fill(0);
+  return (variant: string): Changes => {
+    let c = byVariant.get(variant);
+    if (!c) {
+      c = {
+        n: zeros(),
+        sum: zeros(),
+        sumSq: zeros(),
+        d: zeros(),
+        dd: zeros(),
+        md: zeros(),
+        x: zeros(),
+        xx: zeros(),
+        xy: zeros(),
+        steps: Array.from({ length: steps }, zeros),
+      };
+      byVariant.set(variant, c);
+    }
+    return c;
+  };
+}
+
+/** Each day's per-variant counts (VariantStats), cumulative, from each variant's changes per day. */
+export function statsByDay(
+  kind: MetricKind,
+  steps: number,
+  window: Window,
+  byVariant: Map<string, Changes>,
+): { kind: MetricKind; variants: VariantStats[] }[] {
+  const length = Math.max(0, window.days - window.baseDay - 1);
+  const last = steps - 1;
   // Cumulative per day, in the flag's variant order (missing variants: zero).
   const cumulative = (list: number[]) => {
     let total = 0;
@@ -330,14 +347,14 @@ export function advance(
       },
     ]),
   );
-  const changes = Array.from({ length }, (_, d) => ({
-    kind: rule.kind,
+  return Array.from({ length }, (_, d) => ({
+    kind,
     variants: window.variants.map((key): VariantStats => {
       const t = totals.get(key);
       const total = (name: Exclude<keyof Changes, 'steps'>) => t?.[name][d] ?? 0;
-      const stepCounts = rule.events.map((_, k) => t?.steps[k][d] ?? 0);
+      const stepCounts = Array.from({ length: steps }, (_, k) => t?.steps[k][d] ?? 0);
       const stats: VariantStats =
-        rule.kind === 'ratio'
+        kind === 'ratio'
           ? {
               key,
               number_of_samples: total('n'),
@@ -347,7 +364,7 @@ export function advance(
               denominator_sum_squares: total('dd'),
               numerator_denominator_sum_product: total('md'),
             }
-          : rule.kind === 'mean'
+          : kind === 'mean'
             ? { key, number_of_samples: total('n'), sum: total('sum'), sum_squares: total('sumSq') }
             : {
                 key,
@@ -356,15 +373,14 @@ export function advance(
                 sum_squares: stepCounts[last],
                 step_counts: stepCounts,
               };
-      if (window.cuped && rule.kind !== 'ratio') {
+      if (window.cuped && kind !== 'ratio') {
         stats.covariate_sum = total('x');
-        stats.covariate_sum_squares = rule.kind === 'mean' ? total('xx') : total('x');
+        stats.covariate_sum_squares = kind === 'mean' ? total('xx') : total('x');
         stats.covariate_sum_product = total('xy');
       }
       return stats;
     }),
   }));
-  return { changes, saved };
 }
 
 /** Who the person is in the experiment now: their state's, or from their exposures since. */

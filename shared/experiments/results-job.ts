@@ -32,7 +32,8 @@ type JobDeps = Deps & EventStoreDeps;
 
 const DAY = 86400_000;
 
-const STALE = new Set<RecomputeReason>(['late_events', 'deletion', 'retention', 'persons_merged']);
+// (in_engine: computed from the start every run, so every day is written again, as after a stale one.)
+const STALE = new Set<RecomputeReason>(['late_events', 'deletion', 'retention', 'persons_merged', 'in_engine']);
 
 type StoredMetric = ExperimentMetric & { uuid: string; fingerprint: string };
 

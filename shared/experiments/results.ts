@@ -23,11 +23,22 @@ import {
   type ExperimentEventFilter,
   type ExperimentEvents,
   type ExperimentProperty,
+  type EngineMetric,
   experimentNames,
   noEventColumns,
 } from '../events/index.ts';
 import { pgArray } from '../platform/db/sql.ts';
-import { advance, MICROS_PER_DAY, type PersonEvents, type PersonState, valuesOf, type Window } from './person-state.ts';
+import {
+  advance,
+  type Changes,
+  changesByVariant,
+  MICROS_PER_DAY,
+  type PersonEvents,
+  type PersonState,
+  statsByDay,
+  valuesOf,
+  type Window,
+} from './person-state.ts';
 import {
   type MetricMath,
   mathOf,
@@ -276,7 +287,9 @@ export type RecomputeReason =
   | 'late_events'
   | 'deletion'
   | 'retention'
-  | 'persons_merged';
+  | 'persons_merged'
+  /** The event store's engine computes every day from the start (EventStore.experimentDayChanges). */
+  | 'in_engine';
 
 export interface CountsSince<T> {
   /** Index (days since the start date's UTC day) of each series' first entry: the day after the stored one, or 0. */
@@ -324,6 +337,14 @@ export async function computeCountsSince(
   // The last day that ends before `until`: the next run continues it.
   const saveDay = options.saveState ? days - 2 : null;
   return em.transactional(async (tx) => {
+    if (foldedInEngine(events, metrics)) {
+      // The engine folds from the start each run, in well under the time a stored day would save: no
+      // per-person state is kept (any left from before goes), and every stored day is rewritten.
+      if (options.saveState)
+        for (const metric of metrics) if (metric.uuid) await dropState(tx, experiment.id, metric.uuid);
+      const series = (await countsFrom(tx, events, experiment, metrics, null, until, null))!;
+      return { firstDay: 0, series, baseDay: null, recomputed: 'in_engine' };
+    }
     const base = await storedBase(tx, experiment, metrics, until);
     let reason: RecomputeReason | null = !base
       ? 'no_stored_day'
@@ -427,6 +448,31 @@ async function distinctIdsOf(tx: EntityManager, projectId: number, persons: read
   }
   return out;
 }
+
+/**
+ * The metrics as the event store's engine folds them itself (EventStore.experimentDayChanges), with
+ * each shape's place among them; null when the store cannot, or a metric needs the worker's fold
+ * (ratio, retention, percentile, maths other than total and sum).
+ */
+function engineMetrics(events: EventStore, shapes: ReturnType<typeof readPlan>['shapes']) {
+  const fold = events.experimentDayChanges?.bind(events);
+  if (!fold) return null;
+  const metrics: EngineMetric[] = [];
+  const place: number[] = [];
+  for (const shape of shapes) {
+    place.push(metrics.length);
+    if (shape instanceof Error) continue;
+    if (shape.kind === 'mean' && additive(shape.math))
+      metrics.push({ kind: 'mean', event: shape.events[0], property: shape.mathProperty });
+    else if (shape.kind === 'funnel') metrics.push({ kind: 'funnel', events: shape.events });
+    else return null;
+  }
+  return metrics.length ? { fold, metrics, place } : null;
+}
+
+/** Whether these metrics' results come from the event store's engine (engineMetrics): then no per-person state is kept. */
+export const foldedInEngine = (events: EventStore, metrics: readonly ExperimentMetric[]) =>
+  engineMetrics(events, readPlan(metrics).shapes) !== null;
 
 /** What a computation reads: its metrics' shapes, the properties they sum and the event names. */
 export function readPlan(metrics: readonly ExperimentMetric[]) {
@@ -698,6 +744,33 @@ async function countsFrom(
     saveDay: saveDay !== null && saveDay > (base ? base.index : -1) ? saveDay : null,
     cuped: lookback > 0,
   };
+  // From the start, keeping no per-person state: an engine that folds per person itself does it all.
+  const inEngine = !base && window.saveDay === null ? engineMetrics(events, shapes) : null;
+  if (inEngine && days > 0) {
+    const found = await inEngine.fold(projectId, {
+      flagKey,
+      variants: experiment.variants,
+      start: experiment.startDate,
+      until,
+      firstDay: new Date(firstDay),
+      days,
+      lookbackDays: lookback,
+      metrics: inEngine.metrics,
+    });
+    return shapes.map((shape, i) => {
+      if (shape instanceof Error) return shape;
+      const byVariant = new Map<string, Changes>();
+      const changesOf = changesByVariant(byVariant, days, shape.events.length);
+      for (const c of found[inEngine.place[i]]) {
+        const to = changesOf(c.variant);
+        for (const key of ['n', 'sum', 'sumSq', 'x', 'xx', 'xy'] as const) to[key][c.day] += c[key];
+        c.steps.forEach((v, k) => {
+          to.steps[k][c.day] += v;
+        });
+      }
+      return statsByDay(shape.kind, shape.events.length, window, byVariant);
+    });
+  }
   // Events are named by their number in the read's names (experimentNames).
   const numbered = experimentNames({ events: names });
   const rules = shapes.map((shape) =>

@@ -1,0 +1,180 @@
+// An experiment's computation from the start inside ClickHouse (EventStore.experimentDayChanges): one
+// statement per metric folds each exposed person's events in the engine and answers only each day's
+// change of the per-variant sums, by the rules of the worker's fold (shared/experiments/person-state.ts,
+// which the contract tests hold it to):
+// - a person is their distinct ids' person now (the mirror, as every ClickHouse analysis); they enter
+//   on the day of their first exposure to one of the flag's variants at or after the start, in that
+//   variant, and leave (taking everything they added) on the day of their first exposure to another;
+// - a mean counts (or sums the property of) its event's occurrences from the first exposure on, by
+//   day, until the day they leave; Σv² grows by each day's own increment (2·v·Δ + Δ²);
+// - a funnel's step k is the first event of its name at or after step k−1 (step 1: after the first
+//   exposure), counted on its day if that is before the day they leave;
+// - CUPED: the mean's value (a funnel: whether its last step's event happened) over the lookback days
+//   before the first exposure.
+// A property counts as the worker reads it (results.ts numericValue): a JSON number, or a string of
+// one (digits, an optional point and exponent, spaces around); anything else adds 0.
+// Events are counted once by uuid (a batch the shipper sent twice is one). Two exposures to different
+// variants at the very same microsecond are ordered by variant name here (the worker: as read).
+import { jsonText } from './clickhouse-filters.ts';
+import type { DayChange, EngineMetric, ExperimentDayRequest } from './event-store.ts';
+
+const MICROS_PER_DAY = 86_400_000_000;
+/** A day after every experiment's last: a person who never leaves. */
+const NEVER = 1_000_000;
+/** results.ts NUMERIC, for re2: a property's text that is a number. */
+const NUMERIC = '^[ \\t\\n\\r\\f\\v]*[-+]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]{1,4})?[ \\t\\n\\r\\f\\v]*$';
+
+export interface DayChangesStatement {
+  sql: string;
+  params: Record<string, unknown>;
+  /** Turns the statement's rows into the metric's changes. */
+  read(rows: DayChangeRow[]): DayChange[];
+}
+
+/** A row of a day-changes statement (numbers as ClickHouse's JSON gives them). */
+export interface DayChangeRow {
+  variant: string;
+  day: number | string;
+  n: number;
+  sum: number;
+  sum_sq: number;
+  x: number;
+  xx: number;
+  xy: number;
+  steps: number[];
+}
+
+/** The statement of one metric. `mapping`: the current distinct id → person mapping (a subquery over {project:Int64}). */
+export function dayChangesStatement(
+  db: string,
+  mapping: string,
+  projectId: number,
+  request: ExperimentDayRequest,
+  metric: EngineMetric,
+): DayChangesStatement {
+  const micros = (d: Date) => d.getTime() * 1000;
+  const params: Record<string, unknown> = {
+    project: projectId,
+    flag: request.flagKey,
+    variants: request.variants,
+    start: micros(request.start),
+    until: micros(request.until),
+    from: micros(request.start) - request.lookbackDays * MICROS_PER_DAY,
+    first: micros(request.firstDay),
+    days: request.days,
+    lookback: request.lookbackDays * MICROS_PER_DAY,
+    numeric: NUMERIC,
+  };
+  const time = 'toUnixTimestamp64Micro(timestamp)';
+  const dayOf = (t: string) => `intDiv(${t} - {first:Int64}, ${MICROS_PER_DAY})`;
+  // Each exposed person: their variant, first exposure (t0) and first exposure to another variant (0: none).
+  const exposed = `SELECT person_id, xs[1].2 AS variant, xs[1].1 AS t0, if(length(xs) > 1, xs[2].1, toInt64(0)) AS left_at,
+         ${dayOf('t0')} AS day_in, if(left_at = 0, toInt64(${NEVER}), ${dayOf('left_at')}) AS day_out
+    FROM (SELECT person_id, arraySort(groupArray((first_t, variant))) AS xs
+            FROM (SELECT d.person_id AS person_id, e.variant AS variant, min(e.t) AS first_t
+                    FROM (SELECT distinct_id, ${time} AS t, ${jsonText('properties', "'$feature_flag_response'")} AS variant
+                            FROM ${db}.events
+                           WHERE project_id = {project:Int64} AND event = '$feature_flag_called'
+                             AND ${time} >= {start:Int64} AND ${time} < {until:Int64}
+                             AND ${jsonText('properties', "'$feature_flag'")} = {flag:String}
+                             AND variant IN {variants:Array(String)}) AS e
+                    INNER JOIN (${mapping}) AS d ON d.distinct_id = e.distinct_id
+                   GROUP BY person_id, variant)
+           GROUP BY person_id)`;
+  // Each person's events of the metric in the range (the lookback days before the start included), in time order.
+  const names = metric.kind === 'mean' ? [metric.event] : [...new Set(metric.events)];
+  params.names = names;
+  const value =
+    metric.kind === 'mean' && metric.property !== null
+      ? (() => {
+          params.property = metric.property;
+          const text = jsonText('properties', '{property:String}');
+          const parsed = `toFloat64OrNull(replaceRegexpAll(s, '^[ \\t\\n\\r\\f\\v]+|[ \\t\\n\\r\\f\\v]+$', ''))`;
+          return `ifNull(if(length(s) <= 1000 AND match(s, {numeric:String}) AND isFinite(${parsed}), ${parsed}, 0), 0) AS v, ${text} AS s`;
+        })()
+      : 'toFloat64(1) AS v';
+  const events = `SELECT d.person_id AS person_id, arraySort(groupArray((e.t, e.event, e.v))) AS evs
+    FROM (SELECT distinct_id, event, ${time} AS t, ${value}
+            FROM ${db}.events
+           WHERE project_id = {project:Int64} AND event IN {names:Array(String)}
+             AND ${time} >= {from:Int64} AND ${time} < {until:Int64}
+           LIMIT 1 BY uuid) AS e
+    INNER JOIN (${mapping}) AS d ON d.distinct_id = e.distinct_id
+   GROUP BY person_id`;
+  const before = 'p.1 >= t0 - {lookback:Int64} AND p.1 < t0';
+  // (day, n, Σv, Σv², Σx, Σx², Σxv, steps) per change; Float64 throughout, steps as one array per change.
+  const change = (
+    day: string,
+    n: string,
+    sum: string,
+    sumSq: string,
+    x: string,
+    xx: string,
+    xy: string,
+    steps: string,
+  ) =>
+    `(toInt64(${day}), toFloat64(${n}), toFloat64(${sum}), toFloat64(${sumSq}), toFloat64(${x}), toFloat64(${xx}), toFloat64(${xy}), ${steps})`;
+  let perPerson: string;
+  let changes: string;
+  if (metric.kind === 'mean') {
+    const none = "CAST([], 'Array(Float64)')";
+    perPerson = `arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${before}, evs))) AS cx,
+        arrayFilter(p -> p.1 >= t0 AND ${dayOf('p.1')} < day_out, evs) AS counted,
+        arrayCompact(arrayMap(p -> ${dayOf('p.1')}, counted)) AS ds,
+        arrayMap(d -> arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${dayOf('p.1')} = d, counted))), ds) AS deltas,
+        arrayCumSum(deltas) AS upto,
+        arraySum(deltas) AS total`;
+    changes = `arrayConcat(
+        [${change('day_in', '1', '0', '0', 'cx', 'cx * cx', '0', none)}],
+        arrayMap((d, v, u) -> ${change('d', '0', 'v', '2 * (u - v) * v + v * v', '0', '0', 'cx * v', none)}, ds, deltas, upto),
+        if(day_out < {days:Int64}, [${change('day_out', '-1', '-total', '-total * total', '-cx', '-cx * cx', '-cx * total', none)}], []))`;
+  } else {
+    const k = metric.events.length;
+    metric.events.forEach((name, i) => {
+      params[`step${i}`] = name;
+    });
+    const stepTimes = metric.events.map((_, i) =>
+      i === 0
+        ? `arrayFirst(p -> p.1 >= t0 AND p.2 = {step0:String}, evs).1 AS s0`
+        : `if(s${i - 1} = 0, toInt64(0), arrayFirst(p -> p.1 >= s${i - 1} AND p.2 = {step${i}:String}, evs).1) AS s${i}`,
+    );
+    // Step i counts on its day if reached before the day the person leaves.
+    const counts = metric.events.map((_, i) => `(s${i} > 0 AND ${dayOf(`s${i}`)} < day_out)`);
+    const oneHot = (i: number, sign: string) =>
+      `[${metric.events.map((_, j) => (j === i ? `toFloat64(${sign}1)` : 'toFloat64(0)')).join(', ')}]`;
+    perPerson = `toFloat64(arrayExists(p -> p.2 = {step${k - 1}:String} AND ${before}, evs)) AS cx,
+        ${stepTimes.join(',\n        ')}`;
+    changes = `arrayConcat(
+        [${change('day_in', '1', '0', '0', 'cx', 'cx', '0', oneHot(-1, ''))}],
+        ${metric.events
+          .map(
+            (_, i) =>
+              `if(${counts[i]}, [${change(dayOf(`s${i}`), '0', '0', '0', '0', '0', i === k - 1 ? 'cx' : '0', oneHot(i, ''))}], [])`,
+          )
+          .join(',\n        ')},
+        if(day_out < {days:Int64}, [${change('day_out', '-1', '0', '0', '-cx', '0', `-cx * ${counts[k - 1]}`, `[${counts.map((c) => `-toFloat64(${c})`).join(', ')}]`)}], []))`;
+  }
+  const sql = `SELECT variant, c.1 AS day, sum(c.2) AS n, sum(c.3) AS sum, sum(c.4) AS sum_sq, sum(c.5) AS x,
+         sum(c.6) AS xx, sum(c.7) AS xy, sumForEach(c.8) AS steps
+    FROM (SELECT x.variant AS variant, x.t0 AS t0, x.day_in AS day_in, x.day_out AS day_out, m.evs AS evs, ${perPerson}, ${changes} AS cs
+            FROM (${exposed}) AS x LEFT JOIN (${events}) AS m ON m.person_id = x.person_id)
+   ARRAY JOIN cs AS c
+   WHERE c.1 < {days:Int64}
+   GROUP BY variant, day`;
+  return {
+    sql,
+    params,
+    read: (rows) =>
+      rows.map((r) => ({
+        variant: r.variant,
+        day: Number(r.day),
+        n: Number(r.n),
+        sum: Number(r.sum),
+        sumSq: Number(r.sum_sq),
+        x: Number(r.x),
+        xx: Number(r.xx),
+        xy: Number(r.xy),
+        steps: r.steps.map(Number),
+      })),
+  };
+}
