@@ -226,103 +226,113 @@ const figures: Record<'off' | 'on', Figures> = {
 const DAY = 86400_000;
 const yesterday = new Date(today - DAY).toISOString().slice(0, 10);
 const nextDayRuns: Run[] = [];
-for (let rep = 0; rep < REPS; rep++) {
-  asOfRuns.push(await asOfStatements(false));
-  for (const mode of rep % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
-    await configure(mode === 'on');
-    const f = figures[mode];
-    f.backfill.push(await runJob(now, true));
-    f.runs.push(last);
-    f.daily.push(await runJob(new Date(now.getTime() + 1000), false));
-    f.runs.push(last);
-    // Forced full: every row marked as computed before its day ended, so no stored day is complete.
-    await pool.query(
-      `update experiment_metric_result set computed_at = day::timestamp at time zone 'UTC' where experiment_id = $1`,
-      [experiment.id],
-    );
-    f.dailyFull.push(await runJob(new Date(now.getTime() + 2000), false));
-    f.runs.push(last);
-    // The next day's run: stored as of this time yesterday (its days before yesterday done, and
-    // computed after every event arrived), then run now: it reads yesterday's and today's events and
-    // advances the state to yesterday's end.
-    await runJob(new Date(now.getTime() - DAY), true);
-    await pool.query(
-      `update experiment_metric_result set computed_at = now() where experiment_id = $1 and day < $2::date`,
-      [experiment.id, yesterday],
-    );
-    f.nextDay.push(await runJob(new Date(now.getTime() + 2500), false));
-    nextDayRuns.push(last);
-  }
-}
-// The results when the next run continues yesterday again (settings on; checked below).
-await configure(true);
-await pool.query(`update experiment_metric_result set computed_at = $2 where experiment_id = $1 and day < $3::date`, [
-  experiment.id,
-  now,
-  new Date(today).toISOString().slice(0, 10),
-]);
-await runJob(new Date(now.getTime() + 3000), false);
-const checked = last;
-
-// The last day of the worker's series (the incremental run, settings on) must be what the as-of statements say.
-const stored = (
-  await pool.query(
-    `select metric_uuid, status, result, error_message from experiment_metric_result
-      where experiment_id = $1 and day = $2::date`,
-    [experiment.id, new Date(today).toISOString().slice(0, 10)],
-  )
-).rows;
-interface StoredVariant {
-  key: string;
-  number_of_samples: number;
-  sum: number;
-  sum_squares: number;
-  step_counts?: number[];
-}
-const close = (a: number | undefined, b: number) => a !== undefined && Math.abs(a - b) <= 1e-9 * Math.abs(a);
-const agree = (experiment.metrics as { uuid: string; metric_type: string }[]).map((metric, i) => {
-  const row = stored.find((r) => r.metric_uuid === metric.uuid);
-  if (row?.status !== 'completed') return `${metric.metric_type}: ${row?.status} ${row?.error_message ?? ''}`;
-  const mine: StoredVariant[] = [row.result.baseline, ...row.result.variant_results];
-  mine.sort((a, b) => a.key.localeCompare(b.key));
-  return baselineRows[i].every((b, j) =>
-    metric.metric_type === 'funnel'
-      ? b.n === mine[j].number_of_samples &&
-        b.step1 === mine[j].step_counts?.[0] &&
-        b.step2 === mine[j].step_counts?.[1]
-      : b.n === mine[j].number_of_samples && close(b.sum, mine[j].sum) && close(b.sum_squares, mine[j].sum_squares),
-  )
-    ? 'same'
-    : `differs: ${JSON.stringify(baselineRows[i])} vs ${JSON.stringify(mine)}`;
-});
-const { off, on } = figures;
+// BENCH_JOB=0 skips the worker's job on PostgreSQL (the as-of statements still run once, for the
+// ClickHouse section's check).
+const JOB_ON = process.env.BENCH_JOB !== '0';
 const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 const list = (xs: number[]) => xs.map((x) => (x / 1000).toFixed(2)).join(' / ');
 const ratios = (a: number[], b: number[]) => a.map((x, i) => (x / b[i]).toFixed(2)).join(' / ');
-const asOfTotal = median(asOfRuns);
-console.log(
-  `  as-of statements, 3 metrics, whole range, beside each pair: ${list(asOfRuns)}  median ${seconds(asOfTotal)}`,
-);
-console.log(`  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${on.runs[0].results} results), ${REPS} pairs (s):`);
-console.log(`    old job (no SRM, CUPED, correction)   ${list(off.backfill)}  median ${seconds(median(off.backfill))}`);
-console.log(`    SRM + CUPED (14 days) + Holm          ${list(on.backfill)}  median ${seconds(median(on.backfill))}`);
-console.log(
-  `    ratio on / off per pair: ${ratios(on.backfill, off.backfill)}; of the medians ${(median(on.backfill) / median(off.backfill)).toFixed(2)} (target <= 1.3); backfill / as-of: ${(median(off.backfill) / asOfTotal).toFixed(2)} (target <= 2), per pair ${ratios(off.backfill, asOfRuns)}`,
-);
-const mode = (r: Run) => (r.incremental ? 'incremental' : 'full');
-console.log(`  daily run (today; ${mode(off.runs[1])} vs ${mode(off.runs[2])} from the start), ${REPS} each (s):`);
-for (const [label, f] of [
-  ['old job', off],
-  ['all on', on],
-] as const) {
+const close = (a: number | undefined, b: number) => a !== undefined && Math.abs(a - b) <= 1e-9 * Math.abs(a);
+const asOfTotal = () => median(asOfRuns);
+if (!JOB_ON) asOfRuns.push(await asOfStatements(false));
+else {
+  for (let rep = 0; rep < REPS; rep++) {
+    asOfRuns.push(await asOfStatements(false));
+    for (const mode of rep % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+      await configure(mode === 'on');
+      const f = figures[mode];
+      f.backfill.push(await runJob(now, true));
+      f.runs.push(last);
+      f.daily.push(await runJob(new Date(now.getTime() + 1000), false));
+      f.runs.push(last);
+      // Forced full: every row marked as computed before its day ended, so no stored day is complete.
+      await pool.query(
+        `update experiment_metric_result set computed_at = day::timestamp at time zone 'UTC' where experiment_id = $1`,
+        [experiment.id],
+      );
+      f.dailyFull.push(await runJob(new Date(now.getTime() + 2000), false));
+      f.runs.push(last);
+      // The next day's run: stored as of this time yesterday (its days before yesterday done, and
+      // computed after every event arrived), then run now: it reads yesterday's and today's events and
+      // advances the state to yesterday's end.
+      await runJob(new Date(now.getTime() - DAY), true);
+      await pool.query(
+        `update experiment_metric_result set computed_at = now() where experiment_id = $1 and day < $2::date`,
+        [experiment.id, yesterday],
+      );
+      f.nextDay.push(await runJob(new Date(now.getTime() + 2500), false));
+      nextDayRuns.push(last);
+    }
+  }
+  // The results when the next run continues yesterday again (settings on; checked below).
+  await configure(true);
+  await pool.query(`update experiment_metric_result set computed_at = $2 where experiment_id = $1 and day < $3::date`, [
+    experiment.id,
+    now,
+    new Date(today).toISOString().slice(0, 10),
+  ]);
+  await runJob(new Date(now.getTime() + 3000), false);
+  const checked = last;
+
+  // The last day of the worker's series (the incremental run, settings on) must be what the as-of statements say.
+  const stored = (
+    await pool.query(
+      `select metric_uuid, status, result, error_message from experiment_metric_result
+        where experiment_id = $1 and day = $2::date`,
+      [experiment.id, new Date(today).toISOString().slice(0, 10)],
+    )
+  ).rows;
+  interface StoredVariant {
+    key: string;
+    number_of_samples: number;
+    sum: number;
+    sum_squares: number;
+    step_counts?: number[];
+  }
+  const agree = (experiment.metrics as { uuid: string; metric_type: string }[]).map((metric, i) => {
+    const row = stored.find((r) => r.metric_uuid === metric.uuid);
+    if (row?.status !== 'completed') return `${metric.metric_type}: ${row?.status} ${row?.error_message ?? ''}`;
+    const mine: StoredVariant[] = [row.result.baseline, ...row.result.variant_results];
+    mine.sort((a, b) => a.key.localeCompare(b.key));
+    return baselineRows[i].every((b, j) =>
+      metric.metric_type === 'funnel'
+        ? b.n === mine[j].number_of_samples &&
+          b.step1 === mine[j].step_counts?.[0] &&
+          b.step2 === mine[j].step_counts?.[1]
+        : b.n === mine[j].number_of_samples && close(b.sum, mine[j].sum) && close(b.sum_squares, mine[j].sum_squares),
+    )
+      ? 'same'
+      : `differs: ${JSON.stringify(baselineRows[i])} vs ${JSON.stringify(mine)}`;
+  });
+  const { off, on } = figures;
   console.log(
-    `    ${label.padEnd(8)} incremental ${list(f.daily)}, from the start ${list(f.dailyFull)}; medians ${seconds(median(f.daily))} vs ${seconds(median(f.dailyFull))} (${(median(f.dailyFull) / median(f.daily)).toFixed(1)}×)`,
+    `  as-of statements, 3 metrics, whole range, beside each pair: ${list(asOfRuns)}  median ${seconds(asOfTotal())}`,
   );
+  console.log(
+    `  worker backfill, ${BACKFILL_DAYS} days × 3 metrics (${on.runs[0].results} results), ${REPS} pairs (s):`,
+  );
+  console.log(
+    `    old job (no SRM, CUPED, correction)   ${list(off.backfill)}  median ${seconds(median(off.backfill))}`,
+  );
+  console.log(`    SRM + CUPED (14 days) + Holm          ${list(on.backfill)}  median ${seconds(median(on.backfill))}`);
+  console.log(
+    `    ratio on / off per pair: ${ratios(on.backfill, off.backfill)}; of the medians ${(median(on.backfill) / median(off.backfill)).toFixed(2)} (target <= 1.3); backfill / as-of: ${(median(off.backfill) / asOfTotal()).toFixed(2)} (target <= 2), per pair ${ratios(off.backfill, asOfRuns)}`,
+  );
+  const mode = (r: Run) => (r.incremental ? 'incremental' : 'full');
+  console.log(`  daily run (today; ${mode(off.runs[1])} vs ${mode(off.runs[2])} from the start), ${REPS} each (s):`);
+  for (const [label, f] of [
+    ['old job', off],
+    ['all on', on],
+  ] as const) {
+    console.log(
+      `    ${label.padEnd(8)} incremental ${list(f.daily)}, from the start ${list(f.dailyFull)}; medians ${seconds(median(f.daily))} vs ${seconds(median(f.dailyFull))} (${(median(f.dailyFull) / median(f.daily)).toFixed(1)}×)`,
+    );
+  }
+  console.log(
+    `  next day's run (advances the state; ${nextDayRuns.map(mode).join(', ')}): old job ${list(off.nextDay)} median ${seconds(median(off.nextDay))}; all on ${list(on.nextDay)} median ${seconds(median(on.nextDay))}`,
+  );
+  console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
 }
-console.log(
-  `  next day's run (advances the state; ${nextDayRuns.map(mode).join(', ')}): old job ${list(off.nextDay)} median ${seconds(median(off.nextDay))}; all on ${list(on.nextDay)} median ${seconds(median(on.nextDay))}`,
-);
-console.log(`  last day (incremental, all on) vs as-of statements: ${agree.join('; ')} (${mode(checked)})`);
 
 // ---- The new metric kinds beside a mean metric over the same events, through one store ----
 const pageviews = { kind: 'ExperimentMetric', metric_type: 'mean', source: { kind: 'EventsNode', event: '$pageview' } };
@@ -519,12 +529,22 @@ if (process.env.BENCH_CLICKHOUSE !== '0') {
     `  every day's counts from the start, ${BACKFILL_DAYS} days × 3 metrics (no CUPED), ${REPS} runs each (s):`,
   );
   console.log(
-    `    PostgreSQL store   ${list(timings.pg)}  median ${seconds(pgStore)}; best statements ${seconds(asOfTotal)}; ratio ${(pgStore / asOfTotal).toFixed(2)}`,
+    `    PostgreSQL store   ${list(timings.pg)}  median ${seconds(pgStore)}; best statements ${seconds(asOfTotal())}; ratio ${(pgStore / asOfTotal()).toFixed(2)}`,
   );
   console.log(
-    `    ClickHouse store   ${list(timings.ch)}  median ${seconds(chStore)}; best statements ${list(timings.chBest)} median ${seconds(chBest)}; ratio ${(chStore / chBest).toFixed(2)} (target <= 2); per pair ${ratios(timings.ch, timings.chBest)}`,
+    `    ClickHouse store   ${list(timings.ch)}  median ${seconds(chStore)}; best statements ${list(timings.chBest)} median ${seconds(chBest)}; ratio ${(chStore / chBest).toFixed(2)} (target <= 1.3); per pair ${ratios(timings.ch, timings.chBest)}`,
   );
   console.log(`    PostgreSQL store / ClickHouse store: ${(pgStore / chStore).toFixed(2)}`);
+  // With CUPED (14 days' lookback: each person's covariate folded in the engine too), beside the same statements.
+  const cuped = { ...forResults, cupedLookbackDays: 14 };
+  const withCuped = { ch: [] as number[], chBest: [] as number[] };
+  for (let rep = 0; rep < REPS; rep++) {
+    withCuped.ch.push(await timed(() => computeExperimentCounts(orm.em.fork(), ch, cuped, row.metrics, until)));
+    withCuped.chBest.push(await timed(bestStatements));
+  }
+  console.log(
+    `    ClickHouse store, CUPED 14 days  ${list(withCuped.ch)}  median ${seconds(median(withCuped.ch))}; best statements (no CUPED) median ${seconds(median(withCuped.chBest))}; ratio ${(median(withCuped.ch) / median(withCuped.chBest)).toFixed(2)}; per pair ${ratios(withCuped.ch, withCuped.chBest)}`,
+  );
   console.log(
     `    answers: stores ${answers.pg === answers.ch ? 'same' : `differ: ${answers.pg} vs ${answers.ch}`}; ClickHouse statements vs PostgreSQL's: ${sameRows ? 'same' : `differ: ${JSON.stringify(chRows)} vs ${JSON.stringify(baselineRows)}`}`,
   );

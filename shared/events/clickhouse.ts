@@ -484,11 +484,14 @@ export function createClickHouseEventStore(
         resurrecting: 'today AND NOT yesterday AND created < {start}',
         dormant: 'yesterday AND NOT today',
       }[type].replace(/\{(start|end)\}/g, (_, name) => `parseDateTime64BestEffort({${name}:String}, 6, 'UTC')`);
+      // The page: the newest `wanted` members kept as they go by (no sort of the whole bucket), then sliced.
       // Ids as text: they are PostgreSQL's bigints, past a JS number's precision.
+      const wanted = Math.max(1, Math.trunc(page.offset + page.limit));
       const [found] = await select<{ n: string; page: string[] }>(
         `SELECT count() AS n,
-                arrayMap(p -> toString(p.2),
-                         arraySlice(arrayReverseSort(groupArray((created, person_id))), {first:UInt64}, {limit:UInt64})) AS page
+                arrayMap(p -> toString(-p.2),
+                         arraySlice(groupArraySorted(${wanted})((-toUnixTimestamp64Micro(created), -person_id)),
+                                    {first:UInt64}, {limit:UInt64})) AS page
            FROM (
              SELECT d.person_id AS person_id, max(d.person_created_at) AS created,
                     max(e.timestamp >= parseDateTime64BestEffort({start:String}, 6, 'UTC')) AS today,
