@@ -15,6 +15,12 @@
 // per-variant sums plus the change since, from the events since then and each of their persons'
 // stored state as of that day's end (experiment_person_state), which a computation from the start
 // also writes. Both are the same fold (countsFrom), from no state or from the stored one.
+//
+// An event store whose engine folds per person itself (EventStore.experimentDayChanges: ClickHouse)
+// computes mean (total, sum) and funnel metrics from the start inside the engine, by the same rules
+// (the contract tests hold both stores to equal answers), and answers only each day's per-variant
+// changes; there every run is from the start and no per-person state is kept (recomputed 'in_engine').
+// Other kinds (ratio, retention, other maths) are folded here from the events on either store.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../platform/db/kysely.ts';
