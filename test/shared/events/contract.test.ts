@@ -681,6 +681,27 @@ describe('event store contract: experiment results', () => {
     }
   });
 
+  it('folds inside ClickHouse as the worker folds the events: repeated funnel steps, sums without a property', async () => {
+    const more: ExperimentMetric[] = [
+      { uuid: 'f3', metric_type: 'funnel', series: [{ event: 'cart' }, { event: 'purchase' }, { event: 'purchase' }] },
+      { uuid: 'carts', metric_type: 'mean', source: { event: 'cart', math: 'sum', math_property: 'amount' } },
+      { uuid: 'no-property', metric_type: 'mean', source: { event: 'purchase', math: 'sum' } },
+    ];
+    // The same store without the engine's fold: the worker folds ClickHouse's events.
+    const byEvents: EventStore = { ...ch, experimentDayChanges: undefined };
+    for (const cuped of [0, 7]) {
+      const fromPg = await computeExperimentCounts(em(), pg, experiment(cuped), more, until);
+      expect(await computeExperimentCounts(em(), ch, experiment(cuped), more, until)).toEqual(fromPg);
+      expect(await computeExperimentCounts(em(), byEvents, experiment(cuped), more, until)).toEqual(fromPg);
+      // A step is the first event of its name at or after the step before: a repeated step may be the same event.
+      const last = fromPg.map((m) => (m as MetricStats[]).at(-1)!.variants);
+      expect(last[0].map((v) => v.step_counts)).toEqual([
+        [1, 1, 1],
+        [1, 1, 1],
+      ]);
+    }
+  });
+
   it('keeps each event’s own exposure and values when a distinct id’s events share a microsecond', async () => {
     const at = T0 + 5 * H;
     const same = (name: string, properties: Record<string, unknown>) => ({
