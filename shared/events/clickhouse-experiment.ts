@@ -7,6 +7,7 @@
 //   variant, and leave (taking everything they added) on the day of their first exposure to another;
 // - a mean counts (or sums the property of) its event's occurrences from the first exposure on, by
 //   day, until the day they leave; Σv² grows by each day's own increment (2·v·Δ + Δ²);
+// - a ratio does so for its numerator and its denominator, with Σd, Σd² and Σm·d (no CUPED);
 // - a funnel's step k is the first event of its name at or after step k−1 (step 1: after the first
 //   exposure), counted on its day if that is before the day they leave;
 // - CUPED: the mean's value (a funnel: whether its last step's event happened) over the lookback days
@@ -41,6 +42,9 @@ export interface DayChangeRow {
   x: number;
   xx: number;
   xy: number;
+  d: number;
+  dd: number;
+  md: number;
   steps: number[];
 }
 
@@ -81,20 +85,34 @@ export function dayChangesStatement(
                     INNER JOIN (${mapping}) AS d ON d.distinct_id = e.distinct_id
                    GROUP BY person_id, variant)
            GROUP BY person_id)`;
-  // Each person's events of the metric in the range (the lookback days before the start included), in time order.
-  const names = metric.kind === 'mean' ? [metric.event] : [...new Set(metric.events)];
+  // Each person's events of the metric in the range (the lookback days before the start included), in
+  // time order, each with the values it adds: a mean's (or a ratio numerator's) and a ratio denominator's.
+  const names =
+    metric.kind === 'mean'
+      ? [metric.event]
+      : metric.kind === 'ratio'
+        ? [...new Set([metric.numerator.event, metric.denominator.event])]
+        : [...new Set(metric.events)];
   params.names = names;
-  const value =
-    metric.kind === 'mean' && metric.property !== null
-      ? (() => {
-          params.property = metric.property;
-          const text = jsonText('properties', '{property:String}');
-          const parsed = `toFloat64OrNull(replaceRegexpAll(s, '^[ \\t\\n\\r\\f\\v]+|[ \\t\\n\\r\\f\\v]+$', ''))`;
-          return `ifNull(if(length(s) <= 1000 AND match(s, {numeric:String}) AND isFinite(${parsed}), ${parsed}, 0), 0) AS v, ${text} AS s`;
-        })()
-      : 'toFloat64(1) AS v';
-  const events = `SELECT d.person_id AS person_id, arraySort(groupArray((e.t, e.event, e.v))) AS evs
-    FROM (SELECT distinct_id, event, ${time} AS t, ${value}
+  /** The value an event of `event` adds: 1 each (no property), or its property as a number (else 0). */
+  const valueOf = (name: string, source: { event: string; property: string | null }) => {
+    params[`${name}_event`] = source.event;
+    if (source.property === null) return `toFloat64(event = {${name}_event:String}) AS ${name}`;
+    params[`${name}_key`] = source.property;
+    const text = `${name}_text`;
+    const parsed = `toFloat64OrNull(replaceRegexpAll(${text}, '^[ \\t\\n\\r\\f\\v]+|[ \\t\\n\\r\\f\\v]+$', ''))`;
+    return `${jsonText('properties', `{${name}_key:String}`)} AS ${text},
+            if(event = {${name}_event:String} AND length(${text}) <= 1000 AND match(${text}, {numeric:String})
+               AND isFinite(${parsed}), assumeNotNull(${parsed}), 0) AS ${name}`;
+  };
+  const values =
+    metric.kind === 'mean'
+      ? `${valueOf('vn', metric)}, toFloat64(0) AS vd`
+      : metric.kind === 'ratio'
+        ? `${valueOf('vn', metric.numerator)}, ${valueOf('vd', metric.denominator)}`
+        : 'toFloat64(0) AS vn, toFloat64(0) AS vd';
+  const events = `SELECT d.person_id AS person_id, arraySort(groupArray((e.t, e.event, e.vn, e.vd))) AS evs
+    FROM (SELECT distinct_id, event, ${time} AS t, ${values}
             FROM ${db}.events
            WHERE project_id = {project:Int64} AND event IN {names:Array(String)}
              AND ${time} >= {from:Int64} AND ${time} < {until:Int64}
@@ -102,32 +120,60 @@ export function dayChangesStatement(
     INNER JOIN (${mapping}) AS d ON d.distinct_id = e.distinct_id
    GROUP BY person_id`;
   const before = 'p.1 >= t0 - {lookback:Int64} AND p.1 < t0';
-  // (day, n, Σv, Σv², Σx, Σx², Σxv, steps) per change; Float64 throughout, steps as one array per change.
+  /** A change (day, n, Σv, Σv², Σx, Σx², Σxv, Σd, Σd², Σvd, steps), Float64 throughout; unnamed sums are 0. */
   const change = (
     day: string,
-    n: string,
-    sum: string,
-    sumSq: string,
-    x: string,
-    xx: string,
-    xy: string,
+    sums: Partial<Record<'n' | 'sum' | 'sumSq' | 'x' | 'xx' | 'xy' | 'd' | 'dd' | 'md', string>>,
     steps: string,
   ) =>
-    `(toInt64(${day}), toFloat64(${n}), toFloat64(${sum}), toFloat64(${sumSq}), toFloat64(${x}), toFloat64(${xx}), toFloat64(${xy}), ${steps})`;
+    `(toInt64(${day}), ${(['n', 'sum', 'sumSq', 'x', 'xx', 'xy', 'd', 'dd', 'md'] as const)
+      .map((k) => `toFloat64(${sums[k] ?? '0'})`)
+      .join(', ')}, ${steps})`;
+  // The day's sums of the values counted (from the first exposure, before the day they leave), per day with any.
+  const counted = `arrayFilter(p -> p.1 >= t0 AND ${dayOf('p.1')} < day_out, evs) AS counted,
+        arrayCompact(arrayMap(p -> ${dayOf('p.1')}, counted)) AS ds,
+        arrayMap(d -> arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${dayOf('p.1')} = d, counted))), ds) AS dv,
+        arrayCumSum(dv) AS upto, arraySum(dv) AS total`;
   let perPerson: string;
   let changes: string;
   if (metric.kind === 'mean') {
     const none = "CAST([], 'Array(Float64)')";
-    perPerson = `arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${before}, evs))) AS cx,
-        arrayFilter(p -> p.1 >= t0 AND ${dayOf('p.1')} < day_out, evs) AS counted,
-        arrayCompact(arrayMap(p -> ${dayOf('p.1')}, counted)) AS ds,
-        arrayMap(d -> arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${dayOf('p.1')} = d, counted))), ds) AS deltas,
-        arrayCumSum(deltas) AS upto,
-        arraySum(deltas) AS total`;
+    perPerson = `arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${before}, evs))) AS cx, ${counted}`;
     changes = `arrayConcat(
-        [${change('day_in', '1', '0', '0', 'cx', 'cx * cx', '0', none)}],
-        arrayMap((d, v, u) -> ${change('d', '0', 'v', '2 * (u - v) * v + v * v', '0', '0', 'cx * v', none)}, ds, deltas, upto),
-        if(day_out < {days:Int64}, [${change('day_out', '-1', '-total', '-total * total', '-cx', '-cx * cx', '-cx * total', none)}], []))`;
+        [${change('day_in', { n: '1', x: 'cx', xx: 'cx * cx' }, none)}],
+        arrayMap((d, v, u) -> ${change('d', { sum: 'v', sumSq: '2 * (u - v) * v + v * v', xy: 'cx * v' }, none)}, ds, dv, upto),
+        if(day_out < {days:Int64}, [${change('day_out', { n: '-1', sum: '-total', sumSq: '-total * total', x: '-cx', xx: '-cx * cx', xy: '-cx * total' }, none)}], []))`;
+  } else if (metric.kind === 'ratio') {
+    // Numerator m and denominator d by day; Σm·d grows by m·Δd + d·Δm + Δm·Δd (m and d before the day). No CUPED.
+    const none = "CAST([], 'Array(Float64)')";
+    perPerson = `${counted},
+        arrayMap(d -> arraySum(arrayMap(p -> p.4, arrayFilter(p -> ${dayOf('p.1')} = d, counted))), ds) AS dd,
+        arrayCumSum(dd) AS dupto, arraySum(dd) AS dtotal`;
+    changes = `arrayConcat(
+        [${change('day_in', { n: '1' }, none)}],
+        arrayMap((d, v, u, w, z) -> ${change(
+          'd',
+          {
+            sum: 'v',
+            sumSq: '2 * (u - v) * v + v * v',
+            d: 'w',
+            dd: '2 * (z - w) * w + w * w',
+            md: '(u - v) * w + (z - w) * v + v * w',
+          },
+          none,
+        )}, ds, dv, upto, dd, dupto),
+        if(day_out < {days:Int64}, [${change(
+          'day_out',
+          {
+            n: '-1',
+            sum: '-total',
+            sumSq: '-total * total',
+            d: '-dtotal',
+            dd: '-dtotal * dtotal',
+            md: '-total * dtotal',
+          },
+          none,
+        )}], []))`;
   } else {
     const k = metric.events.length;
     metric.events.forEach((name, i) => {
@@ -140,22 +186,24 @@ export function dayChangesStatement(
     );
     // Step i counts on its day if reached before the day the person leaves.
     const counts = metric.events.map((_, i) => `(s${i} > 0 AND ${dayOf(`s${i}`)} < day_out)`);
-    const oneHot = (i: number, sign: string) =>
-      `[${metric.events.map((_, j) => (j === i ? `toFloat64(${sign}1)` : 'toFloat64(0)')).join(', ')}]`;
+    const oneHot = (i: number) => `[${metric.events.map((_, j) => `toFloat64(${j === i ? 1 : 0})`).join(', ')}]`;
     perPerson = `toFloat64(arrayExists(p -> p.2 = {step${k - 1}:String} AND ${before}, evs)) AS cx,
         ${stepTimes.join(',\n        ')}`;
     changes = `arrayConcat(
-        [${change('day_in', '1', '0', '0', 'cx', 'cx', '0', oneHot(-1, ''))}],
+        [${change('day_in', { n: '1', x: 'cx', xx: 'cx' }, oneHot(-1))}],
         ${metric.events
           .map(
-            (_, i) =>
-              `if(${counts[i]}, [${change(dayOf(`s${i}`), '0', '0', '0', '0', '0', i === k - 1 ? 'cx' : '0', oneHot(i, ''))}], [])`,
+            (_, i) => `if(${counts[i]}, [${change(dayOf(`s${i}`), { xy: i === k - 1 ? 'cx' : '0' }, oneHot(i))}], [])`,
           )
           .join(',\n        ')},
-        if(day_out < {days:Int64}, [${change('day_out', '-1', '0', '0', '-cx', '0', `-cx * ${counts[k - 1]}`, `[${counts.map((c) => `-toFloat64(${c})`).join(', ')}]`)}], []))`;
+        if(day_out < {days:Int64}, [${change(
+          'day_out',
+          { n: '-1', x: '-cx', xy: `-cx * ${counts[k - 1]}` },
+          `[${counts.map((c) => `-toFloat64(${c})`).join(', ')}]`,
+        )}], []))`;
   }
   const sql = `SELECT variant, c.1 AS day, sum(c.2) AS n, sum(c.3) AS sum, sum(c.4) AS sum_sq, sum(c.5) AS x,
-         sum(c.6) AS xx, sum(c.7) AS xy, sumForEach(c.8) AS steps
+         sum(c.6) AS xx, sum(c.7) AS xy, sum(c.8) AS d, sum(c.9) AS dd, sum(c.10) AS md, sumForEach(c.11) AS steps
     FROM (SELECT x.variant AS variant, x.t0 AS t0, x.day_in AS day_in, x.day_out AS day_out, m.evs AS evs, ${perPerson}, ${changes} AS cs
             FROM (${exposed}) AS x LEFT JOIN (${events}) AS m ON m.person_id = x.person_id)
    ARRAY JOIN cs AS c
@@ -174,6 +222,9 @@ export function dayChangesStatement(
         x: Number(r.x),
         xx: Number(r.xx),
         xy: Number(r.xy),
+        d: Number(r.d),
+        dd: Number(r.dd),
+        md: Number(r.md),
         steps: r.steps.map(Number),
       })),
   };

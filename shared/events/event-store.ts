@@ -213,10 +213,15 @@ export interface ExperimentProperty {
 
 /**
  * A metric an engine can fold per person itself (EventStore.experimentDayChanges): a mean of events
- * counted (`property` null) or of a property summed, or an ordered funnel.
+ * counted (`property` null) or of a property summed, a ratio of two such, or an ordered funnel.
  */
 export type EngineMetric =
   | { kind: 'mean'; event: string; property: string | null }
+  | {
+      kind: 'ratio';
+      numerator: { event: string; property: string | null };
+      denominator: { event: string; property: string | null };
+    }
   | { kind: 'funnel'; events: string[] };
 
 /** An experiment's computation from the start, as experimentDayChanges takes it. */
@@ -251,6 +256,10 @@ export interface DayChange {
   x: number;
   xx: number;
   xy: number;
+  /** Ratio: Σd, Σd², Σm·d of the denominator d and the numerator m (0 for the other kinds). */
+  d: number;
+  dd: number;
+  md: number;
   /** Funnel: each step's change (empty for a mean). */
   steps: number[];
 }

@@ -17,10 +17,10 @@
 // also writes. Both are the same fold (countsFrom), from no state or from the stored one.
 //
 // An event store whose engine folds per person itself (EventStore.experimentDayChanges: ClickHouse)
-// computes mean (total, sum) and funnel metrics from the start inside the engine, by the same rules
+// computes mean and ratio (total, sum) and funnel metrics from the start inside the engine, by the same rules
 // (the contract tests hold both stores to equal answers), and answers only each day's per-variant
 // changes; there every run is from the start and no per-person state is kept (recomputed 'in_engine').
-// Other kinds (ratio, retention, other maths) are folded here from the events on either store.
+// Other kinds (retention, percentile, other maths) are folded here from the events on either store.
 import type { EntityManager } from '@mikro-orm/postgresql';
 import { type Selectable, sql } from 'kysely';
 import { type DB, db } from '../platform/db/kysely.ts';
@@ -458,7 +458,7 @@ async function distinctIdsOf(tx: EntityManager, projectId: number, persons: read
 /**
  * The metrics as the event store's engine folds them itself (EventStore.experimentDayChanges), with
  * each shape's place among them; null when the store cannot, or a metric needs the worker's fold
- * (ratio, retention, percentile, maths other than total and sum).
+ * (retention, percentile, maths other than total and sum).
  */
 function engineMetrics(events: EventStore, shapes: ReturnType<typeof readPlan>['shapes']) {
   const fold = events.experimentDayChanges?.bind(events);
@@ -470,6 +470,12 @@ function engineMetrics(events: EventStore, shapes: ReturnType<typeof readPlan>['
     if (shape instanceof Error) continue;
     if (shape.kind === 'mean' && additive(shape.math))
       metrics.push({ kind: 'mean', event: shape.events[0], property: shape.mathProperty });
+    else if (shape.kind === 'ratio' && additive(shape.math) && additive(shape.denominatorMath))
+      metrics.push({
+        kind: 'ratio',
+        numerator: { event: shape.events[0], property: shape.mathProperty },
+        denominator: { event: shape.events[1], property: shape.denominatorProperty ?? null },
+      });
     else if (shape.kind === 'funnel') metrics.push({ kind: 'funnel', events: shape.events });
     else return null;
   }
@@ -769,7 +775,7 @@ async function countsFrom(
       const changesOf = changesByVariant(byVariant, days, shape.events.length);
       for (const c of found[inEngine.place[i]]) {
         const to = changesOf(c.variant);
-        for (const key of ['n', 'sum', 'sumSq', 'x', 'xx', 'xy'] as const) to[key][c.day] += c[key];
+        for (const key of ['n', 'sum', 'sumSq', 'x', 'xx', 'xy', 'd', 'dd', 'md'] as const) to[key][c.day] += c[key];
         c.steps.forEach((v, k) => {
           to.steps[k][c.day] += v;
         });

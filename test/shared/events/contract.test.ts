@@ -681,17 +681,37 @@ describe('event store contract: experiment results', () => {
     }
   });
 
-  it('folds inside ClickHouse as the worker folds the events: repeated funnel steps, sums without a property', async () => {
+  it('folds inside ClickHouse as the worker folds the events: repeated funnel steps, sums without a property, ratios', async () => {
     const more: ExperimentMetric[] = [
       { uuid: 'f3', metric_type: 'funnel', series: [{ event: 'cart' }, { event: 'purchase' }, { event: 'purchase' }] },
       { uuid: 'carts', metric_type: 'mean', source: { event: 'cart', math: 'sum', math_property: 'amount' } },
       { uuid: 'no-property', metric_type: 'mean', source: { event: 'purchase', math: 'sum' } },
+      {
+        uuid: 'per-cart',
+        metric_type: 'ratio',
+        numerator: { event: 'purchase', math: 'sum', math_property: 'amount' },
+        denominator: { event: 'cart' },
+      },
+      {
+        uuid: 'same-event',
+        metric_type: 'ratio',
+        numerator: { event: 'purchase', math: 'sum', math_property: 'amount' },
+        denominator: { event: 'purchase' },
+      },
     ];
     // The same store without the engine's fold: the worker folds ClickHouse's events.
     const byEvents: EventStore = { ...ch, experimentDayChanges: undefined };
+    let folded = 0;
+    const inEngine: EventStore = {
+      ...ch,
+      experimentDayChanges: (project, request) => {
+        folded += request.metrics.length;
+        return ch.experimentDayChanges!(project, request);
+      },
+    };
     for (const cuped of [0, 7]) {
       const fromPg = await computeExperimentCounts(em(), pg, experiment(cuped), more, until);
-      expect(await computeExperimentCounts(em(), ch, experiment(cuped), more, until)).toEqual(fromPg);
+      expect(await computeExperimentCounts(em(), inEngine, experiment(cuped), more, until)).toEqual(fromPg);
       expect(await computeExperimentCounts(em(), byEvents, experiment(cuped), more, until)).toEqual(fromPg);
       // A step is the first event of its name at or after the step before: a repeated step may be the same event.
       const last = fromPg.map((m) => (m as MetricStats[]).at(-1)!.variants);
@@ -700,6 +720,7 @@ describe('event store contract: experiment results', () => {
         [1, 1, 1],
       ]);
     }
+    expect(folded).toBe(2 * more.length);
   });
 
   it('keeps each event’s own exposure and values when a distinct id’s events share a microsecond', async () => {
