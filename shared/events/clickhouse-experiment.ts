@@ -71,22 +71,9 @@ export function dayChangesStatement(
   };
   const time = 'toUnixTimestamp64Micro(timestamp)';
   const dayOf = (t: string) => `intDiv(${t} - {first:Int64}, ${MICROS_PER_DAY})`;
-  // Each exposed person: their variant, first exposure (t0) and first exposure to another variant (0: none).
-  const exposed = `SELECT person_id, xs[1].2 AS variant, xs[1].1 AS t0, if(length(xs) > 1, xs[2].1, toInt64(0)) AS left_at,
-         ${dayOf('t0')} AS day_in, if(left_at = 0, toInt64(${NEVER}), ${dayOf('left_at')}) AS day_out
-    FROM (SELECT person_id, arraySort(groupArray((first_t, variant))) AS xs
-            FROM (SELECT d.person_id AS person_id, e.variant AS variant, min(e.t) AS first_t
-                    FROM (SELECT distinct_id, ${time} AS t, ${jsonText('properties', "'$feature_flag_response'")} AS variant
-                            FROM ${db}.events
-                           WHERE project_id = {project:Int64} AND event = '$feature_flag_called'
-                             AND ${time} >= {start:Int64} AND ${time} < {until:Int64}
-                             AND ${jsonText('properties', "'$feature_flag'")} = {flag:String}
-                             AND variant IN {variants:Array(String)}) AS e
-                    INNER JOIN (${mapping}) AS d ON d.distinct_id = e.distinct_id
-                   GROUP BY person_id, variant)
-           GROUP BY person_id)`;
-  // Each person's events of the metric in the range (the lookback days before the start included), in
-  // time order, each with the values it adds: a mean's (or a ratio numerator's) and a ratio denominator's.
+  // One read of the range: the flag's exposures (from the start on, to one of its variants) and the
+  // metric's events, each once, as (time, kind, value, denominator value, variant): kind 0 is an
+  // exposure, k > 0 an event of the k-th name (another flag's call, or an exposure before the start: −1, not read).
   const names =
     metric.kind === 'mean'
       ? [metric.event]
@@ -94,6 +81,7 @@ export function dayChangesStatement(
         ? [...new Set([metric.numerator.event, metric.denominator.event])]
         : [...new Set(metric.events)];
   params.names = names;
+  params.read = [...names, '$feature_flag_called'];
   /** The value an event of `event` adds: 1 each (no property), or its property as a number (else 0). */
   const valueOf = (name: string, source: { event: string; property: string | null }) => {
     params[`${name}_event`] = source.event;
@@ -111,14 +99,32 @@ export function dayChangesStatement(
       : metric.kind === 'ratio'
         ? `${valueOf('vn', metric.numerator)}, ${valueOf('vd', metric.denominator)}`
         : 'toFloat64(0) AS vn, toFloat64(0) AS vd';
-  const events = `SELECT d.person_id AS person_id, arraySort(groupArray((e.t, e.event, e.vn, e.vd))) AS evs
-    FROM (SELECT distinct_id, event, ${time} AS t, ${values}
+  // (kind 0, exposures, keep their variant in r; the rest carry the values)
+  const response = jsonText('properties', "'$feature_flag_response'");
+  // Each event kept as the kind needs it (lean tuples: the grouping copies them): a mean's (time, value),
+  // a ratio's (time, numerator's value, denominator's), a funnel's (time, kind).
+  const tuple = metric.kind === 'mean' ? '(e.t, e.vn)' : metric.kind === 'ratio' ? '(e.t, e.vn, e.vd)' : '(e.t, e.k)';
+  // Each exposed person: their variant (the first exposure's), first exposure (t0) and first exposure
+  // to another variant (0: none), from each variant's first exposure (equal times: by variant name);
+  // and the metric's events (evs), in time order.
+  const persons = `SELECT d.person_id AS person_id, minMapIf([e.r], [e.t], e.k = 0) AS firsts, arraySort(firsts.2) AS times,
+         arraySort((v, t) -> t, firsts.1, firsts.2)[1] AS variant, times[1] AS t0, if(length(times) > 1, times[2], toInt64(0)) AS left_at,
+         ${dayOf('t0')} AS day_in, if(left_at = 0, toInt64(${NEVER}), ${dayOf('left_at')}) AS day_out,
+         arraySort(groupArrayIf(${tuple}, e.k > 0)) AS evs
+    FROM (SELECT distinct_id, ${time} AS t,
+                 if(event = '$feature_flag_called', ifNull(${response}, ''), '') AS response,
+                 multiIf(event = '$feature_flag_called' AND t >= {start:Int64}
+                           AND ${jsonText('properties', "'$feature_flag'")} = {flag:String} AND has({variants:Array(String)}, response), toInt64(0),
+                         has({names:Array(String)}, event), toInt64(indexOf({names:Array(String)}, event)), toInt64(-1)) AS k,
+                 if(k = 0, response, '') AS r, ${values}
             FROM ${db}.events
-           WHERE project_id = {project:Int64} AND event IN {names:Array(String)}
-             AND ${time} >= {from:Int64} AND ${time} < {until:Int64}
+           WHERE project_id = {project:Int64} AND event IN {read:Array(String)}
+             AND timestamp >= fromUnixTimestamp64Micro({from:Int64}, 'UTC') AND timestamp < fromUnixTimestamp64Micro({until:Int64}, 'UTC')
+             AND k >= 0
            LIMIT 1 BY uuid) AS e
     INNER JOIN (${mapping}) AS d ON d.distinct_id = e.distinct_id
-   GROUP BY person_id`;
+   GROUP BY person_id
+  HAVING notEmpty(times)`;
   const before = 'p.1 >= t0 - {lookback:Int64} AND p.1 < t0';
   /** A change (day, n, Σv, Σv², Σx, Σx², Σxv, Σd, Σd², Σvd, steps), Float64 throughout; unnamed sums are 0. */
   const change = (
@@ -130,25 +136,33 @@ export function dayChangesStatement(
       .map((k) => `toFloat64(${sums[k] ?? '0'})`)
       .join(', ')}, ${steps})`;
   // The day's sums of the values counted (from the first exposure, before the day they leave), per day with any.
+  // Per day with any, from the running sums at each day's last event (arrays side by side, no array
+  // captured inside a lambda: ClickHouse would copy it for every element).
+  const daySums = (
+    value: string,
+    name: string,
+  ) => `arrayFilter((c, e) -> e, arrayCumSum(arrayMap(p -> ${value}, counted)), ends) AS ${name}_upto,
+        arrayMap((u, w) -> u - w, ${name}_upto, arrayShiftRight(${name}_upto, 1, toFloat64(0))) AS ${name}_day,
+        arraySum(arrayMap(p -> ${value}, counted)) AS ${name}_total`;
   const counted = `arrayFilter(p -> p.1 >= t0 AND ${dayOf('p.1')} < day_out, evs) AS counted,
-        arrayCompact(arrayMap(p -> ${dayOf('p.1')}, counted)) AS ds,
-        arrayMap(d -> arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${dayOf('p.1')} = d, counted))), ds) AS dv,
-        arrayCumSum(dv) AS upto, arraySum(dv) AS total`;
+        arrayMap(p -> ${dayOf('p.1')}, counted) AS days,
+        arrayMap((d, next) -> d != next, days, arrayShiftLeft(days, 1, toInt64(-1))) AS ends,
+        arrayFilter((d, e) -> e, days, ends) AS ds,
+        ${daySums('p.2', 'v')}`;
   let perPerson: string;
   let changes: string;
   if (metric.kind === 'mean') {
     const none = "CAST([], 'Array(Float64)')";
-    perPerson = `arraySum(arrayMap(p -> p.3, arrayFilter(p -> ${before}, evs))) AS cx, ${counted}`;
+    perPerson = `arraySum(arrayMap(p -> p.2, arrayFilter(p -> ${before}, evs))) AS cx, ${counted}`;
     changes = `arrayConcat(
         [${change('day_in', { n: '1', x: 'cx', xx: 'cx * cx' }, none)}],
-        arrayMap((d, v, u) -> ${change('d', { sum: 'v', sumSq: '2 * (u - v) * v + v * v', xy: 'cx * v' }, none)}, ds, dv, upto),
-        if(day_out < {days:Int64}, [${change('day_out', { n: '-1', sum: '-total', sumSq: '-total * total', x: '-cx', xx: '-cx * cx', xy: '-cx * total' }, none)}], []))`;
+        arrayMap((d, v, u) -> ${change('d', { sum: 'v', sumSq: '2 * (u - v) * v + v * v', xy: 'cx * v' }, none)}, ds, v_day, v_upto),
+        if(day_out < {days:Int64}, [${change('day_out', { n: '-1', sum: '-v_total', sumSq: '-v_total * v_total', x: '-cx', xx: '-cx * cx', xy: '-cx * v_total' }, none)}], []))`;
   } else if (metric.kind === 'ratio') {
     // Numerator m and denominator d by day; Σm·d grows by m·Δd + d·Δm + Δm·Δd (m and d before the day). No CUPED.
     const none = "CAST([], 'Array(Float64)')";
     perPerson = `${counted},
-        arrayMap(d -> arraySum(arrayMap(p -> p.4, arrayFilter(p -> ${dayOf('p.1')} = d, counted))), ds) AS dd,
-        arrayCumSum(dd) AS dupto, arraySum(dd) AS dtotal`;
+        ${daySums('p.3', 'w')}`;
     changes = `arrayConcat(
         [${change('day_in', { n: '1' }, none)}],
         arrayMap((d, v, u, w, z) -> ${change(
@@ -161,33 +175,32 @@ export function dayChangesStatement(
             md: '(u - v) * w + (z - w) * v + v * w',
           },
           none,
-        )}, ds, dv, upto, dd, dupto),
+        )}, ds, v_day, v_upto, w_day, w_upto),
         if(day_out < {days:Int64}, [${change(
           'day_out',
           {
             n: '-1',
-            sum: '-total',
-            sumSq: '-total * total',
-            d: '-dtotal',
-            dd: '-dtotal * dtotal',
-            md: '-total * dtotal',
+            sum: '-v_total',
+            sumSq: '-v_total * v_total',
+            d: '-w_total',
+            dd: '-w_total * w_total',
+            md: '-v_total * w_total',
           },
           none,
         )}], []))`;
   } else {
     const k = metric.events.length;
-    metric.events.forEach((name, i) => {
-      params[`step${i}`] = name;
-    });
+    // Each step's name as its kind (its place in `names`, from 1).
+    const step = (i: number) => names.indexOf(metric.events[i]) + 1;
     const stepTimes = metric.events.map((_, i) =>
       i === 0
-        ? `arrayFirst(p -> p.1 >= t0 AND p.2 = {step0:String}, evs).1 AS s0`
-        : `if(s${i - 1} = 0, toInt64(0), arrayFirst(p -> p.1 >= s${i - 1} AND p.2 = {step${i}:String}, evs).1) AS s${i}`,
+        ? `arrayFirst(p -> p.1 >= t0 AND p.2 = ${step(0)}, evs).1 AS s0`
+        : `if(s${i - 1} = 0, toInt64(0), arrayFirst(p -> p.1 >= s${i - 1} AND p.2 = ${step(i)}, evs).1) AS s${i}`,
     );
     // Step i counts on its day if reached before the day the person leaves.
     const counts = metric.events.map((_, i) => `(s${i} > 0 AND ${dayOf(`s${i}`)} < day_out)`);
     const oneHot = (i: number) => `[${metric.events.map((_, j) => `toFloat64(${j === i ? 1 : 0})`).join(', ')}]`;
-    perPerson = `toFloat64(arrayExists(p -> p.2 = {step${k - 1}:String} AND ${before}, evs)) AS cx,
+    perPerson = `toFloat64(arrayExists(p -> p.2 = ${step(k - 1)} AND ${before}, evs)) AS cx,
         ${stepTimes.join(',\n        ')}`;
     changes = `arrayConcat(
         [${change('day_in', { n: '1', x: 'cx', xx: 'cx' }, oneHot(-1))}],
@@ -204,8 +217,7 @@ export function dayChangesStatement(
   }
   const sql = `SELECT variant, c.1 AS day, sum(c.2) AS n, sum(c.3) AS sum, sum(c.4) AS sum_sq, sum(c.5) AS x,
          sum(c.6) AS xx, sum(c.7) AS xy, sum(c.8) AS d, sum(c.9) AS dd, sum(c.10) AS md, sumForEach(c.11) AS steps
-    FROM (SELECT x.variant AS variant, x.t0 AS t0, x.day_in AS day_in, x.day_out AS day_out, m.evs AS evs, ${perPerson}, ${changes} AS cs
-            FROM (${exposed}) AS x LEFT JOIN (${events}) AS m ON m.person_id = x.person_id)
+    FROM (SELECT variant, t0, day_in, day_out, evs, ${perPerson}, ${changes} AS cs FROM (${persons}))
    ARRAY JOIN cs AS c
    WHERE c.1 < {days:Int64}
    GROUP BY variant, day`;
