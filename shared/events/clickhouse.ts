@@ -678,13 +678,10 @@ export function createClickHouseEventStore(
       return Boolean(Number(row.has));
     },
 
-    experimentDayChanges(projectId, request) {
-      return Promise.all(
-        request.metrics.map(async (metric) => {
-          const statement = dayChangesStatement(db, currentMapping, projectId, request, metric);
-          return statement.read(await select<DayChangeRow>(statement.sql, statement.params));
-        }),
-      );
+    async experimentDayChanges(projectId, request) {
+      if (request.metrics.length === 0) return [];
+      const statement = dayChangesStatement(db, currentMapping, projectId, request);
+      return statement.read(await select<DayChangeRow>(statement.sql, statement.params));
     },
 
     async *experimentEvents(projectId, filter, properties) {

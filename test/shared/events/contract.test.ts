@@ -721,6 +721,11 @@ describe('event store contract: experiment results', () => {
       ]);
     }
     expect(folded).toBe(2 * more.length);
+    // Each metric alone (one statement reads whatever the metrics need: a funnel alone reads no value).
+    for (const one of more)
+      expect(await computeExperimentCounts(em(), ch, experiment(7), [one], until)).toEqual(
+        await computeExperimentCounts(em(), pg, experiment(7), [one], until),
+      );
   });
 
   it('keeps each event’s own exposure and values when a distinct id’s events share a microsecond', async () => {
