@@ -64,6 +64,35 @@ describe('the recorder', () => {
     await expect(recorder.record(entry([person], 'after-close'))).rejects.toThrow(/closed/);
   });
 
+  it('refuses reads while 50,000 rows wait for PostgreSQL (the API answers 503), and writes them all once it answers', async () => {
+    let reachable = false;
+    const away = {
+      em: {
+        fork: () => {
+          if (!reachable) throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+          return orm.em.fork();
+        },
+      },
+    } as unknown as typeof orm;
+    const recorder = createAccessRecorder(away);
+    const person = randomUUID();
+    for (let i = 0; i < 50_000; i++) await recorder.record(entry([person], `backlog-${person}-${i}`));
+    await expect(recorder.record(entry([person], `refused-${person}`))).rejects.toThrow(/50000 rows wait/);
+    reachable = true;
+    await recorder.drain();
+    const [{ n }] = await sql(
+      orm,
+      `select count(*)::int as n from person_access_log where request_id like ? and ? = any(person_uuids::text[])`,
+      [`backlog-${person}-%`, person],
+    );
+    expect(n).toBe(50_000);
+    // Written, the backlog is gone: reads are recorded again; the refused one never was.
+    await recorder.record(entry([person], `after-${person}`));
+    await recorder.close();
+    expect(await sql(orm, `select 1 from person_access_log where request_id = ?`, [`refused-${person}`])).toEqual([]);
+    expect(await sql(orm, `select 1 from person_access_log where request_id = ?`, [`after-${person}`])).toHaveLength(1);
+  });
+
   it('writes the other rows of a batch PostgreSQL refuses for one row’s data', async () => {
     const recorder = createAccessRecorder(orm);
     const person = randomUUID();
