@@ -33,22 +33,12 @@ export interface DayChangesStatement {
   read(rows: DayChangeRow[]): DayChange[][];
 }
 
-/** A row of the day-changes statement (numbers as ClickHouse's JSON gives them). */
-export interface DayChangeRow {
+/** A row of the day-changes statement (a DayChange as ClickHouse's JSON gives it, with its metric's place). */
+export type DayChangeRow = Omit<DayChange, 'day' | 'sumSq'> & {
   metric: number | string;
-  variant: string;
   day: number | string;
-  n: number;
-  sum: number;
   sum_sq: number;
-  x: number;
-  xx: number;
-  xy: number;
-  d: number;
-  dd: number;
-  md: number;
-  steps: number[];
-}
+};
 
 /** The sums a change moves (DayChange's, without variant, day and steps). */
 type Sums = Partial<Record<'n' | 'sum' | 'sumSq' | 'x' | 'xx' | 'xy' | 'd' | 'dd' | 'md', string>>;
