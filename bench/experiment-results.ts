@@ -487,18 +487,19 @@ if (process.env.BENCH_CLICKHOUSE !== '0') {
     event: string,
     value: string,
   ) => `SELECT variant, count() AS n, sum(v) AS sum, sum(v * v) AS sum_squares,
-           sum(x) AS x, sum(x * x) AS xx, sum(x * v) AS xy
+           sum(cov) AS x, sum(cov * cov) AS xx, sum(cov * v) AS xy
       FROM (SELECT x.person_id, x.variant, sumIf(m.v, m.t >= toUnixTimestamp64Micro(x.t0)) AS v,
-                   sumIf(m.v, m.t >= toUnixTimestamp64Micro(x.t0) - ${lookback} AND m.t < toUnixTimestamp64Micro(x.t0)) AS x
+                   sumIf(m.v, m.t >= toUnixTimestamp64Micro(x.t0) - ${lookback} AND m.t < toUnixTimestamp64Micro(x.t0)) AS cov
               FROM (${exposures}) AS x LEFT JOIN (${cupedEvents(`'${event}'`, value)}) AS m ON m.person_id = x.person_id
              GROUP BY x.person_id, x.variant)
      GROUP BY variant ORDER BY variant`;
-  const chFunnelCuped = `SELECT variant, count() AS n, countIf(s1 > 0) AS step1, countIf(s2 > 0) AS step2, sum(x) AS x, sum(x * (s2 > 0)) AS xy
-      FROM (SELECT variant, x, arrayMin(arrayFilter(c -> c >= t0, carts)) AS s1,
+  const chFunnelCuped = `SELECT variant, count() AS n, countIf(s1 > 0) AS step1, countIf(s2 > 0) AS step2, sum(cov) AS x, sum(cov * (s2 > 0)) AS xy
+      FROM (SELECT variant, cov, arrayMin(arrayFilter(c -> c >= t0, carts)) AS s1,
                    if(s1 > 0, arrayMin(arrayFilter(b -> b >= s1, buys)), 0) AS s2
               FROM (SELECT x.person_id, x.variant, toUnixTimestamp64Micro(any(x.t0)) AS t0,
                            groupArrayIf(f.t, f.event = 'cart') AS carts, groupArrayIf(f.t, f.event = 'purchase') AS buys,
-                           countIf(f.event = 'purchase' AND f.t >= t0 - ${lookback} AND f.t < t0) > 0 AS x
+                           countIf(f.event = 'purchase' AND f.t >= toUnixTimestamp64Micro(x.t0) - ${lookback}
+                                   AND f.t < toUnixTimestamp64Micro(x.t0)) > 0 AS cov
                       FROM (${exposures}) AS x LEFT JOIN (${cupedEvents(`'cart', 'purchase'`, '0')}) AS f ON f.person_id = x.person_id
                      GROUP BY x.person_id, x.variant))
      GROUP BY variant ORDER BY variant`;
