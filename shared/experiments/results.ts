@@ -483,7 +483,7 @@ function engineMetrics(events: EventStore, shapes: ReturnType<typeof readPlan>['
 }
 
 /** Whether these metrics' results come from the event store's engine (engineMetrics): then no per-person state is kept. */
-export const foldedInEngine = (events: EventStore, metrics: readonly ExperimentMetric[]) =>
+const foldedInEngine = (events: EventStore, metrics: readonly ExperimentMetric[]) =>
   engineMetrics(events, readPlan(metrics).shapes) !== null;
 
 /** What a computation reads: its metrics' shapes, the properties they sum and the event names. */
