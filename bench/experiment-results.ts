@@ -579,6 +579,17 @@ if (process.env.BENCH_CLICKHOUSE !== '0') {
     `    ClickHouse store   ${list(timings.ch)}  median ${seconds(chStore)}; best statements ${list(timings.chBest)} median ${seconds(chBest)}; ratio ${(chStore / chBest).toFixed(2)} (target <= 1.3); per pair ${ratios(timings.ch, timings.chBest)}`,
   );
   console.log(`    PostgreSQL store / ClickHouse store: ${(pgStore / chStore).toFixed(2)}`);
+  // ClickHouse alone (no PostgreSQL work between: chDB shares this process, and a run right after
+  // PostgreSQL's pays its page faults), the store and the statements alternating, once untimed first.
+  const alone = { ch: [] as number[], chBest: [] as number[] };
+  await computeExperimentCounts(orm.em.fork(), ch, forResults, row.metrics, until);
+  for (let rep = 0; rep < REPS; rep++) {
+    alone.ch.push(await timed(() => computeExperimentCounts(orm.em.fork(), ch, forResults, row.metrics, until)));
+    alone.chBest.push(await timed(bestStatements));
+  }
+  console.log(
+    `    ClickHouse alone   ${list(alone.ch)}  median ${seconds(median(alone.ch))}; best statements ${list(alone.chBest)} median ${seconds(median(alone.chBest))}; ratio ${(median(alone.ch) / median(alone.chBest)).toFixed(2)} (target <= 1.3); per pair ${ratios(alone.ch, alone.chBest)}`,
+  );
   // With CUPED (14 days' lookback: each person's covariate folded in the engine too), beside the same statements.
   const cuped = { ...forResults, cupedLookbackDays: 14 };
   const withCuped = { ch: [] as number[], chBest: [] as number[] };
