@@ -18,7 +18,7 @@
 // Events are counted once by uuid (a batch the shipper sent twice is one). Two exposures to different
 // variants at the very same microsecond are ordered by variant name here (the worker: as read).
 import { jsonText } from './clickhouse-filters.ts';
-import type { DayChange, EngineMetric, ExperimentDayRequest } from './event-store.ts';
+import type { DayChange, ExperimentDayRequest } from './event-store.ts';
 
 const MICROS_PER_DAY = 86_400_000_000;
 /** A day after every experiment's last: a person who never leaves. */
@@ -93,7 +93,7 @@ export function dayChangesStatement(
   const kindOf = (event: string) => names.indexOf(event) + 1;
   const valueColumns: string[] = [];
   /** A column of the value an event adds to `source`: 1 (no property), or its property as a number (else 0); 0 for another name. */
-  const valueOf = (name: string, source: { event: string; property: string | null }) => {
+  const valueColumn = (name: string, source: { event: string; property: string | null }) => {
     if (source.property === null) valueColumns.push(`toFloat64(k = ${kindOf(source.event)}) AS ${name}`);
     else {
       params[`${name}_key`] = source.property;
@@ -123,7 +123,7 @@ export function dayChangesStatement(
     const m = `m${i}`;
     if (metric.kind === 'mean') {
       // Each day's sum (days with none, or a sum of 0, are left out: they change nothing).
-      const v = valueOf(`${m}_v`, metric);
+      const v = valueColumn(`${m}_v`, metric);
       gathered.push(
         `sumMapIf([${dayOf('e.t')}], [${v}], ${counted}) AS ${m}_by_day, sumIf(${v}, ${before}) AS ${m}_cx`,
       );
@@ -134,7 +134,7 @@ export function dayChangesStatement(
         if(day_out < {days:Int64}, [${change(i, 'day_out', { n: '-1', sum: `-${total}`, sumSq: `-${total} * ${total}`, x: `-${cx}`, xx: `-${cx} * ${cx}`, xy: `-${cx} * ${total}` })}], [])`);
     } else if (metric.kind === 'ratio') {
       // Numerator m and denominator d by day; Σm·d grows by m·Δd + d·Δm + Δm·Δd (m and d before the day). No CUPED.
-      const [v, w] = [valueOf(`${m}_v`, metric.numerator), valueOf(`${m}_w`, metric.denominator)];
+      const [v, w] = [valueColumn(`${m}_v`, metric.numerator), valueColumn(`${m}_w`, metric.denominator)];
       gathered.push(`sumMapIf([${dayOf('e.t')}], [${v}], [${w}], ${counted}) AS ${m}_by_day`);
       perPerson.push(`arrayCumSum(${m}_by_day.2) AS ${m}_upto, arraySum(${m}_by_day.2) AS ${m}_total,
         arrayCumSum(${m}_by_day.3) AS ${m}_wupto, arraySum(${m}_by_day.3) AS ${m}_wtotal`);
