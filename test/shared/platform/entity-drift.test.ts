@@ -54,6 +54,8 @@ const TRIGGERS: [table: string, trigger: string][] = [
   ['person_distinct_id', 'person_distinct_id_forget_sticky'],
   // 0061: a project's tracking plan changed (api/tracking-plan/cache.ts).
   ['tracking_plan_version', 'tracking_plan_version_changed'],
+  // 0064: a merge moved a person's creation (the ClickHouse mirror carries it: shared/events/shipper.ts).
+  ['person', 'person_created_at_shipping'],
 ];
 
 /**
