@@ -3,15 +3,8 @@ import type { EntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { EventStore } from '../shared/events/event-store.ts';
 import { computeExperimentSeries, experimentForResults } from '../shared/experiments/results.ts';
 import { sql } from './db.ts';
-import { loadConfig } from '../shared/platform/config.ts';
-import { initOrm } from '../shared/platform/db/orm.ts';
-import { createClickHouseEventStore } from '../shared/events/clickhouse.ts';
-import { withPostgresSource } from '../shared/events/create.ts';
-import { createPostgresEventStore } from '../shared/events/postgres.ts';
-import { logger } from '../shared/platform/logger.ts';
-import type { WorkerDeps } from '../worker/deps.ts';
 import { ownDatabase } from './helpers.ts';
-import { chdbClient, chdbDatabase } from './clickhouse.ts';
+import { clickHouseWorld } from './clickhouse.ts';
 
 /** The experiment's row joined with its flag's key and filters (what the results job reads). */
 export async function experimentRow(orm: MikroORM, id: number) {
@@ -50,16 +43,7 @@ export async function storedAndFull(orm: MikroORM, events: EventStore, id: numbe
   };
 }
 
-/**
- * The results job's world with EVENT_STORE=clickhouse: a database of its own (`<name>_clickhouse`), a chDB
- * database (`<name>`) migrated, the PostgreSQL store beside it, and worker deps reading through both.
- */
+/** The results job's world with EVENT_STORE=clickhouse (clickHouseWorld) on a PostgreSQL database of its own (`<name>_clickhouse`). */
 export async function clickHouseResultsWorld(name: string) {
-  const config = loadConfig();
-  const orm = await initOrm(await ownDatabase(`${name}_clickhouse`), 2);
-  const ch = createClickHouseEventStore(chdbClient(), chdbDatabase(name), orm);
-  await ch.migrate();
-  const pg = createPostgresEventStore(orm, { deleteChunk: 1000 });
-  const deps = { config, orm, events: withPostgresSource(pg, ch, orm), logger } as unknown as WorkerDeps;
-  return { orm, ch, pg, deps };
+  return clickHouseWorld(name, { databaseUrl: await ownDatabase(`${name}_clickhouse`) });
 }

@@ -4,17 +4,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { loadConfig } from '../../../shared/platform/config.ts';
-import { initOrm } from '../../../shared/platform/db/orm.ts';
-import { logger } from '../../../shared/platform/logger.ts';
-import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
-import { withPostgresSource } from '../../../shared/events/create.ts';
-import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
+import type { ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import { deletePersonData } from '../../../shared/deletions/job.ts';
 import type { WorkerDeps } from '../../../worker/deps.ts';
 import { sql } from '../../db.ts';
 import { createAccount, type TestAccount } from '../../helpers.ts';
-import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { clickHouseWorld } from '../../clickhouse.ts';
 
 const CUTOFFS = ['2024-01-02 03:04:05.123456+00', '2024-03-04 05:06:07.000001+00'];
 
@@ -23,20 +18,7 @@ let ch: ClickHouseEventStore;
 let deps: WorkerDeps;
 let account: TestAccount;
 beforeAll(async () => {
-  const config = loadConfig();
-  orm = await initOrm(config.databaseUrl, 2);
-  ch = createClickHouseEventStore(chdbClient(), chdbDatabase('deletion'), orm);
-  await ch.migrate();
-  // No Redis: the job enqueues nothing for a handful of rows and no webhook.
-  deps = {
-    config,
-    orm,
-    events: withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 1000 }), ch, orm),
-    logger,
-    connection: null,
-    // Nothing is enqueued: no webhook is subscribed here, so the job hands over no delivery.
-    queues: { webhooks: null },
-  } as unknown as WorkerDeps;
+  ({ orm, ch, deps } = await clickHouseWorld('deletion'));
   account = await createAccount(orm);
 });
 afterAll(() => orm?.close());

@@ -5,18 +5,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { MikroORM } from '@mikro-orm/postgresql';
-import { loadConfig } from '../../../shared/platform/config.ts';
-import { initOrm } from '../../../shared/platform/db/orm.ts';
-import { logger } from '../../../shared/platform/logger.ts';
-import { createClickHouseEventStore, type ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
-import { withPostgresSource } from '../../../shared/events/create.ts';
-import { createPostgresEventStore } from '../../../shared/events/postgres.ts';
+import type { ClickHouseEventStore } from '../../../shared/events/clickhouse.ts';
 import type { EventStore } from '../../../shared/events/index.ts';
 import { runScrub } from '../../../shared/scrubs/index.ts';
 import type { WorkerDeps } from '../../../worker/deps.ts';
 import { sql } from '../../db.ts';
 import { createAccount, type TestAccount } from '../../helpers.ts';
-import { chdbClient, chdbDatabase } from '../../clickhouse.ts';
+import { clickHouseWorld } from '../../clickhouse.ts';
 
 let orm: MikroORM;
 let ch: ClickHouseEventStore;
@@ -24,20 +19,8 @@ let events: EventStore;
 let deps: WorkerDeps;
 let account: TestAccount;
 beforeAll(async () => {
-  const config = loadConfig();
-  orm = await initOrm(config.databaseUrl, 2);
-  ch = createClickHouseEventStore(chdbClient(), chdbDatabase('scrub'), orm);
-  await ch.migrate();
-  events = withPostgresSource(createPostgresEventStore(orm, { deleteChunk: 2 }), ch, orm);
-  deps = {
-    config,
-    orm,
-    events,
-    logger,
-    connection: null,
-    // Nothing is enqueued: no webhook is subscribed here, so the job hands over no delivery.
-    queues: { webhooks: null },
-  } as unknown as WorkerDeps;
+  // Delete statements of 2 rows: several of them.
+  ({ orm, ch, events, deps } = await clickHouseWorld('scrub', { deleteChunk: 2 }));
   account = await createAccount(orm);
 });
 afterAll(() => orm?.close());
