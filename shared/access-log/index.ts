@@ -6,7 +6,7 @@ import type { EntityManager } from '@mikro-orm/postgresql';
 import { sql } from 'kysely';
 import { db } from '../platform/db/kysely.ts';
 import type { Deps } from '../platform/deps.ts';
-import { purgeAccessLog } from './store.ts';
+import { type AccessRow, purgeAccessLog } from './store.ts';
 
 export {
   type AccessRecorder,
@@ -33,17 +33,8 @@ export interface AccessEntry {
   details?: Record<string, unknown>;
 }
 
-export interface AccessRecord {
-  id: string;
-  timestamp: string;
-  user_id: number | null;
-  api_key_id: string | null;
-  action: string;
-  person_uuids: string[];
-  request_id: string | null;
-  client_address: string | null;
-  details: Record<string, unknown>;
-}
+/** A recorded read as listed: the row as written (store.ts AccessRow), with its id and its time as ISO text. */
+export type AccessRecord = Omit<AccessRow, 'project_id' | 'timestamp'> & { id: string; timestamp: string };
 
 /** Records one read (inside the caller's transaction when there is one); a read of no person records nothing. */
 export async function recordPersonAccess(em: EntityManager, entry: AccessEntry): Promise<void> {
