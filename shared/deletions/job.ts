@@ -11,8 +11,8 @@ import type { Job } from 'bullmq';
 import { UnrecoverableError } from 'bullmq';
 import type { EntityManager } from '@mikro-orm/postgresql';
 import type { JobData } from '../platform/jobs.ts';
-import { sql } from 'kysely';
-import { db } from '../platform/db/kysely.ts';
+import { type Expression, type ExpressionBuilder, type SqlBool, sql } from 'kysely';
+import { type DB, db } from '../platform/db/kysely.ts';
 import { pgArray, rows } from '../platform/db/sql.ts';
 import { deleteRecordingSessions } from '../events/index.ts';
 import type { EventDeletionGroup } from '../events/index.ts';
@@ -358,34 +358,49 @@ function targetOf(row: AsyncDeletionRow): RecordingTarget {
 const RECORDING_MATCH = `project_id = ? and (person_id = ?::uuid or distinct_id = any(?::text[])) and created_at <= ?::timestamptz`;
 const recordingMatchParams = (t: RecordingTarget) => [t.projectId, t.personUuid, t.distinctIds, t.cutoff];
 
+/**
+ * A chunk of the project's sessions that `where` picks (rows locked, others' skipped), deleted with their
+ * snapshots, snapshots first, in the caller's transaction: what a deletion and a recording scrub both do.
+ */
+export async function deleteSessionChunk(
+  tx: EntityManager,
+  projectId: number,
+  where: (eb: ExpressionBuilder<DB, 'session_recording'>) => Expression<SqlBool>,
+): Promise<{ sessions: number; snapshots: number }> {
+  const sessions = await db(tx)
+    .selectFrom('session_recording')
+    .select('session_id')
+    .where('project_id', '=', projectId)
+    .where(where)
+    .orderBy('id')
+    .limit(Math.max(1, Math.floor(DELETE_CHUNK / 50)))
+    .forUpdate()
+    .skipLocked()
+    .execute();
+  if (sessions.length === 0) return { sessions: 0, snapshots: 0 };
+  const deleted = await deleteRecordingSessions(
+    tx,
+    projectId,
+    sessions.map((s) => s.session_id),
+  );
+  return { sessions: sessions.length, snapshots: deleted.snapshots };
+}
+
 /** Recordings: a chunk of sessions, snapshots first, progress in the same transaction. */
 async function deleteRecordingsChunk(em: EntityManager, t: RecordingTarget, deletionId: string): Promise<number> {
   return em.transactional(async (tx) => {
     // The match is the receipt's verification statement's (RECORDING_MATCH), said as a typed query.
-    const sessions = await db(tx)
-      .selectFrom('session_recording')
-      .select('session_id')
-      .where('project_id', '=', t.projectId)
-      .where((eb) =>
+    const deleted = await deleteSessionChunk(tx, t.projectId, (eb) =>
+      eb.and([
         eb.or([
           eb('person_id', '=', sql<string>`${t.personUuid}::uuid`),
           eb('distinct_id', '=', sql<string>`any(${t.distinctIds}::text[])`),
         ]),
-      )
-      .where('created_at', '<=', sql<Date>`${t.cutoff}::timestamptz`)
-      .orderBy('id')
-      .limit(Math.max(1, Math.floor(DELETE_CHUNK / 50)))
-      .forUpdate()
-      .skipLocked()
-      .execute();
-    if (sessions.length === 0) return 0;
-    const deleted = await deleteRecordingSessions(
-      tx,
-      t.projectId,
-      sessions.map((s) => s.session_id),
+        eb('created_at', '<=', sql<Date>`${t.cutoff}::timestamptz`),
+      ]),
     );
-    const n = sessions.length + deleted.snapshots;
-    await addRowsDeleted(tx, deletionId, n);
+    const n = deleted.sessions + deleted.snapshots;
+    if (n > 0) await addRowsDeleted(tx, deletionId, n);
     return n;
   });
 }

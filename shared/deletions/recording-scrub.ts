@@ -2,10 +2,9 @@
 // sessions of some distinct ids that started in a time range, up to the scrub's cutoff by arrival,
 // deleted in chunks with their snapshots, snapshots first.
 import type { EntityManager } from '@mikro-orm/postgresql';
-import { sql } from 'kysely';
-import { db } from '../platform/db/kysely.ts';
-import { deleteRecordingSessions } from '../events/index.ts';
-import { DELETE_CHUNK } from './job.ts';
+import { type ExpressionBuilder, sql } from 'kysely';
+import { type DB, db } from '../platform/db/kysely.ts';
+import { deleteSessionChunk } from './job.ts';
 
 export interface RecordingScrubMatch {
   distinctIds: readonly string[];
@@ -16,14 +15,19 @@ export interface RecordingScrubMatch {
   cutoff: string;
 }
 
+/** The scrub's conditions on session_recording (beside its project). */
+const matches = (eb: ExpressionBuilder<DB, 'session_recording'>, m: RecordingScrubMatch) => [
+  eb('distinct_id', '=', sql<string>`any(${[...m.distinctIds]}::text[])`),
+  eb('start_time', '>=', m.after),
+  eb('start_time', '<', m.before),
+  eb('created_at', '<=', sql<Date>`${m.cutoff}::timestamptz`),
+];
+
 const matching = (em: EntityManager, projectId: number, m: RecordingScrubMatch) =>
   db(em)
     .selectFrom('session_recording')
     .where('project_id', '=', projectId)
-    .where('distinct_id', '=', sql<string>`any(${[...m.distinctIds]}::text[])`)
-    .where('start_time', '>=', m.after)
-    .where('start_time', '<', m.before)
-    .where('created_at', '<=', sql<Date>`${m.cutoff}::timestamptz`);
+    .where((eb) => eb.and(matches(eb, m)));
 
 /** The matching recordings (sessions) and their snapshots now. */
 export async function countScrubRecordings(
@@ -64,21 +68,10 @@ export async function deleteScrubRecordings(
   let total = 0;
   for (;;) {
     const n = await em.fork().transactional(async (tx) => {
-      const sessions = await matching(tx, projectId, m)
-        .select('session_id')
-        .orderBy('id')
-        .limit(Math.max(1, Math.floor(DELETE_CHUNK / 50)))
-        .forUpdate()
-        .skipLocked()
-        .execute();
-      if (sessions.length === 0) return 0;
-      await deleteRecordingSessions(
-        tx,
-        projectId,
-        sessions.map((s) => s.session_id),
-      );
-      await record(sessions.length, tx);
-      return sessions.length;
+      const { sessions } = await deleteSessionChunk(tx, projectId, (eb) => eb.and(matches(eb, m)));
+      if (sessions === 0) return 0;
+      await record(sessions, tx);
+      return sessions;
     });
     if (n === 0) return total;
     total += n;
